@@ -1,0 +1,101 @@
+"""The connector interfaces: sources read splits, sinks write and commit.
+
+Every batch a source yields conforms to the table's declared schema: the
+declared columns in declared order, with their declared Arrow types
+(timestamps as ``timestamp[us]``).
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import pyarrow as pa
+
+DEFAULT_BATCH_SIZE = 65536
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    description: str
+    required: bool = False
+    default: str | None = None
+    #: Allowed values, if the option is an enumeration.
+    choices: tuple[str, ...] = ()
+
+
+@dataclass
+class ConnectorSpec:
+    """What the planner needs to validate a WITH (...) clause."""
+
+    name: str
+    source: type["Source"] | None
+    sink: type["Sink"] | None
+    options: dict[str, OptionSpec] = field(default_factory=dict)
+    #: Format-specific options, by format: {'csv': {'csv.ignore-parse-errors': ...}}.
+    format_options: dict[str, dict[str, OptionSpec]] = field(default_factory=dict)
+
+
+class Source(ABC):
+    """A bounded or unbounded source of Arrow batches, split into splits.
+
+    The runtime reads all splits of a source round-robin, one batch at a time,
+    keeps a watermark per split and combines them by minimum.
+    """
+
+    def __init__(self, options: dict[str, str], schema: pa.Schema, *, batch_size: int = DEFAULT_BATCH_SIZE):
+        self.options = options
+        self.schema = schema
+        self.batch_size = batch_size
+        #: Malformed rows skipped because '<format>.ignore-parse-errors' is on.
+        self.skipped_rows = 0
+
+    @abstractmethod
+    def splits(self) -> list[str]:
+        """Stable split ids (a file path, a generator number)."""
+
+    @abstractmethod
+    def read(self, split: str, offset: Any = None) -> Iterator[tuple[pa.RecordBatch, Any]]:
+        """Yield (batch, offset after that batch). ``offset`` resumes a split
+        after a recorded position; offsets are JSON-able."""
+
+    @property
+    def bounded(self) -> bool:
+        return True
+
+
+class Sink(ABC):
+    """Receives the rows of one INSERT or materialized view.
+
+    Output becomes visible only on ``commit``: the runtime pre-commits at a
+    checkpoint barrier and commits when the checkpoint completes; without
+    checkpointing, ``finish`` commits everything at the end of the job.
+    """
+
+    #: True where output is committed transactionally (exactly-once).
+    transactional = True
+
+    def __init__(self, options: dict[str, str], schema: pa.Schema, *, subtask_index: int = 0):
+        self.options = options
+        self.schema = schema
+        self.subtask_index = subtask_index
+
+    def open(self) -> None:
+        pass
+
+    @abstractmethod
+    def write(self, batch: pa.RecordBatch) -> None:
+        """Stage a batch (it conforms to ``self.schema``)."""
+
+    def pre_commit(self, checkpoint_id: int) -> Any:
+        """Make staged output durable but invisible; return what commit needs."""
+        return None
+
+    def commit(self, checkpoint_id: int, handle: Any = None) -> None:
+        """Make the output of checkpoint ``checkpoint_id`` visible."""
+
+    def abort(self) -> None:
+        """Discard staged output that was never committed."""
+
+    def finish(self) -> None:
+        """End of job without checkpointing: commit everything staged."""

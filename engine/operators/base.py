@@ -1,0 +1,63 @@
+"""The operator interface: hooks that do nothing by default.
+
+An operator sees batches, watermarks and lifecycle calls and returns output
+batches. It never sees channels or barriers: the task around it aligns
+barriers and calls ``snapshot`` at the right moment.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+
+@dataclass
+class OperatorContext:
+    operator_id: str
+    output_schema: pa.Schema
+    subtask_index: int = 0
+    parallelism: int = 1
+    max_parallelism: int = 128
+    #: Counters shown in the job summary: rows_in, rows_out, late_rows_dropped, ...
+    metrics: dict[str, int] = field(default_factory=dict)
+
+    def count(self, name: str, n: int) -> None:
+        self.metrics[name] = self.metrics.get(name, 0) + n
+
+    def state_connection(self) -> duckdb.DuckDBPyConnection:
+        """A private DuckDB database for this operator's state tables."""
+        return duckdb.connect(":memory:")
+
+
+class Operator:
+    """Base class. Subclasses override the hooks they need."""
+
+    def __init__(self, config: dict[str, Any], ctx: OperatorContext):
+        self.config = config
+        self.ctx = ctx
+
+    def open(self) -> None:
+        """Create state tables, connections. Called once before any data."""
+
+    def process_batch(self, batch: pa.RecordBatch, input_index: int = 0) -> list[pa.RecordBatch]:
+        return [batch]
+
+    def process_watermark(self, watermark: int) -> list[pa.RecordBatch]:
+        """The combined input watermark advanced to ``watermark`` (µs)."""
+        return []
+
+    def snapshot(self) -> Any:
+        """A consistent copy of the state (the synchronous part of a checkpoint)."""
+        return None
+
+    def restore(self, state: Any) -> None:
+        """Load what ``snapshot`` returned."""
+
+    def finish(self) -> list[pa.RecordBatch]:
+        """End of input: flush what is left. The final watermark was already delivered."""
+        return []
+
+    def close(self) -> None:
+        """Release resources; called after finish or on failure."""

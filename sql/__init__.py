@@ -1,0 +1,1 @@
+"""weir's streaming SQL dialect on sqlglot: text in, normalised statements out."""
