@@ -1,0 +1,60 @@
+"""Calc: a stateless projection and filter, evaluated by DuckDB over each batch.
+
+Config::
+
+    {"projection": [[name, sql], ...], "filter": sql_or_null}
+
+computes ``SELECT <sql> AS <name>, ... FROM batch WHERE <filter>`` per batch.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from engine.errors import EngineError
+from engine.operators.base import Operator, OperatorContext
+from engine.operators.batches import conform
+from engine.operators.duckdb_sql import query_arrow, quote_ident
+
+INPUT_VIEW = "calc_input"
+
+
+class Calc(Operator):
+    def __init__(self, config: dict[str, Any], ctx: OperatorContext):
+        super().__init__(config, ctx)
+        projection = config.get("projection")
+        if not projection:
+            raise EngineError(
+                "calc needs a non-empty 'projection': [[name, sql], ...]",
+                operator_id=ctx.operator_id,
+            )
+        columns = ", ".join(f"{sql} AS {quote_ident(name)}" for name, sql in projection)
+        self.query = f"SELECT {columns} FROM {quote_ident(INPUT_VIEW)}"
+        if config.get("filter"):
+            self.query += f" WHERE {config['filter']}"
+        self._con: duckdb.DuckDBPyConnection | None = None
+
+    def open(self) -> None:
+        if self._con is None:
+            self._con = duckdb.connect(":memory:")
+
+    def process_batch(self, batch: pa.RecordBatch, input_index: int = 0) -> list[pa.RecordBatch]:
+        self.open()
+        self.ctx.count("rows_in", batch.num_rows)
+        if batch.num_rows == 0:
+            return []
+        self._con.register(INPUT_VIEW, batch)
+        try:
+            result = query_arrow(self._con, self.query, self.ctx.operator_id)
+        finally:
+            self._con.unregister(INPUT_VIEW)
+        out = conform(result, self.ctx.output_schema, self.ctx.operator_id)
+        self.ctx.count("rows_out", sum(b.num_rows for b in out))
+        return out
+
+    def close(self) -> None:
+        if self._con is not None:
+            self._con.close()
+            self._con = None

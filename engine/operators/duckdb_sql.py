@@ -1,0 +1,47 @@
+"""Small helpers for building and running the DuckDB SQL the operators generate.
+
+Expressions arrive from the planner as DuckDB SQL text over column names; the
+operators wrap them in statements of their own. Identifiers the operators
+introduce are always quoted, so a user column named like a keyword works.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from engine.errors import EngineError
+
+
+def quote_ident(name: str) -> str:
+    """A DuckDB identifier: double quotes, inner quotes doubled."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def int_literal(value: int) -> str:
+    """A BIGINT literal, clamped to the BIGINT range."""
+    return str(max(-(2**63), min(2**63 - 1, int(value))))
+
+
+def execute(con: duckdb.DuckDBPyConnection, sql: str, operator_id: str) -> list[tuple[Any, ...]]:
+    """Run a statement and read its result to the end (an unread result blocks the connection)."""
+    try:
+        return con.execute(sql).fetchall()
+    except duckdb.Error as exc:
+        raise _failure(exc, sql, operator_id) from exc
+
+
+def query_arrow(con: duckdb.DuckDBPyConnection, sql: str, operator_id: str) -> pa.Table:
+    try:
+        return con.sql(sql).to_arrow_table()
+    except duckdb.Error as exc:
+        raise _failure(exc, sql, operator_id) from exc
+
+
+def _failure(exc: duckdb.Error, sql: str, operator_id: str) -> EngineError:
+    return EngineError(
+        f"DuckDB failed: {exc}",
+        hint=f"the generated statement was: {' '.join(sql.split())}",
+        operator_id=operator_id,
+    )

@@ -1,0 +1,27 @@
+"""Operator kinds by name, as a JobGraph's ``OperatorNode.kind`` names them."""
+from __future__ import annotations
+
+from typing import Any
+
+from engine.errors import EngineError
+from engine.operators.base import Operator, OperatorContext
+from engine.operators.calc import Calc
+from engine.operators.window_aggregate import WindowAggregate
+
+OPERATORS: dict[str, type[Operator]] = {
+    "calc": Calc,
+    "window_aggregate": WindowAggregate,
+}
+
+
+def build_operator(kind: str, config: dict[str, Any], ctx: OperatorContext) -> Operator:
+    """Instantiate the operator class registered under ``kind``."""
+    try:
+        cls = OPERATORS[kind]
+    except KeyError:
+        raise EngineError(
+            f"unknown operator kind {kind!r}",
+            hint=f"known kinds: {', '.join(sorted(OPERATORS))}",
+            operator_id=ctx.operator_id,
+        ) from None
+    return cls(config, ctx)

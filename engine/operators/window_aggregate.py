@@ -1,0 +1,233 @@
+"""WindowAggregate: an event-time window aggregate (TUMBLE), state in DuckDB.
+
+Config::
+
+    {
+      "window": {"kind": "tumble", "time_column": "date_time", "size": 10000000, "offset": 0},
+      "keys": [[name, sql], ...],
+      "aggregates": [{"name", "function", "argument", "distinct", "filter"}, ...],
+      "having": sql_or_null,
+      "projection": [[name, sql], ...]
+    }
+
+Sizes and offsets are µs. ``keys``, aggregate arguments and filters are SQL
+over the input columns; ``having`` and ``projection`` are SQL over the key
+names, ``window_start``, ``window_end``, ``window_time`` and the aggregate
+names. The result equals DuckDB's batch query
+``SELECT <projection> FROM input GROUP BY keys, window HAVING <having>``
+over the rows that were not late.
+
+The operator is three parts: the clock (``EventTimeClock``: the watermark),
+the assigner (``TumblingWindows``: row → slice, watermark → what fired) and
+the per-window accumulators kept in ``WindowState``.
+
+Per batch: rows with a NULL time and late rows (their window already fired)
+are counted and dropped; the rest are aggregated into partials by one
+``GROUP BY`` and appended to the state. Per watermark: every window with
+``window_end - 1 ms <= watermark`` is merged, emitted (ordered by window_end,
+then keys) and deleted.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.errors import EngineError
+from engine.operators.accumulators import Accumulator, AggregateCall, DistinctAccumulator
+from engine.operators.base import Operator, OperatorContext
+from engine.operators.batches import conform
+from engine.operators.clock import EventTimeClock
+from engine.operators.duckdb_sql import int_literal, query_arrow, quote_ident
+from engine.operators.window_state import SLICE, WindowState
+from engine.operators.windows import WINDOW_TIME_LAG_US, window_assigner
+
+INPUT_VIEW = "window_input"
+SNAPSHOT_VERSION = 1
+
+
+class WindowAggregate(Operator):
+    def __init__(self, config: dict[str, Any], ctx: OperatorContext):
+        super().__init__(config, ctx)
+        oid = ctx.operator_id
+        for required in ("window", "projection"):
+            if not config.get(required):
+                raise EngineError(f"window_aggregate config lacks {required!r}", operator_id=oid)
+        self.assigner = window_assigner(config["window"], oid)
+        self.clock = EventTimeClock()
+        self.keys: list[tuple[str, str]] = [tuple(k) for k in config.get("keys") or []]
+        self.calls = [AggregateCall.from_config(a, oid) for a in config.get("aggregates") or []]
+        self.accumulators: list[Accumulator] = []
+        self.distincts: list[DistinctAccumulator] = []
+        for i, call in enumerate(self.calls):
+            if call.keeps_distinct_values:
+                self._distinct_for(call).calls.append(call)
+            else:
+                self.accumulators.append(Accumulator(call, i))
+        self.having: str | None = config.get("having")
+        self.projection: list[tuple[str, str]] = [tuple(p) for p in config["projection"]]
+        self.state: WindowState | None = None
+        #: The earliest slice that may hold state (None: no state); saves a query per watermark.
+        self._earliest_slice: int | None = None
+
+    def _distinct_for(self, call: AggregateCall) -> DistinctAccumulator:
+        for d in self.distincts:
+            if (d.argument, d.filter) == (call.argument, call.filter):
+                return d
+        d = DistinctAccumulator(call.argument, call.filter, len(self.distincts))
+        self.distincts.append(d)
+        return d
+
+    # -- lifecycle -----------------------------------------------------------
+    def open(self) -> None:
+        if self.state is None:
+            self.state = WindowState(
+                self.ctx.state_connection(),
+                self.ctx.operator_id,
+                len(self.keys),
+                self.accumulators,
+                self.distincts,
+                self.ctx.max_parallelism,
+            )
+
+    def close(self) -> None:
+        if self.state is not None:
+            self.state.con.close()
+            self.state = None
+
+    # -- batches -------------------------------------------------------------
+    def process_batch(self, batch: pa.RecordBatch, input_index: int = 0) -> list[pa.RecordBatch]:
+        self.open()
+        self.ctx.count("rows_in", batch.num_rows)
+        if batch.num_rows == 0:
+            return []
+        batch, ts = self._event_times(batch)
+        dropped = ts.null_count
+        if dropped:
+            self.ctx.count("null_time_rows_dropped", dropped)
+        cutoff = self.assigner.first_open_slice(self.clock.watermark) if self.clock.started else None
+        earliest = pc.min(ts).as_py()
+        if earliest is None:
+            return []
+        if cutoff is not None and earliest < cutoff:
+            late = pc.less(ts, cutoff)
+            late_count = pc.sum(late).as_py()
+            self.ctx.count("late_rows_dropped", late_count)
+            dropped += late_count
+            if dropped == batch.num_rows:
+                return []
+            earliest = pc.min(pc.filter(ts, pc.invert(late))).as_py()
+        slice_start = self.assigner.slice_start(earliest)
+        if self._earliest_slice is None or slice_start < self._earliest_slice:
+            self._earliest_slice = slice_start
+        self.state.con.register(INPUT_VIEW, batch)
+        try:
+            self.state.append(self._prepared_rows_sql(cutoff))
+        finally:
+            self.state.con.unregister(INPUT_VIEW)
+        return []
+
+    def _event_times(self, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, pa.Array]:
+        """The batch with its time column in µs, and that column as int64 (a zero-copy view)."""
+        name = self.assigner.time_column
+        index = batch.schema.get_field_index(name)
+        if index < 0:
+            raise EngineError(
+                f"the window's time column {name!r} is not in the input",
+                hint=f"input columns: {batch.schema.names}",
+                operator_id=self.ctx.operator_id,
+            )
+        column = batch.column(index)
+        if not pa.types.is_timestamp(column.type):
+            raise EngineError(
+                f"the window's time column {name!r} is {column.type}, not a timestamp",
+                operator_id=self.ctx.operator_id,
+            )
+        if column.type.unit != "us":
+            column = column.cast(pa.timestamp("us", column.type.tz))
+            batch = batch.set_column(index, batch.schema.field(index).with_type(column.type), column)
+        return batch, column.view(pa.int64())
+
+    def _prepared_rows_sql(self, cutoff: int | None) -> str:
+        """The batch's rows that count, with keys, slice, arguments and filters computed."""
+        ts_col = quote_ident(self.assigner.time_column)
+        ts_us = f"epoch_us({ts_col})"
+        columns = [f"({sql}) AS __k{i}" for i, (_, sql) in enumerate(self.keys)]
+        columns.append(f"{self.assigner.slice_start_sql(ts_us)} AS {SLICE}")
+        for acc in self.accumulators:
+            if acc.argument_column:
+                columns.append(f"({acc.call.argument}) AS {acc.argument_column}")
+            if acc.filter_column:
+                columns.append(f"({acc.call.filter}) AS {acc.filter_column}")
+        for d in self.distincts:
+            columns.append(f"({d.argument}) AS {d.argument_column}")
+            if d.filter_column:
+                columns.append(f"({d.filter}) AS {d.filter_column}")
+        where = f"{ts_col} IS NOT NULL"
+        if cutoff is not None:
+            where += f" AND {ts_us} >= {int_literal(cutoff)}"
+        return f"SELECT {', '.join(columns)} FROM {quote_ident(INPUT_VIEW)} WHERE {where}"
+
+    # -- watermarks ----------------------------------------------------------
+    def process_watermark(self, watermark: int) -> list[pa.RecordBatch]:
+        self.open()
+        if not self.clock.advance(watermark):
+            return []
+        upto = self.assigner.last_fired_slice(watermark)
+        if self._earliest_slice is None or self._earliest_slice > upto:
+            return []
+        table = query_arrow(self.state.con, self._emit_sql(upto), self.ctx.operator_id)
+        self.state.evict(upto)
+        self._earliest_slice = self.state.earliest_slice()
+        out = conform(table, self.ctx.output_schema, self.ctx.operator_id)
+        self.ctx.count("rows_out", table.num_rows)
+        return out
+
+    def _emit_sql(self, upto: int) -> str:
+        """Fired windows with their bounds, filtered by HAVING, projected, in a stable order."""
+        start = self.assigner.window_start_sql(SLICE)
+        end = self.assigner.window_end_sql(SLICE)
+        columns = [f"__k{i} AS {quote_ident(name)}" for i, (name, _) in enumerate(self.keys)]
+        columns += [
+            f"make_timestamp({start}) AS window_start",
+            f"make_timestamp({end}) AS window_end",
+            f"make_timestamp({end} - {WINDOW_TIME_LAG_US}) AS window_time",
+            *(quote_ident(c.name) for c in self.calls),
+            f"{end} AS __order_end",
+            *(f"__k{i} AS __order_k{i}" for i in range(len(self.keys))),
+        ]
+        projection = ", ".join(f"{sql} AS {quote_ident(name)}" for name, sql in self.projection)
+        order = ", ".join(
+            ["fired_windows.__order_end"]
+            + [f"fired_windows.__order_k{i}" for i in range(len(self.keys))]
+        )
+        sql = (
+            f"SELECT {projection} FROM (SELECT {', '.join(columns)} "
+            f"FROM ({self.state.fired_sql(upto)})) AS fired_windows"
+        )
+        if self.having:
+            sql += f" WHERE {self.having}"
+        return f"{sql} ORDER BY {order}"
+
+    # -- checkpoints ---------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """``{"version", "watermark", "tables": {name: pa.Table}}``; rows ordered by key_group."""
+        self.open()
+        return {
+            "version": SNAPSHOT_VERSION,
+            "watermark": self.clock.watermark,
+            "tables": self.state.snapshot(),
+        }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.open()
+        if state.get("version") != SNAPSHOT_VERSION:
+            raise EngineError(
+                f"cannot restore window state of version {state.get('version')!r}",
+                hint=f"this operator reads version {SNAPSHOT_VERSION}",
+                operator_id=self.ctx.operator_id,
+            )
+        self.clock = EventTimeClock(state["watermark"])
+        self.state.restore(state["tables"])
+        self._earliest_slice = self.state.earliest_slice()

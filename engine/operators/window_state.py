@@ -1,0 +1,204 @@
+"""Keyed window state in DuckDB: partial aggregates per (key, slice), appended batch by batch.
+
+Tables (all carry ``key_group``, the key columns ``__k0..``, ``__slice_start``):
+
+- ``window_accumulators``: one row per (key, slice) *per batch* with the
+  batch's partial aggregates (``__rows`` counts every row, so a window exists
+  even when all its FILTERs reject). Appending partials and grouping them when
+  the window fires is several times faster than an upsert per batch.
+- ``distinct_values_<i>``: the distinct values of a DISTINCT aggregate's
+  argument per (key, slice).
+
+Appended rows pile up between firings; when a table has grown past twice its
+size after the last compaction (and past ``COMPACT_MIN_ROWS``) it is compacted
+by merging its partials, so memory stays proportional to the open windows.
+``key_group`` is ``hash(keys) % max_parallelism`` so that snapshots can be
+split by key group.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import duckdb
+import pyarrow as pa
+
+from engine.errors import EngineError
+from engine.operators.accumulators import Accumulator, DistinctAccumulator
+from engine.operators.duckdb_sql import execute, int_literal, query_arrow, quote_ident
+
+ACCUMULATORS = "window_accumulators"
+SLICE = "__slice_start"
+COMPACT_MIN_ROWS = 262_144
+
+
+@dataclass
+class _TableSize:
+    rows: int = 0
+    rows_after_compaction: int = 0
+
+
+class WindowState:
+    def __init__(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        operator_id: str,
+        key_count: int,
+        accumulators: list[Accumulator],
+        distincts: list[DistinctAccumulator],
+        max_parallelism: int,
+    ):
+        self.con = con
+        self.operator_id = operator_id
+        self.keys = [f"__k{i}" for i in range(key_count)]
+        self.accumulators = accumulators
+        self.distincts = distincts
+        self.max_parallelism = max_parallelism
+        self.sizes: dict[str, _TableSize] = {}
+
+    # -- helpers -----------------------------------------------------------
+    def _run(self, sql: str) -> list[tuple]:
+        return execute(self.con, sql, self.operator_id)
+
+    def _key_group_sql(self) -> str:
+        if not self.keys:
+            return "CAST(0 AS BIGINT)"
+        return f"CAST(hash({', '.join(self.keys)}) % {self.max_parallelism} AS BIGINT)"
+
+    def _group_columns(self) -> str:
+        return ", ".join([*self.keys, SLICE])
+
+    def _tables(self) -> list[str]:
+        return [ACCUMULATORS, *(d.table for d in self.distincts)]
+
+    def _append(self, table: str, select_sql: str) -> None:
+        if table in self.sizes:
+            (inserted,) = self._run(f"INSERT INTO {table} {select_sql}")[0]
+        else:
+            self._run(f"CREATE TABLE {table} AS {select_sql}")
+            (inserted,) = self._run(f"SELECT count(*) FROM {table}")[0]
+            self.sizes[table] = _TableSize()
+        size = self.sizes[table]
+        size.rows += inserted
+        if size.rows - size.rows_after_compaction > max(size.rows_after_compaction, COMPACT_MIN_ROWS):
+            self._compact(table)
+
+    # -- merging a batch ---------------------------------------------------
+    def append(self, prepared_sql: str) -> None:
+        """Add one batch's rows; ``prepared_sql`` selects the keys, slice, arguments and filters."""
+        partials = [f"COUNT(*) AS __rows"]
+        for acc in self.accumulators:
+            partials += [f"{c.partial_sql} AS {c.name}" for c in acc.columns]
+        self._append(
+            ACCUMULATORS,
+            f"SELECT {self._key_group_sql()} AS key_group, {self._group_columns()}, "
+            f"{', '.join(partials)} FROM ({prepared_sql}) GROUP BY {self._group_columns()}",
+        )
+        for d in self.distincts:
+            where = f"{d.argument_column} IS NOT NULL"
+            if d.filter_column:
+                where += f" AND {d.filter_column}"
+            self._append(
+                d.table,
+                f"SELECT {self._key_group_sql()} AS key_group, {self._group_columns()}, value "
+                f"FROM (SELECT DISTINCT {self._group_columns()}, {d.argument_column} AS value "
+                f"FROM ({prepared_sql}) WHERE {where})",
+            )
+
+    def _merge_select(self, table: str) -> str:
+        """Partials of ``table`` merged into one row per (key, slice), same columns."""
+        group = f"key_group, {self._group_columns()}"
+        if table == ACCUMULATORS:
+            merged = ["CAST(SUM(__rows) AS BIGINT)"]
+            for acc in self.accumulators:
+                merged += [c.merge_sql(c.name) for c in acc.columns]
+            return f"SELECT {group}, {', '.join(merged)} FROM {table} GROUP BY {group}"
+        return f"SELECT DISTINCT {group}, value FROM {table}"
+
+    def _compact(self, table: str) -> None:
+        tmp = f"{table}__compacted"
+        self._run(f"CREATE TABLE {tmp} AS SELECT * FROM {table} LIMIT 0")
+        (rows,) = self._run(f"INSERT INTO {tmp} {self._merge_select(table)} ORDER BY key_group")[0]
+        self._run(f"DROP TABLE {table}")
+        self._run(f"ALTER TABLE {tmp} RENAME TO {table}")
+        self.sizes[table] = _TableSize(rows, rows)
+
+    # -- firing ------------------------------------------------------------
+    def earliest_slice(self) -> int | None:
+        if ACCUMULATORS not in self.sizes:
+            return None
+        return self._run(f"SELECT min({SLICE}) FROM {ACCUMULATORS}")[0][0]
+
+    def fired_sql(self, upto: int) -> str:
+        """One row per (key, slice) with ``slice_start <= upto``: ``__k*``, ``__slice_start``
+        and every aggregate's final value under its name."""
+        bound = f"{SLICE} <= {int_literal(upto)}"
+        group = self._group_columns()
+        finals = []
+        for acc in self.accumulators:
+            value = acc.final_sql([c.merge_sql(c.name) for c in acc.columns])
+            finals.append(f"{value} AS {quote_ident(acc.call.name)}")
+        ctes = [
+            f"fired_accumulators AS (SELECT {group}{''.join(', ' + f for f in finals)} "
+            f"FROM {ACCUMULATORS} WHERE {bound} GROUP BY {group})"
+        ]
+        columns = [f"a.{c}" for c in (*self.keys, SLICE)]
+        columns += [f"a.{quote_ident(acc.call.name)}" for acc in self.accumulators]
+        joins = []
+        for i, d in enumerate(self.distincts):
+            values = ", ".join(
+                f"{d.final_sql(call)} AS __v{j}" for j, call in enumerate(d.calls)
+            )
+            ctes.append(
+                f"fired_distinct_{i} AS (SELECT {group}, {values} FROM {d.table} "
+                f"WHERE {bound} GROUP BY {group})"
+            )
+            on = " AND ".join(
+                [f"a.{k} IS NOT DISTINCT FROM d{i}.{k}" for k in self.keys]
+                + [f"a.{SLICE} = d{i}.{SLICE}"]
+            )
+            joins.append(f"LEFT JOIN fired_distinct_{i} d{i} ON {on}")
+            columns += [
+                f"COALESCE(d{i}.__v{j}, {d.empty_value(call)}) AS {quote_ident(call.name)}"
+                for j, call in enumerate(d.calls)
+            ]
+        return (
+            f"WITH {', '.join(ctes)} SELECT {', '.join(columns)} "
+            f"FROM fired_accumulators a {' '.join(joins)}"
+        )
+
+    def evict(self, upto: int) -> None:
+        """Delete every slice starting at or before ``upto`` (after it fired)."""
+        for table in self._tables():
+            if table not in self.sizes:
+                continue
+            (deleted,) = self._run(f"DELETE FROM {table} WHERE {SLICE} <= {int_literal(upto)}")[0]
+            size = self.sizes[table]
+            size.rows -= deleted
+            size.rows_after_compaction = min(size.rows_after_compaction, size.rows)
+
+    # -- snapshot / restore ------------------------------------------------
+    def snapshot(self) -> dict[str, pa.Table]:
+        """A copy of every state table, rows ordered by key group."""
+        return {
+            table: query_arrow(self.con, f"SELECT * FROM {table} ORDER BY key_group", self.operator_id)
+            for table in self._tables()
+            if table in self.sizes
+        }
+
+    def restore(self, tables: dict[str, pa.Table]) -> None:
+        for table in self._tables():
+            self._run(f"DROP TABLE IF EXISTS {table}")
+        self.sizes.clear()
+        for table, data in tables.items():
+            if table not in self._tables():
+                raise EngineError(
+                    f"the snapshot holds state table {table!r}, which this operator does not have",
+                    hint="the window's aggregates changed since the snapshot was taken",
+                    operator_id=self.operator_id,
+                )
+            self.con.register("restored_state", data)
+            try:
+                self._run(f"CREATE TABLE {table} AS SELECT * FROM restored_state")
+            finally:
+                self.con.unregister("restored_state")
+            self.sizes[table] = _TableSize(data.num_rows, data.num_rows)
