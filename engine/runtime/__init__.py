@@ -1,0 +1,1 @@
+"""Executors that run a JobGraph. ``LocalExecutor`` runs it in this process."""

@@ -1,0 +1,31 @@
+"""The operator at the end of a pipeline: hands rows to a sink connector."""
+from __future__ import annotations
+
+import pyarrow as pa
+
+from engine.connectors.base import Sink
+from engine.operators.base import Operator, OperatorContext
+
+
+class SinkWriter(Operator):
+    def __init__(self, sink: Sink, ctx: OperatorContext):
+        super().__init__({}, ctx)
+        self.sink = sink
+
+    def open(self) -> None:
+        self.sink.open()
+
+    def process_batch(self, batch: pa.RecordBatch, input_index: int = 0) -> list[pa.RecordBatch]:
+        schema = self.sink.schema
+        if batch.schema != schema:
+            # Same columns by position; names and (planner-checked) types follow the sink.
+            batch = pa.RecordBatch.from_arrays(batch.columns, names=schema.names).cast(schema)
+        self.sink.write(batch)
+        return []
+
+    def finish(self) -> list[pa.RecordBatch]:
+        self.sink.finish()
+        return []
+
+    def close(self) -> None:
+        self.sink.abort()

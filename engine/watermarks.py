@@ -1,0 +1,57 @@
+"""Watermark generation per source split, combined by minimum.
+
+A split's watermark is the largest value the table's WATERMARK expression
+has taken over the rows of that split (Flink's semantics); the source's
+watermark is the minimum over its unfinished splits, and it only moves forward.
+"""
+from __future__ import annotations
+
+import duckdb
+import pyarrow as pa
+
+from engine.messages import MAX_WATERMARK, MIN_WATERMARK
+from engine.sql_eval import INPUT
+
+
+class WatermarkGenerator:
+    """Evaluates a watermark expression (DuckDB SQL, a TIMESTAMP) over batches."""
+
+    def __init__(self, expression_sql: str):
+        self._query = f"SELECT epoch_us(max(CAST(({expression_sql}) AS TIMESTAMP))) FROM {INPUT}"
+        self._con = duckdb.connect(":memory:")
+
+    def max_of(self, batch: pa.RecordBatch) -> int | None:
+        """The largest watermark candidate in ``batch`` (µs), or None if all are NULL."""
+        self._con.register(INPUT, batch)
+        try:
+            (value,) = self._con.sql(self._query).fetchall()[0]
+        finally:
+            self._con.unregister(INPUT)
+        return value
+
+
+class SplitWatermarks:
+    """Tracks one watermark per split and their minimum over unfinished splits."""
+
+    def __init__(self, splits: list[str]):
+        self._by_split = {s: MIN_WATERMARK for s in splits}
+        self._finished: set[str] = set()
+        self.current = MIN_WATERMARK
+
+    def observe(self, split: str, candidate: int | None) -> int | None:
+        """Record a split's new candidate; return the combined watermark if it advanced."""
+        if candidate is not None and candidate > self._by_split[split]:
+            self._by_split[split] = candidate
+        return self._advance()
+
+    def finish(self, split: str) -> int | None:
+        self._finished.add(split)
+        return self._advance()
+
+    def _advance(self) -> int | None:
+        active = [w for s, w in self._by_split.items() if s not in self._finished]
+        combined = min(active) if active else MAX_WATERMARK
+        if combined > self.current:
+            self.current = combined
+            return combined
+        return None
