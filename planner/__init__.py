@@ -1,0 +1,1 @@
+"""weir's planner: catalog, binding, streaming semantics, lowering to a JobGraph."""

@@ -1,0 +1,167 @@
+"""Planning GROUP BY over a window table function into a window_aggregate operator.
+
+Group keys, aggregate calls and the final projection are separated: the
+operator evaluates keys and aggregate arguments over input rows, and the
+projection and HAVING over (keys, window bounds, aggregate results).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+from sqlglot import exp
+
+from engine.graph import Edge
+from engine.sql_eval import INPUT
+from planner.expressions import AGGREGATES, Scope, bind, is_aggregate, output_name, quote, to_duckdb
+from planner.graph_builder import Stream
+from planner.windows import WINDOW_COLUMNS, WindowSpec
+from sql.errors import Problem
+
+if TYPE_CHECKING:
+    from planner.queries import QueryPlanner
+
+
+class _Aggregates:
+    """The distinct aggregate calls of a query, named _agg0, _agg1, ..."""
+
+    def __init__(self, qp: "QueryPlanner", input_scope: Scope, problems: list[Problem]):
+        self.qp, self.scope, self.problems = qp, input_scope, problems
+        self.calls: list[dict] = []
+        self.sql: list[str] = []  # the call as DuckDB SQL, for describe and EXPLAIN
+        self._by_sql: dict[str, str] = {}
+
+    def name_for(self, node: exp.Expression) -> str:
+        call = node.this if isinstance(node, exp.Filter) else node
+        condition = node.expression.this if isinstance(node, exp.Filter) else None
+        function = AGGREGATES.get(type(call))
+        if function is None:
+            raise self.qp.fail(f"aggregate function {call.sql_name()} is not supported yet", call,
+                               "supported: COUNT, SUM, MIN, MAX, AVG, with DISTINCT and FILTER (WHERE ...)")
+        argument, distinct = call.this, False
+        if isinstance(argument, exp.Distinct):
+            distinct, argument = True, argument.expressions[0]
+        if isinstance(argument, exp.Star):
+            argument = None
+        arg_sql = to_duckdb(bind(argument, self.scope, self.problems)) if argument is not None else None
+        filter_sql = to_duckdb(bind(condition, self.scope, self.problems)) if condition is not None else None
+        text = f"{function}({'DISTINCT ' if distinct else ''}{arg_sql or '*'})"
+        if filter_sql:
+            text += f" FILTER (WHERE {filter_sql})"
+        if text not in self._by_sql:
+            name = f"_agg{len(self.calls)}"
+            self._by_sql[text] = name
+            self.calls.append({"name": name, "function": function, "argument": arg_sql,
+                               "distinct": distinct, "filter": filter_sql})
+            self.sql.append(text)
+        return self._by_sql[text]
+
+
+def plan_window_aggregate(qp: "QueryPlanner", select: exp.Select, stream: Stream, window: WindowSpec,
+                          scope: Scope, pipeline: str) -> Stream:
+    problems: list[Problem] = []
+    input_scope = Scope(stream.schema, stream.name, qp.fallback)
+
+    keys: list[tuple[str, exp.Expression]] = []
+    grouped_windows: set[str] = set()
+    group = select.args.get("group")
+    for item in group.expressions if group else []:
+        bound = bind(item, scope, problems)
+        if isinstance(bound, exp.Column) and bound.name in WINDOW_COLUMNS:
+            grouped_windows.add(bound.name)
+        elif isinstance(bound, exp.Column):
+            keys.append((bound.name, bound))
+        else:
+            keys.append((f"_key{len(keys)}", bound))
+    if problems:
+        raise _error(problems)
+    if not {"window_start", "window_end"} <= grouped_windows:
+        raise qp.fail(
+            "a window aggregate must GROUP BY window_start and window_end", group or select,
+            "add window_start, window_end to the GROUP BY clause",
+        )
+    for name, key in keys:
+        if any(c.name in WINDOW_COLUMNS for c in key.find_all(exp.Column)):
+            raise qp.fail(f"group key {key.sql()} uses a window column; only window_start, "
+                          "window_end may be grouped", key)
+
+    aggregates = _Aggregates(qp, input_scope, problems)
+    allowed = {name for name, _ in keys} | set(WINDOW_COLUMNS)
+
+    def rewrite(node: exp.Expression) -> exp.Expression:
+        if is_aggregate(node):
+            return exp.column(aggregates.name_for(node), quoted=True)
+        for name, key in keys:
+            if node == key:
+                return exp.column(name, quoted=True)
+        return node
+
+    def final(expression: exp.Expression) -> str:
+        bound = bind(expression, scope, problems)
+        rewritten = bound.transform(rewrite)
+        for column in rewritten.find_all(exp.Column):
+            if column.name not in allowed and not column.name.startswith("_agg"):
+                problems.append(Problem(
+                    f"column `{column.name}` is neither grouped nor aggregated",
+                    *_pos(expression, column.name, qp.fallback),
+                    f"add `{column.name}` to GROUP BY or wrap it in an aggregate such as MAX({column.name})",
+                ))
+        return to_duckdb(rewritten)
+
+    projection = []
+    items = qp.expand_star(select.expressions, scope)
+    for index, item in enumerate(items):
+        projection.append([output_name(item, index), final(item.unalias() if isinstance(item, exp.Alias) else item)])
+    having = select.args.get("having")
+    having_sql = final(having.this) if having is not None else None
+    where = select.args.get("where")
+    filter_sql = to_duckdb(bind(where.this, input_scope, problems)) if where is not None else None
+    if problems:
+        raise _error(problems)
+
+    if filter_sql:
+        stream = qp._plan_filter(stream, filter_sql, pipeline, where)
+    key_sql = [[name, to_duckdb(key)] for name, key in keys]
+    schema = _output_schema(qp, key_sql, aggregates.sql, aggregates.calls, projection, having_sql, stream, select)
+    config = {
+        "window": window.config(),
+        "keys": key_sql,
+        "aggregates": aggregates.calls,
+        "having": having_sql,
+        "projection": projection,
+    }
+    description = (
+        f"WindowAggregate(window=[{window.describe()}], groupBy=[{', '.join(s for _, s in key_sql)}], "
+        f"select=[{', '.join(f'{s} AS {n}' for n, s in zip([c['name'] for c in aggregates.calls], aggregates.sql))}]"
+        + (f", having=[{having_sql}]" if having_sql else "") + ")"
+    )
+    edge = Edge(stream.node_id, "hash", tuple(n for n, _ in key_sql)) if key_sql else Edge(stream.node_id)
+    node = qp.builder.add(pipeline, "window_aggregate", config, schema, [edge], description)
+    times = frozenset(n for n, s in projection if s == quote("window_time"))
+    return Stream(node.id, schema, times, stream.name)
+
+
+def _output_schema(qp, key_sql, agg_sql, calls, projection, having_sql, stream, select) -> pa.Schema:
+    inner = [f"{sql} AS {quote(name)}" for name, sql in key_sql]
+    inner += [f"CAST(NULL AS TIMESTAMP) AS {name}" for name in WINDOW_COLUMNS]
+    inner += [f"{sql} AS {quote(call['name'])}" for sql, call in zip(agg_sql, calls)]
+    group_by = f" GROUP BY {', '.join(sql for _, sql in key_sql)}" if key_sql else ""
+    inner_sql = f"SELECT {', '.join(inner)} FROM {INPUT}{group_by}"
+    outer = ", ".join(f"{sql} AS {quote(name)}" for name, sql in projection)
+    where = f" WHERE {having_sql}" if having_sql else ""
+    return qp.describe(f"SELECT {outer} FROM ({inner_sql}){where}", stream.schema, select)
+
+
+def _pos(expression: exp.Expression, name: str, fallback):
+    from planner.expressions import position
+
+    for column in expression.find_all(exp.Column):
+        if column.name.lower() == name.lower():
+            return position(column, fallback)
+    return position(expression, fallback)
+
+
+def _error(problems: list[Problem]):
+    from planner.queries import PlanError
+
+    return PlanError(problems)

@@ -1,0 +1,126 @@
+"""Binding column references and translating expressions to DuckDB SQL.
+
+The engine evaluates expressions as DuckDB SQL text; this module is where
+Flink-spelled SQL becomes that text.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+import pyarrow as pa
+from sqlglot import exp
+
+from sql.errors import Problem
+
+AGGREGATES = {exp.Count: "count", exp.Sum: "sum", exp.Min: "min", exp.Max: "max", exp.Avg: "avg"}
+
+
+def position(node: exp.Expression | None, fallback: tuple[int, int] | None = None) -> tuple[int | None, int | None]:
+    """Line and column (1-based) where a node starts, from the identifiers inside it.
+
+    sqlglot records the line and the *last* column of each identifier token."""
+    if node is not None:
+        for ident in node.find_all(exp.Identifier):
+            if "line" in ident.meta:
+                return ident.meta["line"], ident.meta["col"] - len(ident.name) + 1
+    return fallback if fallback else (None, None)
+
+
+@dataclass
+class Scope:
+    """The columns an expression may reference, and what to call them in messages."""
+
+    schema: pa.Schema
+    relation: str
+    #: Where to point when an expression has no position of its own.
+    fallback: tuple[int, int] | None = None
+
+    def has(self, name: str) -> bool:
+        return self.resolve(name) is not None
+
+    def resolve(self, name: str) -> str | None:
+        """The column's declared spelling, matched case-insensitively."""
+        lowered = name.lower()
+        for column in self.schema.names:
+            if column.lower() == lowered:
+                return column
+        return None
+
+    def unknown_column(self, column: exp.Column) -> Problem:
+        line, col = position(column, self.fallback)
+        close = difflib.get_close_matches(column.name, self.schema.names, n=1)
+        hint = f"did you mean `{close[0]}`? " if close else ""
+        hint += f"`{self.relation}` has columns: {', '.join(self.schema.names)}"
+        return Problem(f"unknown column `{column.name}` in `{self.relation}`", line, col, hint)
+
+
+def bind(expression: exp.Expression, scope: Scope, problems: list[Problem]) -> exp.Expression:
+    """A copy of ``expression`` whose column references are unqualified and spelled
+    as declared; unknown columns are added to ``problems``."""
+
+    def rewrite(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
+            declared = scope.resolve(node.name)
+            if declared is None:
+                problems.append(scope.unknown_column(node))
+                return node
+            return exp.column(declared, quoted=True)
+        return node
+
+    return expression.copy().transform(rewrite)
+
+
+def to_duckdb(expression: exp.Expression) -> str:
+    """DuckDB SQL for a bound expression, with Flink functions translated."""
+    return expression.transform(_translate_function).sql(dialect="duckdb")
+
+
+def _translate_function(node: exp.Expression) -> exp.Expression:
+    if isinstance(node, exp.Anonymous) and node.name.upper() == "DATE_FORMAT" and len(node.expressions) == 2:
+        value, pattern = node.expressions
+        if isinstance(pattern, exp.Literal) and pattern.is_string:
+            return exp.func("strftime", value, exp.Literal.string(java_to_strftime(pattern.this)))
+    return node
+
+
+_JAVA_PATTERNS = [
+    ("yyyy", "%Y"), ("yy", "%y"), ("MM", "%m"), ("dd", "%d"), ("HH", "%H"),
+    ("mm", "%M"), ("ss", "%S"), ("SSS", "%g"), ("EEE", "%a"),
+]
+
+
+def java_to_strftime(pattern: str) -> str:
+    """Flink's DATE_FORMAT pattern (Java SimpleDateFormat) to strftime."""
+    out, i = [], 0
+    while i < len(pattern):
+        for java, c in _JAVA_PATTERNS:
+            if pattern.startswith(java, i):
+                out.append(c)
+                i += len(java)
+                break
+        else:
+            out.append(pattern[i].replace("%", "%%"))
+            i += 1
+    return "".join(out)
+
+
+def is_aggregate(node: exp.Expression) -> bool:
+    return isinstance(node, exp.AggFunc) or (isinstance(node, exp.Filter) and isinstance(node.this, exp.AggFunc))
+
+
+def contains_aggregate(expression: exp.Expression) -> bool:
+    return any(True for _ in expression.find_all(exp.AggFunc))
+
+
+def output_name(item: exp.Expression, index: int) -> str:
+    """The column name a select item produces: its alias, its column, or EXPR$i as in Flink."""
+    if isinstance(item, exp.Alias):
+        return item.alias
+    if isinstance(item, exp.Column) and not isinstance(item.this, exp.Star):
+        return item.name
+    return f"EXPR${index}"
+
+
+def quote(name: str) -> str:
+    return exp.to_identifier(name, quoted=True).sql(dialect="duckdb")

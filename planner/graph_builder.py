@@ -1,0 +1,48 @@
+"""Builds a JobGraph node by node, with stable ids derived from the plan."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from engine.graph import Edge, JobGraph, OperatorNode
+
+
+@dataclass
+class Stream:
+    """A planned relation: the operator producing it and what its rows look like."""
+
+    node_id: str
+    schema: pa.Schema
+    #: Columns that are event-time attributes (a watermark flows for them).
+    time_attributes: frozenset[str]
+    #: How to call it in messages: a table, view or pipeline name.
+    name: str
+    append_only: bool = True
+
+
+@dataclass
+class GraphBuilder:
+    graph: JobGraph
+    #: Source streams by table name, shared by every pipeline that reads the table.
+    sources: dict[str, Stream] = field(default_factory=dict)
+
+    def new_id(self, pipeline: str, kind: str) -> str:
+        base = f"{pipeline}.{kind}"
+        taken = {n.id for n in self.graph.nodes}
+        candidate, n = base, 2
+        while candidate in taken:
+            candidate, n = f"{base}_{n}", n + 1
+        return candidate
+
+    def add(
+        self,
+        pipeline: str,
+        kind: str,
+        config: dict,
+        schema: pa.Schema,
+        inputs: list[Edge],
+        description: str,
+    ) -> OperatorNode:
+        node = OperatorNode(self.new_id(pipeline, kind), kind, config, schema, inputs, description)
+        return self.graph.add(node)

@@ -1,0 +1,231 @@
+"""The planner: statements in, a catalog and one JobGraph out.
+
+Every INSERT INTO and CREATE MATERIALIZED VIEW of a script becomes a
+pipeline of the same job (like Flink's STATEMENT SET), so a table read by
+several pipelines is read once.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+from sqlglot import exp
+
+from engine.graph import Edge, JobGraph
+from planner.catalog import Catalog, TableDef, ViewDef
+from planner.connectors import check_connector
+from planner.expressions import Scope, bind, position, to_duckdb
+from planner.explain import explain
+from planner.graph_builder import GraphBuilder, Stream
+from planner.queries import PlanError, QueryPlanner
+from planner.settings import check_setting
+from planner.types import UnsupportedType, arrow_type, assignable, sql_name
+from sql import statements as st
+from sql.errors import Problem, WeirSqlError
+
+
+@dataclass
+class Script:
+    """The outcome of planning a whole SQL file."""
+
+    graph: JobGraph
+    catalog: Catalog
+    #: Text of each EXPLAIN statement in the file, in order.
+    explains: list[str] = field(default_factory=list)
+    #: Names of the materialized views the job maintains.
+    materialized_views: list[str] = field(default_factory=list)
+
+
+class Planner:
+    def __init__(self, *, job_name: str = "job", db_path: str = "weir.duckdb", settings: dict[str, str] | None = None):
+        self.catalog = Catalog()
+        self.settings: dict[str, str] = dict(settings or {})
+        self.db_path = db_path
+        self.builder = GraphBuilder(JobGraph(job_name))
+        self.explains: list[str] = []
+        self.materialized_views: list[str] = []
+
+    # -- statements --------------------------------------------------------------
+    def execute(self, statement: st.Statement) -> None:
+        handler = {
+            st.CreateTable: self._create_table,
+            st.CreateView: self._create_view,
+            st.Insert: self._insert,
+            st.Select: self._select,
+            st.SetOption: self._set,
+            st.ResetOption: self._reset,
+            st.Explain: self._explain,
+        }.get(type(statement))
+        if handler is None:
+            raise WeirSqlError(Problem(
+                f"{type(statement).__name__.upper()} is a shell statement and cannot run in a job file",
+                statement.line, statement.col, "run it in the interactive shell (`weir`)"))
+        handler(statement)
+
+    def script(self) -> Script:
+        graph = self.builder.graph
+        graph.settings = dict(self.settings)
+        if "pipeline.name" in self.settings:
+            graph.name = self.settings["pipeline.name"]
+        return Script(graph, self.catalog, self.explains, self.materialized_views)
+
+    def _create_table(self, s: st.CreateTable) -> None:
+        if self.catalog.lookup(s.name) is not None:
+            if s.if_not_exists:
+                return
+            raise WeirSqlError(Problem(f"table or view `{s.name}` already exists", s.line, s.col,
+                                       "use another name, or CREATE TABLE IF NOT EXISTS"))
+        problems: list[Problem] = []
+        fields = []
+        for column in s.columns:
+            try:
+                fields.append(pa.field(column.name, arrow_type(column.type), nullable=column.nullable))
+            except UnsupportedType:
+                problems.append(Problem(f"unsupported type {column.type.sql()} for column `{column.name}`",
+                                        column.line, column.col,
+                                        "use BIGINT, INT, DOUBLE, DECIMAL(p, s), VARCHAR, BOOLEAN, DATE or TIMESTAMP(3)"))
+        schema = pa.schema(fields)
+        watermark_column, watermark = None, None
+        if s.watermark is not None:
+            watermark_column, watermark = self._watermark(s, schema, problems)
+        for key in s.primary_key:
+            if key not in schema.names:
+                problems.append(Problem(f"primary key column `{key}` is not a column of `{s.name}`", s.line, s.col))
+        if "connector" not in s.options:
+            problems.append(Problem(f"table `{s.name}` has no 'connector' option", s.line, s.col,
+                                    "add WITH ('connector' = 'filesystem', 'path' = '...', 'format' = 'csv')"))
+        if problems:
+            raise WeirSqlError(problems)
+        self.catalog.add_table(TableDef(s.name, schema, watermark_column, watermark, dict(s.options),
+                                        list(s.primary_key), s))
+
+    def _watermark(self, s: st.CreateTable, schema: pa.Schema, problems: list[Problem]):
+        wm = s.watermark
+        scope = Scope(schema, s.name, (wm.line, wm.col))
+        column = scope.resolve(wm.column)
+        if column is None:
+            problems.append(Problem(f"WATERMARK FOR unknown column `{wm.column}` in `{s.name}`", wm.line, wm.col,
+                                    f"`{s.name}` has columns: {', '.join(schema.names)}"))
+            return None, None
+        if not pa.types.is_timestamp(schema.field(column).type):
+            problems.append(Problem(
+                f"WATERMARK FOR `{column}`, which is {sql_name(schema.field(column).type)}, not a timestamp",
+                wm.line, wm.col, "declare the column as TIMESTAMP(3)"))
+            return None, None
+        bound = bind(wm.expression, scope, problems)
+        return column, bound
+
+    def _create_view(self, s: st.CreateView) -> None:
+        if self.catalog.lookup(s.name) is not None and not s.if_not_exists:
+            raise WeirSqlError(Problem(f"table or view `{s.name}` already exists", s.line, s.col,
+                                       "use another name"))
+        view = ViewDef(s.name, s.query, s.materialized, s)
+        if not s.materialized:
+            # Check it now, on a scratch graph; it is planned again wherever it is used.
+            scratch = GraphBuilder(JobGraph("check"))
+            QueryPlanner(self.catalog, scratch, self.settings, (s.line, s.col)).plan_query(s.query, s.name)
+            self.catalog.add_view(view)
+            return
+        stream = self._queries(s).plan_query(s.query, s.name)
+        options = {"connector": "duckdb", "path": self.db_path, "table-name": s.name, "sink.mode": "replace"}
+        self._sink(s.name, stream, options, stream.schema, "materialized view")
+        self.catalog.add_view(view)
+        self.materialized_views.append(s.name)
+
+    def _insert(self, s: st.Insert) -> None:
+        table = self.catalog.tables.get(s.table.lower())
+        if table is None:
+            kind = "a view" if s.table.lower() in self.catalog.views else "an unknown table"
+            raise WeirSqlError(Problem(f"INSERT INTO `{s.table}`: {kind}", s.line, s.col,
+                                       "INSERT INTO a table declared with CREATE TABLE ... WITH ('connector' = ...)"))
+        if s.columns:
+            raise WeirSqlError(Problem("INSERT with a column list is not supported yet", s.line, s.col,
+                                       "select every column of the table, in order"))
+        check_connector(table, "sink")
+        stream = self._queries(s).plan_query(s.query, table.name)
+        self._check_sink_types(s, table, stream)
+        self._sink(table.name, stream, table.options, table.schema, "table")
+
+    def _select(self, s: st.Select) -> None:
+        stream = self._queries(s).plan_query(s.query, "select")
+        self._sink("select", stream, {"connector": "print"}, stream.schema, "print")
+
+    def _set(self, s: st.SetOption) -> None:
+        if s.key is None:
+            return
+        problem = check_setting(s.key, s.line, s.col)
+        if problem:
+            raise WeirSqlError(problem)
+        self.settings[s.key] = s.value or ""
+
+    def _reset(self, s: st.ResetOption) -> None:
+        if s.key is None:
+            self.settings.clear()
+        else:
+            self.settings.pop(s.key, None)
+
+    def _explain(self, s: st.Explain) -> None:
+        scratch = Planner(job_name=self.builder.graph.name, db_path=self.db_path, settings=self.settings)
+        scratch.catalog = self.catalog.copy()
+        scratch.execute(s.statement)
+        self.explains.append(explain(scratch.script().graph))
+
+    # -- helpers -------------------------------------------------------------------
+    def _queries(self, s: st.Statement) -> QueryPlanner:
+        return QueryPlanner(self.catalog, self.builder, self.settings, (s.line, s.col))
+
+    def _sink(self, name: str, stream: Stream, options: dict[str, str], schema: pa.Schema, what: str) -> None:
+        description = f"Sink({what}=[{name}], connector=[{options.get('connector')}]"
+        if "format" in options:
+            description += f", format=[{options['format']}]"
+        self.builder.add(name, "sink", {"options": dict(options), "table": name}, schema,
+                         [Edge(stream.node_id)], description + ")")
+
+    def _check_sink_types(self, s: st.Insert, table: TableDef, stream: Stream) -> None:
+        got, want = stream.schema, table.schema
+        if len(got) != len(want):
+            raise WeirSqlError(Problem(
+                f"INSERT INTO `{table.name}` gives {len(got)} columns but the table has {len(want)}",
+                s.line, s.col,
+                f"the query gives ({', '.join(got.names)}); `{table.name}` has ({', '.join(want.names)})"))
+        problems = []
+        for index, (g, w) in enumerate(zip(got, want)):
+            if not assignable(g.type, w.type):
+                item = _select_item(s.query, index)
+                line, col = position(item, (s.line, s.col))
+                problems.append(Problem(
+                    f"type mismatch with the sink: column {index + 1} (`{g.name}`) is {sql_name(g.type)} "
+                    f"but `{table.name}`.`{w.name}` is {sql_name(w.type)}",
+                    line, col, f"CAST it: CAST(... AS {sql_name(w.type)})"))
+        if problems:
+            raise WeirSqlError(problems)
+
+
+def _select_item(query: exp.Expression, index: int) -> exp.Expression | None:
+    select = query.find(exp.Select)
+    if select is not None and index < len(select.expressions):
+        return select.expressions[index]
+    return None
+
+
+def plan_script(
+    statements: list[st.Statement],
+    *,
+    job_name: str = "job",
+    db_path: str = "weir.duckdb",
+    settings: dict[str, str] | None = None,
+) -> Script:
+    for key in settings or {}:
+        problem = check_setting(key)
+        if problem:
+            raise WeirSqlError(problem)
+    planner = Planner(job_name=job_name, db_path=db_path, settings=settings)
+    for statement in statements:
+        planner.execute(statement)
+    planner.settings.update(settings or {})  # the command line wins over SET
+    return planner.script()
+
+
+def default_job_name(path: str | Path) -> str:
+    return Path(path).stem or "job"

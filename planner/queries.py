@@ -1,0 +1,219 @@
+"""Planning a query into operators: sources, calcs and window aggregates.
+
+A query is planned bottom-up into ``Stream``s. What this planner accepts
+today: one relation in FROM (a table, a view, a subquery, or a window table
+function over one of those), WHERE, projections, and GROUP BY over a window.
+"""
+from __future__ import annotations
+
+import duckdb
+import pyarrow as pa
+from sqlglot import exp
+
+from engine.graph import Edge
+from engine.sql_eval import INPUT, describe
+from planner.catalog import Catalog, TableDef, ViewDef
+from planner.expressions import (
+    Scope,
+    bind,
+    contains_aggregate,
+    output_name,
+    position,
+    quote,
+    to_duckdb,
+)
+from planner.aggregates import plan_window_aggregate
+from planner.graph_builder import GraphBuilder, Stream
+from planner.types import normalise
+from planner.windows import window_fields, window_spec
+from sql.errors import Problem, WeirSqlError
+from sql.statements import WindowTVF
+
+
+class PlanError(WeirSqlError):
+    pass
+
+
+class QueryPlanner:
+    def __init__(self, catalog: Catalog, builder: GraphBuilder, settings: dict[str, str], fallback: tuple[int, int]):
+        self.catalog = catalog
+        self.builder = builder
+        self.settings = settings
+        self.fallback = fallback
+        self._expanding: list[str] = []  # views being expanded, to catch cycles
+
+    def fail(self, message: str, node: exp.Expression | None = None, hint: str | None = None) -> PlanError:
+        line, col = position(node, self.fallback)
+        return PlanError(Problem(message, line, col, hint))
+
+    # -- relations -------------------------------------------------------------
+    def plan_query(self, query: exp.Expression, pipeline: str) -> Stream:
+        if isinstance(query, exp.Subquery):
+            return self.plan_query(query.this, pipeline)
+        if isinstance(query, exp.Select):
+            return self._plan_select(query, pipeline)
+        kind = type(query).__name__.upper()
+        raise self.fail(f"{kind} queries are not supported yet", query,
+                        "weir runs SELECT ... FROM one table, view or window table function")
+
+    def plan_relation(self, relation: exp.Expression, pipeline: str) -> Stream:
+        if isinstance(relation, exp.Table) and isinstance(relation.this, exp.Identifier):
+            return self._plan_named(relation, pipeline)
+        if isinstance(relation, exp.Subquery):
+            return self.plan_query(relation.this, pipeline)
+        raise self.fail(f"unsupported relation in FROM: {relation.sql()}", relation)
+
+    def _plan_named(self, table: exp.Table, pipeline: str) -> Stream:
+        found = self.catalog.lookup(table.name)
+        if found is None:
+            raise self.fail(
+                f"unknown table `{table.name}`", table,
+                f"declare it with CREATE TABLE {table.name} (...) WITH (...); known: {', '.join(self.catalog.names()) or 'none'}",
+            )
+        if isinstance(found, TableDef):
+            return self.source(found)
+        if found.name.lower() in self._expanding:
+            raise self.fail(f"view `{found.name}` refers to itself", table)
+        self._expanding.append(found.name.lower())
+        try:
+            return self.plan_query(found.query, pipeline)
+        finally:
+            self._expanding.pop()
+
+    def source(self, table: TableDef) -> Stream:
+        key = table.name.lower()
+        if key in self.builder.sources:
+            return self.builder.sources[key]
+        from planner.connectors import check_connector
+
+        check_connector(table, "source")
+        config = {
+            "table": table.name,
+            "options": dict(table.options),
+            "watermark": to_duckdb(table.watermark) if table.watermark is not None else None,
+            "batch_size": int(self.settings.get("weir.source.batch-size", 65536)),
+        }
+        description = f"Source(table=[{table.name}], connector=[{table.options.get('connector')}]"
+        if table.watermark is not None:
+            description += f", watermark=[{table.watermark_column} AS {table.watermark.sql()}]"
+        node = self.builder.add(table.name, "source", config, table.schema, [], description + ")")
+        times = frozenset([table.watermark_column] if table.watermark_column else [])
+        stream = Stream(node.id, table.schema, times, table.name)
+        self.builder.sources[key] = stream
+        return stream
+
+    # -- SELECT ------------------------------------------------------------------
+    def _plan_select(self, select: exp.Select, pipeline: str) -> Stream:
+        for unsupported, what in (("joins", "joins"), ("with", "WITH (common table expressions)"),
+                                  ("order", "ORDER BY"), ("limit", "LIMIT")):
+            if select.args.get(unsupported):
+                raise self.fail(f"{what} in a streaming query is not supported yet", select.args[unsupported])
+        from_ = select.args.get("from_")
+        if from_ is None:
+            raise self.fail("a streaming query needs FROM", select)
+        relation = from_.this
+        window_tvf = relation if isinstance(relation, WindowTVF) else None
+        stream = self.plan_relation(window_tvf.this if window_tvf else relation, pipeline)
+        window = self._window(window_tvf, stream) if window_tvf else None
+
+        if window is not None:
+            scope_schema = pa.schema([*stream.schema, *window_fields()])
+        else:
+            scope_schema = stream.schema
+        scope = Scope(scope_schema, stream.name, self.fallback)
+        aggregated = select.args.get("group") is not None or any(
+            contains_aggregate(e) for e in [*select.expressions, select.args.get("having") or exp.Null()]
+        )
+        if aggregated:
+            if window is None:
+                raise self._unbounded_group_by(select, stream)
+            return plan_window_aggregate(self, select, stream, window, scope, pipeline)
+        if window is not None:
+            stream = self._assign_window(stream, window, pipeline)
+        return self._plan_calc(select, stream, scope, pipeline)
+
+    def _window(self, tvf: WindowTVF, stream: Stream):
+        time_col = tvf.args["time_col"]
+        scope = Scope(stream.schema, stream.name, self.fallback)
+        declared = scope.resolve(time_col.name)
+        if declared is None:
+            raise PlanError(scope.unknown_column(time_col))
+        if declared not in stream.time_attributes:
+            raise self.fail(
+                f"{tvf.kind} on `{declared}` of `{stream.name}`, which is not a time attribute", time_col,
+                f"declare a watermark on it: WATERMARK FOR {declared} AS {declared} - INTERVAL '5' SECOND",
+            )
+        if tvf.kind.upper() != "TUMBLE":
+            raise self.fail(f"{tvf.kind} windows are not supported yet; TUMBLE is", tvf)
+        return window_spec(tvf, declared)
+
+    def _unbounded_group_by(self, select: exp.Select, stream: Stream) -> PlanError:
+        node = select.args.get("group") or select
+        time = next(iter(sorted(stream.time_attributes)), "ts")
+        return self.fail(
+            f"GROUP BY on the unbounded table `{stream.name}` needs a window (updating aggregates come later)",
+            node,
+            f"use TABLE(TUMBLE(TABLE {stream.name}, DESCRIPTOR({time}), INTERVAL '1' MINUTE)) "
+            "and GROUP BY window_start, window_end",
+        )
+
+    def _assign_window(self, stream: Stream, window, pipeline: str) -> Stream:
+        projection = [[name, quote(name)] for name in stream.schema.names] + [list(p) for p in window.assign_sql()]
+        schema = pa.schema([*stream.schema, *window_fields()])
+        node = self.builder.add(
+            pipeline, "calc", {"projection": projection, "filter": None}, schema,
+            [Edge(stream.node_id)], f"WindowAssign({window.describe()})",
+        )
+        # window_time is a time attribute of the windowed rows (Flink's rowtime).
+        return Stream(node.id, schema, stream.time_attributes | {"window_time"}, stream.name)
+
+    def _plan_calc(self, select: exp.Select, stream: Stream, scope: Scope, pipeline: str) -> Stream:
+        problems: list[Problem] = []
+        projection: list[list[str]] = []
+        times: set[str] = set()
+        for index, item in enumerate(self.expand_star(select.expressions, scope)):
+            name = output_name(item, index)
+            bound = bind(item.unalias() if isinstance(item, exp.Alias) else item, scope, problems)
+            projection.append([name, to_duckdb(bound)])
+            if isinstance(bound, exp.Column) and bound.name in stream.time_attributes:
+                times.add(name)
+        where = select.args.get("where")
+        filter_sql = to_duckdb(bind(where.this, scope, problems)) if where is not None else None
+        if problems:
+            raise PlanError(problems)
+        schema = self.describe_projection(projection, filter_sql, stream.schema, select)
+        parts = [f"{name}={sql}" for name, sql in projection]
+        description = f"Calc(select=[{', '.join(parts)}]" + (f", where=[{filter_sql}]" if filter_sql else "") + ")"
+        node = self.builder.add(pipeline, "calc", {"projection": projection, "filter": filter_sql}, schema,
+                                [Edge(stream.node_id)], description)
+        return Stream(node.id, schema, frozenset(times), stream.name)
+
+    def _plan_filter(self, stream: Stream, filter_sql: str, pipeline: str, where: exp.Expression) -> Stream:
+        projection = [[name, quote(name)] for name in stream.schema.names]
+        self.describe_projection(projection, filter_sql, stream.schema, where)
+        node = self.builder.add(pipeline, "calc", {"projection": projection, "filter": filter_sql}, stream.schema,
+                                [Edge(stream.node_id)], f"Calc(where=[{filter_sql}])")
+        return Stream(node.id, stream.schema, stream.time_attributes, stream.name)
+
+    def expand_star(self, items: list[exp.Expression], scope: Scope) -> list[exp.Expression]:
+        out: list[exp.Expression] = []
+        for item in items:
+            if isinstance(item, exp.Star) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star)):
+                out.extend(exp.column(name, quoted=True) for name in scope.schema.names)
+            else:
+                out.append(item)
+        return out
+
+    def describe_projection(self, projection, filter_sql, input_schema: pa.Schema, node: exp.Expression) -> pa.Schema:
+        select_list = ", ".join(f"{sql} AS {quote(name)}" for name, sql in projection)
+        where = f" WHERE {filter_sql}" if filter_sql else ""
+        return self.describe(f"SELECT {select_list} FROM {INPUT}{where}", input_schema, node)
+
+    def describe(self, sql: str, input_schema: pa.Schema, node: exp.Expression) -> pa.Schema:
+        try:
+            schema = describe(sql, input_schema)
+        except duckdb.Error as error:
+            message = str(error).split("\n")[0]
+            raise self.fail(f"cannot evaluate this query: {message}", node,
+                            "check the types of the expressions and the functions used") from None
+        return pa.schema([pa.field(f.name, normalise(f.type)) for f in schema])

@@ -1,0 +1,161 @@
+"""`weir run`, `weir query`, `weir explain`: the command line."""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+
+from engine.errors import EngineError
+from engine.runtime.local import LocalExecutor
+from planner.explain import explain
+from planner.planner import Script, default_job_name, plan_script
+from shell import render
+from sql import parse
+from sql.errors import WeirSqlError
+
+DEFAULT_DB = "weir.duckdb"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command is None:
+        _parser().print_help()
+        return 0
+    try:
+        return args.handler(args)
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="weir", description="weir: streaming SQL for Python")
+    sub = parser.add_subparsers(dest="command")
+
+    run = sub.add_parser("run", help="run a SQL file as a streaming job")
+    run.add_argument("file", help="the job's SQL file")
+    _job_options(run)
+    run.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
+    run.set_defaults(handler=cmd_run)
+
+    exp_ = sub.add_parser("explain", help="print the operator DAG of a SQL file")
+    exp_.add_argument("file")
+    _job_options(exp_)
+    exp_.set_defaults(handler=cmd_explain)
+
+    query = sub.add_parser("query", help="query the result tables of the job database")
+    query.add_argument("sql", help='e.g. "SELECT * FROM channel_minutes LIMIT 10"')
+    query.add_argument("--db", default=DEFAULT_DB, help=f"the job database (default {DEFAULT_DB})")
+    query.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    query.set_defaults(handler=cmd_query)
+    return parser
+
+
+def _job_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", default=DEFAULT_DB, help=f"where materialized views live (default {DEFAULT_DB})")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a job setting, as SET 'key' = 'value' (repeatable)")
+
+
+def _settings(args) -> dict[str, str]:
+    settings = {}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"weir: --set wants KEY=VALUE, got {item!r}")
+        settings[key.strip()] = value.strip()
+    return settings
+
+
+def _plan(args) -> tuple[Script | None, int]:
+    path = Path(args.file)
+    colour = sys.stderr.isatty()
+    try:
+        text = path.read_text()
+    except OSError as error:
+        print(f"weir: cannot read {path}: {error.strerror}", file=sys.stderr)
+        return None, 1
+    try:
+        statements = parse(text, source_name=str(path))
+        script = plan_script(statements, job_name=default_job_name(path), db_path=args.db,
+                             settings=_settings(args))
+    except WeirSqlError as error:
+        print(render.sql_error(error, text, str(path), colour), file=sys.stderr)
+        return None, 1
+    except EngineError as error:
+        print(render.engine_error(error, colour), file=sys.stderr)
+        return None, 1
+    return script, 0
+
+
+def cmd_explain(args) -> int:
+    script, status = _plan(args)
+    if script is None:
+        return status
+    for text in script.explains:
+        print(text)
+    print(explain(script.graph), end="")
+    return 0
+
+
+def cmd_run(args) -> int:
+    script, status = _plan(args)
+    if script is None:
+        return status
+    for text in script.explains:
+        print(text)
+    if not script.graph.nodes:
+        print("nothing to run: the file has no INSERT INTO or CREATE MATERIALIZED VIEW")
+        return 0
+    show_progress = sys.stderr.isatty() and not args.no_progress
+    on_progress = (lambda p: print("\r\x1b[2K" + render.progress_line(p), end="", file=sys.stderr, flush=True)
+                   ) if show_progress else None
+    try:
+        result = LocalExecutor(script.graph, on_progress=on_progress).run()
+    except EngineError as error:
+        if show_progress:
+            print(file=sys.stderr)
+        print(render.engine_error(error, sys.stderr.isatty()), file=sys.stderr)
+        return 1
+    if show_progress:
+        print("\r\x1b[2K", end="", file=sys.stderr, flush=True)
+    print(render.summary(result, db_path=args.db, views=script.materialized_views))
+    return 0
+
+
+def cmd_query(args) -> int:
+    if not Path(args.db).exists():
+        print(f"weir: no database at {args.db}", file=sys.stderr)
+        print("  hint: run a job with a CREATE MATERIALIZED VIEW first, or pass --db PATH", file=sys.stderr)
+        return 1
+    try:
+        con = _connect_read_only(args.db)
+        try:
+            result = con.sql(args.sql).to_arrow_table()
+        finally:
+            con.close()
+    except duckdb.Error as error:
+        print(f"error: {str(error).splitlines()[0]}", file=sys.stderr)
+        return 1
+    formatter = {"table": render.table, "csv": render.csv_text, "json": render.json_text}[args.format]
+    print(formatter(result))
+    return 0
+
+
+def _connect_read_only(path: str, attempts: int = 50) -> duckdb.DuckDBPyConnection:
+    """Open the job database read-only, waiting briefly while a job commits to it."""
+    for attempt in range(attempts):
+        try:
+            return duckdb.connect(path, read_only=True)
+        except duckdb.IOException:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.1)
+    raise AssertionError("unreachable")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""Rendering for people: errors with a caret, aligned tables, the progress line, the summary."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from datetime import datetime, timezone
+
+import pyarrow as pa
+
+from engine.errors import EngineError
+from engine.messages import MAX_WATERMARK, MIN_WATERMARK
+from engine.runtime.local import JobResult, Progress
+from sql.errors import WeirSqlError
+
+
+def _paint(text: str, code: str, colour: bool) -> str:
+    return f"\x1b[{code}m{text}\x1b[0m" if colour else text
+
+
+def sql_error(error: WeirSqlError, text: str | None, source_name: str | None, colour: bool = False) -> str:
+    lines = (text or error.text or "").splitlines()
+    name = source_name or error.source_name or "<sql>"
+    out = []
+    for problem in error.problems:
+        where = f"{name}:{problem.line}:{problem.col}" if problem.line else name
+        out.append(f"{where}: {_paint('error', '1;31', colour)}: {problem.message}")
+        if problem.line and 0 < problem.line <= len(lines):
+            source_line = lines[problem.line - 1]
+            out.append(f"  {source_line}")
+            if problem.col:
+                out.append("  " + " " * (problem.col - 1) + _paint("^", "1;32", colour))
+        if problem.hint:
+            out.append(f"  {_paint('hint', '1;36', colour)}: {problem.hint}")
+    return "\n".join(out)
+
+
+def engine_error(error: EngineError, colour: bool = False) -> str:
+    head = f"{_paint('error', '1;31', colour)}: "
+    if error.operator_id:
+        head += f"in operator {error.operator_id}: "
+    text = head + error.message
+    if error.hint:
+        text += f"\n  {_paint('hint', '1;36', colour)}: {error.hint}"
+    return text
+
+
+def timestamp(us: int) -> str:
+    if us in (MIN_WATERMARK, MAX_WATERMARK):
+        return "-" if us == MIN_WATERMARK else "end of input"
+    return datetime.fromtimestamp(us / 1e6, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def progress_line(p: Progress) -> str:
+    return f"read {p.rows_read:,} rows  {p.rate:,.0f} rows/s  watermark {timestamp(p.watermark)}"
+
+
+def summary(result: JobResult, *, db_path: str | None, views: list[str]) -> str:
+    out = [
+        f"job {result.name} finished in {result.elapsed:.2f} s: {result.rows_read:,} events read, "
+        f"{result.events_per_second:,.0f} events/s"
+    ]
+    rows = [["operator", "rows in", "rows out", "late dropped"]]
+    for m in result.operators:
+        late = m.counters.get("late_rows_dropped")
+        rows.append([m.id, "-" if m.kind == "source" else f"{m.rows_in:,}",
+                     "-" if m.kind == "sink" else f"{m.rows_out:,}", "-" if late is None else f"{late:,}"])
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    for r in rows:
+        out.append("  " + r[0].ljust(widths[0]) + "  " + "  ".join(c.rjust(w) for c, w in zip(r[1:], widths[1:])))
+    out.append(f"  late rows dropped: {result.counter('late_rows_dropped'):,}; "
+               f"malformed rows skipped: {result.counter('malformed_rows_skipped'):,}")
+    if views:
+        out.append(f"  materialized views in {db_path}: {', '.join(views)}")
+        out.append(f'  query them with: weir query "SELECT * FROM {views[0]} LIMIT 10" --db {db_path}')
+    return "\n".join(out)
+
+
+def _cell(value) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, datetime):
+        return value.isoformat(sep=" ", timespec="milliseconds" if value.microsecond % 1000 == 0 else "microseconds")
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def table(result: pa.Table) -> str:
+    rows = [[_cell(v) for v in row.values()] for row in result.to_pylist()]
+    header = result.column_names
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(header)]
+    numeric = [pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+               for t in result.schema.types]
+
+    def line(cells):
+        return " | ".join(c.rjust(w) if n else c.ljust(w) for c, w, n in zip(cells, widths, numeric)).rstrip()
+
+    out = [line(header), "-+-".join("-" * w for w in widths)]
+    out.extend(line(r) for r in rows)
+    out.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+    return "\n".join(out)
+
+
+def csv_text(result: pa.Table) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(result.column_names)
+    for row in result.to_pylist():
+        writer.writerow(["" if v is None else _cell(v) for v in row.values()])
+    return buffer.getvalue().rstrip("\n")
+
+
+def json_text(result: pa.Table) -> str:
+    return json.dumps(result.to_pylist(), default=_cell, indent=None)
