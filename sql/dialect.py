@@ -1,0 +1,254 @@
+"""weir's SQL dialect: RisingWave's, plus Flink's streaming spellings.
+
+RisingWave's parser already reads ``WATERMARK FOR col AS expr`` and
+``WITH ('k' = 'v')``. On top of it this dialect reads:
+
+- window table functions, Flink's ``TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts),
+  size))`` with positional or named (``SIZE => ...``) arguments, RisingWave's
+  ``TUMBLE(t, ts, size)`` and the legacy ``GROUP BY TUMBLE(ts, size)``, all as
+  the raw node ``WindowCall`` (``sql.windows`` turns it into ``WindowTVF``);
+- ``EXPLAIN <statement>``, ``SHOW TABLES|VIEWS|JOBS``, ``STOP JOB 'id'
+  [WITH SAVEPOINT]``, ``RESET ['key']``;
+- backquoted identifiers, as in Flink.
+"""
+from __future__ import annotations
+
+from sqlglot import exp
+from sqlglot.dialects.risingwave import RisingWave
+from sqlglot.generators.risingwave import RisingWaveGenerator
+from sqlglot.parsers.risingwave import RisingWaveParser
+from sqlglot.tokens import TokenType
+from sqlglot.trie import new_trie
+
+from sql.statements import WindowTVF
+
+WINDOW_KINDS = ("TUMBLE", "HOP", "CUMULATE", "SESSION")
+
+
+class WindowCall(exp.Expression):
+    """A window function call as written, before ``sql.windows`` normalises it.
+
+    this:         'TUMBLE' | 'HOP' | 'CUMULATE' | 'SESSION'
+    expressions:  the arguments: TableArgument, Descriptor, exp.Kwarg (named) or any expression
+    wrapped:      True when written inside Flink's TABLE(...)
+    """
+
+    arg_types = {"this": True, "expressions": False, "wrapped": False}
+
+
+class TableArgument(exp.Expression):
+    """``TABLE bids`` or ``TABLE (SELECT ...)`` as a table function argument, with SESSION's PARTITION BY."""
+
+    arg_types = {"this": True, "partition_by": False}
+
+
+class Descriptor(exp.Expression):
+    """``DESCRIPTOR(col)``: names the time attribute column."""
+
+    arg_types = {"expressions": True}
+
+
+class ExplainStatement(exp.Expression):
+    arg_types = {"this": True}
+
+
+class StopJobStatement(exp.Expression):
+    arg_types = {"this": True, "with_savepoint": False}
+
+
+class ResetStatement(exp.Expression):
+    arg_types = {"this": False}
+
+
+def _show(what: str):
+    return lambda self: self.expression(exp.Show(this=what))
+
+
+class WeirParser(RisingWaveParser):
+    FUNC_TOKENS = {*RisingWaveParser.FUNC_TOKENS, TokenType.SESSION}
+
+    FUNCTION_PARSERS = {
+        **RisingWaveParser.FUNCTION_PARSERS,
+        **{kind: (lambda kind: lambda self: self._parse_window_call(kind))(kind) for kind in WINDOW_KINDS},
+        "TABLE": lambda self: self._parse_table_function(),
+        "DESCRIPTOR": lambda self: self._parse_descriptor(),
+    }
+
+    CONSTRAINT_PARSERS = {
+        **RisingWaveParser.CONSTRAINT_PARSERS,
+        "WATERMARK": lambda self: self._parse_watermark(),
+    }
+
+    STATEMENT_PARSERS = {
+        **RisingWaveParser.STATEMENT_PARSERS,
+        TokenType.SHOW: lambda self: self._parse_show(),
+    }
+
+    SHOW_PARSERS = {
+        **RisingWaveParser.SHOW_PARSERS,
+        "TABLES": _show("TABLES"),
+        "VIEWS": _show("VIEWS"),
+        "JOBS": _show("JOBS"),
+    }
+    SHOW_TRIE = new_trie(key.split(" ") for key in SHOW_PARSERS)
+
+    #: weir's own statements, by their first words.
+    STATEMENT_TEXT_PARSERS = {
+        ("EXPLAIN",): lambda self: self._parse_explain(),
+        ("STOP", "JOB"): lambda self: self._parse_stop_job(),
+        ("RESET",): lambda self: self.expression(ResetStatement(this=self._parse_string())),
+    }
+
+    def _parse_statement(self) -> exp.Expr | None:
+        for words, parser in self.STATEMENT_TEXT_PARSERS.items():
+            if self._match_text_seq(*words):
+                return parser(self)
+        return super()._parse_statement()
+
+    def _warn_unsupported(self) -> None:
+        # sql.parser reports every statement that falls back to a Command as an error.
+        return None
+
+    def _parse_interval(self, require_interval: bool = True, parse_function_unit: bool = True) -> exp.Expr | None:
+        # Remember where INTERVAL stands, so that an error about the interval points at it.
+        keyword = self._curr
+        interval = super()._parse_interval(require_interval, parse_function_unit)
+        if isinstance(interval, exp.Interval) and keyword and keyword.token_type == TokenType.INTERVAL:
+            interval.update_positions(keyword)
+        return interval
+
+    def _parse_watermark(self) -> exp.Expr:
+        keyword = self._prev
+        return RisingWaveParser.CONSTRAINT_PARSERS["WATERMARK"](self).update_positions(keyword)
+
+    def _parse_explain(self) -> ExplainStatement:
+        self._match_text_seq("PLAN", "FOR")
+        explained = self._curr
+        # The node's position is where the explained statement begins.
+        return self.expression(ExplainStatement(this=self._parse_statement()), token=explained)
+
+    def _parse_stop_job(self) -> StopJobStatement:
+        job_id = self._parse_string()
+        if not job_id:
+            self.raise_error("STOP JOB needs the job id as a string, e.g. STOP JOB '3f2a'")
+        with_savepoint = self._match_text_seq("WITH", "SAVEPOINT")
+        return self.expression(StopJobStatement(this=job_id, with_savepoint=with_savepoint))
+
+    # -- window table functions ------------------------------------------------------------
+
+    def _function_name_token(self):
+        # FUNCTION_PARSERS run after the name and its opening parenthesis.
+        return self._tokens[self._index - 2]
+
+    def _parse_window_call(self, kind: str) -> WindowCall:
+        name = self._function_name_token()
+        arguments = self._parse_csv(self._parse_window_argument)
+        return self.expression(WindowCall(this=kind, expressions=arguments), token=name)
+
+    def _parse_window_argument(self) -> exp.Expr | None:
+        if self._next and self._next.token_type == TokenType.FARROW and self._curr.token_type in self.ID_VAR_TOKENS:
+            name = self._curr
+            self._advance(2)
+            value = self._parse_window_argument_value()
+            return self.expression(exp.Kwarg(this=exp.var(name.text.upper()), expression=value), token=name)
+        return self._parse_window_argument_value()
+
+    def _parse_window_argument_value(self) -> exp.Expr | None:
+        if not self._match(TokenType.TABLE):
+            return self._parse_assignment()
+        start = self._prev
+        if self._match(TokenType.L_PAREN, advance=False):
+            relation = self._parse_select(table=True)
+        else:
+            relation = self._parse_table_parts()
+        partition_by = self._parse_partition_keys() if self._match(TokenType.PARTITION_BY) else None
+        return self.expression(TableArgument(this=relation, partition_by=partition_by), token=start)
+
+    def _parse_partition_keys(self) -> list[exp.Expr]:
+        if self._match(TokenType.L_PAREN):
+            keys = self._parse_csv(self._parse_column)
+            self._match_r_paren()
+            return keys
+        # Unparenthesised keys end where the next window argument begins:
+        # DESCRIPTOR(...), an interval, or a named argument.
+        keys = [self._parse_column()]
+        while self._next_is_partition_key():
+            self._advance()
+            keys.append(self._parse_column())
+        return keys
+
+    def _next_is_partition_key(self) -> bool:
+        """After ``PARTITION BY k1``: is ``, k2`` another key (followed by ``,``, ``)`` or ``.``)?"""
+        if not self._match(TokenType.COMMA, advance=False) or self._index + 2 >= len(self._tokens):
+            return False
+        after = self._tokens[self._index + 2].token_type
+        return self._next.token_type in self.ID_VAR_TOKENS and after in (TokenType.COMMA, TokenType.R_PAREN, TokenType.DOT)
+
+    def _parse_descriptor(self) -> Descriptor:
+        name = self._function_name_token()
+        return self.expression(Descriptor(expressions=self._parse_csv(self._parse_column)), token=name)
+
+    def _parse_table_function(self) -> exp.Expr:
+        """Flink's ``TABLE(<window call>)``; anything else stays an anonymous TABLE(...) call."""
+        arguments = self._parse_function_args()
+        if len(arguments) == 1 and isinstance(arguments[0], WindowCall):
+            arguments[0].set("wrapped", True)
+            return arguments[0]
+        return self.expression(exp.Anonymous(this="TABLE", expressions=arguments))
+
+
+def _windowcall_sql(self: RisingWaveGenerator, e: WindowCall) -> str:
+    call = self.func(e.name, *e.expressions)
+    return f"TABLE({call})" if e.args.get("wrapped") else call
+
+
+def _table_argument_sql(self: RisingWaveGenerator, e: TableArgument) -> str:
+    keys = self.expressions(e, key="partition_by", flat=True)
+    return f"TABLE {self.sql(e, 'this')}" + (f" PARTITION BY {keys}" if keys else "")
+
+
+def _windowtvf_sql(self: RisingWaveGenerator, e: WindowTVF) -> str:
+    """Render the normalised window as Flink writes it, so that it parses back to itself."""
+    relation = e.this.copy()
+    partition_by = e.args.get("partition_by")
+    arguments = [TableArgument(this=relation, partition_by=partition_by), Descriptor(expressions=[e.args["time_col"]])]
+    arguments += [e.args[name] for name in WINDOW_PARAMETERS[e.kind] if e.args.get(name)]
+    alias = self.sql(e, "alias")
+    return f"TABLE({self.func(e.kind, *arguments)})" + (f" AS {alias}" if alias else "")
+
+
+#: Each window's interval parameters in positional order (after the table and time column).
+WINDOW_PARAMETERS = {
+    "TUMBLE": ("size", "offset"),
+    "HOP": ("slide", "size", "offset"),
+    "CUMULATE": ("step", "size", "offset"),
+    "SESSION": ("gap",),
+}
+
+
+class WeirGenerator(RisingWaveGenerator):
+    TRANSFORMS = {
+        **RisingWaveGenerator.TRANSFORMS,
+        WindowCall: _windowcall_sql,
+        TableArgument: _table_argument_sql,
+        Descriptor: lambda self, e: self.func("DESCRIPTOR", *e.expressions),
+        WindowTVF: _windowtvf_sql,
+        exp.Show: lambda self, e: f"SHOW {e.name}",
+        ExplainStatement: lambda self, e: f"EXPLAIN {self.sql(e, 'this')}",
+        StopJobStatement: lambda self, e: f"STOP JOB {self.sql(e, 'this')}"
+        + (" WITH SAVEPOINT" if e.args.get("with_savepoint") else ""),
+        ResetStatement: lambda self, e: f"RESET {self.sql(e, 'this')}".rstrip(),
+    }
+
+
+class Weir(RisingWave):
+    class Tokenizer(RisingWave.Tokenizer):
+        IDENTIFIERS = [*RisingWave.Tokenizer.IDENTIFIERS, "`"]
+        # EXPLAIN and RESET are weir statements, and SHOW has its own parsers: none swallows
+        # the rest of the statement as a command's text.
+        KEYWORDS = {k: v for k, v in RisingWave.Tokenizer.KEYWORDS.items() if k not in ("EXPLAIN", "RESET")}
+        COMMANDS = RisingWave.Tokenizer.COMMANDS - {TokenType.SHOW}
+
+    Parser = WeirParser
+
+    Generator = WeirGenerator

@@ -1,0 +1,101 @@
+"""``parse(text)``: SQL text in, weir statements out, or a ``WeirSqlError`` with line and column.
+
+The whole text is tokenized once, so every position (of a statement, a node,
+an error) is a position in the whole text. Statements are separated by ``;``.
+"""
+from __future__ import annotations
+
+import re
+
+from sqlglot.errors import ErrorLevel, ParseError, SqlglotError, TokenError
+from sqlglot.tokens import Token, TokenType
+
+from sql.dialect import Weir
+from sql.errors import Problem, WeirSqlError
+from sql.positions import line_col
+from sql.statement_builder import Span, build_statement
+from sql.statements import Statement
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+#: sqlglot's descriptions of common syntax errors, and what to tell the user instead.
+SYNTAX_HINTS = {
+    "Expecting )": ("expected ')' {near}", "close the parenthesis opened before this point, or remove what does not belong"),
+    "Invalid expression / Unexpected token": ("unexpected {token}", "check the syntax here; separate statements with ';'"),
+    "Expected table name": ("expected a table name {near}", "name the table after FROM, JOIN, INTO or TABLE"),
+}
+
+
+def parse(text: str, source_name: str | None = None) -> list[Statement]:
+    """Every statement in ``text``, with windows normalised (see ``sql.windows``)."""
+    try:
+        return [build_statement(tree, span) for tree, span in _trees(text)]
+    except WeirSqlError as error:
+        error.source_name, error.text = source_name, text
+        raise
+
+
+def _trees(text: str):
+    dialect = Weir()
+    try:
+        tokens = dialect.tokenize(text)
+    except TokenError as error:
+        raise _token_error(error, text) from None
+    for statement_tokens in _statements(tokens):
+        parser = dialect.parser(error_level=ErrorLevel.IMMEDIATE)
+        try:
+            tree = parser.parse(statement_tokens, text)[0]
+        except ParseError as error:
+            raise _syntax_error(error, statement_tokens, text) from None
+        except SqlglotError as error:
+            raise _error_at(text, statement_tokens[0].start, _clean(str(error)), "check the syntax of this statement") from None
+        yield tree, Span(text, statement_tokens[0].start, statement_tokens[-1].end + 1)
+
+
+def _statements(tokens: list[Token]) -> list[list[Token]]:
+    """The tokens of each statement: split at ';', empty statements dropped."""
+    statements: list[list[Token]] = [[]]
+    for token in tokens:
+        if token.token_type == TokenType.SEMICOLON:
+            statements.append([])
+        else:
+            statements[-1].append(token)
+    return [s for s in statements if s]
+
+
+def _clean(message: str) -> str:
+    return _ANSI.sub("", message)
+
+
+def _error_at(text: str, offset: int, message: str, hint: str) -> WeirSqlError:
+    line, col = line_col(text, offset)
+    return WeirSqlError(Problem(message, line=line, col=col, hint=hint))
+
+
+def _syntax_error(error: ParseError, tokens: list[Token], text: str) -> WeirSqlError:
+    detail = error.errors[0] if error.errors else {}
+    description = _clean(detail.get("description") or str(error))
+    # sqlglot gives the line and *last* column of the offending token: find the token itself.
+    at = next((t for t in tokens if (t.line, t.col) == (detail.get("line"), detail.get("col"))), tokens[-1])
+    token = text[at.start : at.end + 1]
+    message, hint = next(
+        ((m, h) for prefix, (m, h) in SYNTAX_HINTS.items() if description.startswith(prefix)),
+        (description + " {near}", "check the syntax near {token}"),
+    )
+    if at is tokens[-1] and not detail:
+        hint = "the statement ends too early"
+    values = {"token": repr(token), "near": f"near {token!r}"}
+    return _error_at(text, at.start, message.format(**values), hint.format(**values))
+
+
+def _token_error(error: TokenError, text: str) -> WeirSqlError:
+    """The tokenizer stops at an unterminated string, quoted identifier or comment: point at its opening."""
+    stop = error.end if error.end is not None else len(text)
+    openings = [text.rfind(opening, 0, stop + 1) for opening in ("'", '"', "`", "/*")]
+    offset = max(openings) if max(openings) >= 0 else stop
+    return _error_at(
+        text,
+        offset,
+        f"cannot read the text from {text[offset:offset + 10]!r}: an unterminated string, quoted name or comment",
+        "close the quote or the /* comment that starts here",
+    )
