@@ -22,6 +22,9 @@ class OptionSpec:
     default: str | None = None
     #: Allowed values, if the option is an enumeration.
     choices: tuple[str, ...] = ()
+    #: What the value must parse as: 'string', 'int' (>= 0), 'positive-int',
+    #: 'bool' ('true'/'false'), 'size' ('128MB', '4kb'), 'duration' ('30s', '500ms') or 'timestamp'.
+    value_type: str = "string"
 
 
 @dataclass
@@ -34,6 +37,17 @@ class ConnectorSpec:
     options: dict[str, OptionSpec] = field(default_factory=dict)
     #: Format-specific options, by format: {'csv': {'csv.ignore-parse-errors': ...}}.
     format_options: dict[str, dict[str, OptionSpec]] = field(default_factory=dict)
+
+
+def option_value(options: dict[str, str], spec: ConnectorSpec, key: str) -> str | None:
+    """The value of ``key`` in a WITH (...) clause, or the spec's default for it."""
+    if key in options:
+        return options[key]
+    found = spec.options.get(key)
+    if found is None:
+        for by_format in spec.format_options.values():
+            found = by_format.get(key) or found
+    return found.default if found is not None else None
 
 
 class Source(ABC):

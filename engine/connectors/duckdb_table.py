@@ -1,0 +1,194 @@
+"""The ``duckdb`` sink: rows into a table of a DuckDB database file, exactly once.
+
+DuckDB allows one writing process per file, and other processes (the shell,
+a notebook) want to query the results while the job runs. So the sink holds
+the file open only while it commits:
+
+1. ``open()`` creates the table from the schema if it is missing
+   ('sink.mode' = 'replace' drops and recreates it), then closes the file.
+2. ``write`` stages batches in memory.
+3. ``pre_commit(checkpoint_id)`` writes the staged rows to a parquet staging
+   file beside the database (``<database>.staging/``), fsyncs it, and returns
+   its path: durable and invisible.
+4. ``commit(checkpoint_id, handle)`` opens the database and, in ONE
+   transaction, inserts every staged file not yet inserted and records it in
+   ``_weir_sink_commits``; then closes the database and deletes the staging
+   files. The record makes a repeated commit (after a restore) a no-op.
+5. ``finish()`` commits what is pre-committed and what is still in memory;
+   ``abort()`` drops both.
+
+Opening retries for 'sink.lock-timeout' while another process holds the
+file, then fails with an ``EngineError`` that says who to close.
+"""
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from engine.connectors.base import ConnectorSpec, OptionSpec, Sink, option_value
+from engine.connectors.options import parse_duration_seconds
+from engine.errors import EngineError
+
+COMMITS_TABLE = "_weir_sink_commits"
+RETRY_PAUSE_SECONDS = 0.05
+
+
+class DuckDBTableSink(Sink):
+    transactional = True
+
+    def __init__(self, options: dict[str, str], schema: pa.Schema, **kwargs: Any):
+        super().__init__(options, schema, **kwargs)
+        self.database = options["path"]
+        self.table_name = options["table-name"]
+        self.mode = option_value(options, SPEC, "sink.mode")
+        self.lock_timeout = parse_duration_seconds(
+            "sink.lock-timeout", option_value(options, SPEC, "sink.lock-timeout")
+        )
+        self.staging_dir = f"{self.database}.staging"
+        self._run = uuid.uuid4().hex[:12]
+        self._staged: list[pa.RecordBatch] = []
+        self._pre_committed: dict[int, list[str]] = {}
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def open(self) -> None:
+        os.makedirs(os.path.dirname(os.path.abspath(self.database)), exist_ok=True)
+        os.makedirs(self.staging_dir, exist_ok=True)
+        with self._connect() as connection:
+            connection.execute("BEGIN TRANSACTION")
+            if self.mode == "replace":
+                connection.execute(f"DROP TABLE IF EXISTS {self._quoted_table}")
+                connection.execute(
+                    f"DELETE FROM {COMMITS_TABLE} WHERE table_name = ?", [self.table_name]
+                )
+            empty = self.schema.empty_table()  # noqa: F841 - read by DuckDB below
+            connection.register("empty_rows", empty)
+            connection.execute(
+                f"CREATE TABLE IF NOT EXISTS {self._quoted_table} AS SELECT * FROM empty_rows"
+            )
+            connection.execute("COMMIT")
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        if batch.num_rows:
+            self._staged.append(batch)
+
+    def pre_commit(self, checkpoint_id: int) -> list[str]:
+        files = [self._stage_to_file(checkpoint_id)] if self._staged else []
+        self._pre_committed[checkpoint_id] = files
+        return files
+
+    def commit(self, checkpoint_id: int, handle: Any = None) -> None:
+        files = [f for cid in sorted(self._pre_committed) if cid <= checkpoint_id
+                 for f in self._pre_committed.pop(cid)]
+        files += [f for f in handle or [] if f not in files]
+        self._insert(files, [])
+
+    def finish(self) -> None:
+        files = [f for cid in sorted(self._pre_committed) for f in self._pre_committed[cid]]
+        self._pre_committed = {}
+        batches, self._staged = self._staged, []
+        self._insert(files, batches)
+
+    def abort(self) -> None:
+        self._staged = []
+        for files in self._pre_committed.values():
+            for path in files:
+                if os.path.exists(path):
+                    os.remove(path)
+        self._pre_committed = {}
+
+    # -- the parts ---------------------------------------------------------
+
+    @property
+    def _quoted_table(self) -> str:
+        return ".".join('"' + part.replace('"', '""') + '"' for part in self.table_name.split("."))
+
+    def _stage_to_file(self, checkpoint_id: int) -> str:
+        name = f"{_safe(self.table_name)}-{self.subtask_index}-{self._run}-{checkpoint_id}.parquet"
+        path = os.path.join(self.staging_dir, name)
+        with open(path, "wb") as file:
+            pq.write_table(pa.Table.from_batches(self._staged, schema=self.schema), file)
+            file.flush()
+            os.fsync(file.fileno())
+        self._staged = []
+        return path
+
+    def _insert(self, files: list[str], batches: list[pa.RecordBatch]) -> None:
+        """Insert staged files (once each) and in-memory batches in one transaction."""
+        if not files and not batches:
+            return
+        with self._connect() as connection:
+            connection.execute("BEGIN TRANSACTION")
+            done = {row[0] for row in connection.execute(
+                f"SELECT staged FROM {COMMITS_TABLE} WHERE table_name = ?", [self.table_name]
+            ).fetchall()}
+            todo = [f for f in files if f not in done and os.path.exists(f)]
+            if todo:
+                connection.execute(
+                    f"INSERT INTO {self._quoted_table} BY NAME SELECT * FROM read_parquet(?)", [todo]
+                )
+                connection.executemany(
+                    f"INSERT INTO {COMMITS_TABLE} VALUES (?, ?, ?)",
+                    [[self.table_name, f, self.subtask_index] for f in todo],
+                )
+            if batches:
+                rows = pa.Table.from_batches(batches, schema=self.schema)  # noqa: F841
+                connection.register("staged_rows", rows)
+                connection.execute(f"INSERT INTO {self._quoted_table} BY NAME SELECT * FROM staged_rows")
+            connection.execute("COMMIT")
+        for path in files:
+            if os.path.exists(path):
+                os.remove(path)
+
+    def _connect(self) -> duckdb.DuckDBPyConnection:
+        """Open the database for writing, waiting up to 'sink.lock-timeout' for a lock."""
+        deadline = time.monotonic() + self.lock_timeout
+        while True:
+            try:
+                connection = duckdb.connect(self.database)
+                break
+            except duckdb.IOException as error:
+                if "lock" not in str(error).lower() or time.monotonic() >= deadline:
+                    raise EngineError(
+                        f"cannot open the DuckDB database '{self.database}' to write table "
+                        f"'{self.table_name}': {str(error).splitlines()[0]}",
+                        hint="another process holds the file open; close it (read-only readers "
+                        "should connect only between commits) or raise 'sink.lock-timeout'",
+                    ) from None
+                time.sleep(RETRY_PAUSE_SECONDS)
+        connection.execute(
+            f"CREATE TABLE IF NOT EXISTS {COMMITS_TABLE} "
+            "(table_name VARCHAR, staged VARCHAR, subtask INTEGER)"
+        )
+        return connection
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
+
+
+SPEC = ConnectorSpec(
+    name="duckdb",
+    source=None,
+    sink=DuckDBTableSink,
+    options={
+        "path": OptionSpec("the DuckDB database file", required=True),
+        "table-name": OptionSpec("the table to write, created from the schema if missing", required=True),
+        "sink.mode": OptionSpec(
+            "'append' to the table, or 'replace' it when the job starts",
+            default="append",
+            choices=("append", "replace"),
+        ),
+        "sink.lock-timeout": OptionSpec(
+            "how long to wait for another process to release the database file",
+            default="30s",
+            value_type="duration",
+        ),
+    },
+)

@@ -1,0 +1,140 @@
+"""The ``filesystem`` connector: csv (with a header), JSON lines and parquet files.
+
+As a source, 'path' is a file or a directory; each file is a split, read in
+order, and a split's offset is the number of its rows already emitted. As a
+sink, 'path' is a directory of part files (see ``filesystem_sink``).
+
+Malformed rows (wrong number of fields, a value that does not convert, a line
+that is not JSON) fail the job with the file and line, unless
+'<format>.ignore-parse-errors' = 'true': then they are skipped and counted in
+``skipped_rows``.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Iterator
+
+import pyarrow as pa
+
+from engine.connectors.base import ConnectorSpec, OptionSpec, Source, option_value
+from engine.connectors.file_readers import READERS, Block, FileReader
+from engine.connectors.filesystem_sink import FileSystemSink
+from engine.connectors.options import parse_bool
+from engine.errors import ConnectorOptionError, SourceError
+
+FORMATS = ("csv", "json", "parquet")
+EXTENSIONS = {
+    "csv": (".csv",),
+    "json": (".json", ".jsonl", ".ndjson"),
+    "parquet": (".parquet", ".pq"),
+}
+
+
+class FileSystemSource(Source):
+    def __init__(self, options: dict[str, str], schema: pa.Schema, **kwargs: Any):
+        super().__init__(options, schema, **kwargs)
+        self.path = options["path"]
+        self.format = options["format"]
+        ignore_key = f"{self.format}.ignore-parse-errors"
+        self.ignore_parse_errors = parse_bool(ignore_key, option_value(options, SPEC, ignore_key) or "false")
+
+    def splits(self) -> list[str]:
+        return list_files(self.path, self.format)
+
+    def read(self, split: str, offset: Any = None) -> Iterator[tuple[pa.RecordBatch, Any]]:
+        """Batches of ``split`` after its first ``offset`` emitted rows."""
+        offset = int(offset or 0)
+        reader = self._reader(split)
+        blocks = reader.blocks(skip=offset)
+        emitted = None
+        for block in blocks:
+            if emitted is None:
+                emitted = reader.rows_passed_over
+            self._account_bad_rows(split, block, emitted, offset)
+            rows = block.rows
+            start = max(0, offset - emitted)
+            emitted += rows.num_rows
+            if start >= rows.num_rows:
+                continue
+            position = emitted - rows.num_rows + start
+            for batch in rows.slice(start).combine_chunks().to_batches(max_chunksize=self.batch_size):
+                position += batch.num_rows
+                yield batch, position
+
+    def _reader(self, split: str) -> FileReader:
+        if self.format == "csv":
+            delimiter = option_value(self.options, SPEC, "csv.field-delimiter") or ","
+            return READERS["csv"](split, self.schema, self.batch_size, delimiter=_unescape(delimiter))
+        return READERS[self.format](split, self.schema, self.batch_size)
+
+    def _account_bad_rows(self, split: str, block: Block, emitted: int, offset: int) -> None:
+        if not block.bad:
+            return
+        if not self.ignore_parse_errors:
+            first = block.bad[0]
+            raise SourceError(
+                f"malformed row in '{split}' at line {first.line}: {first.message}",
+                hint=f"fix the file, or skip such rows with '{self.format}.ignore-parse-errors' = 'true'",
+            )
+        # Rows before a resumed offset were counted by the run that emitted them.
+        self.skipped_rows += sum(1 for bad in block.bad if emitted + bad.good_before >= offset)
+
+
+def list_files(path: str, fmt: str) -> list[str]:
+    """The files of a source 'path': itself, or a directory's files, sorted.
+
+    In a directory, hidden files and folders (starting with '.' or '_', such
+    as in-progress part files and _SUCCESS markers) are ignored; if any file
+    has the format's extension, only those are read.
+    """
+    if not os.path.exists(path):
+        raise SourceError(
+            f"the source path '{path}' does not exist",
+            hint="create it, or correct the table's 'path' option",
+        )
+    if os.path.isfile(path):
+        return [path]
+    found: list[str] = []
+    for folder, subfolders, files in os.walk(path):
+        subfolders[:] = sorted(d for d in subfolders if not d.startswith((".", "_")))
+        found += [os.path.join(folder, f) for f in files if not f.startswith((".", "_"))]
+    found.sort()
+    matching = [f for f in found if f.lower().endswith(EXTENSIONS[fmt])]
+    return matching or found
+
+
+def _unescape(delimiter: str) -> str:
+    text = {"\\t": "\t", "tab": "\t"}.get(delimiter, delimiter)
+    if len(text) != 1:
+        raise ConnectorOptionError(
+            f"option 'csv.field-delimiter' must be a single character, not '{delimiter}'"
+        )
+    return text
+
+
+SPEC = ConnectorSpec(
+    name="filesystem",
+    source=FileSystemSource,
+    sink=FileSystemSink,
+    options={
+        "path": OptionSpec("a file or a directory of files (for a sink: a directory)", required=True),
+        "format": OptionSpec("the file format", required=True, choices=FORMATS),
+        "sink.rolling-policy.file-size": OptionSpec(
+            "roll to a new part file after this many bytes", default="128MB", value_type="size"
+        ),
+    },
+    format_options={
+        "csv": {
+            "csv.ignore-parse-errors": OptionSpec(
+                "skip malformed rows instead of failing", default="false", choices=("true", "false")
+            ),
+            "csv.field-delimiter": OptionSpec("the field delimiter, one character", default=","),
+        },
+        "json": {
+            "json.ignore-parse-errors": OptionSpec(
+                "skip malformed lines instead of failing", default="false", choices=("true", "false")
+            ),
+        },
+        "parquet": {},
+    },
+)

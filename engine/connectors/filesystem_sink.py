@@ -1,0 +1,222 @@
+"""The ``filesystem`` sink: part files published by atomic rename at commit.
+
+The protocol, per subtask:
+
+1. ``write`` appends to an in-progress file, hidden by its name
+   ``.part-<subtask>-<n>.<ext>.inprogress``; past 'sink.rolling-policy.file-size'
+   bytes the file is closed and a new one started.
+2. ``pre_commit(checkpoint_id)`` closes the current file (flush, fsync) and
+   returns the handle: the [in-progress name, final name] pairs of every file
+   closed since the last pre-commit. The files are durable and invisible.
+3. ``commit(checkpoint_id, handle)`` renames each in-progress file to its
+   final name ``part-<subtask>-<n>.<ext>`` and fsyncs the directory. It is
+   idempotent, so a restored job can commit a handle from its checkpoint again.
+4. ``abort()`` deletes the in-progress files this sink has not committed;
+   ``finish()`` closes and commits everything.
+
+Part numbers continue after the highest number found in the directory (final
+or in-progress), so a restarted job never overwrites earlier output. Readers
+(DuckDB's ``read_csv('dir/*.csv')``, pandas) see only published files.
+"""
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, BinaryIO
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
+
+from engine.connectors.base import Sink
+from engine.connectors.options import parse_size
+from engine.connectors.text_format import timestamps_as_text
+
+EXTENSION = {"csv": "csv", "json": "json", "parquet": "parquet"}
+IN_PROGRESS_SUFFIX = ".inprogress"
+
+
+class PartWriter:
+    """One open part file of a format."""
+
+    def __init__(self, file: BinaryIO, schema: pa.Schema):
+        self.file = file
+        self.schema = schema
+        self.bytes_written = 0
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Flush, fsync and close the file."""
+        self.file.flush()
+        os.fsync(self.file.fileno())
+        self.file.close()
+
+
+class CsvPartWriter(PartWriter):
+    def __init__(self, file: BinaryIO, schema: pa.Schema):
+        super().__init__(file, schema)
+        self.writer: pa_csv.CSVWriter | None = None
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        batch = timestamps_as_text(batch, " ")
+        if self.writer is None:
+            self.writer = pa_csv.CSVWriter(self.file, batch.schema)
+        self.writer.write_batch(batch)
+        self.bytes_written = self.file.tell()
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        super().close()
+
+
+class JsonPartWriter(PartWriter):
+    """JSON lines, rendered by DuckDB's ``to_json``; timestamps as text, in the
+    form of Flink's default 'SQL' timestamp format: '2024-01-01 00:00:10.500'."""
+
+    def __init__(self, file: BinaryIO, schema: pa.Schema):
+        super().__init__(file, schema)
+        self.connection = duckdb.connect(":memory:")
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        self.connection.register("rows", timestamps_as_text(batch, " "))
+        try:
+            lines = self.connection.sql("SELECT to_json(r) AS line FROM rows AS r").to_arrow_table()
+        finally:
+            self.connection.unregister("rows")
+        text = pc.binary_join_element_wise(lines.column("line").combine_chunks(), "", "\n")
+        data = _string_bytes(text)
+        self.file.write(data)
+        self.bytes_written += len(data)
+
+    def close(self) -> None:
+        self.connection.close()
+        super().close()
+
+
+def _string_bytes(text: pa.StringArray) -> bytes:
+    """The characters of a string array, concatenated (a slice of its data buffer)."""
+    if len(text) == 0:
+        return b""
+    offsets = pa.Array.from_buffers(pa.int32(), len(text) + 1, [None, text.buffers()[1]], offset=text.offset)
+    first, last = offsets[0].as_py(), offsets[len(text)].as_py()
+    return text.buffers()[2][first:last].to_pybytes()
+
+
+class ParquetPartWriter(PartWriter):
+    def __init__(self, file: BinaryIO, schema: pa.Schema):
+        super().__init__(file, schema)
+        self.writer = pq.ParquetWriter(file, schema)
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        self.writer.write_batch(batch)
+        self.bytes_written += batch.nbytes
+
+    def close(self) -> None:
+        self.writer.close()
+        super().close()
+
+
+WRITERS = {"csv": CsvPartWriter, "json": JsonPartWriter, "parquet": ParquetPartWriter}
+
+
+class FileSystemSink(Sink):
+    transactional = True
+
+    def __init__(self, options: dict[str, str], schema: pa.Schema, **kwargs: Any):
+        super().__init__(options, schema, **kwargs)
+        self.directory = options["path"]
+        self.format = options["format"]
+        self.extension = EXTENSION[self.format]
+        self.rolling_bytes = parse_size(
+            "sink.rolling-policy.file-size", options.get("sink.rolling-policy.file-size", "128MB")
+        )
+        self._writer: PartWriter | None = None
+        self._current: list[str] | None = None  # [in-progress name, final name]
+        self._closed: list[list[str]] = []  # closed, not yet pre-committed
+        self._pre_committed: dict[int, list[list[str]]] = {}
+        self._next_part = 0
+
+    def open(self) -> None:
+        os.makedirs(self.directory, exist_ok=True)
+        pattern = re.compile(rf"^\.?part-{self.subtask_index}-(\d+)\.")
+        numbers = [int(m.group(1)) for m in map(pattern.match, os.listdir(self.directory)) if m]
+        self._next_part = max(numbers, default=-1) + 1
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        if batch.num_rows == 0:
+            return
+        if self._writer is None:
+            self._start_part()
+        self._writer.write(batch)
+        if self._writer.bytes_written >= self.rolling_bytes:
+            self._close_part()
+
+    def pre_commit(self, checkpoint_id: int) -> list[list[str]]:
+        self._close_part()
+        handle, self._closed = self._closed, []
+        self._pre_committed[checkpoint_id] = handle
+        return handle
+
+    def commit(self, checkpoint_id: int, handle: Any = None) -> None:
+        """Publish ``handle``'s files, and any pre-committed at or before ``checkpoint_id``."""
+        files = [pair for cid in sorted(self._pre_committed) if cid <= checkpoint_id
+                 for pair in self._pre_committed.pop(cid)]
+        for pair in handle or []:
+            if list(pair) not in files:
+                files.append(list(pair))
+        self._publish(files)
+
+    def abort(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        doomed = ([self._current] if self._current else []) + self._closed
+        doomed += [pair for handle in self._pre_committed.values() for pair in handle]
+        for in_progress, _ in doomed:
+            path = os.path.join(self.directory, in_progress)
+            if os.path.exists(path):
+                os.remove(path)
+        self._current, self._closed, self._pre_committed = None, [], {}
+
+    def finish(self) -> None:
+        self._close_part()
+        files = [pair for cid in sorted(self._pre_committed) for pair in self._pre_committed[cid]]
+        self._pre_committed = {}
+        files += self._closed
+        self._closed = []
+        self._publish(files)
+
+    def _start_part(self) -> None:
+        final = f"part-{self.subtask_index}-{self._next_part}.{self.extension}"
+        self._next_part += 1
+        self._current = [f".{final}{IN_PROGRESS_SUFFIX}", final]
+        file = open(os.path.join(self.directory, self._current[0]), "wb")
+        self._writer = WRITERS[self.format](file, self.schema)
+
+    def _close_part(self) -> None:
+        if self._writer is None:
+            return
+        self._writer.close()
+        self._closed.append(self._current)
+        self._writer, self._current = None, None
+
+    def _publish(self, files: list[list[str]]) -> None:
+        for in_progress, final in files:
+            source = os.path.join(self.directory, in_progress)
+            if os.path.exists(source):
+                os.replace(source, os.path.join(self.directory, final))
+        if files:
+            _fsync_directory(self.directory)
+
+
+def _fsync_directory(path: str) -> None:
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)

@@ -1,0 +1,2 @@
+from engine.connectors.base import ConnectorSpec
+SPEC = ConnectorSpec(name="nexmark", source=None, sink=None)

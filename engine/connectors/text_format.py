@@ -1,0 +1,49 @@
+"""Rendering batches as text: timestamps as '2024-01-01 00:00:10[.500]', rows as '+I[...]'.
+
+Used by the file and print sinks; all of it vectorised with pyarrow compute.
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+
+def timestamp_text(column: pa.Array, separator: str = " ") -> pa.Array:
+    """'2024-01-01 00:00:10', '2024-01-01 00:00:01.500' or '...01.000001': no
+    fraction when it is zero, milliseconds when they suffice, else microseconds."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if column.type.unit != "us":
+        column = pc.cast(column, pa.timestamp("us", column.type.tz), safe=False)
+    text = pc.strftime(column, format=f"%Y-%m-%d{separator}%H:%M:%S")
+    text = pc.replace_substring_regex(text, r"\.000000$", "")
+    return pc.replace_substring_regex(text, r"(\.\d{3})000$", r"\1")
+
+
+def timestamps_as_text(batch: pa.RecordBatch, separator: str = " ") -> pa.RecordBatch:
+    """``batch`` with every timestamp column rendered by ``timestamp_text``."""
+    if not any(pa.types.is_timestamp(f.type) for f in batch.schema):
+        return batch
+    columns = [
+        timestamp_text(column, separator) if pa.types.is_timestamp(column.type) else column
+        for column in batch.columns
+    ]
+    return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
+
+
+def changelog_lines(batch: pa.RecordBatch, row_kind: str = "+I") -> pa.Array:
+    """One 'kind[v1, v2, ...]' string per row, as Flink's print sink writes them.
+    Nulls print as 'null'."""
+    batch = timestamps_as_text(batch)
+    parts = []
+    for column in batch.columns:
+        if pa.types.is_boolean(column.type):
+            text = pc.if_else(column, "true", "false")
+        else:
+            text = pc.cast(column, pa.string())
+        parts.append(pc.fill_null(text, "null"))
+    if not parts:
+        inner = pa.array([""] * batch.num_rows, pa.string())
+    else:
+        inner = pc.binary_join_element_wise(*parts, ", ")
+    return pc.binary_join_element_wise(f"{row_kind}[", inner, "]", "")
