@@ -140,9 +140,22 @@ class WeirParser(RisingWaveParser):
         # FUNCTION_PARSERS run after the name and its opening parenthesis.
         return self._tokens[self._index - 2]
 
+    #: Whether the last syntax error came at the end of the statement (nothing left to read).
+    error_at_end = False
+
+    def raise_error(self, message: str, token=None) -> None:
+        self.error_at_end = token is None and not self._curr
+        super().raise_error(message, token) if token is not None else super().raise_error(message)
+
+    def _expect_r_paren(self) -> None:
+        # sqlglot consumes a FUNCTION_PARSERS call's ")" only if it is there: insist on it.
+        if not self._match(TokenType.R_PAREN, advance=False):
+            self.raise_error("Expecting )")
+
     def _parse_window_call(self, kind: str) -> WindowCall:
         name = self._function_name_token()
         arguments = self._parse_csv(self._parse_window_argument)
+        self._expect_r_paren()
         return self.expression(WindowCall(this=kind, expressions=arguments), token=name)
 
     def _parse_window_argument(self) -> exp.Expr | None:
@@ -186,11 +199,14 @@ class WeirParser(RisingWaveParser):
 
     def _parse_descriptor(self) -> Descriptor:
         name = self._function_name_token()
-        return self.expression(Descriptor(expressions=self._parse_csv(self._parse_column)), token=name)
+        columns = self._parse_csv(self._parse_column)
+        self._expect_r_paren()
+        return self.expression(Descriptor(expressions=columns), token=name)
 
     def _parse_table_function(self) -> exp.Expr:
         """Flink's ``TABLE(<window call>)``; anything else stays an anonymous TABLE(...) call."""
         arguments = self._parse_function_args()
+        self._expect_r_paren()
         if len(arguments) == 1 and isinstance(arguments[0], WindowCall):
             arguments[0].set("wrapped", True)
             return arguments[0]

@@ -23,6 +23,8 @@ SYNTAX_HINTS = {
     "Expecting )": ("expected ')' {near}", "close the parenthesis opened before this point, or remove what does not belong"),
     "Invalid expression / Unexpected token": ("unexpected {token}", "check the syntax here; separate statements with ';'"),
     "Expected table name": ("expected a table name {near}", "name the table after FROM, JOIN, INTO or TABLE"),
+    "Required keyword": ("the statement is incomplete {near}", "finish the clause that ends here, or remove it"),
+    "STOP JOB needs": ("STOP JOB needs the job id as a string", "write STOP JOB '<job id>' [WITH SAVEPOINT]; SHOW JOBS lists the ids"),
 }
 
 
@@ -46,7 +48,7 @@ def _trees(text: str):
         try:
             tree = parser.parse(statement_tokens, text)[0]
         except ParseError as error:
-            raise _syntax_error(error, statement_tokens, text) from None
+            raise _syntax_error(error, statement_tokens, text, parser.error_at_end) from None
         except SqlglotError as error:
             raise _error_at(text, statement_tokens[0].start, _clean(str(error)), "check the syntax of this statement") from None
         yield tree, Span(text, statement_tokens[0].start, statement_tokens[-1].end + 1)
@@ -72,7 +74,7 @@ def _error_at(text: str, offset: int, message: str, hint: str) -> WeirSqlError:
     return WeirSqlError(Problem(message, line=line, col=col, hint=hint))
 
 
-def _syntax_error(error: ParseError, tokens: list[Token], text: str) -> WeirSqlError:
+def _syntax_error(error: ParseError, tokens: list[Token], text: str, at_end: bool) -> WeirSqlError:
     detail = error.errors[0] if error.errors else {}
     description = _clean(detail.get("description") or str(error))
     # sqlglot gives the line and *last* column of the offending token: find the token itself.
@@ -82,9 +84,8 @@ def _syntax_error(error: ParseError, tokens: list[Token], text: str) -> WeirSqlE
         ((m, h) for prefix, (m, h) in SYNTAX_HINTS.items() if description.startswith(prefix)),
         (description + " {near}", "check the syntax near {token}"),
     )
-    if at is tokens[-1] and not detail:
-        hint = "the statement ends too early"
-    values = {"token": repr(token), "near": f"near {token!r}"}
+    near = f"after {token!r}, at the end of the statement" if at_end else f"near {token!r}"
+    values = {"token": repr(token), "near": near}
     return _error_at(text, at.start, message.format(**values), hint.format(**values))
 
 

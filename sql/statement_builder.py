@@ -7,6 +7,7 @@ from sqlglot import exp
 
 from sql import statements as st
 from sql.dialect import ExplainStatement, ResetStatement, StopJobStatement
+from sql.errors import Problem, WeirSqlError
 from sql.positions import error_at, line_col, position
 from sql.windows import normalise_windows
 
@@ -33,13 +34,20 @@ def build_statement(tree: exp.Expr, span: Span) -> st.Statement:
     for kind, build in BUILDERS:
         if isinstance(tree, kind):
             return build(tree, span)
-    raise error_at(tree, f"{_statement_kind(tree)} statements are not supported", f"weir runs {SUPPORTED}")
+    raise _unsupported(_statement_kind(tree), span)
+
+
+def _unsupported(kind: str, span: Span, hint: str = f"weir runs {SUPPORTED}") -> WeirSqlError:
+    line, col = line_col(span.text, span.start)
+    return WeirSqlError(Problem(f"{kind} statements are not supported", line=line, col=col, hint=hint))
 
 
 def _statement_kind(tree: exp.Expr) -> str:
-    if isinstance(tree, exp.Command):
-        return f"{tree.name} {tree.expression.name.split()[0] if tree.expression and tree.expression.name else ''}".strip()
-    return tree.key.upper()
+    """UPDATE, DELETE, ...; for a statement sqlglot keeps as text, its first word (two for SHOW, ALTER...)."""
+    if not isinstance(tree, exp.Command):
+        return tree.key.upper()
+    words = f"{tree.name} {tree.args.get('expression') or ''}".upper().split()
+    return " ".join(words[:2] if words[0] in ("SHOW", "CREATE", "DROP", "ALTER") else words[:1])
 
 
 def _name(table: exp.Expr) -> str:
@@ -65,7 +73,7 @@ def _create(tree: exp.Create, span: Span) -> st.Statement:
         return _create_table(tree, span)
     if kind == "VIEW":
         return _create_view(tree, span)
-    raise error_at(tree, f"CREATE {kind} statements are not supported", f"weir runs {SUPPORTED}")
+    raise _unsupported(f"CREATE {kind}", span)
 
 
 def _create_table(tree: exp.Create, span: Span) -> st.CreateTable:
@@ -231,7 +239,7 @@ def _drop(tree: exp.Drop, span: Span) -> st.Drop:
     kind = (tree.args.get("kind") or "").upper()
     tables = tree.args.get("tables") or [tree.this]
     if kind not in ("TABLE", "VIEW"):
-        raise error_at(tree, f"DROP {kind} statements are not supported", "weir drops tables and views: DROP TABLE|VIEW [IF EXISTS] name")
+        raise _unsupported(f"DROP {kind}", span, "weir drops tables and views: DROP TABLE|VIEW [IF EXISTS] name")
     if len(tables) != 1:
         raise error_at(tables[1], f"DROP {kind} takes one name", f"write one DROP {kind} per {kind.lower()}")
     return st.Drop(**span.fields(), kind=kind, name=_name(tables[0]), if_exists=bool(tree.args.get("exists")))
