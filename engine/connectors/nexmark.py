@@ -1,2 +1,307 @@
-from engine.connectors.base import ConnectorSpec
-SPEC = ConnectorSpec(name="nexmark", source=None, sink=None)
+"""The ``nexmark`` source: the Nexmark auction benchmark's persons, auctions and bids.
+
+Events are numbered 0, 1, 2, ... across the whole stream; the event id
+decides the kind (``id % 50``: 1 person, 3 auctions, 46 bids by default) and
+every field (see ``nexmark_model``). With 'splits' = n, split i generates the
+event ids i, i+n, i+2n, ... on its own timeline: its k-th event happens at
+``base-time + k * n * 1e6 / first-event.rate`` µs, so 'first-event.rate' is
+the total number of events per event-time second of all splits together.
+
+A table reads one kind ('table' = 'bid' | 'auction' | 'person'): the rows
+of that kind only, with their ids and timestamps as in the interleaved
+stream. A split's offset is the next event id it will consider; reading
+from an offset yields exactly the rows a full read yields after it.
+"""
+from __future__ import annotations
+
+from math import gcd
+from typing import Any, Callable, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.connectors.base import ConnectorSpec, OptionSpec, Source, option_value
+from engine.connectors.nexmark_model import (
+    AVG_BYTES, CHANNELS_NUMBER, FIRST_AUCTION_ID, FIRST_CATEGORY_ID, FIRST_PERSON_ID, HOT_BLOCK,
+    HOT_CHANNELS, NUM_CATEGORIES, NUM_IN_FLIGHT_AUCTIONS, US_CITIES, US_STATES, Draws, Proportions,
+    StringPools, div, extra_lengths, hot_or, mod, person_names, price, random_active_person,
+    random_in_flight_auction,
+)
+from engine.connectors.options import parse_int, parse_timestamp_us
+from engine.errors import ConnectorOptionError
+
+_TS = pa.timestamp("us")
+COLUMNS: dict[str, dict[str, pa.DataType]] = {
+    "bid": {"auction": pa.int64(), "bidder": pa.int64(), "price": pa.int64(), "channel": pa.string(),
+            "url": pa.string(), "date_time": _TS, "extra": pa.string()},
+    "auction": {"id": pa.int64(), "item_name": pa.string(), "description": pa.string(),
+                "initial_bid": pa.int64(), "reserve": pa.int64(), "date_time": _TS, "expires": _TS,
+                "seller": pa.int64(), "category": pa.int64(), "extra": pa.string()},
+    "person": {"id": pa.int64(), "name": pa.string(), "email_address": pa.string(),
+               "credit_card": pa.string(), "city": pa.string(), "state": pa.string(),
+               "date_time": _TS, "extra": pa.string()},
+}
+
+
+class SplitTimeline:
+    """Which event ids split ``split`` of ``splits`` generates for one kind, row by row.
+
+    The k-th event of the split has id ``split + k * splits``; whether it is
+    of the kind repeats with period ``total / gcd(splits, total)`` in k, so
+    row j of the kind is at k = (j // R) * period + residues[j % R].
+    """
+
+    def __init__(self, split: int, splits: int, proportions: Proportions, kind: str):
+        low, high = proportions.kind_range(kind)
+        total = proportions.total
+        self.split, self.splits = split, splits
+        self.period = total // gcd(splits, total)
+        self.residues = [r for r in range(self.period) if low <= (split + r * splits) % total < high]
+        self._residues = pa.array(self.residues, pa.int64())
+
+    def row_at_or_after(self, k: int) -> int:
+        """The first row whose event is the k-th of the split or later."""
+        whole, rest = divmod(k, self.period)
+        return whole * len(self.residues) + sum(1 for r in self.residues if r < rest)
+
+    def events(self, rows: pa.Array) -> pa.Array:
+        """k (the index of the event within the split) for each row number."""
+        count = len(self.residues)
+        return pc.add(pc.multiply(div(rows, count), self.period), self._residues.take(mod(rows, count)))
+
+
+class NexmarkSource(Source):
+    def __init__(self, options: dict[str, str], schema: pa.Schema, **kwargs: Any):
+        super().__init__(options, schema, **kwargs)
+
+        def number(key: str, minimum: int = 1) -> int:
+            return parse_int(key, option_value(options, SPEC, key), minimum=minimum)
+
+        self.table = option_value(options, SPEC, "table")
+        self.proportions = Proportions(
+            number("person.proportion"), number("auction.proportion"), number("bid.proportion")
+        )
+        events = options.get("events", options.get("events.num"))
+        self.events = None if events is None else parse_int("events", events, minimum=0)
+        self.rate = number("first-event.rate")
+        self.seed = number("seed", minimum=0)
+        self.base_us = parse_timestamp_us("base-time", option_value(options, SPEC, "base-time"))
+        self.split_count = number("splits")
+        self.hot_auctions = number("bid.hot-ratio.auctions")
+        self.hot_bidders = number("bid.hot-ratio.bidders")
+        self.hot_sellers = number("auction.hot-ratio.sellers")
+        self.bidder_shift = number("bid.bidder-id-shift", minimum=0)
+        self._check_schema()
+        self._pools = StringPools(self.seed)
+        self._row_numbers = pa.array(range(self.batch_size), pa.int64())
+
+    def _check_schema(self) -> None:
+        valid = COLUMNS[self.table]
+        unknown = [name for name in self.schema.names if name not in valid]
+        if unknown:
+            raise ConnectorOptionError(
+                f"the nexmark table '{self.table}' has no column '{unknown[0]}'; "
+                f"its columns are {', '.join(valid)}",
+                hint="declare a subset of these columns, by name",
+            )
+
+    @property
+    def bounded(self) -> bool:
+        return self.events is not None
+
+    def splits(self) -> list[str]:
+        return [str(i) for i in range(self.split_count)]
+
+    def read(self, split: str, offset: Any = None) -> Iterator[tuple[pa.RecordBatch, Any]]:
+        """Batches of ``split`` from event id ``offset`` on; offset = next event id."""
+        index = int(split)
+        n = self.split_count
+        timeline = SplitTimeline(index, n, self.proportions, self.table)
+        first_k = 0 if offset is None else max(0, -(-(int(offset) - index) // n))
+        row = timeline.row_at_or_after(first_k)
+        end_row = None
+        if self.events is not None:
+            events_in_split = max(0, -(-(self.events - index) // n))
+            end_row = timeline.row_at_or_after(events_in_split)
+        while end_row is None or row < end_row:
+            count = self.batch_size if end_row is None else min(self.batch_size, end_row - row)
+            rows = pc.add(self._row_numbers.slice(0, count), row)
+            k = timeline.events(rows)
+            batch = self.generate(k, index)
+            row += count
+            last_k = k[count - 1].as_py()
+            yield batch, index + (last_k + 1) * n
+
+    def generate(self, k: pa.Array, split: int) -> pa.RecordBatch:
+        """The declared columns for the split's events number ``k``."""
+        columns = _Columns(self, k, split)
+        return pa.RecordBatch.from_arrays(
+            [pc.cast(columns.get(f.name), f.type) for f in self.schema], schema=self.schema
+        )
+
+    def timestamp_us(self, k) -> pa.Array:
+        """base + k * n * 1e6 / rate, in whole µs (integer arithmetic)."""
+        scaled = pc.multiply_checked(k, self.split_count * 1_000_000)
+        return pc.add(div(scaled, self.rate), self.base_us)
+
+
+class _Columns:
+    """The columns of one batch, each computed on first use from shared parts."""
+
+    def __init__(self, source: NexmarkSource, k: pa.Array, split: int):
+        self.source = source
+        self.kind = source.table
+        self.k = k
+        self.event_ids = pc.add(pc.multiply(k, source.split_count), split)
+        self.draws = Draws(self.event_ids, source.seed)
+        self._cache: dict[str, pa.Array] = {}
+        self._builders: dict[str, Callable[[], pa.Array]] = getattr(self, f"_{self.kind}_columns")()
+
+    def get(self, name: str) -> pa.Array:
+        if name not in self._cache:
+            self._cache[name] = self._builders[name]()
+        return self._cache[name]
+
+    def _date_time(self) -> pa.Array:
+        return pc.cast(self.source.timestamp_us(self.k), _TS)
+
+    def _last_person(self) -> pa.Array:
+        return self.source.proportions.last_person_id(self.event_ids, self.kind)
+
+    def _last_auction(self) -> pa.Array:
+        return self.source.proportions.last_auction_id(self.event_ids, self.kind)
+
+    def _extra(self, word: int, current_size, variant_word: int) -> pa.Array:
+        average = AVG_BYTES[self.kind]
+        pool = self._pools.extra(average + average // 5 + 1)
+        lengths = extra_lengths(self.draws, word, current_size, average)
+        variant = self.draws.uniform(variant_word, StringPools.EXTRA_VARIANTS)
+        return pool.take(pc.add(pc.multiply(lengths, StringPools.EXTRA_VARIANTS), variant))
+
+    @property
+    def _pools(self) -> StringPools:
+        return self.source._pools
+
+    # Draw words per kind: each field has its own, so fields are independent.
+    def _bid_columns(self) -> dict[str, Callable[[], pa.Array]]:
+        s, d = self.source, self.draws
+
+        def auction() -> pa.Array:
+            last = self._last_auction()
+            hot = pc.multiply(div(last, HOT_BLOCK), HOT_BLOCK)
+            chosen = hot_or(d, 0, s.hot_auctions, hot, random_in_flight_auction(d, 1, last))
+            return pc.add(chosen, FIRST_AUCTION_ID)
+
+        def bidder() -> pa.Array:
+            last = self._last_person()
+            hot = pc.add(pc.multiply(div(last, HOT_BLOCK), HOT_BLOCK), 1)
+            chosen = hot_or(d, 2, s.hot_bidders, hot, random_active_person(d, 3, last))
+            return pc.add(chosen, FIRST_PERSON_ID + s.bidder_shift)
+
+        def channel_index() -> pa.Array:
+            if "channel_index" not in self._cache:
+                hot = pc.add(d.uniform(6, len(HOT_CHANNELS)), CHANNELS_NUMBER)
+                self._cache["channel_index"] = hot_or(d, 5, 2, hot, d.uniform(6, CHANNELS_NUMBER))
+            return self._cache["channel_index"]
+
+        return {
+            "auction": auction,
+            "bidder": bidder,
+            "price": lambda: price(d, 4),
+            "channel": lambda: self._pools.channels()[0].take(channel_index()),
+            "url": lambda: self._pools.channels()[1].take(channel_index()),
+            "date_time": self._date_time,
+            "extra": lambda: self._extra(7, 8 + 8 + 8 + 8, 8),
+        }
+
+    def _auction_columns(self) -> dict[str, Callable[[], pa.Array]]:
+        s, d = self.source, self.draws
+
+        def seller() -> pa.Array:
+            last = self._last_person()
+            hot = pc.multiply(div(last, HOT_BLOCK), HOT_BLOCK)
+            chosen = hot_or(d, 0, s.hot_sellers, hot, random_active_person(d, 1, last))
+            return pc.add(chosen, FIRST_PERSON_ID)
+
+        def expires() -> pa.Array:
+            # Auctions last 1 ms + uniform[0, 2H): H is the event time in which
+            # NUM_IN_FLIGHT_AUCTIONS more auctions are generated on this split.
+            ahead = NUM_IN_FLIGHT_AUCTIONS * s.proportions.total // s.proportions.auction
+            now = s.timestamp_us(self.k)
+            horizon = pc.subtract(s.timestamp_us(pc.add(self.k, ahead)), now)
+            length = pc.add(d.uniform(5, pc.max_element_wise(pc.multiply(horizon, 2), 1)), 1000)
+            return pc.cast(pc.add(now, length), _TS)
+
+        def extra() -> pa.Array:
+            current = pc.add(pc.add(pc.utf8_length(self.get("item_name")),
+                                    pc.utf8_length(self.get("description"))), 8 + 8 * 5)
+            return self._extra(8, current, 9)
+
+        return {
+            "id": lambda: pc.add(self._last_auction(), FIRST_AUCTION_ID),
+            "item_name": lambda: self._pools.next_string(20).take(d.uniform(6, StringPools.POOL_SIZE)),
+            "description": lambda: self._pools.next_string(100).take(d.uniform(7, StringPools.POOL_SIZE)),
+            "initial_bid": lambda: price(d, 3),
+            "reserve": lambda: pc.add(self.get("initial_bid"), price(d, 4)),
+            "date_time": self._date_time,
+            "expires": expires,
+            "seller": seller,
+            "category": lambda: pc.add(d.uniform(2, NUM_CATEGORIES), FIRST_CATEGORY_ID),
+            "extra": extra,
+        }
+
+    def _person_columns(self) -> dict[str, Callable[[], pa.Array]]:
+        d = self.draws
+
+        def credit_card() -> pa.Array:
+            groups = [pc.utf8_lpad(pc.cast(d.uniform(w, 10_000), pa.string()), 4, "0") for w in (2, 3, 4, 5)]
+            return pc.binary_join_element_wise(*groups, " ")
+
+        def extra() -> pa.Array:
+            lengths = [pc.utf8_length(self.get(c)) for c in ("name", "email_address", "credit_card", "city", "state")]
+            current = lengths[0]
+            for length in lengths[1:]:
+                current = pc.add(current, length)
+            return self._extra(8, pc.add(current, 8), 9)
+
+        return {
+            "id": lambda: pc.add(self._last_person(), FIRST_PERSON_ID),
+            "name": lambda: person_names().take(d.uniform(0, 99)),
+            "email_address": lambda: self._pools.emails().take(d.uniform(1, StringPools.POOL_SIZE)),
+            "credit_card": credit_card,
+            "city": lambda: pa.array(US_CITIES, pa.string()).take(d.uniform(6, len(US_CITIES))),
+            "state": lambda: pa.array(US_STATES, pa.string()).take(d.uniform(7, len(US_STATES))),
+            "date_time": self._date_time,
+            "extra": extra,
+        }
+
+
+def _option(description: str, default: str | None, value_type: str = "positive-int", **kw: Any) -> OptionSpec:
+    return OptionSpec(description, default=default, value_type=value_type, **kw)
+
+
+SPEC = ConnectorSpec(
+    name="nexmark",
+    source=NexmarkSource,
+    sink=None,
+    options={
+        "table": _option("which events the table holds", "bid", "string", choices=("bid", "auction", "person")),
+        "events": _option("total events of all kinds (missing: unbounded)", None, "int"),
+        "events.num": _option("Flink's name for 'events'", None, "int"),
+        "first-event.rate": _option("events per event-time second, all splits together", "10000000"),
+        "seed": _option("the seed every random draw derives from", "0", "int"),
+        "base-time": _option("event time of event 0", "2024-01-01 00:00:00", "timestamp"),
+        "splits": _option("number of generators (source splits)", "1"),
+        "person.proportion": _option("persons per block of events", "1"),
+        "auction.proportion": _option("auctions per block of events", "3"),
+        "bid.proportion": _option("bids per block of events", "46"),
+        "bid.hot-ratio.auctions": _option("a bid is for the hot auction with probability 1 - 1/this", "2"),
+        "bid.hot-ratio.bidders": _option("a bid is by the hot bidder with probability 1 - 1/this", "4"),
+        "auction.hot-ratio.sellers": _option("an auction is by the hot seller with probability 1 - 1/this", "4"),
+        "bid.bidder-id-shift": _option(
+            "added to bidder ids on top of the first person id; the Flink suite adds 1000 "
+            "(FIRST_PERSON_ID twice), '0' gives Beam's ids, which join to person.id",
+            "1000", "int",
+        ),
+    },
+)
