@@ -23,7 +23,8 @@ class OptionSpec:
     #: Allowed values, if the option is an enumeration.
     choices: tuple[str, ...] = ()
     #: What the value must parse as: 'string', 'int' (>= 0), 'positive-int',
-    #: 'bool' ('true'/'false'), 'size' ('128MB', '4kb'), 'duration' ('30s', '500ms') or 'timestamp'.
+    #: 'bool' ('true'/'false'), 'size' ('128MB', '4kb'), 'duration' ('30s', '500ms'),
+    #: 'char' (one character) or 'timestamp'.
     value_type: str = "string"
 
 

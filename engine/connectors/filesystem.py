@@ -19,8 +19,8 @@ import pyarrow as pa
 from engine.connectors.base import ConnectorSpec, OptionSpec, Source, option_value
 from engine.connectors.file_readers import READERS, Block, FileReader
 from engine.connectors.filesystem_sink import FileSystemSink
-from engine.connectors.options import parse_bool
-from engine.errors import ConnectorOptionError, SourceError
+from engine.connectors.options import parse_bool, parse_char
+from engine.errors import SourceError
 
 FORMATS = ("csv", "json", "parquet")
 EXTENSIONS = {
@@ -37,6 +37,7 @@ class FileSystemSource(Source):
         self.format = options["format"]
         ignore_key = f"{self.format}.ignore-parse-errors"
         self.ignore_parse_errors = parse_bool(ignore_key, option_value(options, SPEC, ignore_key) or "false")
+        self.delimiter = parse_char("csv.field-delimiter", option_value(options, SPEC, "csv.field-delimiter"))
 
     def splits(self) -> list[str]:
         return list_files(self.path, self.format)
@@ -63,8 +64,7 @@ class FileSystemSource(Source):
 
     def _reader(self, split: str) -> FileReader:
         if self.format == "csv":
-            delimiter = option_value(self.options, SPEC, "csv.field-delimiter") or ","
-            return READERS["csv"](split, self.schema, self.batch_size, delimiter=_unescape(delimiter))
+            return READERS["csv"](split, self.schema, self.batch_size, delimiter=self.delimiter)
         return READERS[self.format](split, self.schema, self.batch_size)
 
     def _account_bad_rows(self, split: str, block: Block, emitted: int, offset: int) -> None:
@@ -103,15 +103,6 @@ def list_files(path: str, fmt: str) -> list[str]:
     return matching or found
 
 
-def _unescape(delimiter: str) -> str:
-    text = {"\\t": "\t", "tab": "\t"}.get(delimiter, delimiter)
-    if len(text) != 1:
-        raise ConnectorOptionError(
-            f"option 'csv.field-delimiter' must be a single character, not '{delimiter}'"
-        )
-    return text
-
-
 SPEC = ConnectorSpec(
     name="filesystem",
     source=FileSystemSource,
@@ -128,7 +119,7 @@ SPEC = ConnectorSpec(
             "csv.ignore-parse-errors": OptionSpec(
                 "skip malformed rows instead of failing", default="false", choices=("true", "false")
             ),
-            "csv.field-delimiter": OptionSpec("the field delimiter, one character", default=","),
+            "csv.field-delimiter": OptionSpec("the field delimiter, one character", default=",", value_type="char"),
         },
         "json": {
             "json.ignore-parse-errors": OptionSpec(

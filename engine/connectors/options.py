@@ -65,6 +65,17 @@ def parse_duration_seconds(key: str, value: str) -> float:
     return float(match.group(1)) * _DURATION_UNITS[(match.group(2) or "").lower()]
 
 
+def parse_char(key: str, value: str) -> str:
+    """One character; '\\t' and 'tab' mean a tab."""
+    text = {"\\t": "\t", "tab": "\t"}.get(value, value)
+    if len(text) != 1:
+        raise ConnectorOptionError(
+            f"option '{key}' must be a single character, not '{value}'",
+            hint=f"write for example '{key}' = ';' (or '\\t' for a tab)",
+        )
+    return text
+
+
 def parse_timestamp_us(key: str, value: str) -> int:
     """'2024-01-01 00:00:00[.ffffff]' (no time zone: UTC) as µs since the epoch."""
     try:
@@ -84,6 +95,7 @@ _PARSERS = {
     "int": lambda k, v: parse_int(k, v, minimum=0),
     "positive-int": lambda k, v: parse_int(k, v, minimum=1),
     "size": parse_size,
+    "char": parse_char,
     "duration": parse_duration_seconds,
     "timestamp": parse_timestamp_us,
 }
