@@ -1,0 +1,101 @@
+"""Calc driven directly: projection, filter, types and counters."""
+from __future__ import annotations
+
+import datetime as dt
+
+import pyarrow as pa
+import pytest
+
+from engine.errors import EngineError
+from engine.operators.base import OperatorContext
+from engine.operators.calc import Calc
+
+
+def make_calc(projection, schema, filter=None) -> Calc:
+    op = Calc({"projection": projection, "filter": filter}, OperatorContext("calc", schema))
+    op.open()
+    return op
+
+
+BIDS = pa.record_batch({
+    "auction": pa.array([1, 2, 3, None], pa.int64()),
+    "price": pa.array([100, 250, None, 40], pa.int32()),
+    "bidder name": ["ann", "bob", "cy", None],
+    "date_time": pa.array([0, 1_500_000, 3_000_000, None], pa.timestamp("us")),
+})
+
+
+def test_projection_and_filter_run_as_duckdb_sql():
+    schema = pa.schema([("auction", pa.int64()), ("euro", pa.float64()), ("who", pa.string()),
+                        ("date_time", pa.timestamp("us"))])
+    op = make_calc(
+        [["auction", "auction"], ["euro", "price * 0.9"], ["who", 'upper("bidder name")'],
+         ["date_time", "date_time"]],
+        schema,
+        filter="price > 50",
+    )
+    [out] = op.process_batch(BIDS)
+    assert out.schema == schema
+    assert out.to_pylist() == [
+        {"auction": 1, "euro": 90.0, "who": "ANN", "date_time": dt.datetime(1970, 1, 1)},
+        {"auction": 2, "euro": 225.0, "who": "BOB",
+         "date_time": dt.datetime(1970, 1, 1, 0, 0, 1, 500_000)},
+    ]
+    assert op.ctx.metrics == {"rows_in": 4, "rows_out": 2}
+
+
+def test_results_are_cast_to_the_output_schema():
+    # DuckDB computes INTEGER and DECIMAL; the planner asked for int64, float64 and large_string.
+    schema = pa.schema([("price", pa.int64()), ("half", pa.float64()), ("label", pa.large_string()),
+                        ("day", pa.date32())])
+    op = make_calc([["price", "price"], ["half", "price / 2"], ["label", "'a' || auction"],
+                    ["day", "CAST(date_time AS DATE)"]], schema)
+    [out] = op.process_batch(BIDS)
+    assert out.schema == schema
+    assert out.column("price").to_pylist() == [100, 250, None, 40]
+    assert out.column("label").to_pylist() == ["a1", "a2", "a3", None]
+
+
+def test_a_null_filter_result_drops_the_row():
+    schema = pa.schema([("auction", pa.int64())])
+    [out] = make_calc([["auction", "auction"]], schema, filter="price < 200").process_batch(BIDS)
+    assert out.column("auction").to_pylist() == [1, None]
+
+
+def test_an_empty_result_produces_no_batch():
+    schema = pa.schema([("auction", pa.int64())])
+    op = make_calc([["auction", "auction"]], schema, filter="price > 1000")
+    assert op.process_batch(BIDS) == []
+    assert op.process_batch(BIDS.slice(0, 0)) == []
+    assert op.ctx.metrics == {"rows_in": 4, "rows_out": 0}
+
+
+def test_output_names_are_quoted():
+    schema = pa.schema([("select", pa.int64()), ('odd "name"', pa.string())])
+    [out] = make_calc([["select", "auction"], ['odd "name"', '"bidder name"']], schema).process_batch(BIDS)
+    assert out.schema == schema and out.num_rows == 4
+
+
+def test_watermarks_snapshots_and_finish_are_no_ops():
+    op = make_calc([["auction", "auction"]], pa.schema([("auction", pa.int64())]))
+    assert op.process_watermark(10) == [] and op.finish() == []
+    assert op.snapshot() is None
+    op.close()
+
+
+def test_a_bad_expression_names_the_operator():
+    op = make_calc([["x", "no_such_column + 1"]], pa.schema([("x", pa.int64())]))
+    with pytest.raises(EngineError, match="no_such_column") as info:
+        op.process_batch(BIDS)
+    assert info.value.operator_id == "calc"
+
+
+def test_a_result_that_does_not_fit_the_schema_is_reported():
+    op = make_calc([["x", "'abc'"]], pa.schema([("x", pa.int64())]))
+    with pytest.raises(EngineError, match="output schema"):
+        op.process_batch(BIDS)
+
+
+def test_an_empty_projection_is_refused():
+    with pytest.raises(EngineError, match="projection"):
+        make_calc([], pa.schema([]))
