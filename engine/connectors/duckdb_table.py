@@ -37,6 +37,9 @@ from engine.errors import EngineError
 
 COMMITS_TABLE = "_weir_sink_commits"
 RETRY_PAUSE_SECONDS = 0.05
+#: How DuckDB says the file is open elsewhere: another process holds its lock,
+#: or this process has it open with another configuration (read-only).
+_HELD_ELSEWHERE = ("lock", "different configuration")
 
 
 class DuckDBTableSink(Sink):
@@ -84,16 +87,17 @@ class DuckDBTableSink(Sink):
         return files
 
     def commit(self, checkpoint_id: int, handle: Any = None) -> None:
-        files = [f for cid in sorted(self._pre_committed) if cid <= checkpoint_id
-                 for f in self._pre_committed.pop(cid)]
+        done = [cid for cid in sorted(self._pre_committed) if cid <= checkpoint_id]
+        files = [f for cid in done for f in self._pre_committed[cid]]
         files += [f for f in handle or [] if f not in files]
-        self._insert(files, [])
+        self._insert(files, [])  # may fail: then the files stay pre-committed
+        for cid in done:
+            del self._pre_committed[cid]
 
     def finish(self) -> None:
         files = [f for cid in sorted(self._pre_committed) for f in self._pre_committed[cid]]
-        self._pre_committed = {}
-        batches, self._staged = self._staged, []
-        self._insert(files, batches)
+        self._insert(files, self._staged)  # may fail: then everything stays staged
+        self._pre_committed, self._staged = {}, []
 
     def abort(self) -> None:
         self._staged = []
@@ -153,8 +157,9 @@ class DuckDBTableSink(Sink):
             try:
                 connection = duckdb.connect(self.database)
                 break
-            except duckdb.IOException as error:
-                if "lock" not in str(error).lower() or time.monotonic() >= deadline:
+            except (duckdb.IOException, duckdb.ConnectionException) as error:
+                held = any(sign in str(error).lower() for sign in _HELD_ELSEWHERE)
+                if not held or time.monotonic() >= deadline:
                     raise EngineError(
                         f"cannot open the DuckDB database '{self.database}' to write table "
                         f"'{self.table_name}': {str(error).splitlines()[0]}",

@@ -1,0 +1,141 @@
+"""The print, blackhole and duckdb sinks."""
+import subprocess
+import sys
+
+import duckdb
+import pyarrow as pa
+import pytest
+
+from engine.connectors.registry import create_sink
+from engine.errors import EngineError
+
+SCHEMA = pa.schema([("auction", pa.int64()), ("window_end", pa.timestamp("us")), ("bids", pa.int64())])
+
+
+def rows(first=1001, n=2):
+    return pa.record_batch([
+        pa.array([first + i for i in range(n)], pa.int64()),
+        pa.array([1_704_067_200_000_000 + i * 500_000 for i in range(n)], pa.timestamp("us")),
+        pa.array([3 if i == 0 else None for i in range(n)], pa.int64()),
+    ], schema=SCHEMA)
+
+
+def test_print_writes_rows_as_flink_does(capsys):
+    sink = create_sink({"connector": "print"}, SCHEMA)
+    sink.open()
+    sink.write(rows())
+    sink.finish()
+    assert capsys.readouterr().out == "+I[1001, 2024-01-01 00:00:00, 3]\n+I[1002, 2024-01-01 00:00:00.500, null]\n"
+    assert sink.transactional is False
+
+
+def test_print_identifier_prefixes_every_line(capsys):
+    sink = create_sink({"connector": "print", "print-identifier": "bids"}, SCHEMA)
+    sink.write(rows())
+    assert capsys.readouterr().out.splitlines() == [
+        "bids> +I[1001, 2024-01-01 00:00:00, 3]", "bids> +I[1002, 2024-01-01 00:00:00.500, null]"]
+
+
+def test_blackhole_discards(capsys):
+    sink = create_sink({"connector": "blackhole"}, SCHEMA)
+    sink.open()
+    sink.write(rows())
+    sink.finish()
+    assert sink.transactional is False and capsys.readouterr().out == ""
+
+
+def duckdb_sink(path, **options):
+    sink = create_sink({"connector": "duckdb", "path": str(path), "table-name": "results", **options}, SCHEMA)
+    sink.open()
+    return sink
+
+
+def read_only(path, query="SELECT auction FROM results ORDER BY auction"):
+    with duckdb.connect(str(path), read_only=True) as connection:
+        return [r[0] for r in connection.execute(query).fetchall()]
+
+
+def test_duckdb_commit_is_visible_to_a_reader_after_commit_and_nothing_before(tmp_path):
+    db = tmp_path / "out.db"
+    sink = duckdb_sink(db)
+    assert read_only(db) == []  # the table exists, empty, from open()
+    sink.write(rows(1001))
+    handle = sink.pre_commit(1)
+    assert read_only(db) == []
+    sink.write(rows(2001))  # after the barrier: belongs to checkpoint 2
+    sink.commit(1, handle)
+    assert read_only(db) == [1001, 1002]
+    sink.finish()
+    assert read_only(db) == [1001, 1002, 2001, 2002]
+    with duckdb.connect(str(db), read_only=True) as connection:
+        assert connection.execute("SELECT window_end, bids FROM results LIMIT 1").fetchall()[0][1] == 3
+        assert str(connection.execute("DESCRIBE results").fetchall()[1][1]) == "TIMESTAMP"
+
+
+def test_duckdb_commit_twice_inserts_once(tmp_path):
+    db = tmp_path / "out.db"
+    sink = duckdb_sink(db)
+    sink.write(rows())
+    handle = sink.pre_commit(1)
+    sink.commit(1, handle)
+    restored = duckdb_sink(db)  # a restored job commits its checkpoint's handle again
+    restored.commit(1, handle)
+    assert read_only(db) == [1001, 1002]
+
+
+def test_duckdb_abort_discards_staged_rows(tmp_path):
+    db = tmp_path / "out.db"
+    sink = duckdb_sink(db)
+    sink.write(rows())
+    sink.pre_commit(1)
+    sink.write(rows(3001))
+    sink.abort()
+    sink.finish()
+    assert read_only(db) == []
+    assert list((tmp_path / "out.db.staging").iterdir()) == []
+
+
+def test_duckdb_append_and_replace_modes(tmp_path):
+    db = tmp_path / "out.db"
+    for _ in range(2):
+        sink = duckdb_sink(db)
+        sink.write(rows())
+        sink.finish()
+    assert read_only(db) == [1001, 1001, 1002, 1002]
+    sink = duckdb_sink(db, **{"sink.mode": "replace"})
+    assert read_only(db) == []
+    sink.write(rows(5))
+    sink.finish()
+    assert read_only(db) == [5, 6]
+
+
+def test_duckdb_file_held_by_another_process_gives_a_clear_error(tmp_path):
+    db = tmp_path / "out.db"
+    sink = duckdb_sink(db, **{"sink.lock-timeout": "200ms"})
+    sink.write(rows())
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import duckdb, sys; c = duckdb.connect(sys.argv[1]); print('open', flush=True); "
+         "sys.stdin.readline()", str(db)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "open"
+        with pytest.raises(EngineError, match="cannot open the DuckDB database") as error:
+            sink.finish()
+        assert "another process" in error.value.hint
+    finally:
+        holder.communicate("\n")
+    sink.finish()  # staged rows were kept: the next commit succeeds
+    assert read_only(db) == [1001, 1002]
+
+
+def test_duckdb_file_open_read_only_in_this_process(tmp_path):
+    db = tmp_path / "out.db"
+    sink = duckdb_sink(db, **{"sink.lock-timeout": "0s"})
+    sink.write(rows())
+    holder = duckdb.connect(str(db), read_only=True)  # same process: a conflicting configuration
+    try:
+        with pytest.raises(EngineError, match="cannot open the DuckDB database") as error:
+            sink.finish()
+        assert "sink.lock-timeout" in error.value.hint
+    finally:
+        holder.close()
