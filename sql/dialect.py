@@ -22,7 +22,14 @@ from sqlglot.trie import new_trie
 
 from sql.statements import WindowTVF
 
-WINDOW_KINDS = ("TUMBLE", "HOP", "CUMULATE", "SESSION")
+#: Each window's interval parameters in positional order (after the table and time column).
+WINDOW_PARAMETERS = {
+    "TUMBLE": ("size", "offset"),
+    "HOP": ("slide", "size", "offset"),
+    "CUMULATE": ("step", "size", "offset"),
+    "SESSION": ("gap",),
+}
+WINDOW_KINDS = tuple(WINDOW_PARAMETERS)
 
 
 class WindowCall(exp.Expression):
@@ -69,7 +76,7 @@ class WeirParser(RisingWaveParser):
 
     FUNCTION_PARSERS = {
         **RisingWaveParser.FUNCTION_PARSERS,
-        **{kind: (lambda kind: lambda self: self._parse_window_call(kind))(kind) for kind in WINDOW_KINDS},
+        **{kind: lambda self, kind=kind: self._parse_window_call(kind) for kind in WINDOW_KINDS},
         "TABLE": lambda self: self._parse_table_function(),
         "DESCRIPTOR": lambda self: self._parse_descriptor(),
     }
@@ -98,6 +105,13 @@ class WeirParser(RisingWaveParser):
         ("STOP", "JOB"): lambda self: self._parse_stop_job(),
         ("RESET",): lambda self: self.expression(ResetStatement(this=self._parse_string())),
     }
+
+    #: Whether the last syntax error came at the end of the statement (nothing left to read).
+    error_at_end = False
+
+    def raise_error(self, message: str, token=None) -> None:
+        self.error_at_end = token is None and not self._curr
+        super().raise_error(message, token)
 
     def _parse_statement(self) -> exp.Expr | None:
         for words, parser in self.STATEMENT_TEXT_PARSERS.items():
@@ -139,13 +153,6 @@ class WeirParser(RisingWaveParser):
     def _function_name_token(self):
         # FUNCTION_PARSERS run after the name and its opening parenthesis.
         return self._tokens[self._index - 2]
-
-    #: Whether the last syntax error came at the end of the statement (nothing left to read).
-    error_at_end = False
-
-    def raise_error(self, message: str, token=None) -> None:
-        self.error_at_end = token is None and not self._curr
-        super().raise_error(message, token) if token is not None else super().raise_error(message)
 
     def _expect_r_paren(self) -> None:
         # sqlglot consumes a FUNCTION_PARSERS call's ")" only if it is there: insist on it.
@@ -218,31 +225,25 @@ def _windowcall_sql(self: RisingWaveGenerator, e: WindowCall) -> str:
     return f"TABLE({call})" if e.args.get("wrapped") else call
 
 
-def _table_argument_sql(self: RisingWaveGenerator, e: TableArgument) -> str:
+def _table_argument_sql(self: RisingWaveGenerator, e: TableArgument | WindowTVF) -> str:
     keys = self.expressions(e, key="partition_by", flat=True)
     return f"TABLE {self.sql(e, 'this')}" + (f" PARTITION BY {keys}" if keys else "")
 
 
 def _windowtvf_sql(self: RisingWaveGenerator, e: WindowTVF) -> str:
     """Render the normalised window as Flink writes it, so that it parses back to itself."""
-    relation = e.this.copy()
-    partition_by = e.args.get("partition_by")
-    arguments = [TableArgument(this=relation, partition_by=partition_by), Descriptor(expressions=[e.args["time_col"]])]
-    arguments += [e.args[name] for name in WINDOW_PARAMETERS[e.kind] if e.args.get(name)]
+    arguments = [
+        _table_argument_sql(self, e),
+        f"DESCRIPTOR({self.sql(e, 'time_col')})",
+        *(self.sql(e, name) for name in WINDOW_PARAMETERS[e.kind] if e.args.get(name)),
+    ]
     alias = self.sql(e, "alias")
     return f"TABLE({self.func(e.kind, *arguments)})" + (f" AS {alias}" if alias else "")
 
 
-#: Each window's interval parameters in positional order (after the table and time column).
-WINDOW_PARAMETERS = {
-    "TUMBLE": ("size", "offset"),
-    "HOP": ("slide", "size", "offset"),
-    "CUMULATE": ("step", "size", "offset"),
-    "SESSION": ("gap",),
-}
-
-
 class WeirGenerator(RisingWaveGenerator):
+    SINGLE_STRING_INTERVAL = False  # INTERVAL '1' MINUTE, as Flink writes it
+
     TRANSFORMS = {
         **RisingWaveGenerator.TRANSFORMS,
         WindowCall: _windowcall_sql,

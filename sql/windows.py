@@ -23,6 +23,11 @@ from sql.statements import WindowTVF
 #: The argument names of each window table function, in positional order.
 ARGUMENT_NAMES = {kind: ("DATA", "TIMECOL", *(p.upper() for p in params)) for kind, params in WINDOW_PARAMETERS.items()}
 OPTIONAL_ARGUMENTS = {"OFFSET"}
+#: The arguments of Flink's legacy group windows: GROUP BY TUMBLE(ts, size), HOP(ts, slide, size), SESSION(ts, gap).
+LEGACY_ARGUMENT_NAMES = {
+    kind: tuple(name for name in ARGUMENT_NAMES[kind][1:] if name not in OPTIONAL_ARGUMENTS)
+    for kind in ("TUMBLE", "HOP", "SESSION")
+}
 
 #: Legacy group window functions and the window columns that replace them.
 AUXILIARY_COLUMNS = {
@@ -180,14 +185,7 @@ def _normalise_group_window(select: exp.Select) -> None:
     ]
     if not calls:
         if auxiliaries:
-            name = auxiliaries[0].name.upper()
-            kind = name.rsplit("_", 1)[0]
-            raise error_at(
-                auxiliaries[0],
-                f"{name} needs a {kind} window in GROUP BY",
-                f"add GROUP BY {kind}(ts, ...) with the same arguments, or select window_start/window_end "
-                f"from {example(kind)}",
-            )
+            raise _auxiliary_without_window(auxiliaries[0])
         return
     if len(calls) > 1:
         raise error_at(calls[1], "GROUP BY can hold one window", "group by a single TUMBLE, HOP or SESSION window")
@@ -204,8 +202,13 @@ def _normalise_group_window(select: exp.Select) -> None:
 
 def _group_window_tvf(select: exp.Select, call: WindowCall) -> WindowTVF:
     kind = call.name
-    if call.args.get("wrapped") or kind == "CUMULATE" or any(isinstance(a, (TableArgument, Descriptor, exp.Kwarg)) for a in call.expressions):
-        raise error_at(call, f"a {kind} table function belongs in FROM, not GROUP BY", f"FROM {example(kind, call)} GROUP BY window_start, window_end")
+    table_function_syntax = any(isinstance(a, (TableArgument, Descriptor, exp.Kwarg)) for a in call.expressions)
+    if call.args.get("wrapped") or kind not in LEGACY_ARGUMENT_NAMES or table_function_syntax:
+        raise error_at(
+            call,
+            f"a {kind} table function belongs in FROM, not GROUP BY",
+            f"FROM {example(kind, call)} GROUP BY window_start, window_end",
+        )
     from_ = select.args.get("from_")
     if from_ is None or select.args.get("joins") or isinstance(from_.this, WindowTVF):
         raise error_at(
@@ -213,7 +216,7 @@ def _group_window_tvf(select: exp.Select, call: WindowCall) -> WindowTVF:
             f"GROUP BY {kind}(...) needs a single table in FROM",
             f"window the input with FROM {example(kind)} instead",
         )
-    arguments = _bind_arguments(call, ARGUMENT_NAMES[kind][1:2] + tuple(p.upper() for p in WINDOW_PARAMETERS[kind] if p != "offset"))
+    arguments = _bind_arguments(call, LEGACY_ARGUMENT_NAMES[kind])
     relation = from_.this.pop()  # moved, not copied: the SELECTs inside it are still to normalise
     alias = relation.args.get("alias")
     relation.set("alias", None)
@@ -226,16 +229,28 @@ def _group_window_tvf(select: exp.Select, call: WindowCall) -> WindowTVF:
     )
 
 
+def _auxiliary_without_window(function: exp.Anonymous) -> WeirSqlError:
+    name = function.name.upper()
+    kind = name.rsplit("_", 1)[0]
+    window = f"{kind}({', '.join(a.sql(dialect='weir') for a in function.expressions)})"
+    return error_at(
+        function,
+        f"{name} needs a {kind} window in GROUP BY",
+        f"add GROUP BY {window}, or select window_start and window_end from {example(kind)}",
+    )
+
+
 def _check_auxiliary(function: exp.Anonymous, call: WindowCall) -> None:
     name = function.name.upper()
-    if not name.startswith(call.name + "_"):
-        raise error_at(function, f"{name} does not belong to the window GROUP BY {call.sql(dialect='weir')}", f"use {call.name}_{name.rsplit('_', 1)[1]}")
+    wanted = f"{call.name}_{name.rsplit('_', 1)[1]}"
+    window = call.sql(dialect="weir")
+    if name != wanted:
+        raise error_at(function, f"{name} does not belong to the window GROUP BY {window}", f"use {wanted}")
     if not _same_window(function.expressions, call.expressions):
-        expected = f"{call.name}_{name.rsplit('_', 1)[1]}({', '.join(a.sql(dialect='weir') for a in call.expressions)})"
         raise error_at(
             function,
-            f"{name} must repeat the arguments of GROUP BY {call.sql(dialect='weir')}",
-            f"write {expected}, or select {AUXILIARY_COLUMNS[name]}",
+            f"{name} must repeat the arguments of GROUP BY {window}",
+            f"write {wanted}{window[len(call.name):]}, or select {AUXILIARY_COLUMNS[name]}",
         )
 
 

@@ -115,7 +115,7 @@ def test_three_tumble_spellings_normalise_to_the_same_tree():
 
 def test_normalised_window_prints_as_flink_and_parses_back_to_itself():
     printed = query(RISINGWAVE).sql(dialect="weir")
-    assert "FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(ts), INTERVAL" in printed
+    assert "FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(ts), INTERVAL '10' SECOND))" in printed
     assert query(printed) == query(RISINGWAVE)
 
 
@@ -182,3 +182,19 @@ def test_window_in_a_join():
     )
     assert isinstance(joined.args["joins"][0].this, WindowTVF)
     assert joined.args["joins"][0].this.this.name == "asks"
+
+
+@pytest.mark.parametrize(
+    "relation",
+    [
+        "TABLE(HOP(TABLE bids, DESCRIPTOR(ts), INTERVAL '10' SECOND, INTERVAL '1' MINUTE, INTERVAL '5' SECOND)) AS h",
+        "TABLE(CUMULATE(TABLE (SELECT * FROM bids), DESCRIPTOR(ts), INTERVAL '1' MINUTE, INTERVAL '1' HOUR))",
+        "TABLE(SESSION(TABLE bids PARTITION BY bidder, auction, DESCRIPTOR(ts), INTERVAL '5' MINUTE))",
+    ],
+)
+def test_printing_a_window_round_trips_and_leaves_the_tree_intact(relation):
+    original = query(f"SELECT * FROM {relation}")
+    window = original.args["from_"].this
+    printed = original.sql(dialect="weir")
+    assert query(printed) == original
+    assert all(node.parent is window for node in [window.this, window.args["time_col"], *(window.args.get("partition_by") or [])])
