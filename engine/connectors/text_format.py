@@ -40,7 +40,10 @@ def changelog_lines(batch: pa.RecordBatch, row_kind: str = "+I") -> pa.Array:
         if pa.types.is_boolean(column.type):
             text = pc.if_else(column, "true", "false")
         else:
-            text = pc.cast(column, pa.string())
+            try:
+                text = pc.cast(column, pa.string())
+            except pa.ArrowNotImplementedError:  # lists, structs, maps: rare in a print sink
+                text = pa.array([None if v is None else str(v) for v in column.to_pylist()], pa.string())
         parts.append(pc.fill_null(text, "null"))
     if not parts:
         inner = pa.array([""] * batch.num_rows, pa.string())

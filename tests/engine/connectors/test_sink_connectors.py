@@ -139,3 +139,10 @@ def test_duckdb_file_open_read_only_in_this_process(tmp_path):
         assert "sink.lock-timeout" in error.value.hint
     finally:
         holder.close()
+
+
+def test_print_renders_nested_values(capsys):
+    schema = pa.schema([("tags", pa.list_(pa.string())), ("ok", pa.bool_())])
+    sink = create_sink({"connector": "print"}, schema)
+    sink.write(pa.record_batch([pa.array([["a", "b"], None]), pa.array([True, None])], schema=schema))
+    assert capsys.readouterr().out == "+I[['a', 'b'], true]\n+I[null, null]\n"
