@@ -130,9 +130,11 @@ def plan_window_aggregate(qp: "QueryPlanner", select: exp.Select, stream: Stream
         "having": having_sql,
         "projection": projection,
     }
+    aggregate_list = ", ".join(f"{c['name']}={sql}" for c, sql in zip(aggregates.calls, aggregates.sql))
+    select_list = ", ".join(name if sql == quote(name) else f"{name}={sql}" for name, sql in projection)
     description = (
         f"WindowAggregate(window=[{window.describe()}], groupBy=[{', '.join(s for _, s in key_sql)}], "
-        f"select=[{', '.join(f'{s} AS {n}' for n, s in zip([c['name'] for c in aggregates.calls], aggregates.sql))}]"
+        f"aggregates=[{aggregate_list}], select=[{select_list}]"
         + (f", having=[{having_sql}]" if having_sql else "") + ")"
     )
     edge = Edge(stream.node_id, "hash", tuple(n for n, _ in key_sql)) if key_sql else Edge(stream.node_id)

@@ -2,6 +2,8 @@
 partitioning, the state it keeps and whether its output is append-only."""
 from __future__ import annotations
 
+import re
+
 from engine.graph import JobGraph, OperatorNode
 from planner.types import sql_name
 
@@ -23,6 +25,14 @@ def explain(graph: JobGraph) -> str:
     return "\n".join(lines) + "\n"
 
 
+_QUOTED_NAME = re.compile(r'"([A-Za-z_][A-Za-z0-9_]*)"')
+
+
+def display(sql: str) -> str:
+    """Generated SQL as a person would write it: simple names unquoted."""
+    return _QUOTED_NAME.sub(r"\1", sql)
+
+
 def _node(node: OperatorNode) -> list[str]:
     inputs = ", ".join(
         e.source + (f" by hash({', '.join(e.keys)})" if e.partitioning == "hash" else f" ({e.partitioning})")
@@ -32,7 +42,7 @@ def _node(node: OperatorNode) -> list[str]:
     columns = ", ".join(f"{f.name} {sql_name(f.type)}" for f in node.output_schema)
     return [
         node.id,
-        f"  computes:  {node.description}",
+        f"  computes:  {display(node.description)}",
         f"  input:     {inputs or '-'}",
         f"  key:       {key}",
         f"  state:     {_STATE.get(node.kind, lambda n: 'see operator')(node)}",
