@@ -70,8 +70,7 @@ class DuckDBTableSink(Sink):
                 connection.execute(
                     f"DELETE FROM {COMMITS_TABLE} WHERE table_name = ?", [self.table_name]
                 )
-            empty = self.schema.empty_table()  # noqa: F841 - read by DuckDB below
-            connection.register("empty_rows", empty)
+            connection.register("empty_rows", self.schema.empty_table())
             connection.execute(
                 f"CREATE TABLE IF NOT EXISTS {self._quoted_table} AS SELECT * FROM empty_rows"
             )
@@ -142,8 +141,7 @@ class DuckDBTableSink(Sink):
                     [[self.table_name, f, self.subtask_index] for f in todo],
                 )
             if batches:
-                rows = pa.Table.from_batches(batches, schema=self.schema)  # noqa: F841
-                connection.register("staged_rows", rows)
+                connection.register("staged_rows", pa.Table.from_batches(batches, schema=self.schema))
                 connection.execute(f"INSERT INTO {self._quoted_table} BY NAME SELECT * FROM staged_rows")
             connection.execute("COMMIT")
         for path in files:

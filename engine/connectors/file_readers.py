@@ -14,7 +14,8 @@ block; only a block that fails is looked at more closely:
 - parquet: row groups are read with ``iter_batches``; there is nothing to
   locate, a failing cast names the column.
 
-Line numbers are 1-based and count the header line.
+Line numbers are 1-based and count the header line. As in pyarrow's
+defaults, a quoted csv value may not contain a newline.
 """
 from __future__ import annotations
 
