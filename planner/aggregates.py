@@ -119,9 +119,10 @@ def plan_window_aggregate(qp: "QueryPlanner", select: exp.Select, stream: Stream
     if problems:
         raise _error(problems)
 
-    if filter_sql:
-        stream = qp._plan_filter(stream, filter_sql, pipeline, where)
-    key_sql = [[name, to_duckdb(key)] for name, key in keys]
+    computed = [[name, to_duckdb(key)] for name, key in keys if not isinstance(key, exp.Column)]
+    if filter_sql or computed:
+        stream = qp.plan_pre_aggregate(stream, filter_sql, computed, pipeline, where or group)
+    key_sql = [[name, quote(name)] for name, _ in keys]
     schema = _output_schema(qp, key_sql, aggregates.sql, aggregates.calls, projection, having_sql, stream, select)
     config = {
         "window": window.config(),
@@ -133,7 +134,7 @@ def plan_window_aggregate(qp: "QueryPlanner", select: exp.Select, stream: Stream
     aggregate_list = ", ".join(f"{c['name']}={sql}" for c, sql in zip(aggregates.calls, aggregates.sql))
     select_list = ", ".join(name if sql == quote(name) else f"{name}={sql}" for name, sql in projection)
     description = (
-        f"WindowAggregate(window=[{window.describe()}], groupBy=[{', '.join(s for _, s in key_sql)}], "
+        f"WindowAggregate(window=[{window.describe()}], groupBy=[{', '.join(n for n, _ in key_sql)}], "
         f"aggregates=[{aggregate_list}], select=[{select_list}]"
         + (f", having=[{having_sql}]" if having_sql else "") + ")"
     )

@@ -1,21 +1,23 @@
 """EXPLAIN text for a JobGraph: each operator, what it computes, its key and
-partitioning, the state it keeps and whether its output is append-only."""
+partitioning, the state it keeps and whether its output is append-only.
+
+One block per operator, in topological order::
+
+    auction_counts.window_aggregate
+      computes:  WindowAggregate(window=[TUMBLE(date_time, 10 s)], groupBy=[auction], ...)
+      input:     bids.source by hash(auction)
+      key:       auction
+      state:     window accumulators per (auction, window), dropped when the watermark passes window_end
+      output:    auction BIGINT, window_start TIMESTAMP(3), ...
+      changelog: append-only
+"""
 from __future__ import annotations
 
 import re
 
-from engine.graph import JobGraph, OperatorNode
+from engine.connectors.registry import CONNECTORS
+from engine.graph import Edge, JobGraph, OperatorNode
 from planner.types import sql_name
-
-_STATE = {
-    "source": lambda n: "read offset per split",
-    "calc": lambda n: "none",
-    "window_aggregate": lambda n: (
-        f"window accumulators per ({', '.join([*[k for k, _ in n.config['keys']], 'window'])}), "
-        "dropped when the watermark passes window_end"
-    ),
-    "sink": lambda n: "output staged until commit",
-}
 
 
 def explain(graph: JobGraph) -> str:
@@ -34,18 +36,50 @@ def display(sql: str) -> str:
 
 
 def _node(node: OperatorNode) -> list[str]:
-    inputs = ", ".join(
-        e.source + (f" by hash({', '.join(e.keys)})" if e.partitioning == "hash" else f" ({e.partitioning})")
-        for e in node.inputs
-    )
-    key = ", ".join(node.inputs[0].keys) if node.inputs and node.inputs[0].keys else "-"
     columns = ", ".join(f"{f.name} {sql_name(f.type)}" for f in node.output_schema)
     return [
         node.id,
         f"  computes:  {display(node.description)}",
-        f"  input:     {inputs or '-'}",
-        f"  key:       {key}",
-        f"  state:     {_STATE.get(node.kind, lambda n: 'see operator')(node)}",
+        f"  input:     {', '.join(_edge(e) for e in node.inputs) or '-'}",
+        f"  key:       {_key(node)}",
+        f"  state:     {_state(node)}",
         f"  output:    {columns if node.kind != 'sink' else '-'}",
-        f"  changelog: append-only",
+        f"  changelog: {_changelog(node)}",
     ]
+
+
+def _edge(edge: Edge) -> str:
+    if edge.partitioning == "hash":
+        return f"{edge.source} by hash({', '.join(edge.keys)})"
+    return f"{edge.source} ({edge.partitioning})"
+
+
+def _key(node: OperatorNode) -> str:
+    """The columns that partition the operator's keyed state."""
+    if node.kind == "window_aggregate":
+        return ", ".join(name for name, _ in node.config["keys"]) or "- (one global group per window)"
+    return "-"
+
+
+def _state(node: OperatorNode) -> str:
+    if node.kind == "source":
+        return "read offset per split"
+    if node.kind == "calc":
+        return "none"
+    if node.kind == "window_aggregate":
+        per = ", ".join([*(name for name, _ in node.config["keys"]), "window"])
+        return f"window accumulators per ({per}), dropped when the watermark passes window_end"
+    if node.kind == "sink":
+        spec = CONNECTORS.get(node.config["options"].get("connector", ""))
+        if spec is not None and spec.sink is not None and not spec.sink.transactional:
+            return "none (written as it arrives, not transactional)"
+        return "output staged until the checkpoint commits (exactly-once)"
+    return "see the operator"
+
+
+def _changelog(node: OperatorNode) -> str:
+    """Every operator weir plans today emits inserts only (+I): sources are append-only
+    and a window aggregate emits each window once, when the watermark passes its end."""
+    if node.kind in ("source", "calc", "window_aggregate", "sink"):
+        return "append-only"
+    return "unknown"

@@ -12,18 +12,16 @@ import pyarrow as pa
 from sqlglot import exp
 
 from sql.errors import Problem
+from sql.positions import position as token_position
 
 AGGREGATES = {exp.Count: "count", exp.Sum: "sum", exp.Min: "min", exp.Max: "max", exp.Avg: "avg"}
 
 
 def position(node: exp.Expression | None, fallback: tuple[int, int] | None = None) -> tuple[int | None, int | None]:
-    """Line and column (1-based) where a node starts, from the identifiers inside it.
-
-    sqlglot records the line and the *last* column of each identifier token."""
-    if node is not None:
-        for ident in node.find_all(exp.Identifier):
-            if "line" in ident.meta:
-                return ident.meta["line"], ident.meta["col"] - len(ident.name) + 1
+    """Line and column (1-based) where a node starts: its earliest token, or ``fallback``."""
+    line, col = token_position(node)
+    if line is not None:
+        return line, col
     return fallback if fallback else (None, None)
 
 

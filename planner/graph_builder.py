@@ -43,6 +43,9 @@ class GraphBuilder:
         schema: pa.Schema,
         inputs: list[Edge],
         description: str,
+        *,
+        label: str | None = None,
     ) -> OperatorNode:
-        node = OperatorNode(self.new_id(pipeline, kind), kind, config, schema, inputs, description)
+        """Add an operator with id ``<pipeline>.<label or kind>`` (suffixed _2, _3, ... when taken)."""
+        node = OperatorNode(self.new_id(pipeline, label or kind), kind, config, schema, inputs, description)
         return self.graph.add(node)

@@ -149,7 +149,7 @@ class Planner:
 
     def _select(self, s: st.Select) -> None:
         stream = self._queries(s).plan_query(s.query, "select")
-        self._sink("select", stream, {"connector": "print"}, stream.schema, "print")
+        self._sink("select", stream, {"connector": "print"}, stream.schema, "query")
 
     def _set(self, s: st.SetOption) -> None:
         if s.key is None:
@@ -197,7 +197,7 @@ class Planner:
                 problems.append(Problem(
                     f"type mismatch with the sink: column {index + 1} (`{g.name}`) is {sql_name(g.type)} "
                     f"but `{table.name}`.`{w.name}` is {sql_name(w.type)}",
-                    line, col, f"CAST it: CAST(... AS {sql_name(w.type)})"))
+                    line, col, f"CAST it: CAST({_item_sql(item)} AS {sql_name(w.type)})"))
         if problems:
             raise WeirSqlError(problems)
 
@@ -207,6 +207,12 @@ def _select_item(query: exp.Expression, index: int) -> exp.Expression | None:
     if select is not None and index < len(select.expressions):
         return select.expressions[index]
     return None
+
+
+def _item_sql(item: exp.Expression | None) -> str:
+    if item is None:
+        return "..."
+    return (item.unalias() if isinstance(item, exp.Alias) else item).sql()
 
 
 def plan_script(

@@ -162,7 +162,7 @@ class QueryPlanner:
         schema = pa.schema([*stream.schema, *window_fields()])
         node = self.builder.add(
             pipeline, "calc", {"projection": projection, "filter": None}, schema,
-            [Edge(stream.node_id)], f"WindowAssign({window.describe()})",
+            [Edge(stream.node_id)], f"WindowAssign({window.describe()})", label="window_assign",
         )
         # window_time is a time attribute of the windowed rows (Flink's rowtime).
         return Stream(node.id, schema, stream.time_attributes | {"window_time"}, stream.name)
@@ -182,18 +182,19 @@ class QueryPlanner:
         if problems:
             raise PlanError(problems)
         schema = self.describe_projection(projection, filter_sql, stream.schema, select)
-        parts = [f"{name}={sql}" for name, sql in projection]
-        description = f"Calc(select=[{', '.join(parts)}]" + (f", where=[{filter_sql}]" if filter_sql else "") + ")"
         node = self.builder.add(pipeline, "calc", {"projection": projection, "filter": filter_sql}, schema,
-                                [Edge(stream.node_id)], description)
+                                [Edge(stream.node_id)], calc_description(projection, filter_sql, stream.schema.names))
         return Stream(node.id, schema, frozenset(times), stream.name)
 
-    def _plan_filter(self, stream: Stream, filter_sql: str, pipeline: str, where: exp.Expression) -> Stream:
-        projection = [[name, quote(name)] for name in stream.schema.names]
-        self.describe_projection(projection, filter_sql, stream.schema, where)
-        node = self.builder.add(pipeline, "calc", {"projection": projection, "filter": filter_sql}, stream.schema,
-                                [Edge(stream.node_id)], f"Calc(where=[{filter_sql}])")
-        return Stream(node.id, stream.schema, stream.time_attributes, stream.name)
+    def plan_pre_aggregate(self, stream: Stream, filter_sql: str | None, computed: list[list[str]],
+                           pipeline: str, node: exp.Expression) -> Stream:
+        """A Calc before a window aggregate: the WHERE filter, and the group keys that are
+        expressions computed as columns, so that the exchange can hash them."""
+        projection = [[name, quote(name)] for name in stream.schema.names] + computed
+        schema = self.describe_projection(projection, filter_sql, stream.schema, node)
+        node_ = self.builder.add(pipeline, "calc", {"projection": projection, "filter": filter_sql}, schema,
+                                 [Edge(stream.node_id)], calc_description(projection, filter_sql, stream.schema.names))
+        return Stream(node_.id, schema, stream.time_attributes, stream.name)
 
     def expand_star(self, items: list[exp.Expression], scope: Scope) -> list[exp.Expression]:
         out: list[exp.Expression] = []
@@ -217,3 +218,16 @@ class QueryPlanner:
             raise self.fail(f"cannot evaluate this query: {message}", node,
                             "check the types of the expressions and the functions used") from None
         return pa.schema([pa.field(f.name, normalise(f.type)) for f in schema])
+
+
+def calc_description(projection: list[list[str]], filter_sql: str | None, input_names: list[str]) -> str:
+    """``Calc(select=[...], where=[...])``; a column passed through is shown by its name alone,
+    and a projection passing every input column through is left out."""
+    identity = [[name, quote(name)] for name in input_names]
+    parts = []
+    if projection != identity or not filter_sql:
+        items = [name if sql == quote(name) else f"{name}={sql}" for name, sql in projection]
+        parts.append(f"select=[{', '.join(items)}]")
+    if filter_sql:
+        parts.append(f"where=[{filter_sql}]")
+    return f"Calc({', '.join(parts)})"
