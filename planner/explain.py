@@ -20,8 +20,9 @@ from engine.graph import Edge, JobGraph, OperatorNode
 from planner.types import sql_name
 
 
-def explain(graph: JobGraph) -> str:
-    lines = [f"== job {graph.name} =="]
+def explain(graph: JobGraph, title: str | None = None) -> str:
+    """The plan of ``graph``, under the heading ``== <title> ==`` (default: ``job <name>``)."""
+    lines = [f"== {title or f'job {graph.name}'} =="]
     for node in graph.nodes:
         lines.extend(_node(node))
     return "\n".join(lines) + "\n"

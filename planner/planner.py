@@ -169,7 +169,8 @@ class Planner:
         scratch = Planner(job_name=self.builder.graph.name, db_path=self.db_path, settings=self.settings)
         scratch.catalog = self.catalog.copy()
         scratch.execute(s.statement)
-        self.explains.append(explain(scratch.script().graph))
+        first_line = s.statement.text.splitlines()[0].strip()
+        self.explains.append(explain(scratch.script().graph, f"EXPLAIN at line {s.line}: {first_line}"))
 
     # -- helpers -------------------------------------------------------------------
     def _queries(self, s: st.Statement) -> QueryPlanner:
@@ -213,6 +214,11 @@ def _item_sql(item: exp.Expression | None) -> str:
     if item is None:
         return "..."
     return (item.unalias() if isinstance(item, exp.Alias) else item).sql()
+
+
+def explain_text(script: Script) -> str:
+    """What `weir explain` prints: the plan of each EXPLAIN statement in the file, then the job's."""
+    return "".join(text + "\n" for text in script.explains) + explain(script.graph)
 
 
 def plan_script(

@@ -10,8 +10,7 @@ import duckdb
 
 from engine.errors import EngineError
 from engine.runtime.local import LocalExecutor
-from planner.explain import explain
-from planner.planner import Script, default_job_name, plan_script
+from planner.planner import Script, default_job_name, explain_text, plan_script
 from shell import render
 from sql import parse
 from sql.errors import WeirSqlError
@@ -95,9 +94,7 @@ def cmd_explain(args) -> int:
     script, status = _plan(args)
     if script is None:
         return status
-    for text in script.explains:
-        print(text)
-    print(explain(script.graph), end="")
+    print(explain_text(script), end="")
     return 0
 
 

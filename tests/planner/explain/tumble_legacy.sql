@@ -1,0 +1,11 @@
+-- A tumbling window in the legacy group window: the same DAG as the other spellings.
+CREATE TABLE bids (
+  auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR, date_time TIMESTAMP(3),
+  WATERMARK FOR date_time AS date_time - INTERVAL '2' SECOND
+) WITH ('connector' = 'nexmark', 'table' = 'bid', 'events' = '20000', 'first-event.rate' = '1000');
+
+CREATE MATERIALIZED VIEW auction_windows AS
+SELECT auction, TUMBLE_START(date_time, INTERVAL '10' SECOND) AS window_start,
+  TUMBLE_END(date_time, INTERVAL '10' SECOND) AS window_end, COUNT(*) AS bids, AVG(price) AS avg_price
+FROM bids
+GROUP BY auction, TUMBLE(date_time, INTERVAL '10' SECOND);
