@@ -6,6 +6,7 @@ several pipelines is read once.
 """
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from planner.connectors import check_connector
 from planner.expressions import Scope, bind, position, to_duckdb
 from planner.explain import explain
 from planner.graph_builder import GraphBuilder, Stream
+from planner.locate import locate, name, quoted
 from planner.queries import PlanError, QueryPlanner
 from planner.settings import check_setting
 from planner.types import UnsupportedType, arrow_type, assignable, sql_name
@@ -136,9 +138,7 @@ class Planner:
     def _insert(self, s: st.Insert) -> None:
         table = self.catalog.tables.get(s.table.lower())
         if table is None:
-            kind = "a view" if s.table.lower() in self.catalog.views else "an unknown table"
-            raise WeirSqlError(Problem(f"INSERT INTO `{s.table}`: {kind}", s.line, s.col,
-                                       "INSERT INTO a table declared with CREATE TABLE ... WITH ('connector' = ...)"))
+            raise WeirSqlError(self._not_a_table(s))
         if s.columns:
             raise WeirSqlError(Problem("INSERT with a column list is not supported yet", s.line, s.col,
                                        "select every column of the table, in order"))
@@ -147,6 +147,18 @@ class Planner:
         self._check_sink_types(s, table, stream)
         self._sink(table.name, stream, table.options, table.schema, "table")
 
+    def _not_a_table(self, s: st.Insert) -> Problem:
+        line, col = locate(s, name(s.table), after=r"\bINTO\b")
+        tables = ", ".join(sorted(t.name for t in self.catalog.tables.values())) or "none"
+        if s.table.lower() in self.catalog.views:
+            return Problem(f"cannot INSERT INTO `{s.table}`: it is a view, and a view cannot be written to",
+                           line, col, f"INSERT INTO a table declared with CREATE TABLE ... WITH ('connector' = ...); "
+                           f"tables: {tables}")
+        close = difflib.get_close_matches(s.table, [t.name for t in self.catalog.tables.values()], n=1)
+        hint = f"did you mean `{close[0]}`? " if close else ""
+        return Problem(f"INSERT INTO unknown table `{s.table}`", line, col,
+                       hint + f"declare it with CREATE TABLE {s.table} (...) WITH (...); tables: {tables}")
+
     def _select(self, s: st.Select) -> None:
         stream = self._queries(s).plan_query(s.query, "select")
         self._sink("select", stream, {"connector": "print"}, stream.schema, "query")
@@ -154,7 +166,7 @@ class Planner:
     def _set(self, s: st.SetOption) -> None:
         if s.key is None:
             return
-        problem = check_setting(s.key, s.line, s.col)
+        problem = check_setting(s.key, *locate(s, quoted(s.key)))
         if problem:
             raise WeirSqlError(problem)
         self.settings[s.key] = s.value or ""
@@ -187,8 +199,8 @@ class Planner:
         got, want = stream.schema, table.schema
         if len(got) != len(want):
             raise WeirSqlError(Problem(
-                f"INSERT INTO `{table.name}` gives {len(got)} columns but the table has {len(want)}",
-                s.line, s.col,
+                f"INSERT INTO `{table.name}` gives {_columns(len(got))} but the table has {_columns(len(want))}",
+                *position(s.query.find(exp.Select) or s.query, (s.line, s.col)),
                 f"the query gives ({', '.join(got.names)}); `{table.name}` has ({', '.join(want.names)})"))
         problems = []
         for index, (g, w) in enumerate(zip(got, want)):
@@ -208,6 +220,10 @@ def _select_item(query: exp.Expression, index: int) -> exp.Expression | None:
     if select is not None and index < len(select.expressions):
         return select.expressions[index]
     return None
+
+
+def _columns(n: int) -> str:
+    return f"{n} column{'s' if n != 1 else ''}"
 
 
 def _item_sql(item: exp.Expression | None) -> str:

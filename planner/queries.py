@@ -6,6 +6,8 @@ function over one of those), WHERE, projections, and GROUP BY over a window.
 """
 from __future__ import annotations
 
+import difflib
+
 import duckdb
 import pyarrow as pa
 from sqlglot import exp
@@ -66,9 +68,12 @@ class QueryPlanner:
     def _plan_named(self, table: exp.Table, pipeline: str) -> Stream:
         found = self.catalog.lookup(table.name)
         if found is None:
+            known = self.catalog.names()
+            close = difflib.get_close_matches(table.name, known, n=1)
             raise self.fail(
                 f"unknown table `{table.name}`", table,
-                f"declare it with CREATE TABLE {table.name} (...) WITH (...); known: {', '.join(self.catalog.names()) or 'none'}",
+                (f"did you mean `{close[0]}`? " if close else "")
+                + f"declare it with CREATE TABLE {table.name} (...) WITH (...); known: {', '.join(known) or 'none'}",
             )
         if isinstance(found, TableDef):
             return self.source(found)
