@@ -42,7 +42,9 @@ class Script:
 class Planner:
     def __init__(self, *, job_name: str = "job", db_path: str = "weir.duckdb", settings: dict[str, str] | None = None):
         self.catalog = Catalog()
-        self.settings: dict[str, str] = dict(settings or {})
+        #: Settings given on the command line: they win over SET and RESET in the file.
+        self.fixed: dict[str, str] = dict(settings or {})
+        self.settings: dict[str, str] = dict(self.fixed)
         self.db_path = db_path
         self.builder = GraphBuilder(JobGraph(job_name))
         self.explains: list[str] = []
@@ -170,12 +172,14 @@ class Planner:
         if problem:
             raise WeirSqlError(problem)
         self.settings[s.key] = s.value or ""
+        self.settings.update(self.fixed)
 
     def _reset(self, s: st.ResetOption) -> None:
         if s.key is None:
             self.settings.clear()
         else:
             self.settings.pop(s.key, None)
+        self.settings.update(self.fixed)
 
     def _explain(self, s: st.Explain) -> None:
         scratch = Planner(job_name=self.builder.graph.name, db_path=self.db_path, settings=self.settings)
@@ -251,7 +255,6 @@ def plan_script(
     planner = Planner(job_name=job_name, db_path=db_path, settings=settings)
     for statement in statements:
         planner.execute(statement)
-    planner.settings.update(settings or {})  # the command line wins over SET
     return planner.script()
 
 
