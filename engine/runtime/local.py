@@ -89,18 +89,20 @@ class LocalExecutor:
     def _build(self) -> None:
         for node in self.graph.nodes:
             ctx = OperatorContext(operator_id=node.id, output_schema=node.output_schema)
-            operator, reader = None, None
-            if node.kind == "source":
-                source = create_source(node.config["options"], node.output_schema, **_batch_size(node))
-                reader = SourceReader(source, node.config.get("watermark"))
-            elif node.kind == "sink":
-                operator = SinkWriter(create_sink(node.config["options"], node.output_schema), ctx)
-            else:
-                operator = build_operator(node.kind, node.config, ctx)
+            operator, reader = self._call_for(node, self._instantiate, node, ctx)
             self.tasks[node.id] = _Task(node, ctx, operator, reader)
         for task in self.tasks.values():
             for index, edge in enumerate(task.node.inputs):
                 self.tasks[edge.source].consumers.append((task, index))
+
+    @staticmethod
+    def _instantiate(node: OperatorNode, ctx: OperatorContext) -> tuple[Operator | None, SourceReader | None]:
+        if node.kind == "source":
+            source = create_source(node.config["options"], node.output_schema, **_batch_size(node))
+            return None, SourceReader(source, node.config.get("watermark"))
+        if node.kind == "sink":
+            return SinkWriter(create_sink(node.config["options"], node.output_schema), ctx), None
+        return build_operator(node.kind, node.config, ctx), None
 
     # -- data flow -----------------------------------------------------------
     def _emit(self, task: _Task, batches: list[pa.RecordBatch]) -> None:
@@ -125,16 +127,18 @@ class LocalExecutor:
             self._advance(consumer, consumer_index, combined)
 
     def _call(self, task: _Task, method, *args):
+        return self._call_for(task.node, method, *args)
+
+    @staticmethod
+    def _call_for(node: OperatorNode, method, *args):
+        """Call into an operator, naming it in any error."""
         try:
             return method(*args)
         except EngineError as error:
-            error.operator_id = error.operator_id or task.node.id
+            error.operator_id = error.operator_id or node.id
             raise
         except Exception as error:  # an operator bug or a DuckDB error in generated SQL
-            raise EngineError(
-                f"operator {task.node.id} ({task.node.kind}) failed: {error}",
-                operator_id=task.node.id,
-            ) from error
+            raise EngineError(f"{node.kind} failed: {error}", operator_id=node.id) from error
 
     # -- the job ---------------------------------------------------------------
     def run(self) -> JobResult:
