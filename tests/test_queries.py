@@ -1,0 +1,215 @@
+"""Golden end-to-end queries: each folder of ``tests/queries/`` runs as a job and
+must give exactly its expected output.
+
+A folder holds:
+
+- ``query.sql``: the job, with paths relative to the folder (sources under
+  ``data/``, filesystem sinks under ``out/<table>``);
+- ``data/``: small input files;
+- ``expected/<name>.csv``: the rows (with a header, in any order) of the
+  filesystem sink writing ``out/<name>``, or else of the materialized view
+  ``<name>`` in the job's DuckDB database. Every sink directory and every
+  view must have one;
+- ``expected/types.json`` (optional): ``{name: {column: DuckDB type}}`` for
+  columns of views and parquet sinks, whose files keep their types;
+- ``expected/print.txt`` (optional): the lines the print sinks write, in any
+  order; without it, a job must print no row at all;
+- ``expected/summary.json`` (optional): ``late_rows_dropped`` and
+  ``malformed_rows_skipped`` (both 0 unless given) and ``sink_rows_in``
+  (``{table: rows}``) as the job's summary reports them;
+- ``oracle/<name>.sql``: the DuckDB batch query over ``data/`` that confirms
+  ``expected/<name>.csv`` independently of weir (``oracle/print.sql``: one
+  column, the lines of ``expected/print.txt``).
+
+Each folder runs in every mode of ``RUN_MODES`` against the same expected
+output. Today there is one, "straight"; running with frequent checkpoints and
+killed-and-restored modes are added there, each returning a ``JobRun``.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import duckdb
+import pytest
+
+from shell.cli import main
+
+QUERIES = Path(__file__).parent / "queries"
+FOLDERS = sorted(p.name for p in QUERIES.iterdir() if (p / "query.sql").is_file())
+DATABASE = "weir.duckdb"
+PRINTED_ROW = re.compile(r"^(\S+> )?[+-][IUD]\[.*\]$")
+SUMMARY_COUNTS = re.compile(r"late rows dropped: ([\d,]+); malformed rows skipped: ([\d,]+)")
+OPERATOR_LINE = re.compile(r"^\s+(\S+)\s+([\d,]+|-)\s+([\d,]+|-)\s+([\d,]+|-)$")
+READERS = {"csv": "read_csv", "json": "read_json", "parquet": "read_parquet"}
+
+
+# -- running a job -------------------------------------------------------------------
+
+
+@dataclass
+class JobRun:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+def run_straight(capsys: pytest.CaptureFixture) -> JobRun:
+    """Run the job once, start to end, in the current directory."""
+    code = main(["run", "query.sql", "--db", DATABASE, "--no-progress"])
+    captured = capsys.readouterr()
+    return JobRun(code, captured.out, captured.err)
+
+
+RUN_MODES: dict[str, Callable[[pytest.CaptureFixture], JobRun]] = {
+    "straight": run_straight,
+}
+
+
+# -- reading results back ----------------------------------------------------------------
+
+
+def sink_files(directory: Path) -> tuple[str, list[str]]:
+    """The format and the published part files of a filesystem sink directory."""
+    files = sorted(str(p) for p in directory.iterdir() if not p.name.startswith((".", "_")))
+    assert files, f"the sink {directory} published no file"
+    extensions = {Path(f).suffix.lstrip(".") for f in files}
+    assert len(extensions) == 1 and extensions <= set(READERS), f"unexpected files in {directory}: {files}"
+    return extensions.pop(), files
+
+
+def actual_relation(con: duckdb.DuckDBPyConnection, name: str) -> duckdb.DuckDBPyRelation:
+    """The rows of the sink ``out/<name>`` or, without that directory, of the view ``<name>``."""
+    directory = Path("out") / name
+    if directory.is_dir():
+        fmt, files = sink_files(directory)
+        return con.sql(f"SELECT * FROM {READERS[fmt]}($files)", params={"files": files})
+    return con.sql(f'SELECT * FROM job."{name}"')
+
+
+def expected_relation(con: duckdb.DuckDBPyConnection, path: Path, like: duckdb.DuckDBPyRelation):
+    """``path``'s rows, read with the column names and types of ``like``."""
+    with path.open() as file:
+        header = file.readline().strip().split(",")
+    assert header == like.columns, f"{path.name}: expected columns {header}, got {like.columns}"
+    columns = {name: str(t) for name, t in zip(like.columns, like.types)}
+    return con.sql(
+        "SELECT * FROM read_csv($path, header = true, auto_detect = false, columns = $columns)",
+        params={"path": str(path), "columns": columns},
+    )
+
+
+def sorted_rows(relation: duckdb.DuckDBPyRelation) -> list[tuple]:
+    return sorted(relation.fetchall(), key=lambda row: [(v is None, str(v)) for v in row])
+
+
+def column_types(relation: duckdb.DuckDBPyRelation) -> dict[str, str]:
+    return {name: str(t) for name, t in zip(relation.columns, relation.types)}
+
+
+def summary_counts(stdout: str) -> tuple[int, int]:
+    found = SUMMARY_COUNTS.findall(stdout)
+    assert len(found) == 1, f"no summary line in the output:\n{stdout}"
+    late, malformed = found[0]
+    return int(late.replace(",", "")), int(malformed.replace(",", ""))
+
+
+def sink_rows_in(stdout: str) -> dict[str, int]:
+    """{table: rows in} of the sink operators in the summary table."""
+    rows = {}
+    for line in stdout.splitlines():
+        match = OPERATOR_LINE.match(line)
+        if match and match.group(1).endswith(".sink"):
+            rows[match.group(1).removesuffix(".sink")] = int(match.group(2).replace(",", ""))
+    return rows
+
+
+def printed_rows(stdout: str) -> list[str]:
+    return sorted(line for line in stdout.splitlines() if PRINTED_ROW.match(line))
+
+
+# -- the tests ---------------------------------------------------------------------------
+
+
+def test_there_are_golden_queries():
+    assert len(FOLDERS) >= 10
+
+
+@pytest.mark.parametrize("run_mode", list(RUN_MODES))
+@pytest.mark.parametrize("folder", FOLDERS)
+def test_golden_query(folder: str, run_mode: str, tmp_path: Path, monkeypatch, capsys):
+    job = tmp_path / folder
+    shutil.copytree(QUERIES / folder, job, ignore=shutil.ignore_patterns("out", DATABASE + "*"))
+    monkeypatch.chdir(job)
+
+    run = RUN_MODES[run_mode](capsys)
+
+    assert run.exit_code == 0, f"weir run failed:\n{run.stderr}"
+    expected = job / "expected"
+    check_tables(expected)
+    check_printed(expected, run.stdout)
+    check_summary(expected, run.stdout)
+
+
+def check_tables(expected: Path) -> None:
+    names = sorted(p.stem for p in expected.glob("*.csv"))
+    types = json.loads((expected / "types.json").read_text()) if (expected / "types.json").exists() else {}
+    con = duckdb.connect()
+    if Path(DATABASE).exists():
+        con.execute(f"ATTACH '{DATABASE}' AS job (READ_ONLY)")
+        views = {r[0] for r in con.sql("SELECT table_name FROM duckdb_tables() WHERE database_name = 'job'").fetchall()}
+    else:
+        views = set()
+    produced = {p.name for p in Path("out").iterdir()} if Path("out").is_dir() else set()
+    produced |= {v for v in views if not v.startswith("_weir")}
+    assert produced == set(names), "every sink and view needs an expected/<name>.csv, and vice versa"
+    leftovers = [str(p) for p in Path("out").rglob(".*")] if Path("out").is_dir() else []
+    assert leftovers == [], f"in-progress files left behind: {leftovers}"
+
+    for name in names:
+        actual = actual_relation(con, name)
+        want = expected_relation(con, expected / f"{name}.csv", actual)
+        assert sorted_rows(actual) == sorted_rows(want), f"rows of {name}"
+        if name in types:
+            declared = column_types(actual)
+            assert {c: declared.get(c) for c in types[name]} == types[name], f"column types of {name}"
+    assert set(types) <= set(names), "types.json names a table without expected rows"
+
+
+def check_printed(expected: Path, stdout: str) -> None:
+    path = expected / "print.txt"
+    want = sorted(path.read_text().splitlines()) if path.exists() else []
+    assert printed_rows(stdout) == want
+
+
+def check_summary(expected: Path, stdout: str) -> None:
+    path = expected / "summary.json"
+    summary = json.loads(path.read_text()) if path.exists() else {}
+    late, malformed = summary_counts(stdout)
+    assert late == summary.get("late_rows_dropped", 0), "late rows dropped"
+    assert malformed == summary.get("malformed_rows_skipped", 0), "malformed rows skipped"
+    reported = sink_rows_in(stdout)
+    for table, rows in summary.get("sink_rows_in", {}).items():
+        assert reported.get(table) == rows, f"rows into the sink {table}: {reported}"
+
+
+@pytest.mark.parametrize("folder", FOLDERS)
+def test_expected_output_agrees_with_duckdb_batch_query(folder: str, monkeypatch):
+    """The expected files were written by hand; a batch query over the same inputs confirms them."""
+    directory = QUERIES / folder
+    monkeypatch.chdir(directory)
+    oracles = sorted(p for p in (directory / "oracle").glob("*.sql") if p.stem != "print")
+    assert {p.stem for p in oracles} == {p.stem for p in (directory / "expected").glob("*.csv")}
+    con = duckdb.connect()
+    for oracle in oracles:
+        batch = con.sql(oracle.read_text())
+        want = expected_relation(con, directory / "expected" / f"{oracle.stem}.csv", batch)
+        assert sorted_rows(batch) == sorted_rows(want), f"{oracle.name} disagrees with expected/{oracle.stem}.csv"
+    printed = directory / "oracle" / "print.sql"
+    if printed.exists():
+        lines = sorted(row[0] for row in con.sql(printed.read_text()).fetchall())
+        assert lines == sorted((directory / "expected" / "print.txt").read_text().splitlines())
