@@ -38,6 +38,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("file", help="the job's SQL file")
     _job_options(run)
     run.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
+    run.add_argument("--progress-interval", type=float, default=0.5, metavar="SECONDS",
+                     help="seconds between updates of the progress line (default 0.5)")
     run.set_defaults(handler=cmd_run)
 
     exp_ = sub.add_parser("explain", help="print the operator DAG of a SQL file")
@@ -111,7 +113,7 @@ def cmd_run(args) -> int:
     on_progress = (lambda p: print("\r\x1b[2K" + render.progress_line(p), end="", file=sys.stderr, flush=True)
                    ) if show_progress else None
     try:
-        result = LocalExecutor(script.graph, on_progress=on_progress).run()
+        result = LocalExecutor(script.graph, on_progress=on_progress, progress_interval=args.progress_interval).run()
     except EngineError as error:
         if show_progress:
             print(file=sys.stderr)
@@ -135,11 +137,23 @@ def cmd_query(args) -> int:
         finally:
             con.close()
     except duckdb.Error as error:
-        print(f"error: {str(error).splitlines()[0]}", file=sys.stderr)
+        print(f"weir: query failed: {str(error).splitlines()[0]}", file=sys.stderr)
+        if isinstance(error, duckdb.CatalogException):
+            print(f"  hint: the tables in {args.db}: {', '.join(_tables(args.db)) or 'none'}", file=sys.stderr)
         return 1
     formatter = {"table": render.table, "csv": render.csv_text, "json": render.json_text}[args.format]
     print(formatter(result))
     return 0
+
+
+def _tables(db: str) -> list[str]:
+    """The result tables of a job database (weir's own bookkeeping tables left out)."""
+    con = _connect_read_only(db)
+    try:
+        names = [row[0] for row in con.sql("SELECT table_name FROM information_schema.tables").fetchall()]
+    finally:
+        con.close()
+    return sorted(name for name in names if not name.startswith("_weir"))
 
 
 def _connect_read_only(path: str, attempts: int = 50) -> duckdb.DuckDBPyConnection:
