@@ -1,6 +1,7 @@
 -- Two print sinks, each line prefixed by its 'print-identifier': windowed rows
 -- without aggregation (window_start and window_end per row, filtered), and an
--- aggregate with a DOUBLE average and NULL notes (printed as null).
+-- aggregate with a DOUBLE average and NULL notes (printed as null); and a
+-- bare SELECT, printed without a prefix.
 CREATE TABLE payments (
   ts TIMESTAMP(3), user_name VARCHAR, amount BIGINT, note VARCHAR,
   WATERMARK FOR ts AS ts - INTERVAL '5' SECOND
@@ -21,3 +22,6 @@ INSERT INTO averages
 SELECT window_start, user_name, COUNT(*), AVG(amount), MAX(note)
 FROM TABLE(TUMBLE(TABLE payments, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
 GROUP BY window_start, window_end, user_name;
+
+-- A bare SELECT in a job prints its rows without a prefix.
+SELECT user_name, amount, ts FROM payments WHERE amount < 50;
