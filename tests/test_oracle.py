@@ -26,11 +26,14 @@ KEYS = 50
 STEP_MS = 10  # row i is due at i * STEP_MS ...
 DELAY_MS = 2_000  # ... and arrives up to DELAY_MS - 1 early: the watermark delay
 LATE_ROWS = 100
-LATE_FROM = 70_000  # late rows come after this many rows: more than a default batch (65,536)
+#: Late rows come after this many rows, more than a default batch (65,536): with any batch
+#: size up to that, at least one whole batch of later times precedes each late row.
+LATE_FROM = 70_000
 BATCH_SIZE = 4_096
 SEED = 7
 
-#: Row i of the stream: a key, a nullable value, a small-domain value for DISTINCT, and its time.
+#: Row i of the stream: a key, a nullable value, a small-domain value for DISTINCT, and its
+#: time; ``position`` orders the file (and is not a column of the table).
 EVENTS_SQL = f"""
 SELECT i AS id,
        'k' || (hash(i, {SEED}, 1) % {KEYS}) AS k,
@@ -189,13 +192,14 @@ def sink_statements(directory: Path) -> list[str]:
     return statements
 
 
-@pytest.fixture(scope="module")
-def single_file_job(tmp_path_factory) -> Job:
-    """All window spellings and both file sinks over one parquet file, in one job."""
+@pytest.fixture(scope="module", params=[997, BATCH_SIZE], ids=lambda b: f"batch{b}")
+def single_file_job(request, tmp_path_factory) -> Job:
+    """All window spellings and both file sinks over one parquet file, in one job;
+    batches of any size give the same result."""
     directory = tmp_path_factory.mktemp("single_file")
     write_events(directory / "events.parquet", EVENTS_SQL)
     statements = view_statements() + sink_statements(directory)
-    out = run_job(directory, str(directory / "events.parquet"), statements, BATCH_SIZE)
+    out = run_job(directory, str(directory / "events.parquet"), statements, request.param)
     return Job(directory, out, f"read_parquet('{directory / 'events.parquet'}')")
 
 
