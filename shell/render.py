@@ -29,7 +29,9 @@ def sql_error(error: WeirSqlError, text: str | None, source_name: str | None, co
             source_line = lines[problem.line - 1]
             out.append(f"  {source_line}")
             if problem.col:
-                out.append("  " + " " * (problem.col - 1) + _paint("^", "1;32", colour))
+                # Keep the line's tabs, so the caret lands under the column however tabs are shown.
+                indent = "".join(c if c == "\t" else " " for c in source_line[: problem.col - 1])
+                out.append("  " + indent + _paint("^", "1;32", colour))
         if problem.hint:
             out.append(f"  {_paint('hint', '1;36', colour)}: {problem.hint}")
     return "\n".join(out)

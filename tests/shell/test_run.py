@@ -124,3 +124,28 @@ def test_file_without_pipelines_says_so(weir):
     result = weir("run", "ddl.sql")
     assert result.code == 0
     assert result.out == "nothing to run: the file has no INSERT INTO or CREATE MATERIALIZED VIEW\n"
+
+
+def test_caret_keeps_the_tabs_of_the_source_line(weir):
+    Path("tabs.sql").write_text(BIDS + "CREATE MATERIALIZED VIEW v AS\n\tSELECT\tprise FROM bids;\n")
+    result = weir("run", "tabs.sql")
+    assert result.err.splitlines()[:3] == [
+        "tabs.sql:6:9: error: unknown column `prise` in `bids`",
+        "  \tSELECT\tprise FROM bids;",
+        "  \t      \t^",
+    ]
+
+
+def test_engine_error_names_the_operator_and_exits_1(weir):
+    Path("missing.sql").write_text(
+        "CREATE TABLE clicks (user_id BIGINT, ts TIMESTAMP(3))\n"
+        "WITH ('connector' = 'filesystem', 'path' = 'nowhere.csv', 'format' = 'csv');\n"
+        "CREATE TABLE ignored (user_id BIGINT) WITH ('connector' = 'blackhole');\n"
+        "INSERT INTO ignored SELECT user_id FROM clicks;\n")
+    result = weir("run", "missing.sql")
+    assert result.code == 1
+    assert result.out == ""
+    assert result.err == (
+        "error: in operator clicks.source: the source path 'nowhere.csv' does not exist\n"
+        "  hint: create it, or correct the table's 'path' option\n"
+    )
