@@ -90,3 +90,16 @@ def test_errors_are_plain_on_a_pipe(tmp_path):
     assert result.returncode == 1
     assert result.stderr.startswith("bad.sql:5:38: error: unknown column `prise` in `bids`\n")
     assert "\x1b[" not in result.stderr
+
+
+def test_a_reader_that_goes_away_stops_weir_quietly(tmp_path):
+    (tmp_path / "job.sql").write_text(ISSUE_JOB)
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # like `weir run job.sql | head -0`
+    try:
+        result = subprocess.run([WEIR, "run", "job.sql"], cwd=tmp_path, stdout=write_end,
+                                stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    finally:
+        os.close(write_end)
+    assert result.stderr == ""
+    assert result.returncode == 141
