@@ -213,3 +213,23 @@ def test_expected_output_agrees_with_duckdb_batch_query(folder: str, monkeypatch
     if printed.exists():
         lines = sorted(row[0] for row in con.sql(printed.read_text()).fetchall())
         assert lines == sorted((directory / "expected" / "print.txt").read_text().splitlines())
+
+
+def test_issue_job_view_answers_weir_query(tmp_path: Path, monkeypatch, capsys):
+    """The issue's flow: `weir run` the job, then `weir query` its view as csv."""
+    job = tmp_path / "issue_job"
+    shutil.copytree(QUERIES / "issue_job", job)
+    monkeypatch.chdir(job)
+    assert run_straight(capsys).exit_code == 0
+
+    code = main(["query", "SELECT * FROM channel_minutes ORDER BY window_start, bids DESC, channel",
+                 "--db", DATABASE, "--format", "csv"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    (tmp_path / "answer.csv").write_text(captured.out)
+    con = duckdb.connect()
+    expected = con.sql("SELECT * FROM read_csv('expected/channel_minutes.csv', header = true)")
+    answer = expected_relation(con, tmp_path / "answer.csv", expected)
+    assert answer.fetchall() == con.sql(
+        "SELECT * FROM read_csv('expected/channel_minutes.csv', header = true) ORDER BY window_start, bids DESC, channel"
+    ).fetchall()
