@@ -31,6 +31,16 @@ def timestamps_as_text(batch: pa.RecordBatch, separator: str = " ") -> pa.Record
     return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
 
 
+def float_text(column: pa.Array) -> pa.Array:
+    """Doubles as Java prints them, as Flink's print sink does: '200.0', '3.5', '1.0E20', 'NaN'."""
+    text = pc.cast(column, pa.string())
+    text = pc.replace_substring_regex(text, r"^(-?\d+)$", r"\1.0")
+    text = pc.replace_substring_regex(text, r"^(-?\d)e\+?(-?)0*(\d+)$", r"\1.0E\2\3")
+    text = pc.replace_substring_regex(text, r"^(-?\d\.\d+)e\+?(-?)0*(\d+)$", r"\1E\2\3")
+    text = pc.replace_substring_regex(text, r"^(-?)inf$", r"\1Infinity")
+    return pc.replace_substring_regex(text, r"^nan$", "NaN")
+
+
 def changelog_lines(batch: pa.RecordBatch, row_kind: str = "+I") -> pa.Array:
     """One 'kind[v1, v2, ...]' string per row, as Flink's print sink writes them.
     Nulls print as 'null'."""
@@ -39,6 +49,8 @@ def changelog_lines(batch: pa.RecordBatch, row_kind: str = "+I") -> pa.Array:
     for column in batch.columns:
         if pa.types.is_boolean(column.type):
             text = pc.if_else(column, "true", "false")
+        elif pa.types.is_floating(column.type):
+            text = float_text(column)
         else:
             try:
                 text = pc.cast(column, pa.string())

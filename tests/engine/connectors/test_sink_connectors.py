@@ -146,3 +146,10 @@ def test_print_renders_nested_values(capsys):
     sink = create_sink({"connector": "print"}, schema)
     sink.write(pa.record_batch([pa.array([["a", "b"], None]), pa.array([True, None])], schema=schema))
     assert capsys.readouterr().out == "+I[['a', 'b'], true]\n+I[null, null]\n"
+
+
+def test_print_sink_writes_doubles_as_java_does():
+    from engine.connectors.text_format import float_text
+
+    values = pa.array([200.0, 3.5, 1e20, -2.0, 1.5e-7, None, float("nan"), float("-inf")])
+    assert float_text(values).to_pylist() == ["200.0", "3.5", "1.0E20", "-2.0", "1.5E-7", None, "NaN", "-Infinity"]
