@@ -43,8 +43,9 @@ class _Aggregates:
             distinct, argument = True, argument.expressions[0]
         if isinstance(argument, exp.Star):
             argument = None
-        arg_sql = to_duckdb(bind(argument, self.scope, self.problems)) if argument is not None else None
-        filter_sql = to_duckdb(bind(condition, self.scope, self.problems)) if condition is not None else None
+        schema = self.scope.schema
+        arg_sql = to_duckdb(bind(argument, self.scope, self.problems), schema) if argument is not None else None
+        filter_sql = to_duckdb(bind(condition, self.scope, self.problems), schema) if condition is not None else None
         text = f"{function}({'DISTINCT ' if distinct else ''}{arg_sql or '*'})"
         if filter_sql:
             text += f" FILTER (WHERE {filter_sql})"
@@ -96,7 +97,7 @@ def plan_window_aggregate(qp: "QueryPlanner", select: exp.Select, stream: Stream
                 return exp.column(name, quoted=True)
         return node
 
-    def final(expression: exp.Expression) -> str:
+    def final(expression: exp.Expression) -> exp.Expression:
         bound = bind(expression, scope, problems)
         rewritten = bound.transform(rewrite)
         for column in rewritten.find_all(exp.Column):
@@ -106,24 +107,27 @@ def plan_window_aggregate(qp: "QueryPlanner", select: exp.Select, stream: Stream
                     *_pos(expression, column.name, qp.fallback),
                     f"add `{column.name}` to GROUP BY or wrap it in an aggregate such as MAX({column.name})",
                 ))
-        return to_duckdb(rewritten)
+        return rewritten
 
-    projection = []
+    final_items = []
     items = qp.expand_star(select.expressions, scope)
     for index, item in enumerate(items):
-        projection.append([output_name(item, index), final(item.unalias() if isinstance(item, exp.Alias) else item)])
+        final_items.append((output_name(item, index), final(item.unalias() if isinstance(item, exp.Alias) else item)))
     having = select.args.get("having")
-    having_sql = final(having.this) if having is not None else None
+    having_final = final(having.this) if having is not None else None
     where = select.args.get("where")
-    filter_sql = to_duckdb(bind(where.this, input_scope, problems)) if where is not None else None
+    filter_sql = to_duckdb(bind(where.this, input_scope, problems), input_scope.schema) if where is not None else None
     if problems:
         raise _error(problems)
 
-    computed = [[name, to_duckdb(key)] for name, key in keys if not isinstance(key, exp.Column)]
+    computed = [[name, to_duckdb(key, input_scope.schema)] for name, key in keys if not isinstance(key, exp.Column)]
     if filter_sql or computed:
         stream = qp.plan_pre_aggregate(stream, filter_sql, computed, pipeline, where or group)
     key_sql = [[name, quote(name)] for name, _ in keys]
-    schema = _output_schema(qp, key_sql, aggregates.sql, aggregates.calls, projection, having_sql, stream, select)
+    grouped = _grouped_schema(qp, key_sql, aggregates, stream, select)
+    projection = [[name, to_duckdb(expression, grouped)] for name, expression in final_items]
+    having_sql = to_duckdb(having_final, grouped) if having_final is not None else None
+    schema = _output_schema(qp, grouped, projection, having_sql, select)
     config = {
         "window": window.config(),
         "keys": key_sql,
@@ -144,15 +148,19 @@ def plan_window_aggregate(qp: "QueryPlanner", select: exp.Select, stream: Stream
     return Stream(node.id, schema, times, stream.name)
 
 
-def _output_schema(qp, key_sql, agg_sql, calls, projection, having_sql, stream, select) -> pa.Schema:
+def _grouped_schema(qp, key_sql, aggregates: _Aggregates, stream: Stream, select) -> pa.Schema:
+    """The schema the projection and HAVING see: keys, window bounds, aggregate results."""
     inner = [f"{sql} AS {quote(name)}" for name, sql in key_sql]
     inner += [f"CAST(NULL AS TIMESTAMP) AS {name}" for name in WINDOW_COLUMNS]
-    inner += [f"{sql} AS {quote(call['name'])}" for sql, call in zip(agg_sql, calls)]
+    inner += [f"{sql} AS {quote(call['name'])}" for sql, call in zip(aggregates.sql, aggregates.calls)]
     group_by = f" GROUP BY {', '.join(sql for _, sql in key_sql)}" if key_sql else ""
-    inner_sql = f"SELECT {', '.join(inner)} FROM {INPUT}{group_by}"
+    return qp.describe(f"SELECT {', '.join(inner)} FROM {INPUT}{group_by}", stream.schema, select)
+
+
+def _output_schema(qp, grouped: pa.Schema, projection, having_sql, select) -> pa.Schema:
     outer = ", ".join(f"{sql} AS {quote(name)}" for name, sql in projection)
     where = f" WHERE {having_sql}" if having_sql else ""
-    return qp.describe(f"SELECT {outer} FROM ({inner_sql}){where}", stream.schema, select)
+    return qp.describe(f"SELECT {outer} FROM {INPUT}{where}", grouped, select)
 
 
 def _pos(expression: exp.Expression, name: str, fallback):

@@ -8,8 +8,11 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
+import duckdb
 import pyarrow as pa
 from sqlglot import exp
+
+from planner.functions import integer_division, translate
 
 from sql.errors import Problem
 from sql.positions import position as token_position
@@ -69,38 +72,16 @@ def bind(expression: exp.Expression, scope: Scope, problems: list[Problem]) -> e
     return expression.copy().transform(rewrite)
 
 
-def to_duckdb(expression: exp.Expression) -> str:
-    """DuckDB SQL for a bound expression, with Flink functions translated."""
-    return expression.transform(_translate_function).sql(dialect="duckdb")
-
-
-def _translate_function(node: exp.Expression) -> exp.Expression:
-    if isinstance(node, exp.Anonymous) and node.name.upper() == "DATE_FORMAT" and len(node.expressions) == 2:
-        value, pattern = node.expressions
-        if isinstance(pattern, exp.Literal) and pattern.is_string:
-            return exp.func("strftime", value, exp.Literal.string(java_to_strftime(pattern.this)))
-    return node
-
-
-_JAVA_PATTERNS = [
-    ("yyyy", "%Y"), ("yy", "%y"), ("MM", "%m"), ("dd", "%d"), ("HH", "%H"),
-    ("mm", "%M"), ("ss", "%S"), ("SSS", "%g"), ("EEE", "%a"),
-]
-
-
-def java_to_strftime(pattern: str) -> str:
-    """Flink's DATE_FORMAT pattern (Java SimpleDateFormat) to strftime."""
-    out, i = [], 0
-    while i < len(pattern):
-        for java, c in _JAVA_PATTERNS:
-            if pattern.startswith(java, i):
-                out.append(c)
-                i += len(java)
-                break
-        else:
-            out.append(pattern[i].replace("%", "%%"))
-            i += 1
-    return "".join(out)
+def to_duckdb(expression: exp.Expression, schema: pa.Schema | None = None) -> str:
+    """DuckDB SQL for a bound expression, with Flink's functions translated
+    (planner/functions.py); given the input schema, integer ``/`` divides as Flink does."""
+    tree = expression.copy().transform(translate)
+    if schema is not None:
+        try:
+            tree = integer_division(tree, schema)
+        except duckdb.Error:
+            pass  # the expression does not bind; describing the whole query reports why
+    return tree.sql(dialect="duckdb")
 
 
 def is_aggregate(node: exp.Expression) -> bool:

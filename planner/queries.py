@@ -95,7 +95,7 @@ class QueryPlanner:
         config = {
             "table": table.name,
             "options": dict(table.options),
-            "watermark": to_duckdb(table.watermark) if table.watermark is not None else None,
+            "watermark": to_duckdb(table.watermark, table.schema) if table.watermark is not None else None,
             "batch_size": int(self.settings.get("weir.source.batch-size", 65536)),
         }
         description = f"Source(table=[{table.name}], connector=[{table.options.get('connector')}]"
@@ -179,11 +179,11 @@ class QueryPlanner:
         for index, item in enumerate(self.expand_star(select.expressions, scope)):
             name = output_name(item, index)
             bound = bind(item.unalias() if isinstance(item, exp.Alias) else item, scope, problems)
-            projection.append([name, to_duckdb(bound)])
+            projection.append([name, to_duckdb(bound, scope.schema)])
             if isinstance(bound, exp.Column) and bound.name in stream.time_attributes:
                 times.add(name)
         where = select.args.get("where")
-        filter_sql = to_duckdb(bind(where.this, scope, problems)) if where is not None else None
+        filter_sql = to_duckdb(bind(where.this, scope, problems), scope.schema) if where is not None else None
         if problems:
             raise PlanError(problems)
         schema = self.describe_projection(projection, filter_sql, stream.schema, select)

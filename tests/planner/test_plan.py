@@ -158,3 +158,14 @@ def test_fingerprint_is_stable_and_follows_the_operators():
     assert first.fingerprint() == plan(ISSUE_JOB, settings={"parallelism.default": "3"}).fingerprint()
     changed = plan(ISSUE_JOB.replace("INTERVAL '10' SECOND", "INTERVAL '20' SECOND"))
     assert changed.fingerprint() != first.fingerprint()
+
+
+def test_integer_division_stays_integer_as_in_flink():
+    graph = view(
+        "SELECT price / 100 AS dollars, price / 2.0 AS half, window_start, SUM(price) / COUNT(*) AS mean "
+        "FROM TUMBLE(bids, date_time, INTERVAL '10' SECOND) GROUP BY price, window_start, window_end"
+    )
+    schema = graph.node("v.window_aggregate").output_schema
+    assert schema.field("dollars").type == pa.int64()
+    assert schema.field("mean").type == pa.int64()
+    assert schema.field("half").type != pa.int64()
