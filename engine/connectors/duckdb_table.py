@@ -4,8 +4,10 @@ DuckDB allows one writing process per file, and other processes (the shell,
 a notebook) want to query the results while the job runs. So the sink holds
 the file open only while it commits:
 
-1. ``open()`` creates the table from the schema if it is missing
-   ('sink.mode' = 'replace' drops and recreates it), then closes the file.
+1. ``open()`` creates the table from the schema if it is missing, then
+   closes the file. With 'sink.mode' = 'replace' the old table is dropped and
+   recreated inside the first commit's transaction, so a job that fails
+   before committing leaves the previous result in place.
 2. ``write`` stages batches in memory.
 3. ``pre_commit(checkpoint_id)`` writes the staged rows to a parquet staging
    file beside the database (``<database>.staging/``), fsyncs it, and returns
@@ -57,6 +59,7 @@ class DuckDBTableSink(Sink):
         self._run = uuid.uuid4().hex[:12]
         self._staged: list[pa.RecordBatch] = []
         self._pre_committed: dict[int, list[str]] = {}
+        self._replace_pending = self.mode == "replace"
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -64,17 +67,12 @@ class DuckDBTableSink(Sink):
         os.makedirs(os.path.dirname(os.path.abspath(self.database)), exist_ok=True)
         os.makedirs(self.staging_dir, exist_ok=True)
         with self._connect() as connection:
-            connection.execute("BEGIN TRANSACTION")
-            if self.mode == "replace":
-                connection.execute(f"DROP TABLE IF EXISTS {self._quoted_table}")
-                connection.execute(
-                    f"DELETE FROM {COMMITS_TABLE} WHERE table_name = ?", [self.table_name]
-                )
-            connection.register("empty_rows", self.schema.empty_table())
-            connection.execute(
-                f"CREATE TABLE IF NOT EXISTS {self._quoted_table} AS SELECT * FROM empty_rows"
-            )
-            connection.execute("COMMIT")
+            self._create_table(connection)
+
+    def _create_table(self, connection: duckdb.DuckDBPyConnection) -> None:
+        connection.register("empty_rows", self.schema.empty_table())
+        connection.execute(f"CREATE TABLE IF NOT EXISTS {self._quoted_table} AS SELECT * FROM empty_rows")
+        connection.unregister("empty_rows")
 
     def write(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows:
@@ -124,10 +122,14 @@ class DuckDBTableSink(Sink):
 
     def _insert(self, files: list[str], batches: list[pa.RecordBatch]) -> None:
         """Insert staged files (once each) and in-memory batches in one transaction."""
-        if not files and not batches:
+        if not files and not batches and not self._replace_pending:
             return
         with self._connect() as connection:
             connection.execute("BEGIN TRANSACTION")
+            if self._replace_pending:
+                connection.execute(f"DROP TABLE IF EXISTS {self._quoted_table}")
+                connection.execute(f"DELETE FROM {COMMITS_TABLE} WHERE table_name = ?", [self.table_name])
+                self._create_table(connection)
             done = {row[0] for row in connection.execute(
                 f"SELECT staged FROM {COMMITS_TABLE} WHERE table_name = ?", [self.table_name]
             ).fetchall()}
@@ -144,6 +146,7 @@ class DuckDBTableSink(Sink):
                 connection.register("staged_rows", pa.Table.from_batches(batches, schema=self.schema))
                 connection.execute(f"INSERT INTO {self._quoted_table} BY NAME SELECT * FROM staged_rows")
             connection.execute("COMMIT")
+        self._replace_pending = False
         for path in files:
             if os.path.exists(path):
                 os.remove(path)
@@ -184,7 +187,7 @@ SPEC = ConnectorSpec(
         "path": OptionSpec("the DuckDB database file", required=True),
         "table-name": OptionSpec("the table to write, created from the schema if missing", required=True),
         "sink.mode": OptionSpec(
-            "'append' to the table, or 'replace' it when the job starts",
+            "'append' to the table, or 'replace' it with the job's output at its first commit",
             default="append",
             choices=("append", "replace"),
         ),

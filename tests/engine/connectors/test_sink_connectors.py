@@ -103,10 +103,24 @@ def test_duckdb_append_and_replace_modes(tmp_path):
         sink.finish()
     assert read_only(db) == [1001, 1001, 1002, 1002]
     sink = duckdb_sink(db, **{"sink.mode": "replace"})
-    assert read_only(db) == []
+    assert read_only(db) == [1001, 1001, 1002, 1002]  # the old result stays until the first commit
     sink.write(rows(5))
     sink.finish()
     assert read_only(db) == [5, 6]
+
+
+def test_duckdb_replace_with_no_rows_empties_the_table_and_a_failed_job_keeps_it(tmp_path):
+    db = tmp_path / "out.db"
+    sink = duckdb_sink(db)
+    sink.write(rows())
+    sink.finish()
+    failed = duckdb_sink(db, **{"sink.mode": "replace"})
+    failed.write(rows(7))
+    failed.abort()  # the job failed before committing
+    assert read_only(db) == [1001, 1002]
+    empty = duckdb_sink(db, **{"sink.mode": "replace"})
+    empty.finish()  # a job whose result is empty
+    assert read_only(db) == []
 
 
 def test_duckdb_file_held_by_another_process_gives_a_clear_error(tmp_path):
