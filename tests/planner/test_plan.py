@@ -10,26 +10,12 @@ from engine.graph import Edge, JobGraph
 from planner.planner import plan_script
 from sql import parse
 
+from jobs import bids_over_nexmark, issue_job_over_nexmark
+
 TS = pa.timestamp("us")
-BIDS = """\
-CREATE TABLE bids (
-  auction BIGINT, bidder INT, price BIGINT, channel VARCHAR, date_time TIMESTAMP(3),
-  WATERMARK FOR date_time AS date_time - INTERVAL '2' SECOND
-) WITH ('connector' = 'nexmark', 'table' = 'bid', 'events' = '100');
-"""
-ISSUE_JOB = BIDS + """
-CREATE TABLE auction_counts (auction BIGINT, window_start TIMESTAMP(3), window_end TIMESTAMP(3),
-  bids BIGINT, total BIGINT, top BIGINT)
-WITH ('connector' = 'filesystem', 'path' = 'out/auction_counts', 'format' = 'csv');
-INSERT INTO auction_counts
-SELECT auction, window_start, window_end, COUNT(*), SUM(price), MAX(price)
-FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(date_time), INTERVAL '10' SECOND))
-GROUP BY auction, window_start, window_end;
-CREATE MATERIALIZED VIEW channel_minutes AS
-SELECT channel, window_start, window_end, COUNT(*) AS bids
-FROM TUMBLE(bids, date_time, INTERVAL '1' MINUTE)
-GROUP BY channel, window_start, window_end;
-"""
+# bidder is INT here, so that SUM over an INT column is covered too.
+BIDS = bids_over_nexmark(100).replace("bidder BIGINT", "bidder INT")
+ISSUE_JOB = issue_job_over_nexmark(100)
 
 
 def plan(text: str, **kwargs) -> JobGraph:

@@ -4,26 +4,9 @@ from sqlglot import exp
 from sql import WindowTVF, interval_micros, parse
 from sql import statements as st
 
-JOB = """\
-CREATE TABLE bids (
-  auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR, date_time TIMESTAMP(3),
-  WATERMARK FOR date_time AS date_time - INTERVAL '2' SECOND
-) WITH ('connector' = 'filesystem', 'path' = 'data/bids.parquet', 'format' = 'parquet');
+from jobs import ISSUE_JOB
 
-CREATE TABLE auction_counts (auction BIGINT, window_start TIMESTAMP(3), window_end TIMESTAMP(3),
-  bids BIGINT, total BIGINT, top BIGINT)
-WITH ('connector' = 'filesystem', 'path' = 'out/auction_counts', 'format' = 'csv');
-
-INSERT INTO auction_counts
-SELECT auction, window_start, window_end, COUNT(*), SUM(price), MAX(price)
-FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(date_time), INTERVAL '10' SECOND))
-GROUP BY auction, window_start, window_end;
-
-CREATE MATERIALIZED VIEW channel_minutes AS
-SELECT channel, window_start, window_end, COUNT(*) AS bids
-FROM TUMBLE(bids, date_time, INTERVAL '1' MINUTE)
-GROUP BY channel, window_start, window_end;
-"""
+JOB = ISSUE_JOB
 
 
 def test_statement_kinds_and_positions():

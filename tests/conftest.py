@@ -1,0 +1,1 @@
+"""Shared by the whole suite: this folder is on sys.path, so tests import `jobs`."""
