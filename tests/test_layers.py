@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -34,3 +36,15 @@ def test_package_imports_only_layers_below(package):
     }
     assert offenders == {}
     assert any((ROOT / package).rglob("*.py")), f"{package}/ has no modules"
+
+
+def test_running_the_engine_loads_no_layer_above_it():
+    """Transitively too: importing the executor and every connector and operator
+    pulls in none of sql/, planner/, shell/ or sqlglot."""
+    code = (
+        "import sys, engine.runtime.local, engine.connectors.registry, engine.operators.registry\n"
+        "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('sql', 'planner', 'shell', 'sqlglot'))))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == ""
