@@ -26,7 +26,7 @@ from planner.expressions import (
 )
 from planner.aggregates import plan_window_aggregate
 from planner.graph_builder import GraphBuilder, Stream
-from planner.types import normalise
+from planner.types import normalise, sql_name
 from planner.windows import window_fields, window_spec
 from sql.errors import Problem, WeirSqlError
 from sql.statements import WindowTVF
@@ -146,11 +146,21 @@ class QueryPlanner:
         if declared not in stream.time_attributes:
             raise self.fail(
                 f"{tvf.kind} on `{declared}` of `{stream.name}`, which is not a time attribute", time_col,
-                f"declare a watermark on it: WATERMARK FOR {declared} AS {declared} - INTERVAL '5' SECOND",
+                self._time_attribute_hint(declared, stream),
             )
         if tvf.kind.upper() != "TUMBLE":
             raise self.fail(f"{tvf.kind} windows are not supported yet; TUMBLE is", tvf)
         return window_spec(tvf, declared)
+
+    @staticmethod
+    def _time_attribute_hint(column: str, stream: Stream) -> str:
+        if stream.time_attributes:
+            names = ", ".join(f"`{t}`" for t in sorted(stream.time_attributes))
+            return f"window on a column with a watermark: {names}"
+        if pa.types.is_timestamp(stream.schema.field(column).type):
+            return f"declare a watermark on it: WATERMARK FOR {column} AS {column} - INTERVAL '5' SECOND"
+        return (f"`{column}` is {sql_name(stream.schema.field(column).type)}; a window needs a TIMESTAMP(3) "
+                "column with a WATERMARK FOR it")
 
     def _unbounded_group_by(self, select: exp.Select, stream: Stream) -> PlanError:
         node = select.args.get("group") or select

@@ -194,3 +194,11 @@ def test_several_option_problems_are_reported_together():
         "connector 'filesystem' needs the option 'path'",
     }
     assert all(p.line and p.col and p.hint for p in found)
+
+
+def test_window_on_a_non_timestamp_column_points_at_the_time_attribute():
+    sql = "INSERT INTO counts SELECT auction, COUNT(*)\nFROM TUMBLE(bids, price, INTERVAL '1' MINUTE)\nGROUP BY auction, window_start, window_end"
+    p = the_problem(sql)
+    assert p.message == "TUMBLE on `price` of `bids`, which is not a time attribute"
+    assert (p.line, p.col) == at(sql, "price, INTERVAL")
+    assert p.hint == "window on a column with a watermark: `date_time`"
