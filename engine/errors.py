@@ -26,3 +26,7 @@ class SourceError(EngineError):
 
 class ConnectorOptionError(EngineError):
     """A connector was configured with a bad or missing option."""
+
+
+class JobCancelled(EngineError):
+    """The job was stopped from outside (Ctrl-C, STOP JOB) before it finished."""

@@ -6,6 +6,7 @@ An operator with several inputs sees the minimum of their watermarks.
 """
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -13,7 +14,7 @@ from typing import Callable
 import pyarrow as pa
 
 from engine.connectors.registry import create_sink, create_source
-from engine.errors import EngineError
+from engine.errors import EngineError, JobCancelled
 from engine.graph import JobGraph, OperatorNode
 from engine.messages import MIN_WATERMARK, Watermark
 from engine.operators.base import Operator, OperatorContext
@@ -84,6 +85,13 @@ class LocalExecutor:
         self.on_progress = on_progress
         self.progress_interval = progress_interval
         self.tasks: dict[str, _Task] = {}
+        self._cancelled = threading.Event()
+        self._started = time.perf_counter()
+
+    def cancel(self) -> None:
+        """Stop the job at the next batch boundary; ``run`` raises JobCancelled and
+        nothing uncommitted becomes visible. Safe to call from another thread."""
+        self._cancelled.set()
 
     # -- setup ---------------------------------------------------------------
     def _build(self) -> None:
@@ -143,7 +151,7 @@ class LocalExecutor:
     # -- the job ---------------------------------------------------------------
     def run(self) -> JobResult:
         self._build()
-        started = time.perf_counter()
+        started = self._started = time.perf_counter()
         operators = [t for t in self.tasks.values() if t.operator is not None]
         try:
             for task in operators:
@@ -160,6 +168,8 @@ class LocalExecutor:
         streams = {t.node.id: iter(t.reader) for t in self.tasks.values() if t.reader}
         next_report = started + self.progress_interval
         while streams:
+            if self._cancelled.is_set():
+                raise JobCancelled(f"job {self.graph.name} was cancelled")
             for node_id in list(streams):
                 task = self.tasks[node_id]
                 item = self._call(task, next, streams[node_id], None)
@@ -173,7 +183,9 @@ class LocalExecutor:
                 self.on_progress(self.progress(started))
                 next_report = time.perf_counter() + self.progress_interval
 
-    def progress(self, started: float) -> Progress:
+    def progress(self, started: float | None = None) -> Progress:
+        """Rows read, elapsed time and watermark so far; safe to call from another thread."""
+        started = self._started if started is None else started
         readers = [t for t in self.tasks.values() if t.reader]
         return Progress(
             rows_read=sum(t.reader.rows_read for t in readers),

@@ -89,3 +89,18 @@ def test_a_failing_source_names_its_operator(tmp_path):
         LocalExecutor(job(tmp_path, tmp_path / "missing.csv")).run()
     assert raised.value.operator_id == "t.source"
     assert "missing.csv" in str(raised.value)
+
+
+def test_cancel_stops_the_job_and_commits_nothing(tmp_path):
+    from engine.errors import JobCancelled
+
+    write_csv(tmp_path / "in.csv", [("a", 1, t) for t in range(50)])
+    executor = LocalExecutor(job(tmp_path, tmp_path / "in.csv"), on_progress=lambda p: executor.cancel(),
+                             progress_interval=0)
+    with pytest.raises(JobCancelled):
+        executor.run()
+    con = duckdb.connect(str(tmp_path / "r.duckdb"), read_only=True)
+    try:
+        assert con.sql("SELECT count(*) FROM out").fetchall() == [(0,)]
+    finally:
+        con.close()
