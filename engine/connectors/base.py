@@ -95,8 +95,17 @@ class Sink(ABC):
         self.schema = schema
         self.subtask_index = subtask_index
 
-    def open(self) -> None:
-        pass
+    def open(self, resuming: bool = False) -> None:
+        """Prepare to write. ``resuming``: the job continues from a checkpoint, so
+        output committed before it must be kept (no 'replace' of earlier output)."""
+
+    def recover(self, handles: list[Any]) -> None:
+        """Before a resumed job writes: publish the restored checkpoint's
+        pre-committed output (``handles`` of every subtask; commit is idempotent)
+        and discard staged output that no completed checkpoint covers.
+        Called once per sink, on a fresh instance."""
+        for handle in handles:
+            self.commit(-1, handle)
 
     @abstractmethod
     def write(self, batch: pa.RecordBatch) -> None:

@@ -63,7 +63,9 @@ class DuckDBTableSink(Sink):
 
     # -- lifecycle ---------------------------------------------------------
 
-    def open(self) -> None:
+    def open(self, resuming: bool = False) -> None:
+        if resuming:
+            self._replace_pending = False  # the table holds output committed before the restore
         os.makedirs(os.path.dirname(os.path.abspath(self.database)), exist_ok=True)
         os.makedirs(self.staging_dir, exist_ok=True)
         with self._connect() as connection:
@@ -96,6 +98,17 @@ class DuckDBTableSink(Sink):
         self._insert(files, self._staged)  # may fail: then everything stays staged
         self._pre_committed, self._staged = {}, []
 
+    def recover(self, handles: list[Any]) -> None:
+        """Insert the restored checkpoint's staged files (once each); delete other staged files."""
+        files = [path for handle in handles for path in handle or []]
+        self._replace_pending = False
+        self._insert(files, [])
+        prefix = f"{_safe(self.table_name)}~"
+        if os.path.isdir(self.staging_dir):
+            for name in os.listdir(self.staging_dir):
+                if name.startswith(prefix) and os.path.join(self.staging_dir, name) not in files:
+                    os.remove(os.path.join(self.staging_dir, name))
+
     def abort(self) -> None:
         self._staged = []
         for files in self._pre_committed.values():
@@ -111,7 +124,7 @@ class DuckDBTableSink(Sink):
         return ".".join('"' + part.replace('"', '""') + '"' for part in self.table_name.split("."))
 
     def _stage_to_file(self, checkpoint_id: int) -> str:
-        name = f"{_safe(self.table_name)}-{self.subtask_index}-{self._run}-{checkpoint_id}.parquet"
+        name = f"{_safe(self.table_name)}~{self.subtask_index}-{self._run}-{checkpoint_id}.parquet"
         path = os.path.join(self.staging_dir, name)
         with open(path, "wb") as file:
             pq.write_table(pa.Table.from_batches(self._staged, schema=self.schema), file)

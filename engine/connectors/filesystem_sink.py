@@ -141,7 +141,7 @@ class FileSystemSink(Sink):
         self._pre_committed: dict[int, list[list[str]]] = {}
         self._next_part = 0
 
-    def open(self) -> None:
+    def open(self, resuming: bool = False) -> None:
         os.makedirs(self.directory, exist_ok=True)
         pattern = re.compile(rf"^\.?part-{self.subtask_index}-(\d+)\.")
         numbers = [int(m.group(1)) for m in map(pattern.match, os.listdir(self.directory)) if m]
@@ -182,6 +182,15 @@ class FileSystemSink(Sink):
             if os.path.exists(path):
                 os.remove(path)
         self._current, self._closed, self._pre_committed = None, [], {}
+
+    def recover(self, handles: list[Any]) -> None:
+        """Publish the restored checkpoint's files; delete every other in-progress file."""
+        os.makedirs(self.directory, exist_ok=True)
+        keep = [list(pair) for handle in handles for pair in handle or []]
+        self._publish(keep)
+        for name in os.listdir(self.directory):
+            if name.startswith(".part-") and name.endswith(IN_PROGRESS_SUFFIX):
+                os.remove(os.path.join(self.directory, name))
 
     def finish(self) -> None:
         self._close_part()

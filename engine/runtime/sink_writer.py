@@ -11,9 +11,11 @@ class SinkWriter(Operator):
     def __init__(self, sink: Sink, ctx: OperatorContext):
         super().__init__({}, ctx)
         self.sink = sink
+        #: Set by the executor when the job resumes from a checkpoint.
+        self.resuming = False
 
     def open(self) -> None:
-        self.sink.open()
+        self.sink.open(resuming=self.resuming)
 
     def process_batch(self, batch: pa.RecordBatch, input_index: int = 0) -> list[pa.RecordBatch]:
         schema = self.sink.schema
