@@ -1,0 +1,1 @@
+"""Checkpoint storage: durable snapshots of operator state, verified when read back."""

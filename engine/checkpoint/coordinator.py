@@ -1,0 +1,238 @@
+"""Checkpoints of a running job: when to take one, what goes in it, when it is complete.
+
+The protocol, as the local executor runs it:
+
+1. At a batch boundary the coordinator triggers checkpoint n (its interval
+   passed, or a savepoint was asked for). In the local executor nothing is in
+   flight between operators at a batch boundary, so barrier n reaches every
+   operator at this point: each source records its split offsets and split
+   watermarks, and each operator hands over a consistent copy of its state
+   (``snapshot``) — the synchronous part.
+2. Each sink pre-commits: its output so far becomes durable but invisible,
+   and it returns a handle.
+3. A background thread writes the snapshots to checkpoint storage while
+   processing goes on — the asynchronous part — and writes the checkpoint's
+   metadata last, atomically: the checkpoint exists iff its metadata does.
+4. At a later batch boundary the main thread sees n complete and tells every
+   sink to commit n's output.
+5. On recovery the latest complete checkpoint (or a savepoint) is restored:
+   its sinks' handles are committed again (idempotently) and every other
+   staged output is discarded; each operator restores its state, each
+   source rewinds to its recorded offsets.
+
+At the end of a bounded job, a final checkpoint marked ``finished`` carries
+the last output; once its output is committed a marker file says so, and a
+new run of the same job starts from the beginning.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from engine import faults
+from engine.checkpoint.storage import Checkpoint, CheckpointStorage
+from engine.errors import EngineError
+from engine.graph import JobGraph, OperatorNode
+
+COMMITTED_MARKER = "_output_committed"
+STATEFUL_KINDS = ("window_aggregate",)
+
+
+@dataclass
+class CheckpointEvent:
+    """A completed checkpoint or savepoint, for the progress line and the summary."""
+
+    checkpoint_id: int
+    kind: str
+    size_bytes: int
+    duration: float
+    path: Path
+
+
+@dataclass
+class CheckpointConfig:
+    storage: CheckpointStorage
+    interval: float | None = None  # seconds between checkpoints
+    interval_batches: int | None = None  # or: source batches between checkpoints
+    #: Restore from this savepoint instead of the latest checkpoint.
+    savepoint: Path | None = None
+    #: Where savepoints go when asked for without a path.
+    savepoint_dir: Path | None = None
+
+
+@dataclass
+class _InFlight:
+    checkpoint_id: int
+    kind: str
+    started: float
+    handles: dict[str, Any]
+    thread: threading.Thread
+    error: BaseException | None = None
+    info: Any = None
+    on_done: Callable[[CheckpointEvent], None] | None = None
+
+
+@dataclass
+class RestorePoint:
+    checkpoint: Checkpoint
+    offsets: dict[str, dict]  # source id -> {"offsets", "split_watermarks", "finished"}
+    #: True when the checkpoint is the final one of a finished job.
+    finished: bool
+
+
+def state_fingerprint(node: OperatorNode) -> str:
+    body = json.dumps({"kind": node.kind, "config": node.config}, sort_keys=True)
+    return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+
+class Coordinator:
+    def __init__(self, graph: JobGraph, config: CheckpointConfig, *, warn: Callable[[str], None] = lambda m: None):
+        self.graph = graph
+        self.config = config
+        self.warn = warn
+        self.next_id = 1
+        self.completed: list[CheckpointEvent] = []
+        self._in_flight: _InFlight | None = None
+        self._last = time.monotonic()
+        self._batches = 0
+        #: Savepoint requests waiting for the next boundary: (path or None, callback).
+        self._savepoints: list[tuple[Path | None, Callable[[CheckpointEvent], None] | None]] = []
+
+    # -- restore -------------------------------------------------------------
+    def restore_point(self) -> RestorePoint | None:
+        storage = self.config.storage
+        if self.config.savepoint is not None:
+            checkpoint = storage.open(self.config.savepoint)
+        else:
+            storage.discard_incomplete()
+            checkpoint = storage.latest(warn=self.warn)
+        if checkpoint is None:
+            return None
+        meta = checkpoint.metadata
+        if meta.get("finished") and (checkpoint.path / COMMITTED_MARKER).exists() and self.config.savepoint is None:
+            return None  # the last run finished and committed everything: start afresh
+        self.check_compatible(checkpoint)
+        self.next_id = max(self.next_id, int(meta["checkpoint_id"]) + 1)
+        return RestorePoint(checkpoint, meta.get("sources", {}), bool(meta.get("finished")))
+
+    def check_compatible(self, checkpoint: Checkpoint) -> None:
+        """Refuse a checkpoint whose operator state no longer fits the job, naming what changed."""
+        saved = checkpoint.metadata.get("operators", {})
+        nodes = {n.id: n for n in self.graph.nodes}
+        problems = []
+        for operator_id, entry in saved.items():
+            if entry.get("kind") not in STATEFUL_KINDS:
+                continue
+            node = nodes.get(operator_id)
+            if node is None:
+                problems.append(f"operator {operator_id} has state in the checkpoint but is no longer in the job")
+            elif state_fingerprint(node) != entry.get("state_fingerprint"):
+                changed = sorted(k for k in set(node.config) | set(entry.get("config", {}))
+                                 if node.config.get(k) != entry.get("config", {}).get(k))
+                problems.append(f"operator {operator_id} changed: {', '.join(changed) or 'its kind'} differ")
+        if problems:
+            raise EngineError(
+                f"{checkpoint.kind} {checkpoint.id} at {checkpoint.path} does not fit this job: " + "; ".join(problems),
+                hint="run the changed job with a new --state-dir (starting from the beginning), "
+                     "or undo the change to resume",
+            )
+
+    # -- triggering ------------------------------------------------------------
+    def request_savepoint(self, path: Path | None = None, on_done: Callable[[CheckpointEvent], None] | None = None):
+        self._savepoints.append((path, on_done))
+
+    def on_batch(self) -> None:
+        self._batches += 1
+
+    def due(self) -> str | None:
+        """'savepoint', 'checkpoint' or None at this batch boundary."""
+        if self._in_flight is not None:
+            return None
+        if self._savepoints:
+            return "savepoint"
+        if self.config.interval_batches and self._batches >= self.config.interval_batches:
+            return "checkpoint"
+        if self.config.interval and time.monotonic() - self._last >= self.config.interval:
+            return "checkpoint"
+        return None
+
+    def take(self, kind: str, sources: dict[str, dict], snapshots: dict[str, Any],
+             sink_handles: dict[str, Any], *, finished: bool = False) -> int:
+        """Steps 1–3: record what the executor collected at the barrier and write it in the background."""
+        checkpoint_id = self.next_id
+        self.next_id += 1
+        self._batches, self._last = 0, time.monotonic()
+        path, on_done = (self._savepoints.pop(0) if kind == "savepoint" else (None, None))
+        if kind == "savepoint" and path is None and self.config.savepoint_dir is not None:
+            path = self.config.savepoint_dir / f"savepoint-{checkpoint_id}"
+        writer = self.config.storage.writer(checkpoint_id, kind=kind, path=path)
+        metadata = {
+            "checkpoint_id": checkpoint_id,
+            "job": self.graph.name,
+            "fingerprint": self.graph.fingerprint(),
+            "finished": finished,
+            "parallelism": 1,
+            "max_parallelism": int(self.graph.settings.get("pipeline.max-parallelism", 128)),
+            "sources": sources,
+            "sinks": {sink_id: {"0": handle} for sink_id, handle in sink_handles.items()},
+            "operators": {},
+        }
+        nodes = {n.id: n for n in self.graph.nodes}
+
+        def write() -> None:
+            for operator_id, state in snapshots.items():
+                node = nodes[operator_id]
+                handle = writer.write_state(operator_id, 0, state) if state is not None else None
+                faults.reach("snapshot-write")
+                metadata["operators"][operator_id] = {
+                    "kind": node.kind, "config": node.config,
+                    "state_fingerprint": state_fingerprint(node), "subtasks": {"0": handle},
+                }
+            faults.reach("before-metadata")
+            flight.info = writer.commit(metadata)
+            faults.reach("after-metadata")
+
+        def guarded() -> None:
+            try:
+                write()
+            except BaseException as error:  # reported on the main thread by poll()
+                flight.error = error
+                writer.abort()
+
+        thread = threading.Thread(target=guarded, name=f"checkpoint-{checkpoint_id}", daemon=True)
+        flight = _InFlight(checkpoint_id, kind, time.monotonic(), sink_handles, thread, on_done=on_done)
+        self._in_flight = flight
+        thread.start()
+        return checkpoint_id
+
+    def poll(self, commit: Callable[[int, dict[str, Any]], None], *, wait: bool = False) -> CheckpointEvent | None:
+        """Step 4: if the checkpoint in flight is durable, commit its output and report it."""
+        flight = self._in_flight
+        if flight is None:
+            return None
+        if wait:
+            flight.thread.join()
+        elif flight.thread.is_alive():
+            return None
+        self._in_flight = None
+        if flight.error is not None:
+            self.warn(f"checkpoint {flight.checkpoint_id} failed and was discarded: {flight.error}")
+            return None
+        commit(flight.checkpoint_id, flight.handles)
+        info = flight.info
+        event = CheckpointEvent(flight.checkpoint_id, flight.kind, getattr(info, "size_bytes", 0),
+                                time.monotonic() - flight.started, Path(getattr(info, "path", "")))
+        self.completed.append(event)
+        if flight.on_done is not None:
+            flight.on_done(event)
+        return event
+
+    def mark_committed(self, event: CheckpointEvent) -> None:
+        """The final checkpoint's output is committed: a new run starts afresh."""
+        marker = event.path / COMMITTED_MARKER
+        marker.write_text("")

@@ -1,0 +1,23 @@
+"""The error raised for a checkpoint or savepoint that cannot be written or read."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.errors import EngineError
+
+
+class CheckpointError(EngineError):
+    """A corrupt, incomplete or unreadable checkpoint or savepoint, or one that could not be
+    written. The message names the checkpoint and what is wrong; the hint says what to do."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        operator_id: str | None = None,
+        path: Path | None = None,
+    ):
+        super().__init__(message, hint=hint, operator_id=operator_id)
+        #: The checkpoint or savepoint directory concerned, where known.
+        self.path = path
