@@ -187,11 +187,11 @@ class Coordinator:
         def write() -> None:
             for operator_id, state in snapshots.items():
                 node = nodes[operator_id]
-                handle = writer.write_state(operator_id, 0, state) if state is not None else None
+                if state is not None:
+                    writer.write_state(operator_id, 0, state)
                 faults.reach("snapshot-write")
                 metadata["operators"][operator_id] = {
-                    "kind": node.kind, "config": node.config,
-                    "state_fingerprint": state_fingerprint(node), "subtasks": {"0": handle},
+                    "kind": node.kind, "config": node.config, "state_fingerprint": state_fingerprint(node),
                 }
             faults.reach("before-metadata")
             flight.info = writer.commit(metadata)

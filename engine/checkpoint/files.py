@@ -31,6 +31,18 @@ def fsync_directory(path: Path) -> None:
         os.close(fd)
 
 
+def make_directories(path: Path) -> list[Path]:
+    """Create ``path`` and its missing parents; return the directories whose entries must
+    be fsynced for them to survive a crash (the parent of each one created)."""
+    missing = []
+    ancestor = path
+    while not ancestor.exists():
+        missing.append(ancestor)
+        ancestor = ancestor.parent
+    path.mkdir(parents=True, exist_ok=True)
+    return [created.parent for created in reversed(missing)]
+
+
 def write_file(root: Path, relative: str, data: Any) -> dict[str, Any]:
     """Write ``data`` (bytes or any buffer) to a new file ``root/relative`` and fsync it.
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Callable
 
 from engine.checkpoint.errors import CheckpointError
-from engine.checkpoint.files import fsync_directory, remove_directory
+from engine.checkpoint.files import fsync_directory, make_directories, remove_directory
 from engine.checkpoint.metadata import (
     KINDS,
     METADATA_FILE,
@@ -86,8 +86,9 @@ class CheckpointStorage:
                 path=target,
             )
         remove_directory(target)  # left by an attempt that never completed
-        target.mkdir(parents=True)
-        return CheckpointWriter(checkpoint_id, "checkpoint", target, on_commit=self._retain)
+        return CheckpointWriter(
+            checkpoint_id, "checkpoint", target, on_commit=self._retain, parents=make_directories(target)
+        )
 
     def _savepoint_writer(self, checkpoint_id: int, path: Path | None) -> CheckpointWriter:
         target = path if path is not None else self.savepoint_directory / f"{SAVEPOINT_PREFIX}{checkpoint_id}"
@@ -98,8 +99,9 @@ class CheckpointStorage:
                 hint="choose another savepoint path, or remove the old savepoint first",
                 path=target,
             )
-        target.mkdir(parents=True, exist_ok=True)
-        return CheckpointWriter(checkpoint_id, "savepoint", target, created_directory=not existed)
+        return CheckpointWriter(
+            checkpoint_id, "savepoint", target, created_directory=not existed, parents=make_directories(target)
+        )
 
     def _retain(self, committed: CheckpointInfo) -> None:
         """Keep the newest ``retained`` completed checkpoints; remove the rest.

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from engine.checkpoint.errors import CheckpointError
 from engine.checkpoint.files import fsync_directory, remove_directory, write_atomically
@@ -38,12 +38,15 @@ class CheckpointWriter:
         *,
         on_commit: Callable[[CheckpointInfo], None] | None = None,
         created_directory: bool = True,
+        parents: Sequence[Path] = (),
     ):
         self.checkpoint_id = checkpoint_id
         self.kind = kind
         self.path = path
         self._on_commit = on_commit
         self._created_directory = created_directory
+        #: Directories whose entries name directories created for this writer.
+        self._parents = list(parents)
         self._lock = threading.Lock()
         self._handles: dict[str, dict[str, Any]] = {}
         self._writing: set[tuple[str, int]] = set()
@@ -114,7 +117,8 @@ class CheckpointWriter:
             for operator_id in self._handles:
                 fsync_directory(self.path / safe_name(operator_id))
             fsync_directory(self.path)
-            fsync_directory(self.path.parent)
+            for parent in dict.fromkeys([*self._parents, self.path.parent]):
+                fsync_directory(parent)
             write_atomically(self.path / METADATA_FILE, data)
         except OSError as e:
             self._status = "open"
