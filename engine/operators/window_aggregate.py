@@ -42,9 +42,21 @@ from engine.operators.clock import EventTimeClock
 from engine.operators.duckdb_sql import int_literal, query_arrow, quote_ident
 from engine.operators.window_state import SLICE, WindowState
 from engine.operators.windows import WINDOW_TIME_LAG_US, window_assigner
+from engine.state.key_groups import key_groups, range_for_subtask
+from engine.state.keyed_tables import check_key_groups, merge_tables, select_key_groups
 
 INPUT_VIEW = "window_input"
+#: The column of key groups added to each input batch.
+KEY_GROUP_INPUT = "__weir_key_group"
 SNAPSHOT_VERSION = 1
+
+
+def _referenced_column(sql: str, names: list[str]) -> str | None:
+    """The input column ``sql`` names, if it is a bare (or quoted) column reference."""
+    for name in names:
+        if sql == quote_ident(name) or sql == name:
+            return name
+    return None
 
 
 class WindowAggregate(Operator):
@@ -121,12 +133,33 @@ class WindowAggregate(Operator):
         slice_start = self.assigner.slice_start(earliest)
         if self._earliest_slice is None or slice_start < self._earliest_slice:
             self._earliest_slice = slice_start
+        batch = batch.append_column(KEY_GROUP_INPUT, self._key_groups(batch))
         self.state.con.register(INPUT_VIEW, batch)
         try:
             self.state.append(self._prepared_rows_sql(cutoff))
         finally:
             self.state.con.unregister(INPUT_VIEW)
         return []
+
+    def _key_groups(self, batch: pa.RecordBatch) -> pa.Int32Array:
+        """The stable key group of every row's key (``engine.state.key_groups``).
+
+        Keys are column references (the planner computes key expressions before
+        the exchange); a key that is still an expression is evaluated first.
+        """
+        names = batch.schema.names
+        columns = [_referenced_column(sql, names) for _, sql in self.keys]
+        if all(c is not None for c in columns):
+            return key_groups(batch, columns, self.ctx.max_parallelism)
+        select = ", ".join(f"({sql}) AS __k{i}" for i, (_, sql) in enumerate(self.keys))
+        self.state.con.register(INPUT_VIEW, batch)
+        try:
+            keys = query_arrow(
+                self.state.con, f"SELECT {select} FROM {quote_ident(INPUT_VIEW)}", self.ctx.operator_id
+            )
+        finally:
+            self.state.con.unregister(INPUT_VIEW)
+        return key_groups(keys, keys.schema.names, self.ctx.max_parallelism)
 
     def _event_times(self, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, pa.Array]:
         """The batch with its time column in µs, and that column as int64 (a zero-copy view)."""
@@ -153,7 +186,8 @@ class WindowAggregate(Operator):
         """The batch's rows that count, with keys, slice, arguments and filters computed."""
         ts_col = quote_ident(self.assigner.time_column)
         ts_us = f"epoch_us({ts_col})"
-        columns = [f"({sql}) AS __k{i}" for i, (_, sql) in enumerate(self.keys)]
+        columns = [f"CAST({quote_ident(KEY_GROUP_INPUT)} AS BIGINT) AS key_group"]
+        columns += [f"({sql}) AS __k{i}" for i, (_, sql) in enumerate(self.keys)]
         columns.append(f"{self.assigner.slice_start_sql(ts_us)} AS {SLICE}")
         for acc in self.accumulators:
             if acc.argument_column:
@@ -212,22 +246,78 @@ class WindowAggregate(Operator):
 
     # -- checkpoints ---------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
-        """``{"version", "watermark", "tables": {name: pa.Table}}``; rows ordered by key_group."""
+        """``{"version", "watermark", "max_parallelism", "tables": {name: pa.Table}}``;
+        every table has a ``key_group`` column and is ordered by it."""
         self.open()
         return {
             "version": SNAPSHOT_VERSION,
             "watermark": self.clock.watermark,
+            "max_parallelism": self.ctx.max_parallelism,
             "tables": self.state.snapshot(),
         }
 
-    def restore(self, state: dict[str, Any]) -> None:
-        self.open()
-        if state.get("version") != SNAPSHOT_VERSION:
+    @staticmethod
+    def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
+        """The snapshots of several subtasks as one, for restoring at another parallelism.
+
+        Tables are concatenated (ordered by key group again); the watermark is the
+        minimum, so no row that one of the subtasks would still accept is late.
+        """
+        if not snapshots:
+            raise EngineError("no window snapshots to merge")
+        for snap in snapshots:
+            _check_version(snap, None)
+        max_ps = {snap.get("max_parallelism") for snap in snapshots} - {None}
+        if len(max_ps) > 1:
             raise EngineError(
-                f"cannot restore window state of version {state.get('version')!r}",
-                hint=f"this operator reads version {SNAPSHOT_VERSION}",
-                operator_id=self.ctx.operator_id,
+                f"cannot merge window snapshots taken with different max parallelism {sorted(max_ps)}"
             )
+        names = sorted({name for snap in snapshots for name in snap["tables"]})
+        tables = {
+            name: merge_tables([s["tables"][name] for s in snapshots if name in s["tables"]], name)
+            for name in names
+        }
+        merged = {
+            "version": SNAPSHOT_VERSION,
+            "watermark": min(snap["watermark"] for snap in snapshots),
+            "tables": tables,
+        }
+        if max_ps:
+            merged["max_parallelism"] = max_ps.pop()
+        return merged
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Load a snapshot (or merged snapshots), keeping the key groups this subtask owns."""
+        self.open()
+        oid = self.ctx.operator_id
+        _check_version(state, oid)
+        max_p = self.ctx.max_parallelism
+        if state.get("max_parallelism", max_p) != max_p:
+            raise EngineError(
+                f"the window state was written with max parallelism {state['max_parallelism']}, "
+                f"this job has {max_p}",
+                hint="key groups cannot be redistributed across max parallelisms; "
+                f"run the job with max parallelism {state['max_parallelism']}",
+                operator_id=oid,
+            )
+        owned = range_for_subtask(self.ctx.subtask_index, self.ctx.parallelism, max_p)
+        tables = {}
+        try:
+            for name, table in state["tables"].items():
+                check_key_groups(table, max_p, name)
+                tables[name] = select_key_groups(table, owned, name)
+        except EngineError as exc:
+            exc.operator_id = exc.operator_id or oid
+            raise
         self.clock = EventTimeClock(state["watermark"])
-        self.state.restore(state["tables"])
+        self.state.restore(tables)
         self._earliest_slice = self.state.earliest_slice()
+
+
+def _check_version(state: dict[str, Any], operator_id: str | None) -> None:
+    if state.get("version") != SNAPSHOT_VERSION:
+        raise EngineError(
+            f"cannot restore window state of version {state.get('version')!r}",
+            hint=f"this operator reads version {SNAPSHOT_VERSION}",
+            operator_id=operator_id,
+        )

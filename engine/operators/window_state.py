@@ -12,8 +12,10 @@ Tables (all carry ``key_group``, the key columns ``__k0..``, ``__slice_start``):
 Appended rows pile up between firings; when a table has grown past twice its
 size after the last compaction (and past ``COMPACT_MIN_ROWS``) it is compacted
 by merging its partials, so memory stays proportional to the open windows.
-``key_group`` is ``hash(keys) % max_parallelism`` so that snapshots can be
-split by key group.
+``key_group`` is each key's stable key group (``engine.state.key_groups``),
+computed per batch by the operator and handed in as the ``key_group`` column
+of the prepared rows, so that snapshots can be split by key group and restored
+at another parallelism.
 """
 from __future__ import annotations
 
@@ -59,11 +61,6 @@ class WindowState:
     def _run(self, sql: str) -> list[tuple]:
         return execute(self.con, sql, self.operator_id)
 
-    def _key_group_sql(self) -> str:
-        if not self.keys:
-            return "CAST(0 AS BIGINT)"
-        return f"CAST(hash({', '.join(self.keys)}) % {self.max_parallelism} AS BIGINT)"
-
     def _group_columns(self) -> str:
         return ", ".join([*self.keys, SLICE])
 
@@ -84,13 +81,16 @@ class WindowState:
 
     # -- merging a batch ---------------------------------------------------
     def append(self, prepared_sql: str) -> None:
-        """Add one batch's rows; ``prepared_sql`` selects the keys, slice, arguments and filters."""
+        """Add one batch's rows; ``prepared_sql`` selects ``key_group`` (BIGINT), the keys,
+        slice, arguments and filters."""
+        group = f"key_group, {self._group_columns()}"
         partials = [f"COUNT(*) AS __rows"]
         for acc in self.accumulators:
             partials += [f"{c.partial_sql} AS {c.name}" for c in acc.columns]
+        # The key group is a function of the keys: any_value is exact, and cheaper than grouping.
         self._append(
             ACCUMULATORS,
-            f"SELECT {self._key_group_sql()} AS key_group, {self._group_columns()}, "
+            f"SELECT any_value(key_group) AS key_group, {self._group_columns()}, "
             f"{', '.join(partials)} FROM ({prepared_sql}) GROUP BY {self._group_columns()}",
         )
         for d in self.distincts:
@@ -99,9 +99,8 @@ class WindowState:
                 where += f" AND {d.filter_column}"
             self._append(
                 d.table,
-                f"SELECT {self._key_group_sql()} AS key_group, {self._group_columns()}, value "
-                f"FROM (SELECT DISTINCT {self._group_columns()}, {d.argument_column} AS value "
-                f"FROM ({prepared_sql}) WHERE {where})",
+                f"SELECT DISTINCT {group}, {d.argument_column} AS value "
+                f"FROM ({prepared_sql}) WHERE {where}",
             )
 
     def _merge_select(self, table: str) -> str:

@@ -1,0 +1,73 @@
+"""Keyed state tables in snapshots: Arrow tables with a ``key_group`` column.
+
+Every keyed state table an operator snapshots carries ``key_group`` (an integer
+in ``[0, max_parallelism)``, see ``engine.state.key_groups``) and is ordered by
+it. That is all rescaling needs: the snapshots of the old subtasks are merged
+(``merge_tables``) and each new subtask keeps the key groups it owns
+(``select_key_groups``).
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.errors import EngineError
+
+KEY_GROUP = "key_group"
+
+
+def _key_group_column(table: pa.Table, name: str) -> pa.ChunkedArray:
+    index = table.schema.get_field_index(KEY_GROUP)
+    if index < 0:
+        raise EngineError(
+            f"keyed state table {name!r} has no {KEY_GROUP!r} column",
+            hint="every keyed state table carries the key group of each row",
+        )
+    return table.column(index)
+
+
+def merge_tables(tables: list[pa.Table], name: str = "?") -> pa.Table:
+    """One table holding the rows of all ``tables``, ordered by key group (a stable sort)."""
+    if len(tables) == 1:
+        return tables[0]
+    try:
+        merged = pa.concat_tables(tables, promote_options="default")
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise EngineError(
+            f"the snapshots disagree on the columns of state table {name!r}: {exc}",
+            hint="restore snapshots of one operator, taken with the same job",
+        ) from exc
+    order = pc.sort_indices(_key_group_column(merged, name))
+    return merged.take(order)
+
+
+def select_key_groups(table: pa.Table, key_groups: range, name: str = "?") -> pa.Table:
+    """The rows of ``table`` whose key group is in ``key_groups`` (in their order)."""
+    groups = _key_group_column(table, name)
+    if table.num_rows == 0:
+        return table
+    bounds = pc.min_max(groups)
+    low, high = bounds["min"].as_py(), bounds["max"].as_py()
+    if low >= key_groups.start and high < key_groups.stop:
+        return table
+    keep = pc.and_(
+        pc.greater_equal(groups, key_groups.start), pc.less(groups, key_groups.stop)
+    )
+    return table.filter(keep)
+
+
+def check_key_groups(table: pa.Table, max_parallelism: int, name: str = "?") -> None:
+    """Refuse a table whose key groups do not fit ``max_parallelism``."""
+    groups = _key_group_column(table, name)
+    if groups.null_count:
+        raise EngineError(f"state table {name!r} has rows without a key group")
+    if table.num_rows == 0:
+        return
+    bounds = pc.min_max(groups)
+    low, high = bounds["min"].as_py(), bounds["max"].as_py()
+    if low < 0 or high >= max_parallelism:
+        raise EngineError(
+            f"state table {name!r} holds key group {high if high >= max_parallelism else low}, "
+            f"outside [0, {max_parallelism})",
+            hint="the state was written with another max parallelism; restore it with that one",
+        )
