@@ -1,4 +1,4 @@
-"""`weir run`, `weir query`, `weir explain`: the command line."""
+"""`weir run`, `weir query`, `weir explain`, and `weir` / `weir shell`: the command line."""
 from __future__ import annotations
 
 import argparse
@@ -20,10 +20,10 @@ DEFAULT_DB = "weir.duckdb"
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
+        argv = ["shell", *argv]  # `weir`, `weir -f file.sql`, `weir -i init.sql`: the shell
     args = _parser().parse_args(argv)
-    if args.command is None:
-        _parser().print_help()
-        return 0
     try:
         return args.handler(args)
     except KeyboardInterrupt:
@@ -50,6 +50,13 @@ def _parser() -> argparse.ArgumentParser:
     exp_.add_argument("file")
     _job_options(exp_)
     exp_.set_defaults(handler=cmd_explain)
+
+    shell = sub.add_parser("shell", help="the interactive shell (also `weir` alone)")
+    source = shell.add_mutually_exclusive_group()
+    source.add_argument("-f", "--file", metavar="FILE", help="run the statements of FILE and exit with its status")
+    source.add_argument("-i", "--init", metavar="FILE", help="run FILE first, then stay interactive")
+    _job_options(shell)
+    shell.set_defaults(handler=cmd_shell)
 
     query = sub.add_parser("query", help="query the result tables of the job database")
     query.add_argument("sql", help='e.g. "SELECT * FROM channel_minutes LIMIT 10"')
@@ -127,6 +134,12 @@ def cmd_run(args) -> int:
         print("\r\x1b[2K", end="", file=sys.stderr, flush=True)
     print(render.summary(result, db_path=args.db, views=script.materialized_views))
     return 0
+
+
+def cmd_shell(args) -> int:
+    from shell.start import run_shell  # prompt-toolkit is loaded only for the shell
+
+    return run_shell(args.file, args.init, db_path=args.db, settings=_settings(args))
 
 
 def cmd_query(args) -> int:

@@ -37,6 +37,30 @@ def sql_error(error: WeirSqlError, text: str | None, source_name: str | None, co
     return "\n".join(out)
 
 
+def sql_error_at_prompt(error: WeirSqlError, text: str, colour: bool = False) -> str:
+    """An error in what was typed at the prompt, as psql shows one: the message,
+    the statement's line with a caret under the position, the hint."""
+    lines = text.splitlines()
+    out = []
+    for problem in error.problems:
+        out.append(f"{_paint('error', '1;31', colour)}: {problem.message}")
+        if problem.line and 0 < problem.line <= len(lines):
+            label = f"LINE {problem.line}: "
+            source_line = lines[problem.line - 1]
+            out.append(label + source_line)
+            if problem.col:
+                indent = "".join(c if c == "\t" else " " for c in source_line[: problem.col - 1])
+                out.append(" " * len(label) + indent + _paint("^", "1;32", colour))
+        if problem.hint:
+            out.append(f"{_paint('hint', '1;36', colour)}: {problem.hint}")
+    return "\n".join(out)
+
+
+def message_error(message: str, hint: str | None, colour: bool = False) -> str:
+    text = f"{_paint('error', '1;31', colour)}: {message}"
+    return text + (f"\n  {_paint('hint', '1;36', colour)}: {hint}" if hint else "")
+
+
 def engine_error(error: EngineError, colour: bool = False) -> str:
     head = f"{_paint('error', '1;31', colour)}: "
     if error.operator_id:
@@ -78,7 +102,7 @@ def summary(result: JobResult, *, db_path: str | None, views: list[str]) -> str:
     return "\n".join(out)
 
 
-def _cell(value) -> str:
+def cell(value) -> str:
     if value is None:
         return "NULL"
     if isinstance(value, datetime):
@@ -89,7 +113,7 @@ def _cell(value) -> str:
 
 
 def table(result: pa.Table) -> str:
-    rows = [[_cell(v) for v in row.values()] for row in result.to_pylist()]
+    rows = [[cell(v) for v in row.values()] for row in result.to_pylist()]
     header = result.column_names
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(header)]
     numeric = [pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
@@ -109,9 +133,9 @@ def csv_text(result: pa.Table) -> str:
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(result.column_names)
     for row in result.to_pylist():
-        writer.writerow(["" if v is None else _cell(v) for v in row.values()])
+        writer.writerow(["" if v is None else cell(v) for v in row.values()])
     return buffer.getvalue().rstrip("\n")
 
 
 def json_text(result: pa.Table) -> str:
-    return json.dumps(result.to_pylist(), default=_cell, indent=None)
+    return json.dumps(result.to_pylist(), default=cell, indent=None)

@@ -1,0 +1,143 @@
+"""The shell's jobs: each runs a JobGraph in a background thread.
+
+A job has a short id (`j1`, `j2`, ...) to type in `STOP JOB 'j1'`. Its
+status goes RUNNING -> FINISHED, FAILED, CANCELED (stopped by the user) or
+STOPPED (stopped with a savepoint). ``SHOW JOBS`` reads each executor's
+progress while it runs.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from engine.errors import EngineError, JobCancelled
+from engine.graph import JobGraph
+from engine.messages import MIN_WATERMARK
+from engine.runtime.local import JobResult, LocalExecutor
+
+RUNNING, FINISHED, FAILED, CANCELED, STOPPED = "RUNNING", "FINISHED", "FAILED", "CANCELED", "STOPPED"
+
+
+class SavepointsUnavailable(Exception):
+    """The executor cannot take a savepoint yet."""
+
+
+@dataclass
+class Job:
+    id: str
+    name: str
+    #: What started it: 'insert', 'materialized view' or 'select'.
+    kind: str
+    graph: JobGraph
+    executor: LocalExecutor
+    status: str = RUNNING
+    error: EngineError | None = None
+    result: JobResult | None = None
+    savepoint: str | None = None
+    started: float = field(default_factory=time.time)
+    done: threading.Event = field(default_factory=threading.Event)
+    thread: threading.Thread | None = None
+    #: Set when the user asked to stop it, so that JobCancelled means CANCELED.
+    stopping: bool = False
+
+    @property
+    def running(self) -> bool:
+        return self.status == RUNNING
+
+    def rows_in(self) -> int:
+        if self.result is not None:
+            return self.result.rows_read
+        return _while_building(lambda: self.executor.progress().rows_read, 0)
+
+    def rows_out(self) -> int:
+        """Rows that reached the job's sinks."""
+        if self.result is not None:
+            return sum(m.rows_in for m in self.result.operators if m.kind == "sink")
+        tasks = _while_building(lambda: list(self.executor.tasks.values()), [])
+        return sum(t.metrics.rows_in for t in tasks if t.node.kind == "sink")
+
+    def watermark(self) -> int:
+        return _while_building(lambda: self.executor.progress().watermark, MIN_WATERMARK)
+
+    def last_checkpoint(self) -> str:
+        """The latest completed checkpoint, once the executor takes checkpoints."""
+        checkpoint = getattr(self.executor, "last_checkpoint_id", None)
+        return "-" if checkpoint is None else str(checkpoint)
+
+
+def _while_building(read, default):
+    """Read the executor from another thread; while it is still building its
+    tasks the dict may change under us: then the answer is the default."""
+    try:
+        return read()
+    except RuntimeError:  # dictionary changed size during iteration
+        return default
+
+
+class JobManager:
+    def __init__(self, on_done: Callable[[Job], None] | None = None):
+        self.jobs: dict[str, Job] = {}
+        self.on_done = on_done
+        self._numbers = itertools.count(1)
+        self._lock = threading.Lock()
+
+    def start(self, graph: JobGraph, kind: str, *, executor: LocalExecutor | None = None) -> Job:
+        with self._lock:
+            job_id = f"j{next(self._numbers)}"
+        job = Job(job_id, graph.name, kind, graph, executor or LocalExecutor(graph))
+        self.jobs[job_id] = job
+        job.thread = threading.Thread(target=self._run, args=(job,), name=f"weir-job-{job_id}", daemon=True)
+        job.thread.start()
+        return job
+
+    def _run(self, job: Job) -> None:
+        try:
+            job.result = job.executor.run()
+            job.status = FINISHED
+        except JobCancelled:
+            job.status = STOPPED if job.savepoint else CANCELED
+        except EngineError as error:
+            job.status, job.error = FAILED, error
+        except Exception as error:  # a bug: keep the shell alive and say what happened
+            job.status, job.error = FAILED, EngineError(f"{type(error).__name__}: {error}")
+        finally:
+            job.done.set()
+            if self.on_done is not None:
+                self.on_done(job)
+
+    def get(self, job_id: str) -> Job | None:
+        return self.jobs.get(job_id) or self.jobs.get(job_id.lower())
+
+    def running(self) -> list[Job]:
+        return [job for job in self.jobs.values() if job.running]
+
+    def cancel(self, job: Job, wait: float | None = 30.0) -> None:
+        job.stopping = True
+        job.executor.cancel()
+        job.done.wait(wait)
+
+    def stop_with_savepoint(self, job: Job, wait: float | None = 30.0) -> str:
+        """Stop the job with a savepoint and return where the savepoint is.
+
+        Raises SavepointsUnavailable (after cancelling the job) while the
+        executor has no savepoints. Wiring them in is this one call."""
+        trigger = getattr(job.executor, "stop_with_savepoint", None)
+        if trigger is None:
+            self.cancel(job, wait)
+            raise SavepointsUnavailable()
+        job.stopping = True
+        job.savepoint = str(trigger())
+        job.done.wait(wait)
+        return job.savepoint
+
+    def cancel_all(self) -> list[Job]:
+        running = self.running()
+        for job in running:
+            job.stopping = True
+            job.executor.cancel()
+        for job in running:
+            job.done.wait(30.0)
+        return running

@@ -1,0 +1,304 @@
+"""One shell session: the catalog and settings accumulated statement by
+statement, the jobs started from them, and the session database.
+
+``Session.execute`` takes one parsed statement and returns what to show (a
+``Reply``); it never prints. Job statements (INSERT INTO, CREATE
+MATERIALIZED VIEW, a SELECT over a streaming source) are planned by a fresh
+``Planner`` holding the session's catalog and settings, so each gets a
+JobGraph of its own and runs as its own job in the background.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+from sqlglot import exp
+
+from engine.graph import JobGraph
+from planner.catalog import TableDef, ViewDef
+from planner.expressions import to_duckdb
+from planner.graph_builder import GraphBuilder
+from planner.locate import locate, name, quoted
+from planner.planner import Planner
+from planner.queries import QueryPlanner
+from planner.types import sql_name
+from shell.database import ResultDatabase
+from shell.jobs import Job, JobManager, SavepointsUnavailable
+from shell.live import LiveResult, redirect_to
+from shell.render import timestamp
+from sql import statements as st
+from sql.errors import Problem, WeirSqlError
+
+RESULT_MODE = "sql-client.execution.result-mode"
+RESULT_MODES = ("table", "changelog", "tableau")
+TABLEAU_PENDING_ROWS = 10_000
+
+
+@dataclass
+class Message:
+    text: str
+
+
+@dataclass
+class ResultTable:
+    table: pa.Table
+
+
+@dataclass
+class LiveQuery:
+    job: Job
+    result: LiveResult
+    mode: str
+
+
+Reply = Message | ResultTable | LiveQuery
+
+
+class Session:
+    def __init__(self, *, db_path: str = "weir.duckdb", settings: dict[str, str] | None = None,
+                 jobs: JobManager | None = None):
+        #: Settings given on the command line: they win over SET and RESET.
+        self.fixed = dict(settings or {})
+        self.settings = dict(self.fixed)
+        self.db_path = db_path
+        self.database = ResultDatabase(db_path)
+        self.jobs = jobs or JobManager()
+        self.catalog = Planner().catalog
+        #: Which job maintains each materialized view (lower-case name -> job).
+        self.maintainers: dict[str, Job] = {}
+        #: The database's tables as of the last statement, for completion.
+        self._stored: dict[str, list[tuple[str, str]]] | None = None
+
+    # -- dispatch ----------------------------------------------------------------
+    def execute(self, s: st.Statement) -> Reply:
+        if isinstance(s, st.Select):
+            return self._select(s)
+        if isinstance(s, st.Insert) or (isinstance(s, st.CreateView) and s.materialized):
+            return self._start_job(s)
+        handler = {
+            st.SetOption: self._set,
+            st.Show: self._show,
+            st.Describe: self._describe,
+            st.Drop: self._drop,
+            st.StopJob: self._stop_job,
+        }.get(type(s))
+        if handler is not None:
+            return handler(s)
+        planner = self._planner()
+        planner.execute(s)  # CREATE TABLE, CREATE VIEW, RESET, EXPLAIN
+        self.settings = dict(planner.settings)
+        if isinstance(s, st.Explain):
+            return Message(planner.explains[-1].rstrip("\n"))
+        if isinstance(s, st.CreateTable):
+            return Message(f"created table {s.name}")
+        if isinstance(s, st.CreateView):
+            return Message(f"created view {s.name}")
+        return Message(f"reset {s.key}" if getattr(s, "key", None) else "reset every setting")
+
+    def _planner(self, job_name: str = "shell") -> Planner:
+        planner = Planner(job_name=job_name, db_path=self.db_path, settings=self.fixed)
+        planner.catalog = self.catalog
+        planner.settings.update(self.settings)
+        planner.settings.update(self.fixed)
+        return planner
+
+    # -- jobs ----------------------------------------------------------------------
+    def _start_job(self, s: st.Insert | st.CreateView) -> Message:
+        target = s.table if isinstance(s, st.Insert) else s.name
+        planner = self._planner(job_name=target)
+        planner.execute(s)
+        kind = "insert" if isinstance(s, st.Insert) else "materialized view"
+        job = self.jobs.start(planner.script().graph, kind)
+        if isinstance(s, st.CreateView):
+            self.maintainers[s.name.lower()] = job
+            return Message(f"job {job.id} started: materialized view {s.name} in {self.db_path}")
+        return Message(f"job {job.id} started: INSERT INTO {s.table}")
+
+    def _select(self, s: st.Select) -> Reply:
+        if not self._reads_a_stream(s.query):
+            return ResultTable(self._query_database(s))
+        mode = self.result_mode()
+        planner = self._planner(job_name="select")
+        planner.execute(s)
+        graph = planner.script().graph
+        sink = next(node for node in graph.nodes if node.kind == "sink")
+        result = LiveResult(sink.output_schema, max_pending=TABLEAU_PENDING_ROWS if mode == "tableau" else None)
+        redirect_to(graph, result)
+        return LiveQuery(self.jobs.start(graph, "select"), result, mode)
+
+    def result_mode(self) -> str:
+        return self.settings.get(RESULT_MODE, "table").lower()
+
+    def _reads_a_stream(self, query: exp.Expression) -> bool:
+        """True when the query reads a declared table or a plain view: then it
+        runs as a job. Otherwise (materialized views, result tables in the
+        database, no table at all) DuckDB answers it at once."""
+        ctes = {cte.alias_or_name.lower() for cte in query.find_all(exp.CTE)}
+        for table in query.find_all(exp.Table):
+            if table.name.lower() in ctes:
+                continue
+            found = self.catalog.lookup(table.name)
+            if isinstance(found, TableDef) or (isinstance(found, ViewDef) and not found.materialized):
+                return True
+        return False
+
+    def _query_database(self, s: st.Select) -> pa.Table:
+        try:
+            sql = to_duckdb(s.query)
+        except Exception:  # noqa: BLE001 - a query sqlglot cannot write for DuckDB goes as written
+            sql = s.text
+        return self.database.query(sql)
+
+    def _stop_job(self, s: st.StopJob) -> Message:
+        job = self.jobs.get(s.job_id)
+        if job is None:
+            known = ", ".join(j.id for j in self.jobs.running()) or "none"
+            raise WeirSqlError(Problem(f"no job with id '{s.job_id}'", *locate(s, quoted(s.job_id)),
+                                       f"running jobs: {known}; SHOW JOBS lists every job"))
+        if not job.running:
+            return Message(f"job {job.id} is not running: it is {job.status}")
+        if not s.with_savepoint:
+            self.jobs.cancel(job)
+            return Message(f"job {job.id} stopped ({job.status}); output not yet committed was discarded")
+        try:
+            path = self.jobs.stop_with_savepoint(job)
+        except SavepointsUnavailable:
+            return Message(f"job {job.id} stopped ({job.status}) WITHOUT a savepoint: savepoints are not "
+                           "available yet in this version of weir; output not yet committed was discarded")
+        return Message(f"job {job.id} stopped with a savepoint at {path}")
+
+    # -- SET, SHOW, DESCRIBE, DROP --------------------------------------------------
+    def _set(self, s: st.SetOption) -> Message | ResultTable:
+        if s.key is None:
+            if not self.settings:
+                return Message("nothing is set: every setting has its default")
+            keys = sorted(self.settings)
+            return ResultTable(pa.table({"key": keys, "value": [self.settings[k] for k in keys]}))
+        if s.key == RESULT_MODE and (s.value or "").lower() not in RESULT_MODES:
+            raise WeirSqlError(Problem(f"unknown result mode '{s.value}'", *locate(s, quoted(s.value or "")),
+                                       "use 'table', 'changelog' or 'tableau'"))
+        planner = self._planner()
+        planner.execute(s)
+        self.settings = dict(planner.settings)
+        return Message(f"set '{s.key}' = '{s.value}'")
+
+    def _show(self, s: st.Show) -> ResultTable | Message:
+        what = s.what.upper()
+        if what == "TABLES":
+            tables = sorted(self.catalog.tables.values(), key=lambda t: t.name.lower())
+            return ResultTable(pa.table({"table name": [t.name for t in tables],
+                                         "connector": [t.options.get("connector", "") for t in tables]}))
+        if what == "VIEWS":
+            return ResultTable(self._views())
+        if what == "JOBS":
+            return ResultTable(jobs_table(list(self.jobs.jobs.values())))
+        raise WeirSqlError(Problem(f"SHOW {what} is not supported", s.line, s.col,
+                                   "use SHOW TABLES, SHOW VIEWS or SHOW JOBS"))
+
+    def _views(self) -> pa.Table:
+        names, kinds, jobs = [], [], []
+        for view in sorted(self.catalog.views.values(), key=lambda v: v.name.lower()):
+            job = self.maintainers.get(view.name.lower())
+            names.append(view.name)
+            kinds.append("materialized view" if view.materialized else "view")
+            jobs.append(f"{job.id} ({job.status})" if job else "-")
+        for table in sorted(self.database_tables()):
+            if self.catalog.lookup(table) is None:
+                names.append(table)
+                kinds.append(f"result table in {self.db_path}")
+                jobs.append("-")
+        return pa.table({"view name": names, "kind": kinds, "job": jobs})
+
+    def database_tables(self) -> dict[str, list[tuple[str, str]]]:
+        try:
+            return self.database.tables(wait=1.0)
+        except Exception:  # noqa: BLE001 - held by another process: show what the catalog knows
+            return {}
+
+    def _describe(self, s: st.Describe) -> ResultTable:
+        found = self.catalog.lookup(s.name)
+        if isinstance(found, TableDef):
+            return ResultTable(_describe_table(found))
+        if isinstance(found, ViewDef):
+            scratch = QueryPlanner(self.catalog, GraphBuilder(JobGraph("describe")), self.settings, (s.line, s.col))
+            schema = scratch.plan_query(found.query, found.name).schema
+            return ResultTable(_columns(schema))
+        stored = self.database_tables().get(s.name) or self.database_tables().get(s.name.lower())
+        if stored:
+            return ResultTable(pa.table({"name": [c for c, _ in stored], "type": [t for _, t in stored]}))
+        raise self._unknown(s, s.name)
+
+    def _unknown(self, s: st.Statement, what: str) -> WeirSqlError:
+        known = ", ".join(self.catalog.names()) or "none"
+        return WeirSqlError(Problem(f"unknown table or view `{what}`", *locate(s, name(what)),
+                                    f"known tables and views: {known}"))
+
+    def _drop(self, s: st.Drop) -> Message:
+        found = self.catalog.lookup(s.name)
+        stored = s.kind == "VIEW" and found is None and s.name in self.database_tables()
+        if found is None and not stored:
+            if s.if_exists:
+                return Message(f"no {s.kind.lower()} {s.name}: nothing dropped")
+            raise self._unknown(s, s.name)
+        if s.kind == "TABLE" and isinstance(found, ViewDef):
+            raise WeirSqlError(Problem(f"`{found.name}` is a view", *locate(s, name(s.name)), "use DROP VIEW"))
+        if s.kind == "VIEW" and isinstance(found, TableDef):
+            raise WeirSqlError(Problem(f"`{found.name}` is a table", *locate(s, name(s.name)), "use DROP TABLE"))
+        job = self.maintainers.get(s.name.lower())
+        if job is not None and job.running:
+            raise WeirSqlError(Problem(f"job {job.id} maintains the materialized view `{s.name}`",
+                                       *locate(s, name(s.name)), f"stop it first: STOP JOB '{job.id}'"))
+        if stored or (isinstance(found, ViewDef) and found.materialized):
+            self.database.drop(found.name if found else s.name)
+        self.catalog.drop(s.name)
+        self.maintainers.pop(s.name.lower(), None)
+        return Message(f"dropped {s.kind.lower()} {found.name if found else s.name}")
+
+    # -- for completion ------------------------------------------------------------
+    def refresh(self) -> None:
+        """Read the database's tables again (after a statement), for completion."""
+        self._stored = self.database_tables()
+
+    def columns_by_table(self) -> dict[str, list[str]]:
+        """Every table and view this session can read, with its columns."""
+        if self._stored is None:
+            self.refresh()
+        found = {table: [c for c, _ in columns] for table, columns in (self._stored or {}).items()}
+        for table in self.catalog.tables.values():
+            found[table.name] = list(table.schema.names)
+        for view in self.catalog.views.values():
+            try:
+                scratch = QueryPlanner(self.catalog, GraphBuilder(JobGraph("complete")), self.settings, (1, 1))
+                found[view.name] = list(scratch.plan_query(view.query, view.name).schema.names)
+            except Exception:  # noqa: BLE001 - a view that no longer plans has no columns to offer
+                found.setdefault(view.name, [])
+        return found
+
+
+def _describe_table(table: TableDef) -> pa.Table:
+    rows = {"name": [], "type": [], "null": [], "key": [], "watermark": []}
+    watermark = table.statement.watermark
+    for field in table.schema:
+        rows["name"].append(field.name)
+        rows["type"].append(sql_name(field.type) + ("" if field.name != table.watermark_column else " *ROWTIME*"))
+        rows["null"].append("TRUE" if field.nullable else "FALSE")
+        rows["key"].append("PRI" if field.name in table.primary_key else "")
+        rows["watermark"].append(watermark.expression.sql() if watermark and field.name == table.watermark_column
+                                 else "")
+    return pa.table(rows)
+
+
+def _columns(schema: pa.Schema) -> pa.Table:
+    return pa.table({"name": schema.names, "type": [sql_name(f.type) for f in schema]})
+
+
+def jobs_table(jobs: list[Job]) -> pa.Table:
+    return pa.table({
+        "id": [j.id for j in jobs],
+        "name": [j.name for j in jobs],
+        "status": [j.status for j in jobs],
+        "rows in": pa.array([j.rows_in() for j in jobs], pa.int64()),
+        "rows out": pa.array([j.rows_out() for j in jobs], pa.int64()),
+        "watermark": [timestamp(j.watermark()) for j in jobs],
+        "last checkpoint": [j.last_checkpoint() for j in jobs],
+    })

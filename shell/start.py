@@ -1,0 +1,37 @@
+"""`weir` / `weir shell`: the interactive shell, `-i init.sql` first, or `-f file.sql` alone."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from shell.repl import Repl
+from shell.runner import Runner
+from shell.session import Session
+
+
+def run_shell(file: str | None, init: str | None, *, db_path: str, settings: dict[str, str]) -> int:
+    session = Session(db_path=db_path, settings=settings)
+    if file is not None:
+        runner = Runner(session)
+        text = _read(file)
+        if text is None:
+            return 1
+        status = runner.run_text(text, source_name=file)
+        if status != 0:
+            session.jobs.cancel_all()
+            return status
+        return runner.wait_for_jobs()
+    runner = Runner(session, interactive=True)
+    if init is not None:
+        text = _read(init)
+        if text is None or runner.run_text(text, source_name=init) != 0:
+            return 1
+    return Repl(session, runner).run()
+
+
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text()
+    except OSError as error:
+        print(f"weir: cannot read {path}: {error.strerror}", file=sys.stderr)
+        return None
