@@ -166,6 +166,22 @@ def test_string_encodings_hash_alike():
     assert hashes(pa.array([v.encode() if v else None for v in values], pa.binary())) == expected
 
 
+def test_the_memo_of_string_hashes_never_changes_a_hash(monkeypatch):
+    monkeypatch.setattr(kg_module, "MEMO_LIMIT", 5)
+    monkeypatch.setattr(kg_module._local, "memo", {}, raising=False)
+    remembered = []
+    for start in (0, 3, 0, 0, 10, 2, 0, 40, 41, 0):
+        values = [f"v{i}" for i in range(start, start + 4)] + [None, f"v{start}"]
+        assert hashes(pa.array(values)) == [
+            NULL_HASH if v is None else ref_bytes(v.encode()) for v in values]
+        memo = kg_module._local.memo.get(pa.string())
+        if memo is not None:
+            assert len(memo[0]) <= 5 and len(memo[0]) == len(memo[1])
+            assert memo[1].to_pylist() == [ref_bytes(v.encode()) for v in memo[0].to_pylist()]
+        remembered.append(memo is not None)
+    assert any(remembered) and not all(remembered)  # the memo was used, and dropped
+
+
 def test_floats_normalise_signed_zero_and_nan():
     nan2 = struct.unpack("<d", struct.pack("<Q", 0x7FF8000000000001))[0]
     got = hashes(pa.array([0.0, -0.0, float("nan"), nan2, -float("nan")]))
