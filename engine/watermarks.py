@@ -38,6 +38,17 @@ class SplitWatermarks:
         self._finished: set[str] = set()
         self.current = MIN_WATERMARK
 
+    def state(self) -> dict:
+        return {"split_watermarks": dict(self._by_split), "finished_splits": sorted(self._finished)}
+
+    def restore(self, state: dict) -> None:
+        for split, mark in state.get("split_watermarks", {}).items():
+            if split in self._by_split:
+                self._by_split[split] = int(mark)
+        self._finished = {s for s in state.get("finished_splits", []) if s in self._by_split}
+        active = [w for s, w in self._by_split.items() if s not in self._finished]
+        self.current = min(active) if active else MAX_WATERMARK
+
     def observe(self, split: str, candidate: int | None) -> int | None:
         """Record a split's new candidate; return the combined watermark if it advanced."""
         if candidate is not None and candidate > self._by_split[split]:

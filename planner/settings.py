@@ -24,6 +24,8 @@ SETTINGS: dict[str, tuple[str | None, str]] = {
     "table.exec.source.idle-timeout": ("0", "a split with no data this long stops holding the watermark"),
     "sql-client.execution.result-mode": ("table", "'table', 'changelog' or 'tableau'"),
     "weir.source.batch-size": ("65536", "rows per batch read from a source"),
+    "weir.checkpointing.interval-batches": (None, "checkpoint every this many source batches (deterministic, for tests)"),
+    "state.checkpoints.dir": (None, "the job's state directory (default .weir/<job name>)"),
 }
 
 

@@ -22,13 +22,25 @@ class OperatorContext:
     max_parallelism: int = 128
     #: Counters shown in the job summary: rows_in, rows_out, late_rows_dropped, ...
     metrics: dict[str, int] = field(default_factory=dict)
+    #: 'duckdb': state tables spill to ``spill_dir`` beyond ``memory_limit``, so state
+    #: larger than memory works; 'memory': state stays in memory.
+    state_backend: str = "duckdb"
+    spill_dir: str | None = None
+    memory_limit: str | None = None
 
     def count(self, name: str, n: int) -> None:
         self.metrics[name] = self.metrics.get(name, 0) + n
 
     def state_connection(self) -> duckdb.DuckDBPyConnection:
         """A private DuckDB database for this operator's state tables."""
-        return duckdb.connect(":memory:")
+        connection = duckdb.connect(":memory:")
+        if self.state_backend == "duckdb" and self.spill_dir:
+            connection.execute("SET temp_directory = ?", [self.spill_dir])
+        elif self.state_backend == "memory":
+            connection.execute("SET temp_directory = ''")
+        if self.memory_limit:
+            connection.execute("SET memory_limit = ?", [self.memory_limit])
+        return connection
 
 
 class Operator:

@@ -16,9 +16,12 @@ import pyarrow as pa
 from engine.connectors.registry import create_sink, create_source
 from engine.errors import EngineError, JobCancelled
 from engine.graph import JobGraph, OperatorNode
-from engine.messages import MIN_WATERMARK, Watermark
+from engine.messages import MIN_WATERMARK
 from engine.operators.base import Operator, OperatorContext
 from engine.operators.registry import build_operator
+from engine import faults
+from engine.checkpoint.coordinator import CheckpointConfig, CheckpointEvent, Coordinator, RestorePoint
+from engine.runtime.control import ControlChannel
 from engine.runtime.sink_writer import SinkWriter
 from engine.runtime.source_reader import SourceReader
 
@@ -80,8 +83,20 @@ class LocalExecutor:
         *,
         on_progress: Callable[[Progress], None] | None = None,
         progress_interval: float = 0.5,
+        checkpoints: CheckpointConfig | None = None,
+        on_checkpoint: Callable[[CheckpointEvent], None] | None = None,
+        warn: Callable[[str], None] = lambda message: None,
+        control: ControlChannel | None = None,
     ):
         self.graph = graph
+        self.checkpoints = checkpoints
+        self.on_checkpoint = on_checkpoint
+        self.warn = warn
+        self.control = control
+        self.coordinator: Coordinator | None = None
+        #: Why the job stopped early, if it did: 'stopped with savepoint ...'.
+        self.stopped_with: CheckpointEvent | None = None
+        self._stop_requested = False
         self.on_progress = on_progress
         self.progress_interval = progress_interval
         self.tasks: dict[str, _Task] = {}
@@ -153,16 +168,109 @@ class LocalExecutor:
         self._build()
         started = self._started = time.perf_counter()
         operators = [t for t in self.tasks.values() if t.operator is not None]
+        if self.checkpoints is not None:
+            self.coordinator = Coordinator(self.graph, self.checkpoints, warn=self.warn)
         try:
+            restore = self.coordinator.restore_point() if self.coordinator else None
+            if restore is not None:
+                self._recover_sinks(restore)
+                if restore.finished:  # killed after the final checkpoint: its output is now committed
+                    self.coordinator.mark_committed(_event_of(restore))
+                    return self._result(time.perf_counter() - started)
+                self._restore(restore)
             for task in operators:
                 self._call(task, task.operator.open)
             self._read_sources(started)
+            if self._stop_requested:
+                return self._result(time.perf_counter() - started)
             for task in operators:  # topological order: upstream finishes first
-                self._emit(task, self._call(task, task.operator.finish))
+                if task.node.kind != "sink" or self.coordinator is None:
+                    self._emit(task, self._call(task, task.operator.finish))
+            if self.coordinator is not None:
+                self._final_checkpoint()
         finally:
             for task in operators:
                 task.operator.close()
         return self._result(time.perf_counter() - started)
+
+    # -- checkpoints -------------------------------------------------------------
+    def _at_boundary(self) -> None:
+        """Between two source batches: nothing is in flight, so a barrier reaches every operator here."""
+        faults.reach("batch")
+        coordinator = self.coordinator
+        if coordinator is None:
+            return
+        coordinator.on_batch()
+        if self.control is not None:
+            for request in self.control.poll():
+                self._handle_request(request)
+        self._report(coordinator.poll(self._commit))
+        kind = coordinator.due()
+        if kind is not None:
+            self._checkpoint(kind)
+
+    def _checkpoint(self, kind: str, *, finished: bool = False) -> int:
+        sources = {t.node.id: t.reader.position() for t in self.tasks.values() if t.reader}
+        snapshots = {t.node.id: self._call(t, t.operator.snapshot)
+                     for t in self.tasks.values() if t.operator is not None and t.node.kind != "sink"}
+        handles = {t.node.id: self._call(t, t.operator.sink.pre_commit, self.coordinator.next_id)
+                   for t in self.tasks.values() if t.node.kind == "sink"}
+        return self.coordinator.take(kind, sources, snapshots, handles, finished=finished)
+
+    def _commit(self, checkpoint_id: int, handles: dict) -> None:
+        for sink_id, handle in handles.items():
+            task = self.tasks[sink_id]
+            self._call(task, task.operator.sink.commit, checkpoint_id, handle)
+            faults.reach("commit")
+
+    def _final_checkpoint(self) -> None:
+        self._report(self.coordinator.poll(self._commit, wait=True))
+        self._checkpoint("checkpoint", finished=True)
+        event = self.coordinator.poll(self._commit, wait=True)
+        if event is None:
+            raise EngineError(f"the final checkpoint of job {self.graph.name} could not be written",
+                              hint="see the warning above; the job can be run again to resume")
+        self.coordinator.mark_committed(event)
+        self._report(event)
+
+    def _report(self, event: CheckpointEvent | None) -> None:
+        if event is not None and self.on_checkpoint is not None:
+            self.on_checkpoint(event)
+
+    def _handle_request(self, request) -> None:
+        if request.kind in ("savepoint", "stop"):
+            def done(event: CheckpointEvent) -> None:
+                request.reply(ok=True, path=str(event.path), checkpoint_id=event.checkpoint_id)
+                if request.kind == "stop":
+                    self.stopped_with = event
+                    self._stop_requested = True
+
+            self.coordinator.request_savepoint(request.path, done)
+        else:
+            request.reply(ok=False, error=f"unknown request {request.kind!r}")
+
+    # -- recovery ----------------------------------------------------------------
+    def _recover_sinks(self, restore: RestorePoint) -> None:
+        """Commit the restored checkpoint's output again (idempotent); discard other staged output."""
+        sinks = restore.checkpoint.metadata.get("sinks", {})
+        for task in self.tasks.values():
+            if task.node.kind == "sink":
+                handles = list(sinks.get(task.node.id, {}).values())
+                self._call(task, task.operator.sink.recover, handles)
+                task.operator.resuming = True
+
+    def _restore(self, restore: RestorePoint) -> None:
+        for task in self.tasks.values():
+            if task.reader is not None and task.node.id in restore.offsets:
+                task.reader.restore(restore.offsets[task.node.id])
+            elif task.operator is not None and task.node.kind != "sink":
+                states = restore.checkpoint.operator_state(task.node.id)
+                states = [s for s in states if s is not None]
+                if not states:
+                    continue
+                merge = getattr(type(task.operator), "merge_snapshots", None)
+                state = states[0] if len(states) == 1 or merge is None else merge(states)
+                self._call(task, task.operator.restore, state)
 
     def _read_sources(self, started: float) -> None:
         streams = {t.node.id: iter(t.reader) for t in self.tasks.values() if t.reader}
@@ -170,15 +278,20 @@ class LocalExecutor:
         while streams:
             if self._cancelled.is_set():
                 raise JobCancelled(f"job {self.graph.name} was cancelled")
+            if self._stop_requested:
+                return
             for node_id in list(streams):
                 task = self.tasks[node_id]
-                item = self._call(task, next, streams[node_id], None)
-                if item is None:
+                step = self._call(task, next, streams[node_id], None)
+                if step is None:
                     del streams[node_id]
-                elif isinstance(item, Watermark):
-                    self._advance(task, 0, item.timestamp)
-                else:
-                    self._emit(task, [item])
+                    continue
+                batch, watermark = step
+                if batch is not None:
+                    self._emit(task, [batch])
+                if watermark is not None:
+                    self._advance(task, 0, watermark.timestamp)
+            self._at_boundary()
             if self.on_progress and time.perf_counter() >= next_report:
                 self.on_progress(self.progress(started))
                 next_report = time.perf_counter() + self.progress_interval
@@ -207,6 +320,11 @@ class LocalExecutor:
             metrics.append(task.metrics)
         rows_read = sum(t.reader.rows_read for t in self.tasks.values() if t.reader)
         return JobResult(self.graph.name, metrics, rows_read, elapsed)
+
+
+def _event_of(restore: RestorePoint) -> CheckpointEvent:
+    checkpoint = restore.checkpoint
+    return CheckpointEvent(checkpoint.id, checkpoint.kind, checkpoint.size_bytes, 0.0, checkpoint.path)
 
 
 def _batch_size(node: OperatorNode) -> dict:

@@ -23,24 +23,37 @@ class SourceReader:
         self.watermarks = SplitWatermarks(self.splits)
         self.rows_read = 0
 
-    def __iter__(self) -> Iterator[pa.RecordBatch | Watermark]:
-        """Batches interleaved with the watermarks they advance; ends with MAX_WATERMARK."""
+    def position(self) -> dict[str, Any]:
+        """Where the source is, for a checkpoint: split offsets and split watermarks."""
+        return {"offsets": dict(self.offsets), **self.watermarks.state()}
+
+    def restore(self, position: dict[str, Any]) -> None:
+        """Resume from a checkpoint's ``position()``; splits it does not name start afresh."""
+        self.offsets = {s: o for s, o in position.get("offsets", {}).items() if s in self.splits}
+        self.watermarks.restore(position)
+
+    def __iter__(self) -> Iterator[tuple[pa.RecordBatch | None, Watermark | None]]:
+        """Steps of (batch, the watermark it advanced to): the batch goes first, then
+        the watermark, and only then may a barrier cut the stream — so a checkpoint's
+        offsets and split watermarks always describe the same rows.
+        The last step carries MAX_WATERMARK."""
         readers = {s: iter(self.source.read(s, self.offsets.get(s))) for s in self.splits}
         while readers:
             for split in list(readers):
                 step = next(readers[split], None)
                 if step is None:
                     del readers[split]
-                    advanced = self.watermarks.finish(split)
+                    batch, advanced = None, self.watermarks.finish(split)
                 else:
                     batch, self.offsets[split] = step
                     if batch.num_rows == 0:
                         continue
                     self.rows_read += batch.num_rows
-                    yield batch
                     candidate = self._generator.max_of(batch) if self._generator else None
                     advanced = self.watermarks.observe(split, candidate)
-                if advanced is not None and advanced != MAX_WATERMARK and self._generator:
-                    yield Watermark(advanced)
+                if advanced is None or advanced == MAX_WATERMARK or not self._generator:
+                    advanced = None
+                if batch is not None or advanced is not None:
+                    yield batch, Watermark(advanced) if advanced is not None else None
         self.watermarks.current = MAX_WATERMARK
-        yield Watermark(MAX_WATERMARK)
+        yield None, Watermark(MAX_WATERMARK)
