@@ -10,9 +10,8 @@ from pathlib import Path
 import duckdb
 
 from engine.errors import EngineError
-from engine.runtime.local import LocalExecutor
 from planner.planner import Script, default_job_name, explain_text, plan_script
-from shell import render
+from shell import job_commands, render
 from sql import parse
 from sql.errors import WeirSqlError
 
@@ -44,7 +43,24 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
     run.add_argument("--progress-interval", type=float, default=0.5, metavar="SECONDS",
                      help="seconds between updates of the progress line (default 0.5)")
+    run.add_argument("--state-dir", metavar="DIR", help="checkpoints, savepoints and control files "
+                     "(default .weir/<job name>)")
+    run.add_argument("--checkpoint-interval", metavar="DURATION",
+                     help="checkpoint every DURATION, e.g. 5s (as SET 'execution.checkpointing.interval')")
+    run.add_argument("--parallelism", metavar="N", help="as SET 'parallelism.default'")
+    run.add_argument("--from-savepoint", metavar="PATH", help="start from a savepoint")
     run.set_defaults(handler=cmd_run)
+
+    for name, handler, text in (("savepoint", cmd_savepoint, "take a savepoint of a running job"),
+                                ("stop", cmd_stop, "stop a running job with a savepoint")):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("job", help="the job's SQL file or name")
+        p.add_argument("--state-dir", metavar="DIR", help="the job's state directory (default .weir/<job name>)")
+        p.add_argument("--path", metavar="DIR", help="where to write the savepoint (default in the state directory)")
+        p.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS")
+        if name == "stop":
+            p.add_argument("--savepoint", action="store_true", help="take a savepoint, then stop")
+        p.set_defaults(handler=handler)
 
     exp_ = sub.add_parser("explain", help="print the operator DAG of a SQL file")
     exp_.add_argument("file")
@@ -74,6 +90,10 @@ def _job_options(p: argparse.ArgumentParser) -> None:
 
 def _settings(args) -> dict[str, str]:
     settings = {}
+    if getattr(args, "checkpoint_interval", None):
+        settings["execution.checkpointing.interval"] = args.checkpoint_interval
+    if getattr(args, "parallelism", None):
+        settings["parallelism.default"] = args.parallelism
     for item in args.set:
         key, sep, value = item.partition("=")
         if not sep:
@@ -120,20 +140,15 @@ def cmd_run(args) -> int:
     if not script.graph.nodes:
         print("nothing to run: the file has no INSERT INTO or CREATE MATERIALIZED VIEW")
         return 0
-    show_progress = sys.stderr.isatty() and not args.no_progress
-    on_progress = (lambda p: print("\r\x1b[2K" + render.progress_line(p), end="", file=sys.stderr, flush=True)
-                   ) if show_progress else None
-    try:
-        result = LocalExecutor(script.graph, on_progress=on_progress, progress_interval=args.progress_interval).run()
-    except EngineError as error:
-        if show_progress:
-            print(file=sys.stderr)
-        print(render.engine_error(error, sys.stderr.isatty()), file=sys.stderr)
-        return 1
-    if show_progress:
-        print("\r\x1b[2K", end="", file=sys.stderr, flush=True)
-    print(render.summary(result, db_path=args.db, views=script.materialized_views))
-    return 0
+    return job_commands.run(args, script)
+
+
+def cmd_savepoint(args) -> int:
+    return job_commands.savepoint(args)
+
+
+def cmd_stop(args) -> int:
+    return job_commands.stop(args)
 
 
 def cmd_shell(args) -> int:

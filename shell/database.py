@@ -87,9 +87,23 @@ class ResultDatabase:
                 found.setdefault(table, []).append((column, data_type))
         return found
 
+    def create_if_missing(self, table: str, schema: pa.Schema) -> None:
+        """An empty result table, as the duckdb sink creates it when its job opens,
+        so that the view can be queried from the moment its job starts."""
+        connection = self.connect()
+        try:
+            connection.register("empty_rows", schema.empty_table())
+            connection.execute(f"CREATE TABLE IF NOT EXISTS {_quoted(table)} AS SELECT * FROM empty_rows")
+        finally:
+            connection.close()
+
     def drop(self, table: str) -> None:
         connection = self.connect()
         try:
-            connection.execute(f'DROP TABLE IF EXISTS "{table.replace(chr(34), chr(34) * 2)}"')
+            connection.execute(f"DROP TABLE IF EXISTS {_quoted(table)}")
         finally:
             connection.close()
+
+
+def _quoted(table: str) -> str:
+    return '"' + table.replace('"', '""') + '"'

@@ -133,6 +133,13 @@ class JobManager:
         job.done.wait(wait)
         return job.savepoint
 
+    def join_all(self, timeout: float = 30.0) -> None:
+        """Wait for every job's thread to end: a thread still inside DuckDB or
+        Arrow when the interpreter exits would abort the process."""
+        for job in list(self.jobs.values()):
+            if job.thread is not None:
+                job.thread.join(timeout)
+
     def cancel_all(self) -> list[Job]:
         running = self.running()
         for job in running:

@@ -81,9 +81,25 @@ def progress_line(p: Progress) -> str:
     return f"read {p.rows_read:,} rows  {p.rate:,.0f} rows/s  watermark {timestamp(p.watermark)}"
 
 
+def size_text(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def checkpoint_text(event) -> str:
+    return f"{event.kind} {event.checkpoint_id} ({size_text(event.size_bytes)}, {event.duration:.2f} s)"
+
+
 def summary(result: JobResult, *, db_path: str | None, views: list[str]) -> str:
+    if result.already_finished:
+        return f"job {result.name} had already finished; the output of its final checkpoint is now committed"
+    ended = f"stopped with {checkpoint_text(result.stopped_with)} at {result.stopped_with.path}" \
+        if result.stopped_with else "finished"
     out = [
-        f"job {result.name} finished in {result.elapsed:.2f} s: {result.rows_read:,} events read, "
+        f"job {result.name} {ended} in {result.elapsed:.2f} s: {result.rows_read:,} events read, "
         f"{result.events_per_second:,.0f} events/s"
     ]
     rows = [["operator", "rows in", "rows out", "late dropped"]]
@@ -96,6 +112,12 @@ def summary(result: JobResult, *, db_path: str | None, views: list[str]) -> str:
         out.append("  " + r[0].ljust(widths[0]) + "  " + "  ".join(c.rjust(w) for c, w in zip(r[1:], widths[1:])))
     out.append(f"  late rows dropped: {result.counter('late_rows_dropped'):,}; "
                f"malformed rows skipped: {result.counter('malformed_rows_skipped'):,}")
+    periodic = [c for c in result.checkpoints if c.kind == "checkpoint"]
+    if len(periodic) > 1 or any(c.kind == "savepoint" for c in result.checkpoints):
+        sizes = sum(c.size_bytes for c in periodic)
+        longest = max((c.duration for c in periodic), default=0.0)
+        out.append(f"  checkpoints: {len(periodic)} completed ({size_text(sizes)} in all, longest {longest:.2f} s); "
+                   f"last: {checkpoint_text(result.checkpoints[-1])}")
     if views:
         out.append(f"  materialized views in {db_path}: {', '.join(views)}")
         out.append(f'  query them with: weir query "SELECT * FROM {views[0]} LIMIT 10" --db {db_path}')

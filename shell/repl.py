@@ -69,6 +69,7 @@ class Repl:
         self.runner = runner
         self.pending: deque[str] = deque()
         self.at_prompt = threading.Event()
+        self._reporting = threading.Lock()
         session.jobs.on_done = self._job_done
         history = history_path()
         history.parent.mkdir(parents=True, exist_ok=True)
@@ -88,20 +89,22 @@ class Repl:
     def _job_done(self, job: Job) -> None:
         if job.kind == "select" or job.stopping:
             return  # the live view or STOP JOB has said how it ended
-        text = job_failure(job, self.runner.colour) if job.status == FAILED else job_done_line(job)
+        self.pending.append(job_failure(job, self.runner.colour) if job.status == FAILED else job_done_line(job))
         if self.at_prompt.is_set():
-            print(text, flush=True)  # patch_stdout puts it above the prompt
-        else:
-            self.pending.append(text)
+            self._report()  # patch_stdout puts it above the prompt
+
+    def _report(self) -> None:
+        with self._reporting:
+            while self.pending:
+                print(self.pending.popleft(), flush=True)
 
     def run(self) -> int:
         print("weir shell: statements end with ';'. HELP for help, Ctrl-D to exit.", flush=True)
         while not self.runner.quit:
-            while self.pending:
-                print(self.pending.popleft(), flush=True)
             try:
                 with patch_stdout(raw=True):
                     self.at_prompt.set()
+                    self._report()
                     try:
                         text = self.prompt.prompt()
                     finally:

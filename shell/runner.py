@@ -97,17 +97,24 @@ class Runner:
                 self._error(job_failure(reply.job, self.colour))
 
     def wait_for_jobs(self) -> int:
-        """After a file: wait for its jobs to end (Ctrl-C stops them); 1 if one failed."""
-        running = self.session.jobs.running()
+        """After a file: wait for its jobs to end, saying how each ended (Ctrl-C
+        stops them); 1 if one failed."""
+        jobs = [job for job in self.session.jobs.jobs.values() if job.kind != "select"]
+        running = [job for job in jobs if job.running]
         if running:
             print(f"waiting for {len(running)} job{'s' if len(running) != 1 else ''} to finish: "
                   f"{', '.join(j.id for j in running)} (Ctrl-C stops them)", file=self.out, flush=True)
         try:
-            for job in running:
-                while not job.done.wait(0.2):
-                    pass
+            for job in jobs:
+                while job.thread.is_alive():
+                    job.thread.join(0.2)
+                if job.status == FAILED:
+                    self._error(job_failure(job, self.colour))
+                else:
+                    print(job_done_line(job), file=self.out, flush=True)
         except KeyboardInterrupt:
             stopped = self.session.jobs.cancel_all()
+            self.session.jobs.join_all()
             print(f"stopped {', '.join(j.id for j in stopped)}", file=self.out, flush=True)
             return 130
         return 1 if any(j.status == FAILED for j in self.session.jobs.jobs.values()) else 0

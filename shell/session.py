@@ -108,7 +108,11 @@ class Session:
         planner = self._planner(job_name=target)
         planner.execute(s)
         kind = "insert" if isinstance(s, st.Insert) else "materialized view"
-        job = self.jobs.start(planner.script().graph, kind)
+        graph = planner.script().graph
+        if isinstance(s, st.CreateView):
+            sink = next(node for node in graph.nodes if node.kind == "sink")
+            self.database.create_if_missing(s.name, sink.output_schema)
+        job = self.jobs.start(graph, kind)
         if isinstance(s, st.CreateView):
             self.maintainers[s.name.lower()] = job
             return Message(f"job {job.id} started: materialized view {s.name} in {self.db_path}")

@@ -11,6 +11,14 @@ from shell.session import Session
 
 def run_shell(file: str | None, init: str | None, *, db_path: str, settings: dict[str, str]) -> int:
     session = Session(db_path=db_path, settings=settings)
+    try:
+        return _run(session, file, init)
+    finally:
+        session.jobs.cancel_all()
+        session.jobs.join_all()
+
+
+def _run(session: Session, file: str | None, init: str | None) -> int:
     if file is not None:
         runner = Runner(session)
         text = _read(file)
@@ -18,7 +26,6 @@ def run_shell(file: str | None, init: str | None, *, db_path: str, settings: dic
             return 1
         status = runner.run_text(text, source_name=file)
         if status != 0:
-            session.jobs.cancel_all()
             return status
         return runner.wait_for_jobs()
     runner = Runner(session, interactive=True)

@@ -137,6 +137,13 @@ def test_a_bad_statement_shows_a_caret_and_the_shell_goes_on(shell):
     sh.expect(r"error\x1b\[0m: ")
     sh.run("SHOW TABLES;")
     sh.expect(r"bids\s+\| nexmark")
+    # A job that fails in the background says so at the prompt.
+    sh.run("CREATE TABLE missing (a BIGINT) WITH ('connector' = 'filesystem', 'path' = 'nope/', 'format' = 'csv');")
+    sh.run("CREATE TABLE out (a BIGINT) WITH ('connector' = 'blackhole');")
+    sh.run("INSERT INTO out SELECT a FROM missing;")
+    sh.expect("job j1 started: INSERT INTO out")
+    sh.expect(r"job j1 \(out\) FAILED")
+    sh.expect(r"the source path 'nope/' does not exist")
     assert sh.exit() == 0
 
 

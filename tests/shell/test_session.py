@@ -1,0 +1,140 @@
+"""The shell's session without a terminal: statements in, replies out."""
+from __future__ import annotations
+
+import pytest
+
+from jobs import nexmark_source
+from shell.jobs import CANCELED, FINISHED, STOPPED
+from shell.session import LiveQuery, Message, ResultTable, Session
+from sql import parse
+from sql.errors import WeirSqlError
+
+BIDS = ("CREATE TABLE bids (auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR, date_time TIMESTAMP(3), "
+        "WATERMARK FOR date_time AS date_time - INTERVAL '2' SECOND) ")
+PER_CHANNEL = ("CREATE MATERIALIZED VIEW per_channel AS SELECT channel, window_start, window_end, COUNT(*) AS n "
+               "FROM TUMBLE(bids, date_time, INTERVAL '10' SECOND) GROUP BY channel, window_start, window_end;")
+
+
+@pytest.fixture
+def session(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    s = Session(db_path=str(tmp_path / "session.duckdb"))
+    yield s
+    s.jobs.cancel_all()
+    s.jobs.join_all()
+
+
+def run(session: Session, text: str):
+    replies = [session.execute(statement) for statement in parse(text)]
+    return replies[-1]
+
+
+def rows(reply) -> list[dict]:
+    assert isinstance(reply, ResultTable), reply
+    return reply.table.to_pylist()
+
+
+def test_a_view_queried_while_its_job_commits(session):
+    run(session, BIDS + nexmark_source(200_000))
+    started = run(session, PER_CHANNEL)
+    assert started.text.startswith("job j1 started: materialized view per_channel")
+    job = session.jobs.get("j1")
+    answers = 0
+    while job.running:  # query as fast as we can: some queries meet the commit
+        total = rows(run(session, "SELECT COALESCE(SUM(n), 0) AS total FROM per_channel;"))[0]["total"]
+        assert total in (0, 184_000)  # never half a commit
+        answers += 1
+    job.thread.join()
+    assert job.status == FINISHED and answers > 0
+    assert rows(run(session, "SELECT SUM(n) AS total FROM per_channel;")) == [{"total": 184_000}]
+
+
+def test_show_describe_set_reset_and_explain(session):
+    run(session, BIDS + nexmark_source(100))
+    assert rows(run(session, "SHOW TABLES;")) == [{"table name": "bids", "connector": "nexmark"}]
+    described = rows(run(session, "DESCRIBE bids;"))
+    assert described[4] == {"name": "date_time", "type": "TIMESTAMP(3) *ROWTIME*", "null": "TRUE", "key": "",
+                            "watermark": "date_time - INTERVAL '2' SECOND"}
+    assert run(session, "SET;").text == "nothing is set: every setting has its default"
+    run(session, "SET 'sql-client.execution.result-mode' = 'changelog';")
+    assert rows(run(session, "SET;")) == [{"key": "sql-client.execution.result-mode", "value": "changelog"}]
+    assert session.result_mode() == "changelog"
+    run(session, "RESET 'sql-client.execution.result-mode';")
+    assert session.result_mode() == "table"
+    explained = run(session, "EXPLAIN SELECT auction FROM bids;")
+    assert explained.text.startswith("== EXPLAIN at line 1: SELECT auction FROM bids ==")
+    run(session, "CREATE VIEW cheap AS SELECT auction, price FROM bids WHERE price < 100;")
+    assert rows(run(session, "DESCRIBE cheap;")) == [{"name": "auction", "type": "BIGINT"},
+                                                     {"name": "price", "type": "BIGINT"}]
+
+
+def test_errors_point_at_what_they_name(session):
+    run(session, BIDS + nexmark_source(100))
+    with pytest.raises(WeirSqlError) as error:
+        run(session, "SET 'sql-client.execution.result-mode' = 'grid';")
+    assert error.value.problems[0].message == "unknown result mode 'grid'"
+    assert (error.value.line, error.value.col) == (1, 42)
+    with pytest.raises(WeirSqlError, match="unknown table or view `bid`"):
+        run(session, "DESCRIBE bid;")
+    with pytest.raises(WeirSqlError, match="`bids` is a table") as error:
+        run(session, "DROP VIEW bids;")
+    assert error.value.hint == "use DROP TABLE"
+    with pytest.raises(WeirSqlError, match="no job with id 'j7'"):
+        run(session, "STOP JOB 'j7';")
+    with pytest.raises(WeirSqlError, match="SHOW FUNCTIONS statements are not supported"):
+        run(session, "SHOW FUNCTIONS;")
+
+
+def test_drop_refuses_a_view_whose_job_runs_then_drops_its_table(session):
+    run(session, BIDS + "WITH ('connector' = 'nexmark');")  # unbounded
+    run(session, PER_CHANNEL)
+    with pytest.raises(WeirSqlError, match="job j1 maintains the materialized view `per_channel`") as error:
+        run(session, "DROP VIEW per_channel;")
+    assert error.value.hint == "stop it first: STOP JOB 'j1'"
+    assert run(session, "STOP JOB 'j1';").text.startswith("job j1 stopped (CANCELED)")
+    assert run(session, "DROP VIEW per_channel;").text == "dropped view per_channel"
+    assert "per_channel" not in session.database_tables()
+    assert run(session, "DROP VIEW IF EXISTS per_channel;").text == "no view per_channel: nothing dropped"
+    assert run(session, "DROP TABLE bids;").text == "dropped table bids"
+    assert rows(run(session, "SHOW TABLES;")) == []
+
+
+def test_stop_with_savepoint_says_savepoints_are_not_available_yet(session):
+    run(session, BIDS + "WITH ('connector' = 'nexmark');")
+    run(session, PER_CHANNEL)
+    reply = run(session, "STOP JOB 'j1' WITH SAVEPOINT;")
+    assert reply.text.startswith("job j1 stopped (CANCELED) WITHOUT a savepoint: savepoints are not available yet")
+    assert session.jobs.get("j1").status == CANCELED
+    assert run(session, "STOP JOB 'j1';").text == "job j1 is not running: it is CANCELED"
+
+
+def test_stop_with_savepoint_is_one_call_once_the_executor_has_it(session):
+    """The seam for issue 3: an executor with stop_with_savepoint() is used as it is."""
+    run(session, BIDS + "WITH ('connector' = 'nexmark');")
+    run(session, PER_CHANNEL)
+    job = session.jobs.get("j1")
+
+    def stop_with_savepoint():
+        job.executor.cancel()
+        return "savepoints/sp-1"
+
+    job.executor.stop_with_savepoint = stop_with_savepoint
+    assert run(session, "STOP JOB 'j1' WITH SAVEPOINT;").text == "job j1 stopped with a savepoint at savepoints/sp-1"
+    assert job.status == STOPPED
+
+
+def test_a_select_reads_a_stream_live_or_the_database_at_once(session):
+    run(session, BIDS + nexmark_source(2000))
+    live = run(session, "SELECT auction, price FROM bids WHERE price > 90000000;")
+    assert isinstance(live, LiveQuery) and live.mode == "table"
+    live.job.thread.join()
+    assert live.job.status == FINISHED and live.result.received > 0
+    assert live.result.rows(0, 1)[0][1].startswith("9")
+    assert rows(run(session, "SELECT 41 + 1 AS answer;")) == [{"answer": 42}]
+    run(session, PER_CHANNEL)
+    session.jobs.get("j2").thread.join()
+    direct = run(session, "SELECT SUM(n) AS n FROM per_channel;")
+    assert rows(direct) == [{"n": 1840}]
+    assert isinstance(run(session, "SHOW JOBS;"), ResultTable)
+    assert isinstance(run(session, "CREATE VIEW v AS SELECT auction FROM bids;"), Message)
+    assert isinstance(run(session, "SELECT * FROM v;"), LiveQuery)  # a plain view reads the stream
