@@ -83,5 +83,6 @@ def _ask(args, kind: str) -> int:
         return 1
     verb = "stopped with savepoint" if kind == "stop" else "savepoint"
     print(f"{verb} {answer['checkpoint_id']} at {answer['path']}")
-    print(f"resume with: weir run <job.sql> --from-savepoint {answer['path']}")
+    job = args.job if args.job.endswith(".sql") else "<job.sql>"
+    print(f"resume with: weir run {job} --from-savepoint {answer['path']}")
     return 0

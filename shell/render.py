@@ -113,11 +113,14 @@ def summary(result: JobResult, *, db_path: str | None, views: list[str]) -> str:
     out.append(f"  late rows dropped: {result.counter('late_rows_dropped'):,}; "
                f"malformed rows skipped: {result.counter('malformed_rows_skipped'):,}")
     periodic = [c for c in result.checkpoints if c.kind == "checkpoint"]
-    if len(periodic) > 1 or any(c.kind == "savepoint" for c in result.checkpoints):
+    if len(periodic) > 1:  # more than the final one: checkpointing was on
         sizes = sum(c.size_bytes for c in periodic)
-        longest = max((c.duration for c in periodic), default=0.0)
+        longest = max(c.duration for c in periodic)
         out.append(f"  checkpoints: {len(periodic)} completed ({size_text(sizes)} in all, longest {longest:.2f} s); "
-                   f"last: {checkpoint_text(result.checkpoints[-1])}")
+                   f"last: {checkpoint_text(periodic[-1])}")
+    for event in result.checkpoints:
+        if event.kind == "savepoint":
+            out.append(f"  {checkpoint_text(event)} at {event.path}")
     if views:
         out.append(f"  materialized views in {db_path}: {', '.join(views)}")
         out.append(f'  query them with: weir query "SELECT * FROM {views[0]} LIMIT 10" --db {db_path}')

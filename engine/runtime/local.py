@@ -52,6 +52,12 @@ class JobResult:
     operators: list[OperatorMetrics]
     rows_read: int
     elapsed: float
+    #: Checkpoints and savepoints completed during the run, in order.
+    checkpoints: list[CheckpointEvent] = field(default_factory=list)
+    #: The savepoint the job was stopped with (`weir stop --savepoint`), if it was.
+    stopped_with: CheckpointEvent | None = None
+    #: True when the run only finished committing a previous run's final output.
+    already_finished: bool = False
 
     @property
     def events_per_second(self) -> float:
@@ -87,16 +93,21 @@ class LocalExecutor:
         on_checkpoint: Callable[[CheckpointEvent], None] | None = None,
         warn: Callable[[str], None] = lambda message: None,
         control: ControlChannel | None = None,
+        state_backend: str = "duckdb",
+        spill_dir: str | None = None,
     ):
         self.graph = graph
         self.checkpoints = checkpoints
         self.on_checkpoint = on_checkpoint
         self.warn = warn
         self.control = control
+        self.state_backend = state_backend
+        self.spill_dir = spill_dir
         self.coordinator: Coordinator | None = None
         #: Why the job stopped early, if it did: 'stopped with savepoint ...'.
         self.stopped_with: CheckpointEvent | None = None
         self._stop_requested = False
+        self._already_finished = False
         self.on_progress = on_progress
         self.progress_interval = progress_interval
         self.tasks: dict[str, _Task] = {}
@@ -111,7 +122,9 @@ class LocalExecutor:
     # -- setup ---------------------------------------------------------------
     def _build(self) -> None:
         for node in self.graph.nodes:
-            ctx = OperatorContext(operator_id=node.id, output_schema=node.output_schema)
+            ctx = OperatorContext(operator_id=node.id, output_schema=node.output_schema,
+                                  max_parallelism=int(self.graph.settings.get("pipeline.max-parallelism", 128)),
+                                  state_backend=self.state_backend, spill_dir=self.spill_dir)
             operator, reader = self._call_for(node, self._instantiate, node, ctx)
             self.tasks[node.id] = _Task(node, ctx, operator, reader)
         for task in self.tasks.values():
@@ -176,6 +189,7 @@ class LocalExecutor:
                 self._recover_sinks(restore)
                 if restore.finished:  # killed after the final checkpoint: its output is now committed
                     self.coordinator.mark_committed(_event_of(restore))
+                    self._already_finished = True
                     return self._result(time.perf_counter() - started)
                 self._restore(restore)
             for task in operators:
@@ -319,7 +333,9 @@ class LocalExecutor:
             task.metrics.counters = counters
             metrics.append(task.metrics)
         rows_read = sum(t.reader.rows_read for t in self.tasks.values() if t.reader)
-        return JobResult(self.graph.name, metrics, rows_read, elapsed)
+        checkpoints = list(self.coordinator.completed) if self.coordinator else []
+        return JobResult(self.graph.name, metrics, rows_read, elapsed, checkpoints, self.stopped_with,
+                         self._already_finished)
 
 
 def _event_of(restore: RestorePoint) -> CheckpointEvent:

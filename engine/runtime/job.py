@@ -1,0 +1,100 @@
+"""Running a job the way `weir run` does: checkpoints configured from the job's
+settings, a state directory, a control channel, and the restart strategy."""
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from engine.checkpoint.coordinator import CheckpointConfig, CheckpointEvent
+from engine.checkpoint.storage import CheckpointStorage
+from engine.connectors.options import parse_duration_seconds, parse_int
+from engine.errors import EngineError, JobCancelled
+from engine.graph import JobGraph
+from engine.runtime.control import ControlChannel
+from engine.runtime.local import JobResult, LocalExecutor, Progress
+
+
+@dataclass
+class JobOptions:
+    state_dir: Path
+    from_savepoint: Path | None = None
+    on_progress: Callable[[Progress], None] | None = None
+    progress_interval: float = 0.5
+    on_checkpoint: Callable[[CheckpointEvent], None] | None = None
+    warn: Callable[[str], None] = field(default=lambda message: None)
+    #: Called with each executor as it starts, e.g. to cancel it from another thread.
+    on_executor: Callable[[LocalExecutor], None] | None = None
+
+
+def checkpoint_config(graph: JobGraph, options: JobOptions) -> CheckpointConfig:
+    settings = graph.settings
+    interval = settings.get("execution.checkpointing.interval")
+    batches = settings.get("weir.checkpointing.interval-batches")
+    retained = parse_int("state.checkpoints.num-retained", settings.get("state.checkpoints.num-retained", "3"),
+                         minimum=1)
+    return CheckpointConfig(
+        storage=CheckpointStorage(options.state_dir / "checkpoints", retained=retained),
+        interval=parse_duration_seconds("execution.checkpointing.interval", interval) if interval else None,
+        interval_batches=parse_int("weir.checkpointing.interval-batches", batches, minimum=1) if batches else None,
+        savepoint=options.from_savepoint,
+        savepoint_dir=options.state_dir / "savepoints",
+    )
+
+
+def _restart_policy(settings: dict[str, str]) -> tuple[int, float]:
+    """(attempts, delay in seconds) of the restart strategy."""
+    kind = settings.get("restart-strategy.type", "none")
+    if kind in ("none", "disable", "off"):
+        return 0, 0.0
+    if kind != "fixed-delay":
+        raise EngineError(f"unknown restart strategy '{kind}'", hint="use 'none' or 'fixed-delay'")
+    attempts = parse_int("restart-strategy.fixed-delay.attempts",
+                         settings.get("restart-strategy.fixed-delay.attempts", "3"))
+    delay = parse_duration_seconds("restart-strategy.fixed-delay.delay",
+                                   settings.get("restart-strategy.fixed-delay.delay", "1s"))
+    return attempts, delay
+
+
+def run_job(graph: JobGraph, options: JobOptions) -> JobResult:
+    """Run ``graph`` to the end (or until stopped), resuming from its latest
+    checkpoint in ``options.state_dir`` if an earlier run did not finish.
+
+    A failure restarts the job from its latest checkpoint while the restart
+    strategy allows; then the error is raised, naming the operator."""
+    config = checkpoint_config(graph, options)
+    attempts, delay = _restart_policy(graph.settings)
+    if options.from_savepoint is not None:
+        # A job started from a savepoint begins a new history: older checkpoints would be wrong to resume.
+        shutil.rmtree(config.storage.directory, ignore_errors=True)
+    control = ControlChannel(options.state_dir / "control")
+    control.open()
+    backend = graph.settings.get("state.backend", "duckdb")
+    if backend not in ("duckdb", "memory"):
+        raise EngineError(f"unknown state backend '{backend}'", hint="use 'duckdb' (spills to disk) or 'memory'")
+    try:
+        for attempt in range(attempts + 1):
+            executor = LocalExecutor(
+                graph, on_progress=options.on_progress, progress_interval=options.progress_interval,
+                checkpoints=config, on_checkpoint=options.on_checkpoint, warn=options.warn, control=control,
+                state_backend=backend, spill_dir=str(options.state_dir / "spill"),
+            )
+            if options.on_executor is not None:
+                options.on_executor(executor)
+            try:
+                return executor.run()
+            except JobCancelled:
+                raise
+            except EngineError as error:
+                if attempt == attempts:
+                    raise
+                if config.storage.completed():
+                    config.savepoint = None  # resume from the newest checkpoint, taken after the savepoint
+                options.warn(f"job {graph.name} failed ({error.message}); restarting from its latest "
+                             f"checkpoint in {delay:g} s (restart {attempt + 1} of {attempts})")
+                time.sleep(delay)
+    finally:
+        control.close()
+    raise AssertionError("unreachable")
