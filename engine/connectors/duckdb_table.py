@@ -38,6 +38,8 @@ from engine.connectors.options import parse_duration_seconds
 from engine.errors import EngineError
 
 COMMITS_TABLE = "_weir_sink_commits"
+#: The checkpoint id under which ``finish`` stages what is left.
+FINAL = 2**62
 RETRY_PAUSE_SECONDS = 0.05
 #: How DuckDB says the file is open elsewhere: another process holds its lock,
 #: or this process has it open with another configuration (read-only).
@@ -72,9 +74,16 @@ class DuckDBTableSink(Sink):
             self._create_table(connection)
 
     def _create_table(self, connection: duckdb.DuckDBPyConnection) -> None:
-        connection.register("empty_rows", self.schema.empty_table())
-        connection.execute(f"CREATE TABLE IF NOT EXISTS {self._quoted_table} AS SELECT * FROM empty_rows")
-        connection.unregister("empty_rows")
+        # From a Parquet file rather than a registered Arrow table: a Python object
+        # scan on a database this process also queries from other threads fails at times.
+        os.makedirs(self.staging_dir, exist_ok=True)
+        schema_file = os.path.join(self.staging_dir, f".{_safe(self.table_name)}~{self._run}.schema.parquet")
+        pq.write_table(self.schema.empty_table(), schema_file)
+        try:
+            connection.execute(f"CREATE TABLE IF NOT EXISTS {self._quoted_table} AS "
+                               "SELECT * FROM read_parquet(?) LIMIT 0", [schema_file])
+        finally:
+            os.remove(schema_file)
 
     def write(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows:
@@ -89,20 +98,22 @@ class DuckDBTableSink(Sink):
         done = [cid for cid in sorted(self._pre_committed) if cid <= checkpoint_id]
         files = [f for cid in done for f in self._pre_committed[cid]]
         files += [f for f in handle or [] if f not in files]
-        self._insert(files, [])  # may fail: then the files stay pre-committed
+        self._insert(files)  # may fail: then the files stay pre-committed
         for cid in done:
             del self._pre_committed[cid]
 
     def finish(self) -> None:
+        if self._staged:
+            self.pre_commit(FINAL)
         files = [f for cid in sorted(self._pre_committed) for f in self._pre_committed[cid]]
-        self._insert(files, self._staged)  # may fail: then everything stays staged
-        self._pre_committed, self._staged = {}, []
+        self._insert(files)  # may fail: then everything stays pre-committed
+        self._pre_committed = {}
 
     def recover(self, handles: list[Any]) -> None:
         """Insert the restored checkpoint's staged files (once each); delete other staged files."""
         files = [path for handle in handles for path in handle or []]
         self._replace_pending = False
-        self._insert(files, [])
+        self._insert(files)
         prefix = f"{_safe(self.table_name)}~"
         if os.path.isdir(self.staging_dir):
             for name in os.listdir(self.staging_dir):
@@ -133,9 +144,9 @@ class DuckDBTableSink(Sink):
         self._staged = []
         return path
 
-    def _insert(self, files: list[str], batches: list[pa.RecordBatch]) -> None:
-        """Insert staged files (once each) and in-memory batches in one transaction."""
-        if not files and not batches and not self._replace_pending:
+    def _insert(self, files: list[str]) -> None:
+        """Insert staged files, once each, in one transaction."""
+        if not files and not self._replace_pending:
             return
         with self._connect() as connection:
             connection.execute("BEGIN TRANSACTION")
@@ -155,9 +166,6 @@ class DuckDBTableSink(Sink):
                     f"INSERT INTO {COMMITS_TABLE} VALUES (?, ?, ?)",
                     [[self.table_name, f, self.subtask_index] for f in todo],
                 )
-            if batches:
-                connection.register("staged_rows", pa.Table.from_batches(batches, schema=self.schema))
-                connection.execute(f"INSERT INTO {self._quoted_table} BY NAME SELECT * FROM staged_rows")
             connection.execute("COMMIT")
         self._replace_pending = False
         for path in files:

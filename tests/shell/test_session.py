@@ -45,7 +45,7 @@ def test_a_view_queried_while_its_job_commits(session):
         assert total in (0, 184_000)  # never half a commit
         answers += 1
     job.thread.join()
-    assert job.status == FINISHED and answers > 0
+    assert job.status == FINISHED and answers > 0, job.error
     assert rows(run(session, "SELECT SUM(n) AS total FROM per_channel;")) == [{"total": 184_000}]
 
 

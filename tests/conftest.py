@@ -1,1 +1,0 @@
-"""Shared by the whole suite: this folder is on sys.path, so tests import `jobs`."""
