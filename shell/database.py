@@ -11,10 +11,12 @@ table: a commit is one DuckDB transaction.
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 
 import duckdb
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 LOCK_WAIT_SECONDS = 10.0
 _HELD_ELSEWHERE = ("lock", "different configuration")
@@ -90,12 +92,17 @@ class ResultDatabase:
     def create_if_missing(self, table: str, schema: pa.Schema) -> None:
         """An empty result table, as the duckdb sink creates it when its job opens,
         so that the view can be queried from the moment its job starts."""
-        connection = self.connect()
-        try:
-            connection.register("empty_rows", schema.empty_table())
-            connection.execute(f"CREATE TABLE IF NOT EXISTS {_quoted(table)} AS SELECT * FROM empty_rows")
-        finally:
-            connection.close()
+        # From a Parquet file, not a registered Arrow table: a Python object scan on a
+        # database that job threads of this process also write fails at times (as in the sink).
+        with tempfile.TemporaryDirectory(prefix="weir-schema-") as folder:
+            schema_file = os.path.join(folder, "schema.parquet")
+            pq.write_table(schema.empty_table(), schema_file)
+            connection = self.connect()
+            try:
+                connection.execute(f"CREATE TABLE IF NOT EXISTS {_quoted(table)} AS "
+                                   "SELECT * FROM read_parquet(?) LIMIT 0", [schema_file])
+            finally:
+                connection.close()
 
     def drop(self, table: str) -> None:
         connection = self.connect()
