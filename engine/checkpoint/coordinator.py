@@ -38,6 +38,7 @@ from engine import faults
 from engine.checkpoint.storage import Checkpoint, CheckpointStorage
 from engine.errors import EngineError
 from engine.graph import JobGraph, OperatorNode
+from engine.state.key_groups import range_for_subtask
 
 COMMITTED_MARKER = "_output_committed"
 STATEFUL_KINDS = ("window_aggregate",)
@@ -70,7 +71,6 @@ class _InFlight:
     checkpoint_id: int
     kind: str
     started: float
-    handles: dict[str, Any]
     thread: threading.Thread
     error: BaseException | None = None
     info: Any = None
@@ -79,10 +79,18 @@ class _InFlight:
 
 @dataclass
 class RestorePoint:
-    checkpoint: Checkpoint
-    offsets: dict[str, dict]  # source id -> {"offsets", "split_watermarks", "finished"}
+    """What one subtask needs to resume from a checkpoint or savepoint."""
+
+    event: CheckpointEvent
+    #: Source id -> its position: {"offsets", "split_watermarks", "finished_splits"}.
+    sources: dict[str, dict]
     #: True when the checkpoint is the final one of a finished job.
     finished: bool
+    #: Sink id -> every pre-committed handle to publish again; empty where another
+    #: process (the parallel executor's coordinator) recovers the sinks.
+    sink_handles: dict[str, list]
+    #: Operator id -> the snapshots this subtask restores, cut to its key groups.
+    states: Callable[[str], list]
 
 
 def state_fingerprint(node: OperatorNode) -> str:
@@ -102,15 +110,19 @@ class Coordinator:
         self._batches = 0
         #: Savepoint requests waiting for the next boundary: (path or None, callback).
         self._savepoints: list[tuple[Path | None, Callable[[CheckpointEvent], None] | None]] = []
+        #: The checkpoint this run resumed from, if any.
+        self.restored: Checkpoint | None = None
 
     # -- restore -------------------------------------------------------------
-    def restore_point(self) -> RestorePoint | None:
+    def restore_point(self, subtask: int = 0, parallelism: int = 1) -> RestorePoint | None:
         storage = self.config.storage
         if self.config.savepoint is not None:
             checkpoint = storage.open(self.config.savepoint)
         else:
             storage.discard_incomplete()
             checkpoint = storage.latest(warn=self.warn)
+        # Number after every checkpoint in the directory, so a fresh start never meets an old id.
+        self.next_id = max([self.next_id, *(info.id + 1 for info in storage.completed())])
         if checkpoint is None:
             return None
         meta = checkpoint.metadata
@@ -118,7 +130,14 @@ class Coordinator:
             return None  # the last run finished and committed everything: start afresh
         self.check_compatible(checkpoint)
         self.next_id = max(self.next_id, int(meta["checkpoint_id"]) + 1)
-        return RestorePoint(checkpoint, meta.get("sources", {}), bool(meta.get("finished")))
+        self.restored = checkpoint
+        max_parallelism = int(self.graph.settings.get("pipeline.max-parallelism", 128))
+        key_groups = range_for_subtask(subtask, parallelism, max_parallelism) if parallelism > 1 else None
+        handles = {sink_id: [h for subtask_handles in by_subtask.values() for h in subtask_handles]
+                   for sink_id, by_subtask in meta.get("sinks", {}).items()}
+        event = CheckpointEvent(checkpoint.id, checkpoint.kind, checkpoint.size_bytes, 0.0, checkpoint.path)
+        return RestorePoint(event, meta.get("sources", {}), bool(meta.get("finished")), handles,
+                            lambda operator_id: checkpoint.operator_state(operator_id, key_groups))
 
     def check_compatible(self, checkpoint: Checkpoint) -> None:
         """Refuse a checkpoint whose operator state no longer fits the job, naming what changed."""
@@ -161,11 +180,16 @@ class Coordinator:
             return "checkpoint"
         return None
 
-    def take(self, kind: str, sources: dict[str, dict], snapshots: dict[str, Any],
-             sink_handles: dict[str, Any], *, finished: bool = False) -> int:
-        """Steps 1–3: record what the executor collected at the barrier and write it in the background."""
-        checkpoint_id = self.next_id
-        self.next_id += 1
+    def take(self, kind: str, sources: dict[str, dict], snapshots: dict[str, dict[int, Any]],
+             sink_handles: dict[str, dict[int, list]], *, finished: bool = False, parallelism: int = 1,
+             checkpoint_id: int | None = None) -> int:
+        """Steps 1–3: record what the subtasks handed over at barrier n and write it in the background.
+
+        ``snapshots``: operator id -> subtask -> state; ``sink_handles``: sink id ->
+        subtask -> every handle pre-committed and not yet committed."""
+        if checkpoint_id is None:
+            checkpoint_id = self.next_id
+        self.next_id = max(self.next_id, checkpoint_id + 1)
         self._batches, self._last = 0, time.monotonic()
         path, on_done = (self._savepoints.pop(0) if kind == "savepoint" else (None, None))
         if kind == "savepoint" and path is None and self.config.savepoint_dir is not None:
@@ -176,20 +200,22 @@ class Coordinator:
             "job": self.graph.name,
             "fingerprint": self.graph.fingerprint(),
             "finished": finished,
-            "parallelism": 1,
+            "parallelism": parallelism,
             "max_parallelism": int(self.graph.settings.get("pipeline.max-parallelism", 128)),
             "sources": sources,
-            "sinks": {sink_id: {"0": handle} for sink_id, handle in sink_handles.items()},
+            "sinks": {sink_id: {str(i): handles for i, handles in by_subtask.items()}
+                      for sink_id, by_subtask in sink_handles.items()},
             "operators": {},
         }
         nodes = {n.id: n for n in self.graph.nodes}
 
         def write() -> None:
-            for operator_id, state in snapshots.items():
+            for operator_id, by_subtask in snapshots.items():
                 node = nodes[operator_id]
-                if state is not None:
-                    writer.write_state(operator_id, 0, state)
-                faults.reach("snapshot-write")
+                for subtask, state in by_subtask.items():
+                    if state is not None:
+                        writer.write_state(operator_id, subtask, state)
+                    faults.reach("snapshot-write")
                 metadata["operators"][operator_id] = {
                     "kind": node.kind, "config": node.config, "state_fingerprint": state_fingerprint(node),
                 }
@@ -205,12 +231,12 @@ class Coordinator:
                 writer.abort()
 
         thread = threading.Thread(target=guarded, name=f"checkpoint-{checkpoint_id}", daemon=True)
-        flight = _InFlight(checkpoint_id, kind, time.monotonic(), sink_handles, thread, on_done=on_done)
+        flight = _InFlight(checkpoint_id, kind, time.monotonic(), thread, on_done=on_done)
         self._in_flight = flight
         thread.start()
         return checkpoint_id
 
-    def poll(self, commit: Callable[[int, dict[str, Any]], None], *, wait: bool = False) -> CheckpointEvent | None:
+    def poll(self, commit: Callable[[int], None], *, wait: bool = False) -> CheckpointEvent | None:
         """Step 4: if the checkpoint in flight is durable, commit its output and report it."""
         flight = self._in_flight
         if flight is None:
@@ -223,7 +249,7 @@ class Coordinator:
         if flight.error is not None:
             self.warn(f"checkpoint {flight.checkpoint_id} failed and was discarded: {flight.error}")
             return None
-        commit(flight.checkpoint_id, flight.handles)
+        commit(flight.checkpoint_id)
         info = flight.info
         event = CheckpointEvent(flight.checkpoint_id, flight.kind, getattr(info, "size_bytes", 0),
                                 time.monotonic() - flight.started, Path(getattr(info, "path", "")))
@@ -231,6 +257,10 @@ class Coordinator:
         if flight.on_done is not None:
             flight.on_done(event)
         return event
+
+    @property
+    def in_flight(self) -> bool:
+        return self._in_flight is not None
 
     def mark_committed(self, event: CheckpointEvent) -> None:
         """The final checkpoint's output is committed: a new run starts afresh."""

@@ -40,6 +40,8 @@ class OperatorContext:
             connection.execute("SET temp_directory = ''")
         if self.memory_limit:
             connection.execute("SET memory_limit = ?", [self.memory_limit])
+        if self.parallelism > 1:
+            connection.execute("SET threads = 1")  # one core per subtask: the workers share the machine
         return connection
 
 

@@ -22,6 +22,7 @@ from engine.operators.registry import build_operator
 from engine import faults
 from engine.checkpoint.coordinator import CheckpointConfig, CheckpointEvent, Coordinator, RestorePoint
 from engine.runtime.control import ControlChannel
+from engine.runtime.partitioning import selectors
 from engine.runtime.sink_writer import SinkWriter
 from engine.runtime.source_reader import SourceReader
 
@@ -95,6 +96,9 @@ class LocalExecutor:
         control: ControlChannel | None = None,
         state_backend: str = "duckdb",
         spill_dir: str | None = None,
+        subtask: int = 0,
+        parallelism: int = 1,
+        coordinator=None,
     ):
         self.graph = graph
         self.checkpoints = checkpoints
@@ -103,7 +107,14 @@ class LocalExecutor:
         self.control = control
         self.state_backend = state_backend
         self.spill_dir = spill_dir
-        self.coordinator: Coordinator | None = None
+        #: Given by the parallel executor (a RemoteCoordinator); else made from ``checkpoints``.
+        self.coordinator = coordinator
+        self.subtask = subtask
+        self.parallelism = parallelism
+        #: Source steps read so far: the same sequence in every subtask.
+        self.step = 0
+        #: Sink id -> handles pre-committed and not yet committed.
+        self.uncommitted: dict[str, list] = {}
         #: Why the job stopped early, if it did: 'stopped with savepoint ...'.
         self.stopped_with: CheckpointEvent | None = None
         self._stop_requested = False
@@ -124,12 +135,15 @@ class LocalExecutor:
         for node in self.graph.nodes:
             ctx = OperatorContext(operator_id=node.id, output_schema=node.output_schema,
                                   max_parallelism=int(self.graph.settings.get("pipeline.max-parallelism", 128)),
-                                  state_backend=self.state_backend, spill_dir=self.spill_dir)
+                                  state_backend=self.state_backend, spill_dir=self.spill_dir,
+                                  subtask_index=self.subtask, parallelism=self.parallelism)
             operator, reader = self._call_for(node, self._instantiate, node, ctx)
             self.tasks[node.id] = _Task(node, ctx, operator, reader)
         for task in self.tasks.values():
             for index, edge in enumerate(task.node.inputs):
                 self.tasks[edge.source].consumers.append((task, index))
+        max_parallelism = int(self.graph.settings.get("pipeline.max-parallelism", 128))
+        self._selectors = selectors(self.graph, self.subtask, self.parallelism, max_parallelism)
 
     @staticmethod
     def _instantiate(node: OperatorNode, ctx: OperatorContext) -> tuple[Operator | None, SourceReader | None]:
@@ -147,8 +161,14 @@ class LocalExecutor:
                 continue
             task.metrics.rows_out += batch.num_rows
             for consumer, index in task.consumers:
-                consumer.metrics.rows_in += batch.num_rows
-                out = self._call(consumer, consumer.operator.process_batch, batch, index)
+                selected = batch
+                select = self._selectors.get((consumer.node.id, index))
+                if select is not None:
+                    selected = select(batch, self.step)
+                    if selected is None or selected.num_rows == 0:
+                        continue
+                consumer.metrics.rows_in += selected.num_rows
+                out = self._call(consumer, consumer.operator.process_batch, selected, index)
                 self._emit(consumer, out)
 
     def _advance(self, task: _Task, index: int, watermark: int) -> None:
@@ -181,14 +201,14 @@ class LocalExecutor:
         self._build()
         started = self._started = time.perf_counter()
         operators = [t for t in self.tasks.values() if t.operator is not None]
-        if self.checkpoints is not None:
+        if self.coordinator is None and self.checkpoints is not None:
             self.coordinator = Coordinator(self.graph, self.checkpoints, warn=self.warn)
         try:
             restore = self.coordinator.restore_point() if self.coordinator else None
             if restore is not None:
                 self._recover_sinks(restore)
                 if restore.finished:  # killed after the final checkpoint: its output is now committed
-                    self.coordinator.mark_committed(_event_of(restore))
+                    self.coordinator.mark_committed(restore.event)
                     self._already_finished = True
                     return self._result(time.perf_counter() - started)
                 self._restore(restore)
@@ -218,29 +238,44 @@ class LocalExecutor:
         if self.control is not None:
             for request in self.control.poll():
                 self._handle_request(request)
-        self._report(coordinator.poll(self._commit))
+        self._report(coordinator.poll(self.commit))
         kind = coordinator.due()
         if kind is not None:
             self._checkpoint(kind)
 
-    def _checkpoint(self, kind: str, *, finished: bool = False) -> int:
+    def barrier(self, checkpoint_id: int) -> tuple[dict, dict, dict]:
+        """Barrier ``checkpoint_id`` passes every operator of this subtask: source positions,
+        a consistent copy of each operator's state, and every sink's uncommitted handles."""
         sources = {t.node.id: t.reader.position() for t in self.tasks.values() if t.reader}
         snapshots = {t.node.id: self._call(t, t.operator.snapshot)
                      for t in self.tasks.values() if t.operator is not None and t.node.kind != "sink"}
-        handles = {t.node.id: self._call(t, t.operator.sink.pre_commit, self.coordinator.next_id)
-                   for t in self.tasks.values() if t.node.kind == "sink"}
-        return self.coordinator.take(kind, sources, snapshots, handles, finished=finished)
+        for task in self.tasks.values():
+            if task.node.kind == "sink":
+                handle = self._call(task, task.operator.sink.pre_commit, checkpoint_id)
+                self.uncommitted.setdefault(task.node.id, []).append(handle)
+        handles = {sink_id: list(handles) for sink_id, handles in self.uncommitted.items()}
+        return sources, snapshots, handles
 
-    def _commit(self, checkpoint_id: int, handles: dict) -> None:
-        for sink_id, handle in handles.items():
+    def _checkpoint(self, kind: str, *, finished: bool = False) -> int:
+        checkpoint_id = self.coordinator.next_id
+        sources, snapshots, handles = self.barrier(checkpoint_id)
+        return self.coordinator.take(kind, sources, {op: {0: state} for op, state in snapshots.items()},
+                                     {sink: {0: h} for sink, h in handles.items()}, finished=finished,
+                                     checkpoint_id=checkpoint_id)
+
+    def commit(self, checkpoint_id: int) -> None:
+        """Checkpoint ``checkpoint_id`` is complete: publish every sink's output up to it."""
+        for sink_id, handles in list(self.uncommitted.items()):
             task = self.tasks[sink_id]
-            self._call(task, task.operator.sink.commit, checkpoint_id, handle)
+            for handle in handles:
+                self._call(task, task.operator.sink.commit, checkpoint_id, handle)
+            del self.uncommitted[sink_id]
             faults.reach("commit")
 
     def _final_checkpoint(self) -> None:
-        self._report(self.coordinator.poll(self._commit, wait=True))
+        self._report(self.coordinator.poll(self.commit, wait=True))
         self._checkpoint("checkpoint", finished=True)
-        event = self.coordinator.poll(self._commit, wait=True)
+        event = self.coordinator.poll(self.commit, wait=True)
         if event is None:
             raise EngineError(f"the final checkpoint of job {self.graph.name} could not be written",
                               hint="see the warning above; the job can be run again to resume")
@@ -266,19 +301,18 @@ class LocalExecutor:
     # -- recovery ----------------------------------------------------------------
     def _recover_sinks(self, restore: RestorePoint) -> None:
         """Commit the restored checkpoint's output again (idempotent); discard other staged output."""
-        sinks = restore.checkpoint.metadata.get("sinks", {})
         for task in self.tasks.values():
             if task.node.kind == "sink":
-                handles = list(sinks.get(task.node.id, {}).values())
-                self._call(task, task.operator.sink.recover, handles)
+                if restore.sink_handles is not None:
+                    self._call(task, task.operator.sink.recover, restore.sink_handles.get(task.node.id, []))
                 task.operator.resuming = True
 
     def _restore(self, restore: RestorePoint) -> None:
         for task in self.tasks.values():
-            if task.reader is not None and task.node.id in restore.offsets:
-                task.reader.restore(restore.offsets[task.node.id])
+            if task.reader is not None and task.node.id in restore.sources:
+                task.reader.restore(restore.sources[task.node.id])
             elif task.operator is not None and task.node.kind != "sink":
-                states = restore.checkpoint.operator_state(task.node.id)
+                states = restore.states(task.node.id)
                 states = [s for s in states if s is not None]
                 if not states:
                     continue
@@ -294,6 +328,7 @@ class LocalExecutor:
                 raise JobCancelled(f"job {self.graph.name} was cancelled")
             if self._stop_requested:
                 return
+            self.step += 1
             for node_id in list(streams):
                 task = self.tasks[node_id]
                 step = self._call(task, next, streams[node_id], None)
@@ -336,11 +371,6 @@ class LocalExecutor:
         checkpoints = list(self.coordinator.completed) if self.coordinator else []
         return JobResult(self.graph.name, metrics, rows_read, elapsed, checkpoints, self.stopped_with,
                          self._already_finished)
-
-
-def _event_of(restore: RestorePoint) -> CheckpointEvent:
-    checkpoint = restore.checkpoint
-    return CheckpointEvent(checkpoint.id, checkpoint.kind, checkpoint.size_bytes, 0.0, checkpoint.path)
 
 
 def _batch_size(node: OperatorNode) -> dict:

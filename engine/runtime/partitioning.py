@@ -1,0 +1,79 @@
+"""Which rows a subtask of a parallel job processes.
+
+weir's parallel executor runs subtask i of every operator in worker i, and
+every worker reads every split of every source — the same batches in the
+same order, so the watermarks are the same everywhere and a job's output
+does not depend on its parallelism. Work is divided after the read:
+
+- a hash edge (and every edge into a keyed, stateful operator) keeps the
+  rows whose key group subtask i owns: keyed state is partitioned by key group;
+- an edge into a sink from rows that no hash edge has divided yet
+  (``replicated`` rows, identical in every worker) keeps the batches of every
+  p-th source step, so that each row is written once.
+
+Reading costs one pass per worker; there is no traffic between workers. A
+distributed executor (a later issue) would exchange rows between machines
+instead; the JobGraph is the same.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.graph import JobGraph, OperatorNode
+from engine.state.key_groups import subtasks
+
+#: Operators whose state is keyed: they see only their key groups' rows.
+KEYED_KINDS = frozenset({"window_aggregate"})
+
+Selector = Callable[[pa.RecordBatch, int], pa.RecordBatch | None]
+
+
+def replicated_nodes(graph: JobGraph) -> set[str]:
+    """Operators whose output is the same in every worker (no hash edge or keyed state upstream)."""
+    out: set[str] = set()
+    for node in graph.nodes:
+        if node.kind == "source" or (
+            node.kind not in KEYED_KINDS
+            and node.inputs
+            and all(e.partitioning != "hash" and e.source in out for e in node.inputs)
+        ):
+            out.add(node.id)
+    return out
+
+
+def selectors(graph: JobGraph, subtask: int, parallelism: int,
+              max_parallelism: int) -> dict[tuple[str, int], Selector]:
+    """(consumer id, input index) -> what that input keeps, for edges that divide work."""
+    if parallelism == 1:
+        return {}
+    replicated = replicated_nodes(graph)
+    chosen: dict[tuple[str, int], Selector] = {}
+    for node in graph.nodes:
+        for index, edge in enumerate(node.inputs):
+            if edge.partitioning == "hash" or node.kind in KEYED_KINDS:
+                keys = list(edge.keys) if edge.partitioning == "hash" else []
+                chosen[(node.id, index)] = _by_key_group(keys, subtask, parallelism, max_parallelism)
+            elif node.kind == "sink" and edge.source in replicated:
+                chosen[(node.id, index)] = _by_step(subtask, parallelism)
+    return chosen
+
+
+def _by_key_group(keys: list[str], subtask: int, parallelism: int, max_parallelism: int) -> Selector:
+    def select(batch: pa.RecordBatch, step: int) -> pa.RecordBatch:
+        return batch.filter(pc.equal(subtasks(batch, keys, parallelism, max_parallelism), subtask))
+
+    return select
+
+
+def _by_step(subtask: int, parallelism: int) -> Selector:
+    def select(batch: pa.RecordBatch, step: int) -> pa.RecordBatch | None:
+        return batch if step % parallelism == subtask else None
+
+    return select
+
+
+def keyed(node: OperatorNode) -> bool:
+    return node.kind in KEYED_KINDS
