@@ -8,20 +8,29 @@ from __future__ import annotations
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.messages import MAX_WATERMARK, MIN_WATERMARK
 from engine.sql_eval import INPUT
 
 
 class WatermarkGenerator:
-    """Evaluates a watermark expression (DuckDB SQL, a TIMESTAMP) over batches."""
+    """Evaluates a watermark expression (DuckDB SQL, a TIMESTAMP) over batches.
 
-    def __init__(self, expression_sql: str):
+    The common form ``column - INTERVAL ...`` (bounded out-of-orderness) arrives
+    as ``bounded``: (column, delay in µs), and is computed with one pyarrow max."""
+
+    def __init__(self, expression_sql: str, bounded: tuple[str, int] | None = None):
         self._query = f"SELECT epoch_us(max(CAST(({expression_sql}) AS TIMESTAMP))) FROM {INPUT}"
-        self._con = duckdb.connect(":memory:")
+        self._bounded = bounded
+        self._con = duckdb.connect(":memory:") if bounded is None else None
 
     def max_of(self, batch: pa.RecordBatch) -> int | None:
         """The largest watermark candidate in ``batch`` (µs), or None if all are NULL."""
+        if self._bounded is not None:
+            column, delay = self._bounded
+            largest = pc.max(batch.column(column)).cast(pa.timestamp("us")).value
+            return None if largest is None else largest - delay
         self._con.register(INPUT, batch)
         try:
             (value,) = self._con.sql(self._query).fetchall()[0]

@@ -29,11 +29,28 @@ from planner.graph_builder import GraphBuilder, Stream
 from planner.types import normalise, sql_name
 from planner.windows import window_fields, window_spec
 from sql.errors import Problem, WeirSqlError
+from sql.intervals import interval_micros
 from sql.statements import WindowTVF
 
 
 class PlanError(WeirSqlError):
     pass
+
+
+def bounded_delay(watermark: exp.Expression | None, column: str | None) -> list | None:
+    """[column, delay µs] when the watermark is ``column`` or ``column - INTERVAL ...``
+    (bounded out-of-orderness), which the engine computes without SQL."""
+    if watermark is None:
+        return None
+    if isinstance(watermark, exp.Column) and watermark.name == column:
+        return [column, 0]
+    if (isinstance(watermark, exp.Sub) and isinstance(watermark.this, exp.Column)
+            and watermark.this.name == column and isinstance(watermark.expression, exp.Interval)):
+        try:
+            return [column, interval_micros(watermark.expression)]
+        except WeirSqlError:
+            return None
+    return None
 
 
 class QueryPlanner:
@@ -96,6 +113,7 @@ class QueryPlanner:
             "table": table.name,
             "options": dict(table.options),
             "watermark": to_duckdb(table.watermark, table.schema) if table.watermark is not None else None,
+            "watermark_bounded": bounded_delay(table.watermark, table.watermark_column),
             "batch_size": int(self.settings.get("weir.source.batch-size", 65536)),
         }
         description = f"Source(table=[{table.name}], connector=[{table.options.get('connector')}]"

@@ -15,6 +15,7 @@ from engine.errors import EngineError, JobCancelled
 from engine.graph import JobGraph
 from engine.runtime.control import ControlChannel
 from engine.runtime.local import JobResult, LocalExecutor, Progress
+from engine.runtime.parallel import ProcessExecutor
 
 
 @dataclass
@@ -75,12 +76,15 @@ def run_job(graph: JobGraph, options: JobOptions) -> JobResult:
     if backend not in ("duckdb", "memory"):
         raise EngineError(f"unknown state backend '{backend}'", hint="use 'duckdb' (spills to disk) or 'memory'")
     try:
+        parallelism = parse_int("parallelism.default", graph.settings.get("parallelism.default", "1"), minimum=1)
         for attempt in range(attempts + 1):
-            executor = LocalExecutor(
-                graph, on_progress=options.on_progress, progress_interval=options.progress_interval,
-                checkpoints=config, on_checkpoint=options.on_checkpoint, warn=options.warn, control=control,
-                state_backend=backend, spill_dir=str(options.state_dir / "spill"),
-            )
+            common = dict(on_progress=options.on_progress, progress_interval=options.progress_interval,
+                          on_checkpoint=options.on_checkpoint, warn=options.warn, control=control,
+                          state_backend=backend, spill_dir=str(options.state_dir / "spill"))
+            if parallelism > 1:
+                executor = ProcessExecutor(graph, parallelism, checkpoints=config, **common)
+            else:
+                executor = LocalExecutor(graph, checkpoints=config, **common)
             if options.on_executor is not None:
                 options.on_executor(executor)
             try:

@@ -99,6 +99,7 @@ class LocalExecutor:
         subtask: int = 0,
         parallelism: int = 1,
         coordinator=None,
+        sinks_prepared: bool = False,
     ):
         self.graph = graph
         self.checkpoints = checkpoints
@@ -111,6 +112,8 @@ class LocalExecutor:
         self.coordinator = coordinator
         self.subtask = subtask
         self.parallelism = parallelism
+        #: The sinks were readied by another process (the parallel coordinator): keep their output.
+        self.sinks_prepared = sinks_prepared
         #: Source steps read so far: the same sequence in every subtask.
         self.step = 0
         #: Sink id -> handles pre-committed and not yet committed.
@@ -142,6 +145,9 @@ class LocalExecutor:
         for task in self.tasks.values():
             for index, edge in enumerate(task.node.inputs):
                 self.tasks[edge.source].consumers.append((task, index))
+        for task in self.tasks.values():
+            if task.node.kind == "sink":
+                task.operator.resuming = self.sinks_prepared
         max_parallelism = int(self.graph.settings.get("pipeline.max-parallelism", 128))
         self._selectors = selectors(self.graph, self.subtask, self.parallelism, max_parallelism)
 
@@ -149,9 +155,11 @@ class LocalExecutor:
     def _instantiate(node: OperatorNode, ctx: OperatorContext) -> tuple[Operator | None, SourceReader | None]:
         if node.kind == "source":
             source = create_source(node.config["options"], node.output_schema, **_batch_size(node))
-            return None, SourceReader(source, node.config.get("watermark"))
+            bounded = node.config.get("watermark_bounded")
+            return None, SourceReader(source, node.config.get("watermark"), bounded=tuple(bounded) if bounded else None)
         if node.kind == "sink":
-            return SinkWriter(create_sink(node.config["options"], node.output_schema), ctx), None
+            sink = create_sink(node.config["options"], node.output_schema, subtask_index=ctx.subtask_index)
+            return SinkWriter(sink, ctx), None
         return build_operator(node.kind, node.config, ctx), None
 
     # -- data flow -----------------------------------------------------------

@@ -15,11 +15,12 @@ from engine.watermarks import SplitWatermarks, WatermarkGenerator
 
 
 class SourceReader:
-    def __init__(self, source: Source, watermark_sql: str | None, offsets: dict[str, Any] | None = None):
+    def __init__(self, source: Source, watermark_sql: str | None, offsets: dict[str, Any] | None = None,
+                 bounded: tuple[str, int] | None = None):
         self.source = source
         self.splits = source.splits()
         self.offsets: dict[str, Any] = dict(offsets or {})
-        self._generator = WatermarkGenerator(watermark_sql) if watermark_sql else None
+        self._generator = WatermarkGenerator(watermark_sql, bounded) if watermark_sql else None
         self.watermarks = SplitWatermarks(self.splits)
         self.rows_read = 0
 

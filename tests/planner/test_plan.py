@@ -8,6 +8,7 @@ import pyarrow as pa
 
 from engine.graph import Edge, JobGraph
 from planner.planner import plan_script
+from planner.queries import bounded_delay
 from sql import parse
 
 from jobs import bids_over_nexmark, issue_job_over_nexmark
@@ -155,3 +156,12 @@ def test_integer_division_stays_integer_as_in_flink():
     assert schema.field("dollars").type == pa.int64()
     assert schema.field("mean").type == pa.int64()
     assert schema.field("half").type != pa.int64()
+
+
+def test_planner_recognises_bounded_out_of_orderness():
+    table = parse("CREATE TABLE t (ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1.5' SECOND) "
+                  "WITH ('connector' = 'print')")[0]
+    assert bounded_delay(table.watermark.expression, "ts") == ["ts", 1_500_000]
+    other = parse("CREATE TABLE t (ts TIMESTAMP(3), WATERMARK FOR ts AS ts + INTERVAL '1' SECOND) "
+                  "WITH ('connector' = 'print')")[0]
+    assert bounded_delay(other.watermark.expression, "ts") is None

@@ -31,3 +31,13 @@ def test_generator_evaluates_the_watermark_expression_over_a_batch():
     assert generator.max_of(batch) == 7 * SECOND
     empty = pa.record_batch({"ts": pa.array([None], pa.timestamp("us"))})
     assert generator.max_of(empty) is None
+
+
+def test_bounded_delay_gives_the_same_watermark_as_the_sql_expression():
+    batch = pa.record_batch({"ts": pa.array([5 * SECOND, 9 * SECOND, None, 7 * SECOND], pa.timestamp("us"))})
+    by_sql = WatermarkGenerator("ts - INTERVAL '2' SECOND")
+    bounded = WatermarkGenerator("ts - INTERVAL '2' SECOND", bounded=("ts", 2 * SECOND))
+    assert bounded.max_of(batch) == by_sql.max_of(batch) == 7 * SECOND
+    nulls = pa.record_batch({"ts": pa.array([None], pa.timestamp("us"))})
+    assert bounded.max_of(nulls) is None
+
