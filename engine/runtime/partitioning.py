@@ -7,9 +7,10 @@ does not depend on its parallelism. Work is divided after the read:
 
 - a hash edge (and every edge into a keyed, stateful operator) keeps the
   rows whose key group subtask i owns: keyed state is partitioned by key group;
-- an edge into a sink from rows that no hash edge has divided yet
-  (``replicated`` rows, identical in every worker) keeps the batches of every
-  p-th source step, so that each row is written once.
+- where rows that no hash edge has divided yet (``replicated`` rows, identical
+  in every worker) flow into operators that no keyed operator depends on, the
+  edge keeps the batches of every p-th source step, so that each row is
+  processed and written once.
 
 Reading costs one pass per worker; there is no traffic between workers. A
 distributed executor (a later issue) would exchange rows between machines
@@ -44,19 +45,34 @@ def replicated_nodes(graph: JobGraph) -> set[str]:
     return out
 
 
+def _needs_every_row(graph: JobGraph) -> set[str]:
+    """Operators that must see every replicated row: keyed ones and those feeding them."""
+    out: set[str] = set()
+    for node in reversed(graph.nodes):
+        consumers = [(c, e) for c in graph.nodes for e in c.inputs if e.source == node.id]
+        if node.kind in KEYED_KINDS or any(
+            e.partitioning == "hash" or c.id in out for c, e in consumers
+        ):
+            out.add(node.id)
+    return out
+
+
 def selectors(graph: JobGraph, subtask: int, parallelism: int,
               max_parallelism: int) -> dict[tuple[str, int], Selector]:
     """(consumer id, input index) -> what that input keeps, for edges that divide work."""
     if parallelism == 1:
         return {}
     replicated = replicated_nodes(graph)
+    needs_all = _needs_every_row(graph)
+    kinds = {n.id: n.kind for n in graph.nodes}
     chosen: dict[tuple[str, int], Selector] = {}
     for node in graph.nodes:
         for index, edge in enumerate(node.inputs):
             if edge.partitioning == "hash" or node.kind in KEYED_KINDS:
                 keys = list(edge.keys) if edge.partitioning == "hash" else []
                 chosen[(node.id, index)] = _by_key_group(keys, subtask, parallelism, max_parallelism)
-            elif node.kind == "sink" and edge.source in replicated:
+            elif (edge.source in replicated and node.id not in needs_all
+                  and (kinds[edge.source] == "source" or edge.source in needs_all)):
                 chosen[(node.id, index)] = _by_step(subtask, parallelism)
     return chosen
 
