@@ -1,11 +1,14 @@
 """Benchmark: the issue's tumble job with weir against the same query as a DuckDB batch.
 
-    python bench/tumble.py [--events 1000000]
+    python bench/tumble.py [--events 1000000] [--variants]
 
 Generates N Nexmark-like bids into Parquet (hot auctions, log-uniform prices,
 event times out of order by up to 1.5 s), runs the job with `weir run` in a
 child process, runs the equivalent DuckDB batch queries, and prints events/s
 for both, their ratio, and weir's peak memory (the child's max RSS).
+
+With --variants it also runs the job with a checkpoint every second and at
+parallelism 2, and prints each one's events/s relative to the plain run.
 """
 from __future__ import annotations
 
@@ -72,11 +75,15 @@ def generate(path: Path, events: int, rate: int = 10_000) -> None:
     con.close()
 
 
-def run_weir(job: Path, db: Path) -> tuple[float, float, int]:
+def run_weir(job: Path, db: Path, *extra: str) -> tuple[float, float, int]:
     """(engine seconds from the summary, wall seconds, peak RSS bytes) of `weir run`."""
+    for stale in (db, Path(f"{db}.wal")):
+        stale.unlink(missing_ok=True)
+    subprocess.run(["rm", "-rf", str(job.parent / "out"), str(job.parent / "state")], check=True)
     started = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "shell.cli", "run", str(job), "--db", str(db), "--no-progress"],
+        [sys.executable, "-m", "shell.cli", "run", str(job), "--db", str(db), "--no-progress",
+         "--state-dir", str(job.parent / "state"), *extra],
         capture_output=True, text=True, cwd=HERE.parent,
     )
     wall = time.perf_counter() - started
@@ -91,6 +98,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--workdir", type=Path, default=HERE / ".data")
+    parser.add_argument("--variants", action="store_true",
+                        help="also run with checkpoints every second and at parallelism 2")
     args = parser.parse_args()
     work = args.workdir
     work.mkdir(parents=True, exist_ok=True)
@@ -100,10 +109,6 @@ def main() -> None:
     job = work / "tumble.sql"
     job.write_text(JOB.format(bids=bids, out=work / "out" / "auction_counts"))
     db = work / "bench.duckdb"
-    for stale in (db, Path(f"{db}.wal")):
-        stale.unlink(missing_ok=True)
-    subprocess.run(["rm", "-rf", str(work / "out")], check=True)
-
     engine_s, wall_s, peak = run_weir(job, db)
 
     con = duckdb.connect()
@@ -120,6 +125,13 @@ def main() -> None:
         "weir_to_duckdb_ratio": round((args.events / engine_s) / (args.events / duck_s), 3),
         "weir_peak_memory_mib": round(peak / 2**20, 1),
     }
+    if args.variants:
+        for name, extra in (("checkpoint_1s", ["--checkpoint-interval", "1s"]),
+                            ("parallelism_2", ["--parallelism", "2"])):
+            seconds, wall, _ = run_weir(job, db, *extra)
+            figures[f"weir_{name}_events_per_s"] = round(args.events / seconds)
+            figures[f"weir_{name}_vs_plain"] = round(engine_s / seconds, 3)
+            figures[f"weir_{name}_wall_vs_plain"] = round(wall_s / wall, 3)
     for key, value in figures.items():
         print(f"{key:28} {value:,}" if isinstance(value, int) else f"{key:28} {value}")
     print(json.dumps(figures))
