@@ -8,21 +8,20 @@ progress while it runs.
 from __future__ import annotations
 
 import itertools
+import shutil
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 from engine.errors import EngineError, JobCancelled
 from engine.graph import JobGraph
 from engine.messages import MIN_WATERMARK
+from engine.runtime.job import JobOptions, checkpoint_config
 from engine.runtime.local import JobResult, LocalExecutor
 
 RUNNING, FINISHED, FAILED, CANCELED, STOPPED = "RUNNING", "FINISHED", "FAILED", "CANCELED", "STOPPED"
-
-
-class SavepointsUnavailable(Exception):
-    """The executor cannot take a savepoint yet."""
 
 
 @dataclass
@@ -63,9 +62,10 @@ class Job:
         return _while_building(lambda: self.executor.progress().watermark, MIN_WATERMARK)
 
     def last_checkpoint(self) -> str:
-        """The latest completed checkpoint, once the executor takes checkpoints."""
-        checkpoint = getattr(self.executor, "last_checkpoint_id", None)
-        return "-" if checkpoint is None else str(checkpoint)
+        """The latest completed checkpoint or savepoint of the job."""
+        coordinator = self.executor.coordinator
+        completed = coordinator.completed if coordinator is not None else []
+        return str(completed[-1].checkpoint_id) if completed else "-"
 
 
 def _while_building(read, default):
@@ -78,25 +78,36 @@ def _while_building(read, default):
 
 
 class JobManager:
-    def __init__(self, on_done: Callable[[Job], None] | None = None):
+    def __init__(self, on_done: Callable[[Job], None] | None = None, state_root: Path = Path(".weir") / "shell"):
         self.jobs: dict[str, Job] = {}
+        self.state_root = state_root
         self.on_done = on_done
         self._numbers = itertools.count(1)
         self._lock = threading.Lock()
 
-    def start(self, graph: JobGraph, kind: str, *, executor: LocalExecutor | None = None) -> Job:
+    def start(self, graph: JobGraph, kind: str, *, executor: LocalExecutor | None = None,
+              from_savepoint: Path | None = None) -> Job:
         with self._lock:
             job_id = f"j{next(self._numbers)}"
-        job = Job(job_id, graph.name, kind, graph, executor or LocalExecutor(graph))
+        job = Job(job_id, graph.name, kind, graph, executor or self._executor(graph, job_id, from_savepoint))
         self.jobs[job_id] = job
         job.thread = threading.Thread(target=self._run, args=(job,), name=f"weir-job-{job_id}", daemon=True)
         job.thread.start()
         return job
 
+    def _executor(self, graph: JobGraph, job_id: str, from_savepoint: Path | None) -> LocalExecutor:
+        """Each job checkpoints into a state directory of its own, started empty,
+        so that STOP JOB ... WITH SAVEPOINT works (and SET 'execution.checkpointing.interval')."""
+        state = self.state_root / job_id
+        shutil.rmtree(state, ignore_errors=True)
+        options = JobOptions(state_dir=state, from_savepoint=from_savepoint)
+        return LocalExecutor(graph, checkpoints=checkpoint_config(graph, options),
+                             spill_dir=str(state / "spill"))
+
     def _run(self, job: Job) -> None:
         try:
             job.result = job.executor.run()
-            job.status = FINISHED
+            job.status = STOPPED if job.result.stopped_with else FINISHED
         except JobCancelled:
             job.status = STOPPED if job.savepoint else CANCELED
         except EngineError as error:
@@ -120,16 +131,9 @@ class JobManager:
         job.done.wait(wait)
 
     def stop_with_savepoint(self, job: Job, wait: float | None = 30.0) -> str:
-        """Stop the job with a savepoint and return where the savepoint is.
-
-        Raises SavepointsUnavailable (after cancelling the job) while the
-        executor has no savepoints. Wiring them in is this one call."""
-        trigger = getattr(job.executor, "stop_with_savepoint", None)
-        if trigger is None:
-            self.cancel(job, wait)
-            raise SavepointsUnavailable()
+        """Stop the job with a savepoint and return where the savepoint is."""
         job.stopping = True
-        job.savepoint = str(trigger())
+        job.savepoint = str(job.executor.stop_with_savepoint())
         job.done.wait(wait)
         return job.savepoint
 

@@ -10,10 +10,12 @@ JobGraph of its own and runs as its own job in the background.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import pyarrow as pa
 from sqlglot import exp
 
+from engine.errors import EngineError
 from engine.graph import JobGraph
 from planner.catalog import TableDef, ViewDef
 from planner.expressions import to_duckdb
@@ -23,7 +25,7 @@ from planner.planner import Planner
 from planner.queries import QueryPlanner
 from planner.types import sql_name
 from shell.database import ResultDatabase
-from shell.jobs import Job, JobManager, SavepointsUnavailable
+from shell.jobs import Job, JobManager
 from shell.live import LiveResult, redirect_to
 from shell.render import timestamp
 from sql import statements as st
@@ -112,7 +114,8 @@ class Session:
         if isinstance(s, st.CreateView):
             sink = next(node for node in graph.nodes if node.kind == "sink")
             self.database.create_if_missing(s.name, sink.output_schema)
-        job = self.jobs.start(graph, kind)
+        savepoint = graph.settings.get("execution.savepoint.path")
+        job = self.jobs.start(graph, kind, from_savepoint=Path(savepoint) if savepoint else None)
         if isinstance(s, st.CreateView):
             self.maintainers[s.name.lower()] = job
             return Message(f"job {job.id} started: materialized view {s.name} in {self.db_path}")
@@ -166,10 +169,10 @@ class Session:
             return Message(f"job {job.id} stopped ({job.status}); output not yet committed was discarded")
         try:
             path = self.jobs.stop_with_savepoint(job)
-        except SavepointsUnavailable:
-            return Message(f"job {job.id} stopped ({job.status}) WITHOUT a savepoint: savepoints are not "
-                           "available yet in this version of weir; output not yet committed was discarded")
-        return Message(f"job {job.id} stopped with a savepoint at {path}")
+        except EngineError as error:
+            return Message(f"job {job.id} was not stopped: {error.message}")
+        return Message(f"job {job.id} stopped with a savepoint at {path}; resume it with "
+                       f"SET 'execution.savepoint.path' = '{path}' and the same statement")
 
     # -- SET, SHOW, DESCRIBE, DROP --------------------------------------------------
     def _set(self, s: st.SetOption) -> Message | ResultTable:

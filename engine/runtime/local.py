@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -127,11 +128,38 @@ class LocalExecutor:
         self.tasks: dict[str, _Task] = {}
         self._cancelled = threading.Event()
         self._started = time.perf_counter()
+        #: Savepoints asked for from another thread: (path, callback), taken at the next boundary.
+        self._savepoint_requests: list = []
 
     def cancel(self) -> None:
         """Stop the job at the next batch boundary; ``run`` raises JobCancelled and
         nothing uncommitted becomes visible. Safe to call from another thread."""
         self._cancelled.set()
+
+    def savepoint(self, path: Path | None = None, *, stop: bool = False, timeout: float = 300.0) -> CheckpointEvent:
+        """Take a savepoint at the next batch boundary (and stop the job, with ``stop``);
+        returns it once it is complete. Call from another thread than the one running the job."""
+        if self.checkpoints is None and self.coordinator is None:
+            raise EngineError(f"job {self.graph.name} runs without a state directory, so it cannot take savepoints",
+                              hint="run it with checkpoints configured (weir run, or the shell)")
+        done = threading.Event()
+        events: list[CheckpointEvent] = []
+
+        def completed(event: CheckpointEvent) -> None:
+            events.append(event)
+            if stop:
+                self.stopped_with = event
+                self._stop_requested = True
+            done.set()
+
+        self._savepoint_requests.append((path, completed))
+        if not done.wait(timeout):
+            raise EngineError(f"job {self.graph.name} took no savepoint within {timeout:.0f} s",
+                              hint="a savepoint is taken between two batches; is the job stuck or finished?")
+        return events[0]
+
+    def stop_with_savepoint(self, path: Path | None = None, timeout: float = 300.0) -> Path:
+        return self.savepoint(path, stop=True, timeout=timeout).path
 
     # -- setup ---------------------------------------------------------------
     def _build(self) -> None:
@@ -246,6 +274,8 @@ class LocalExecutor:
         if self.control is not None:
             for request in self.control.poll():
                 self._handle_request(request)
+        while self._savepoint_requests:
+            coordinator.request_savepoint(*self._savepoint_requests.pop(0))
         self._report(coordinator.poll(self.commit))
         kind = coordinator.due()
         if kind is not None:

@@ -1,6 +1,8 @@
 """The shell's session without a terminal: statements in, replies out."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from jobs import nexmark_source
@@ -99,28 +101,29 @@ def test_drop_refuses_a_view_whose_job_runs_then_drops_its_table(session):
     assert rows(run(session, "SHOW TABLES;")) == []
 
 
-def test_stop_with_savepoint_says_savepoints_are_not_available_yet(session):
-    run(session, BIDS + "WITH ('connector' = 'nexmark');")
-    run(session, PER_CHANNEL)
+def test_stop_with_savepoint_then_resume_from_it(session, tmp_path):
+    """STOP JOB ... WITH SAVEPOINT takes a real savepoint; SET 'execution.savepoint.path'
+    starts the same statement from it, and the output ends as an uninterrupted run's would."""
+    run(session, BIDS + "WITH ('connector' = 'nexmark', 'first-event.rate' = '1000');")  # unbounded
+    run(session, f"CREATE TABLE counts (channel VARCHAR, n BIGINT) WITH ('connector' = 'filesystem', "
+                 f"'path' = '{tmp_path / 'counts'}', 'format' = 'csv');")
+    insert = ("INSERT INTO counts SELECT channel, COUNT(*) FROM TUMBLE(bids, date_time, INTERVAL '10' SECOND) "
+              "GROUP BY channel, window_start, window_end;")
+    run(session, insert)
     reply = run(session, "STOP JOB 'j1' WITH SAVEPOINT;")
-    assert reply.text.startswith("job j1 stopped (CANCELED) WITHOUT a savepoint: savepoints are not available yet")
-    assert session.jobs.get("j1").status == CANCELED
-    assert run(session, "STOP JOB 'j1';").text == "job j1 is not running: it is CANCELED"
-
-
-def test_stop_with_savepoint_is_one_call_once_the_executor_has_it(session):
-    """The seam for issue 3: an executor with stop_with_savepoint() is used as it is."""
-    run(session, BIDS + "WITH ('connector' = 'nexmark');")
-    run(session, PER_CHANNEL)
-    job = session.jobs.get("j1")
-
-    def stop_with_savepoint():
-        job.executor.cancel()
-        return "savepoints/sp-1"
-
-    job.executor.stop_with_savepoint = stop_with_savepoint
-    assert run(session, "STOP JOB 'j1' WITH SAVEPOINT;").text == "job j1 stopped with a savepoint at savepoints/sp-1"
-    assert job.status == STOPPED
+    assert reply.text.startswith("job j1 stopped with a savepoint at ")
+    path = reply.text.split(" at ", 1)[1].split(";")[0]
+    assert (Path(path) / "_metadata").exists()
+    assert session.jobs.get("j1").status == STOPPED
+    assert run(session, "STOP JOB 'j1';").text == "job j1 is not running: it is STOPPED"
+    run(session, "DROP TABLE bids;")
+    run(session, BIDS + nexmark_source(200_000))  # the same source, now bounded
+    run(session, f"SET 'execution.savepoint.path' = '{path}';")
+    run(session, insert)
+    session.jobs.get("j2").thread.join()
+    assert session.jobs.get("j2").status == FINISHED
+    total = rows(run(session, f"SELECT SUM(n) AS total FROM read_csv('{tmp_path / 'counts'}/*.csv');"))[0]["total"]
+    assert total == 184_000  # every bid of the 200,000 events, none twice
 
 
 def test_a_select_reads_a_stream_live_or_the_database_at_once(session):

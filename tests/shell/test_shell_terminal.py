@@ -112,11 +112,11 @@ def test_background_jobs_show_jobs_a_view_queried_while_it_runs_and_stop_with_sa
     sh.expect(r"per_channel \| materialized view \| j1 \(RUNNING\)")
 
     sh.run("STOP JOB 'j1' WITH SAVEPOINT;")
-    sh.expect(r"job j1 stopped \(CANCELED\) WITHOUT a savepoint: savepoints are not available yet")
+    sh.expect(r"job j1 stopped with a savepoint at \.weir/shell/j1/savepoints/savepoint-\d+; resume it with")
     sh.run("STOP JOB 'j2';")
     sh.expect(r"job j2 stopped \(CANCELED\)")
     sh.run("SHOW JOBS;")
-    sh.expect(r"j1 \| per_channel \| CANCELED")
+    sh.expect(r"j1 \| per_channel \| STOPPED")
     sh.expect(r"j2 \| nowhere\s+\| CANCELED")
     sh.run("STOP JOB 'j9';")
     sh.expect(r"error\x1b\[0m: no job with id 'j9'")
