@@ -119,7 +119,8 @@ class Sink(ABC):
         """Make the output of checkpoint ``checkpoint_id`` visible."""
 
     def abort(self) -> None:
-        """Discard staged output that was never committed."""
+        """Discard output staged since the last pre-commit. Pre-committed output stays:
+        it may belong to a completed checkpoint; ``recover`` publishes or deletes it."""
 
     def finish(self) -> None:
         """End of job without checkpointing: commit everything staged."""

@@ -17,7 +17,7 @@ the file open only while it commits:
    ``_weir_sink_commits``; then closes the database and deletes the staging
    files. The record makes a repeated commit (after a restore) a no-op.
 5. ``finish()`` commits what is pre-committed and what is still in memory;
-   ``abort()`` drops both.
+   ``abort()`` drops what is in memory (pre-committed files are ``recover``'s).
 
 Opening retries for 'sink.lock-timeout' while another process holds the
 file, then fails with an ``EngineError`` that says who to close.
@@ -121,11 +121,9 @@ class DuckDBTableSink(Sink):
                     os.remove(os.path.join(self.staging_dir, name))
 
     def abort(self) -> None:
+        """Drop the rows staged since the last pre-commit. Pre-committed files stay:
+        they may belong to a checkpoint that completed, and ``recover`` decides."""
         self._staged = []
-        for files in self._pre_committed.values():
-            for path in files:
-                if os.path.exists(path):
-                    os.remove(path)
         self._pre_committed = {}
 
     # -- the parts ---------------------------------------------------------

@@ -11,7 +11,8 @@ The protocol, per subtask:
 3. ``commit(checkpoint_id, handle)`` renames each in-progress file to its
    final name ``part-<subtask>-<n>.<ext>`` and fsyncs the directory. It is
    idempotent, so a restored job can commit a handle from its checkpoint again.
-4. ``abort()`` deletes the in-progress files this sink has not committed;
+4. ``abort()`` deletes the in-progress files written since the last
+   pre-commit (pre-committed ones are ``recover``'s to publish or delete);
    ``finish()`` closes and commits everything.
 
 Part numbers continue after the highest number found in the directory (final
@@ -172,11 +173,12 @@ class FileSystemSink(Sink):
         self._publish(files)
 
     def abort(self) -> None:
+        """Delete what was written since the last pre-commit. Pre-committed files stay:
+        they may belong to a checkpoint that completed, and ``recover`` decides."""
         if self._writer is not None:
             self._writer.close()
             self._writer = None
         doomed = ([self._current] if self._current else []) + self._closed
-        doomed += [pair for handle in self._pre_committed.values() for pair in handle]
         for in_progress, _ in doomed:
             path = os.path.join(self.directory, in_progress)
             if os.path.exists(path):
