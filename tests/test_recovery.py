@@ -248,39 +248,58 @@ def test_killed_several_times_in_one_job_the_output_is_still_exact(tmp_path, ref
 # -- incomplete, corrupt and incompatible checkpoints --------------------------------------------
 
 
-def killed_with_two_checkpoints(directory: Path) -> tuple[int, Path, int]:
-    """Kill the job after two checkpoints completed: (newest id, its folder, the id before)."""
-    run_killed(directory, *CHECKPOINT_EVERY_BATCH, fault="batch:8")
+#: How the job is killed before its newest checkpoint is damaged: while that checkpoint's
+#: output is still staged (right after its metadata), or once it is published. For the
+#: latter, batches of 6 rows: batch 1 fires no window (watermark 9 s), so checkpoint 1 has
+#: no output; the kill comes right after the third sink committed the second checkpoint,
+#: taken at boundary 2 or later (windows fired), before a newer checkpoint was begun.
+NEWEST = {
+    "output staged": ("after-metadata:3", []),
+    "output published": (f"commit:{2 * 3}", ["--set", "weir.source.batch-size=6"]),
+}
+
+
+def killed_with_two_checkpoints(directory: Path, newest: str) -> tuple[int, Path, list[str]]:
+    """Kill the job after two checkpoints completed: (newest id, its folder, the settings)."""
+    fault, batches = NEWEST[newest]
+    settings = [*CHECKPOINT_EVERY_BATCH, *batches]
+    run_killed(directory, *settings, fault=fault)
     completed = checkpoints(directory).completed()
     assert len(completed) >= 2, f"only {[c.id for c in completed]} completed before the kill"
-    newest, before = completed[0], completed[1]
-    return newest.id, Path(newest.path), before.id
+    published = any(outputs(directory).values())
+    assert published == (newest == "output published"), f"published output: {outputs(directory)}"
+    return completed[0].id, Path(completed[0].path), settings
 
 
-def truncate_a_parquet_file(folder: Path) -> None:
-    state = sorted(folder.rglob("*.parquet"))
-    assert state, f"no parquet state in {folder}"
-    state[0].write_bytes(state[0].read_bytes()[:100])
+def state_file(folder: Path) -> Path:
+    """A parquet state file of the checkpoint, or its state.json where no window is open."""
+    files = sorted(folder.rglob("*.parquet")) or sorted(folder.rglob("state.json"))
+    assert files, f"no state in {folder}"
+    return files[0]
 
 
-def flip_a_byte(folder: Path) -> None:
-    state = sorted(folder.rglob("*.parquet"))
-    assert state, f"no parquet state in {folder}"
-    data = bytearray(state[0].read_bytes())
+def truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2])
+
+
+def flip_a_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0xFF
-    state[0].write_bytes(bytes(data))
+    path.write_bytes(bytes(data))
 
 
-CORRUPTIONS = {"truncated parquet state": truncate_a_parquet_file, "a flipped byte": flip_a_byte}
+CORRUPTIONS = {"truncated state file": truncate, "a flipped byte": flip_a_byte}
 
 
+@pytest.mark.parametrize("newest", list(NEWEST))
 @pytest.mark.parametrize("corruption", list(CORRUPTIONS))
-def test_a_corrupt_newest_checkpoint_is_skipped_with_a_warning(corruption, tmp_path, reference):
+def test_a_corrupt_newest_checkpoint_is_skipped_with_a_warning(corruption, newest, tmp_path, reference):
+    """Skipping a checkpoint whose output was published must not publish that output twice."""
     directory = make_job(tmp_path)
-    newest, folder, _ = killed_with_two_checkpoints(directory)
-    CORRUPTIONS[corruption](folder)
+    newest, folder, settings = killed_with_two_checkpoints(directory, newest)
+    CORRUPTIONS[corruption](state_file(folder))
 
-    result = run_to_end(directory, *CHECKPOINT_EVERY_BATCH)
+    result = run_to_end(directory, *settings)
 
     assert re.search(rf"warning: .*checkpoint {newest}\b.*skipped", result.stderr), result.stderr
     assert outputs(directory) == reference
@@ -289,11 +308,11 @@ def test_a_corrupt_newest_checkpoint_is_skipped_with_a_warning(corruption, tmp_p
 
 def test_a_checkpoint_without_metadata_is_incomplete_and_the_one_before_is_used(tmp_path, reference):
     directory = make_job(tmp_path)
-    newest, folder, before = killed_with_two_checkpoints(directory)
+    newest, folder, settings = killed_with_two_checkpoints(directory, "output staged")
     (folder / "_metadata").unlink()
-    assert checkpoints(directory).latest().id == before
+    assert checkpoints(directory).latest().id < newest
 
-    run_to_end(directory, *CHECKPOINT_EVERY_BATCH)
+    run_to_end(directory, *settings)
 
     assert outputs(directory) == reference
     assert_no_leftovers(directory)
