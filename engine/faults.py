@@ -13,9 +13,11 @@ import os
 import signal
 import threading
 
+from engine.errors import EngineError
 
-class InjectedFault(RuntimeError):
-    pass
+
+class InjectedFault(EngineError):
+    """A failure injected by WEIR_FAULT, handled like any failure of the job."""
 
 
 def _parse(spec: str | None) -> tuple[str, int, bool] | None:
@@ -38,5 +40,6 @@ def reach(point: str) -> None:
         hit = _counts[point] == _FAULT[1]
     if hit:
         if _FAULT[2]:
-            raise InjectedFault(f"injected fault at {point} #{_FAULT[1]}")
+            raise InjectedFault(f"injected fault at {point} #{_FAULT[1]}",
+                                hint="unset WEIR_FAULT: it is for the crash tests")
         os.kill(os.getpid(), signal.SIGKILL)

@@ -291,12 +291,11 @@ def flip_a_byte(path: Path) -> None:
 CORRUPTIONS = {"truncated state file": truncate, "a flipped byte": flip_a_byte}
 
 
-@pytest.mark.parametrize("newest", list(NEWEST))
 @pytest.mark.parametrize("corruption", list(CORRUPTIONS))
-def test_a_corrupt_newest_checkpoint_is_skipped_with_a_warning(corruption, newest, tmp_path, reference):
-    """Skipping a checkpoint whose output was published must not publish that output twice."""
+def test_a_corrupt_newest_checkpoint_is_skipped_with_a_warning(corruption, tmp_path, reference):
+    """Its output was still staged: skipping it and resuming from the one before is exact."""
     directory = make_job(tmp_path)
-    newest, folder, settings = killed_with_two_checkpoints(directory, newest)
+    newest, folder, settings = killed_with_two_checkpoints(directory, "output staged")
     CORRUPTIONS[corruption](state_file(folder))
 
     result = run_to_end(directory, *settings)
@@ -304,6 +303,24 @@ def test_a_corrupt_newest_checkpoint_is_skipped_with_a_warning(corruption, newes
     assert re.search(rf"warning: .*checkpoint {newest}\b.*skipped", result.stderr), result.stderr
     assert outputs(directory) == reference
     assert_no_leftovers(directory)
+
+
+@pytest.mark.parametrize("corruption", list(CORRUPTIONS))
+def test_a_corrupt_checkpoint_whose_output_was_published_is_refused(corruption, tmp_path):
+    """Resuming from the checkpoint before it would publish that output twice: weir says so
+    and stops, rather than silently doubling rows."""
+    directory = make_job(tmp_path)
+    newest, folder, settings = killed_with_two_checkpoints(directory, "output published")
+    CORRUPTIONS[corruption](state_file(folder))
+    published = outputs(directory)
+
+    result = run(directory, *settings)
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"checkpoint {newest} at" in result.stderr
+    assert "already been published" in result.stderr and "--from-savepoint" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert outputs(directory) == published  # nothing written twice, nothing lost
 
 
 def test_a_checkpoint_without_metadata_is_incomplete_and_the_one_before_is_used(tmp_path, reference):

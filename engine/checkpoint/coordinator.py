@@ -41,6 +41,8 @@ from engine.graph import JobGraph, OperatorNode
 from engine.state.key_groups import range_for_subtask
 
 COMMITTED_MARKER = "_output_committed"
+#: Written just before a checkpoint's output is committed: from then on some of it may be visible.
+PUBLISHING_MARKER = "_output_publishing"
 STATEFUL_KINDS = ("window_aggregate",)
 
 
@@ -121,6 +123,7 @@ class Coordinator:
         else:
             storage.discard_incomplete()
             checkpoint = storage.latest(warn=self.warn)
+            self._refuse_unsafe_fallback(checkpoint)
         # Number after every checkpoint in the directory, so a fresh start never meets an old id.
         self.next_id = max([self.next_id, *(info.id + 1 for info in storage.completed())])
         if checkpoint is None:
@@ -138,6 +141,19 @@ class Coordinator:
         event = CheckpointEvent(checkpoint.id, checkpoint.kind, checkpoint.size_bytes, 0.0, checkpoint.path)
         return RestorePoint(event, meta.get("sources", {}), bool(meta.get("finished")), handles,
                             lambda operator_id: checkpoint.operator_state(operator_id, key_groups))
+
+    def _refuse_unsafe_fallback(self, checkpoint: Checkpoint | None) -> None:
+        """Skipping a corrupt checkpoint is safe only if none of its output is visible:
+        resuming from an earlier one would publish that output a second time."""
+        chosen = checkpoint.id if checkpoint is not None else -1
+        for info in self.config.storage.completed():
+            if info.id > chosen and (info.path / PUBLISHING_MARKER).exists():
+                raise EngineError(
+                    f"checkpoint {info.id} at {info.path} cannot be read, and its output has already been "
+                    "published; resuming from an earlier checkpoint would publish that output twice",
+                    hint="resume from a savepoint (--from-savepoint), or remove this job's output and start "
+                         "afresh with a new --state-dir",
+                )
 
     def check_compatible(self, checkpoint: Checkpoint) -> None:
         """Refuse a checkpoint whose operator state no longer fits the job, naming what changed."""
@@ -249,8 +265,9 @@ class Coordinator:
         if flight.error is not None:
             self.warn(f"checkpoint {flight.checkpoint_id} failed and was discarded: {flight.error}")
             return None
-        commit(flight.checkpoint_id)
         info = flight.info
+        (Path(info.path) / PUBLISHING_MARKER).write_text("")
+        commit(flight.checkpoint_id)
         event = CheckpointEvent(flight.checkpoint_id, flight.kind, getattr(info, "size_bytes", 0),
                                 time.monotonic() - flight.started, Path(getattr(info, "path", "")))
         self.completed.append(event)

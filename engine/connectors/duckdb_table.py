@@ -112,8 +112,9 @@ class DuckDBTableSink(Sink):
     def recover(self, handles: list[Any]) -> None:
         """Insert the restored checkpoint's staged files (once each); delete other staged files."""
         files = [path for handle in handles for path in handle or []]
-        self._replace_pending = False
+        pending, self._replace_pending = self._replace_pending, False  # republish: never replace
         self._insert(files)
+        self._replace_pending = pending
         prefix = f"{_safe(self.table_name)}~"
         if os.path.isdir(self.staging_dir):
             for name in os.listdir(self.staging_dir):

@@ -241,6 +241,8 @@ class LocalExecutor:
             self.coordinator = Coordinator(self.graph, self.checkpoints, warn=self.warn)
         try:
             restore = self.coordinator.restore_point() if self.coordinator else None
+            if restore is None and self.coordinator is not None and not self.sinks_prepared:
+                self._discard_staged_output()
             if restore is not None:
                 self._recover_sinks(restore)
                 if restore.finished:  # killed after the final checkpoint: its output is now committed
@@ -344,6 +346,12 @@ class LocalExecutor:
                 if restore.sink_handles is not None:
                     self._call(task, task.operator.sink.recover, restore.sink_handles.get(task.node.id, []))
                 task.operator.resuming = True
+
+    def _discard_staged_output(self) -> None:
+        """A fresh start: output a killed earlier run staged but never published is deleted."""
+        for task in self.tasks.values():
+            if task.node.kind == "sink":
+                self._call(task, task.operator.sink.recover, [])
 
     def _restore(self, restore: RestorePoint) -> None:
         for task in self.tasks.values():

@@ -234,6 +234,7 @@ class ProcessExecutor:
         for node in self.graph.nodes:
             if node.kind == "sink":
                 sink = create_sink(node.config["options"], node.output_schema)
+                sink.recover([])  # output a killed earlier run staged and never published
                 sink.open()
                 sink.finish()
 
