@@ -45,6 +45,7 @@ class SplitWatermarks:
     def __init__(self, splits: list[str]):
         self._by_split = {s: MIN_WATERMARK for s in splits}
         self._finished: set[str] = set()
+        self._idle: set[str] = set()
         self.current = MIN_WATERMARK
 
     def state(self) -> dict:
@@ -62,6 +63,13 @@ class SplitWatermarks:
         """Record a split's new candidate; return the combined watermark if it advanced."""
         if candidate is not None and candidate > self._by_split[split]:
             self._by_split[split] = candidate
+        self._idle.discard(split)
+        return self._advance()
+
+    def idle(self, split: str) -> int | None:
+        """``split`` had no rows for the idle timeout: it stops holding the watermark back
+        until it has rows again (``observe`` makes it active)."""
+        self._idle.add(split)
         return self._advance()
 
     def finish(self, split: str) -> int | None:
@@ -69,7 +77,9 @@ class SplitWatermarks:
         return self._advance()
 
     def _advance(self) -> int | None:
-        active = [w for s, w in self._by_split.items() if s not in self._finished]
+        active = [w for s, w in self._by_split.items() if s not in self._finished and s not in self._idle]
+        if not active and len(self._finished) < len(self._by_split):
+            return None  # every unfinished split is idle: the watermark waits
         combined = min(active) if active else MAX_WATERMARK
         if combined > self.current:
             self.current = combined

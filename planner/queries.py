@@ -37,6 +37,12 @@ class PlanError(WeirSqlError):
     pass
 
 
+def _idle_timeout(settings: dict[str, str]) -> str | None:
+    """The job-wide 'table.exec.source.idle-timeout'; '0' (the default) means never idle."""
+    value = settings.get("table.exec.source.idle-timeout")
+    return value if value and value.strip() not in ("0", "0s", "0 ms", "0ms") else None
+
+
 def bounded_delay(watermark: exp.Expression | None, column: str | None) -> list | None:
     """[column, delay µs] when the watermark is ``column`` or ``column - INTERVAL ...``
     (bounded out-of-orderness), which the engine computes without SQL."""
@@ -115,6 +121,7 @@ class QueryPlanner:
             "watermark": to_duckdb(table.watermark, table.schema) if table.watermark is not None else None,
             "watermark_bounded": bounded_delay(table.watermark, table.watermark_column),
             "batch_size": int(self.settings.get("weir.source.batch-size", 65536)),
+            "idle_timeout": _idle_timeout(self.settings),
         }
         description = f"Source(table=[{table.name}], connector=[{table.options.get('connector')}]"
         if table.watermark is not None:

@@ -28,6 +28,12 @@ CONNECTORS: dict[str, ConnectorSpec] = {
 
 ROLES = ("source", "sink")
 
+#: Options every source accepts, read by the runtime rather than the connector.
+SOURCE_OPTIONS = {
+    "source.idle-timeout": OptionSpec(
+        "a split with no rows for this long stops holding the watermark back", value_type="duration"),
+}
+
 
 def connector_spec(name: str) -> ConnectorSpec:
     spec = CONNECTORS.get(name)
@@ -74,7 +80,7 @@ def validate_options(options: dict[str, str], role: str) -> list[ConnectorOption
         ]
 
     problems: list[ConnectorOptionError] = []
-    general = dict(spec.options)
+    general = {**spec.options, **(SOURCE_OPTIONS if role == "source" else {})}
     by_format = spec.format_options
     every_format_key = {key: fmt for fmt, keys in by_format.items() for key in keys}
     known_keys = ["connector", *general, *every_format_key]

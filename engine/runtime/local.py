@@ -14,6 +14,7 @@ from typing import Callable
 
 import pyarrow as pa
 
+from engine.connectors.options import parse_duration_seconds
 from engine.connectors.registry import create_sink, create_source
 from engine.errors import EngineError, JobCancelled
 from engine.graph import JobGraph, OperatorNode
@@ -184,7 +185,9 @@ class LocalExecutor:
         if node.kind == "source":
             source = create_source(node.config["options"], node.output_schema, **_batch_size(node))
             bounded = node.config.get("watermark_bounded")
-            return None, SourceReader(source, node.config.get("watermark"), bounded=tuple(bounded) if bounded else None)
+            idle = node.config["options"].get("source.idle-timeout") or node.config.get("idle_timeout")
+            return None, SourceReader(source, node.config.get("watermark"), bounded=tuple(bounded) if bounded else None,
+                                      idle_timeout=parse_duration_seconds("source.idle-timeout", idle) if idle else None)
         if node.kind == "sink":
             sink = create_sink(node.config["options"], node.output_schema, subtask_index=ctx.subtask_index)
             return SinkWriter(sink, ctx), None

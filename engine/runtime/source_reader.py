@@ -5,6 +5,7 @@ close together, so that the minimum of their watermarks advances steadily.
 """
 from __future__ import annotations
 
+import time
 from typing import Any, Iterator
 
 import pyarrow as pa
@@ -16,13 +17,24 @@ from engine.watermarks import SplitWatermarks, WatermarkGenerator
 
 class SourceReader:
     def __init__(self, source: Source, watermark_sql: str | None, offsets: dict[str, Any] | None = None,
-                 bounded: tuple[str, int] | None = None):
+                 bounded: tuple[str, int] | None = None, idle_timeout: float | None = None):
         self.source = source
         self.splits = source.splits()
         self.offsets: dict[str, Any] = dict(offsets or {})
         self._generator = WatermarkGenerator(watermark_sql, bounded) if watermark_sql else None
         self.watermarks = SplitWatermarks(self.splits)
         self.rows_read = 0
+        #: Seconds without rows after which a split stops holding the watermark back.
+        self.idle_timeout = idle_timeout
+        self._last_rows: dict[str, float] = {}
+
+    def _maybe_idle(self, split: str) -> int | None:
+        if self.idle_timeout is None:
+            return None
+        last = self._last_rows.setdefault(split, time.monotonic())
+        if time.monotonic() - last >= self.idle_timeout:
+            return self.watermarks.idle(split)
+        return None
 
     def position(self) -> dict[str, Any]:
         """Where the source is, for a checkpoint: split offsets and split watermarks."""
@@ -48,7 +60,11 @@ class SourceReader:
                 else:
                     batch, self.offsets[split] = step
                     if batch.num_rows == 0:
+                        advanced = self._maybe_idle(split)
+                        if advanced is not None and self._generator:
+                            yield None, Watermark(advanced)
                         continue
+                    self._last_rows[split] = time.monotonic()
                     self.rows_read += batch.num_rows
                     candidate = self._generator.max_of(batch) if self._generator else None
                     advanced = self.watermarks.observe(split, candidate)

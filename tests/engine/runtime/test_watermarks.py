@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from engine.messages import MAX_WATERMARK
+from engine.messages import MAX_WATERMARK, MIN_WATERMARK
 from engine.watermarks import SplitWatermarks, WatermarkGenerator
 
 SECOND = 1_000_000
@@ -41,3 +41,44 @@ def test_bounded_delay_gives_the_same_watermark_as_the_sql_expression():
     nulls = pa.record_batch({"ts": pa.array([None], pa.timestamp("us"))})
     assert bounded.max_of(nulls) is None
 
+
+
+def test_an_idle_split_stops_holding_the_watermark_back():
+    marks = SplitWatermarks(["busy", "quiet"])
+    assert marks.observe("busy", 10 * SECOND) is None  # quiet has seen nothing yet
+    assert marks.idle("quiet") == 10 * SECOND
+    assert marks.observe("busy", 12 * SECOND) == 12 * SECOND
+    assert marks.observe("quiet", 11 * SECOND) is None  # active again, but behind: no going back
+    assert marks.observe("quiet", 13 * SECOND) is None  # min(12, 13) = 12, no change
+    assert marks.observe("busy", 20 * SECOND) == 13 * SECOND
+
+
+def test_when_every_split_is_idle_the_watermark_waits():
+    marks = SplitWatermarks(["a", "b"])
+    marks.observe("a", 5 * SECOND)
+    assert marks.idle("a") is None
+    assert marks.idle("b") is None
+    assert marks.current == MIN_WATERMARK
+
+
+def test_a_reader_marks_a_split_idle_when_it_brings_no_rows():
+    from engine.connectors.base import Source
+    from engine.runtime.source_reader import SourceReader
+
+    schema = pa.schema([("ts", pa.timestamp("us"))])
+
+    class TwoSplits(Source):
+        def splits(self):
+            return ["busy", "quiet"]
+
+        def read(self, split, offset=None):
+            for i in range(3):
+                times = [(i + 1) * 10 * SECOND] if split == "busy" else []
+                yield pa.record_batch({"ts": pa.array(times, pa.timestamp("us"))}), i
+
+    def watermarks(idle_timeout):
+        reader = SourceReader(TwoSplits({}, schema), "ts", bounded=("ts", 0), idle_timeout=idle_timeout)
+        return [w.timestamp for _, w in reader if w is not None]
+
+    assert watermarks(None) == [MAX_WATERMARK]  # the quiet split holds everything back to the end
+    assert watermarks(0.0) == [10 * SECOND, 20 * SECOND, 30 * SECOND, MAX_WATERMARK]
