@@ -1,0 +1,317 @@
+"""WindowJoin: Flink's window join of two windowed inputs, state in DuckDB.
+
+Config::
+
+    {
+      "join_type": "inner" | "left" | "right" | "full" | "semi" | "anti",
+      "null_aware": false,   # anti only: NOT IN semantics (a NULL key matches anything)
+      "left":  {"columns": [name, ...], "keys": [column, ...],
+                "window_start": column, "window_end": column},
+      "right": {...the same for the right input}
+    }
+
+Input 0 is the left side, input 1 the right. Both carry the window bounds of
+one window definition (TUMBLE today; any assigner whose rows have
+``window_start`` and ``window_end`` works, since rows arrive with their
+window already assigned). Keys are column names: the planner computes key
+expressions before the exchange, which hashes both sides by their keys into
+the same key groups.
+
+Per batch: rows with a NULL ``window_end`` and late rows (their window already
+fired: ``window_end - 1 ms <= watermark``) are counted (``late_rows_dropped``
+and per side ``late_rows_dropped_left``/``_right``) and dropped; the rest are
+appended to ``left_rows`` or ``right_rows`` with their key group and
+``window_end`` in µs. Per watermark (the minimum of both inputs'): the rows of
+every window with ``window_end - 1 ms <= watermark`` are joined by one DuckDB
+statement with the join type's semantics and emitted — the left columns, then
+the right ones (NULLs for a missing outer side); SEMI and ANTI emit each left
+row once, left columns only — and the window's rows are deleted.
+
+The result equals DuckDB's batch join over the rows that were not late::
+
+    SELECT * FROM left l <type> JOIN right r
+    ON l.window_start = r.window_start AND l.window_end = r.window_end AND l.k = r.k ...
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.errors import EngineError
+from engine.operators.base import Operator, OperatorContext
+from engine.operators.batches import conform
+from engine.operators.clock import EventTimeClock
+from engine.operators.duckdb_sql import execute, int_literal, query_arrow
+from engine.operators.windows import WINDOW_TIME_LAG_US
+from engine.state.key_groups import key_groups, range_for_subtask
+from engine.state.keyed_tables import check_key_groups, merge_tables, select_key_groups
+
+JOIN_TYPES = ("inner", "left", "right", "full", "semi", "anti")
+SIDES = ("left", "right")
+#: The state table of each input: its rows by key group and window, until the window fires.
+STATE_TABLES = ("left_rows", "right_rows")
+WINDOW_END = "__window_end"
+INPUT_VIEW = "join_input"
+SNAPSHOT_VERSION = 1
+MAX_BIGINT = 2**63 - 1
+
+
+class _Side:
+    """One input's configuration: where its keys and window bounds are."""
+
+    def __init__(self, name: str, config: dict[str, Any], operator_id: str):
+        self.name = name
+        self.table = STATE_TABLES[SIDES.index(name)]
+        try:
+            #: The input's column names, in order.
+            self.columns: list[str] = list(config["columns"])
+            self.keys: list[str] = list(config["keys"])
+            self.window_start: str = config["window_start"]
+            self.window_end: str = config["window_end"]
+        except (KeyError, TypeError) as exc:
+            raise EngineError(f"window_join config of the {name} side lacks {exc}",
+                              operator_id=operator_id) from None
+        missing = [c for c in (*self.keys, self.window_start, self.window_end) if c not in self.columns]
+        if missing:
+            raise EngineError(f"window_join's {name} side names columns it does not have: {missing}",
+                              hint=f"its columns: {self.columns}", operator_id=operator_id)
+
+    def column(self, name: str) -> str:
+        """The state table's column for input column ``name`` (c0, c1, ...: input names may clash)."""
+        return f"c{self.columns.index(name)}"
+
+
+class WindowJoin(Operator):
+    def __init__(self, config: dict[str, Any], ctx: OperatorContext):
+        super().__init__(config, ctx)
+        oid = ctx.operator_id
+        self.join_type = str(config.get("join_type", "")).lower()
+        if self.join_type not in JOIN_TYPES:
+            raise EngineError(f"unknown window join type {config.get('join_type')!r}",
+                              hint=f"one of: {', '.join(JOIN_TYPES)}", operator_id=oid)
+        self.null_aware = bool(config.get("null_aware")) and self.join_type == "anti"
+        self.sides = [_Side(name, config.get(name) or {}, oid) for name in SIDES]
+        if len(self.sides[0].keys) != len(self.sides[1].keys):
+            raise EngineError("window_join needs as many keys on the left as on the right",
+                              operator_id=oid)
+        self.clock = EventTimeClock()
+        self.con = None
+        #: Tables created so far; the earliest window_end held (None: no state).
+        self._created: set[str] = set()
+        self._earliest_end: int | None = None
+
+    # -- lifecycle -----------------------------------------------------------
+    def open(self) -> None:
+        if self.con is None:
+            self.con = self.ctx.state_connection()
+
+    def close(self) -> None:
+        if self.con is not None:
+            self.con.close()
+            self.con = None
+
+    def _run(self, sql: str) -> list[tuple]:
+        return execute(self.con, sql, self.ctx.operator_id)
+
+    # -- batches -------------------------------------------------------------
+    def process_batch(self, batch: pa.RecordBatch, input_index: int = 0) -> list[pa.RecordBatch]:
+        self.open()
+        if input_index not in (0, 1):
+            raise EngineError(f"window_join has two inputs, got a batch on input {input_index}",
+                              operator_id=self.ctx.operator_id)
+        side = self.sides[input_index]
+        self.ctx.count("rows_in", batch.num_rows)
+        if batch.num_rows == 0:
+            return []
+        if batch.num_columns != len(side.columns):
+            raise EngineError(f"the {side.name} input has {batch.num_columns} columns, the join "
+                              f"expects {len(side.columns)}: {side.columns}", operator_id=self.ctx.operator_id)
+        ends = self._window_ends(batch, side)
+        keep = pc.is_valid(ends)
+        nulls = batch.num_rows - pc.sum(keep).as_py() if ends.null_count else 0
+        if nulls:
+            self.ctx.count("null_time_rows_dropped", nulls)
+        if self.clock.started:
+            fired_upto = min(self.clock.watermark + WINDOW_TIME_LAG_US, MAX_BIGINT)
+            late = pc.fill_null(pc.less_equal(ends, fired_upto), False)
+            late_count = pc.sum(late).as_py() or 0
+            if late_count:
+                self.ctx.count("late_rows_dropped", late_count)
+                self.ctx.count(f"late_rows_dropped_{side.name}", late_count)
+                keep = pc.and_(keep, pc.invert(late))
+        groups = key_groups(batch, side.keys, self.ctx.max_parallelism).cast(pa.int64())
+        rows = pa.RecordBatch.from_arrays(
+            [groups, ends, *batch.columns],
+            names=["key_group", WINDOW_END, *(f"c{i}" for i in range(batch.num_columns))],
+        )
+        if not pc.all(keep).as_py():
+            rows = rows.filter(keep)
+        if rows.num_rows == 0:
+            return []
+        earliest = pc.min(rows.column(1)).as_py()
+        if self._earliest_end is None or earliest < self._earliest_end:
+            self._earliest_end = earliest
+        self.con.register(INPUT_VIEW, rows)
+        try:
+            if side.table in self._created:
+                self._run(f"INSERT INTO {side.table} SELECT * FROM {INPUT_VIEW}")
+            else:
+                self._run(f"CREATE TABLE {side.table} AS SELECT * FROM {INPUT_VIEW}")
+                self._created.add(side.table)
+        finally:
+            self.con.unregister(INPUT_VIEW)
+        return []
+
+    def _window_ends(self, batch: pa.RecordBatch, side: _Side) -> pa.Array:
+        """The batch's window_end column in µs since the epoch (int64)."""
+        index = batch.schema.get_field_index(side.window_end)
+        if index < 0:
+            raise EngineError(
+                f"the {side.name} input has no window_end column {side.window_end!r}",
+                hint=f"its columns: {batch.schema.names}", operator_id=self.ctx.operator_id,
+            )
+        column = batch.column(index)
+        if not pa.types.is_timestamp(column.type):
+            raise EngineError(f"the {side.name} input's {side.window_end!r} is {column.type}, "
+                              "not a timestamp", operator_id=self.ctx.operator_id)
+        if column.type.unit != "us":
+            column = column.cast(pa.timestamp("us", column.type.tz))
+        return column.view(pa.int64())
+
+    # -- watermarks ----------------------------------------------------------
+    def process_watermark(self, watermark: int) -> list[pa.RecordBatch]:
+        self.open()
+        if not self.clock.advance(watermark):
+            return []
+        upto = min(watermark + WINDOW_TIME_LAG_US, MAX_BIGINT)
+        if self._earliest_end is None or self._earliest_end > upto:
+            return []
+        table = query_arrow(self.con, self._join_sql(upto), self.ctx.operator_id)
+        for name in self._created:
+            self._run(f"DELETE FROM {name} WHERE {WINDOW_END} <= {int_literal(upto)}")
+        self._earliest_end = self._state_earliest_end()
+        out = conform(table, self.ctx.output_schema, self.ctx.operator_id)
+        self.ctx.count("rows_out", table.num_rows)
+        return out
+
+    def _fired_rows(self, side: _Side, upto: int) -> str:
+        """The side's rows of fired windows; a side that never saw a row has none."""
+        if side.table in self._created:
+            return f"SELECT * FROM {side.table} WHERE {WINDOW_END} <= {int_literal(upto)}"
+        nulls = "".join(f", NULL AS c{i}" for i in range(len(side.columns)))
+        return f"SELECT NULL::BIGINT AS key_group, NULL::BIGINT AS {WINDOW_END}{nulls} WHERE false"
+
+    def _condition(self) -> str:
+        """``l`` and ``r`` are in the same window and their keys are equal."""
+        left, right = self.sides
+        parts = [f"l.{WINDOW_END} = r.{WINDOW_END}",
+                 f"l.{left.column(left.window_start)} = r.{right.column(right.window_start)}"]
+        for lk, rk in zip(left.keys, right.keys):
+            lc, rc = f"l.{left.column(lk)}", f"r.{right.column(rk)}"
+            parts.append(f"({lc} = {rc} OR {lc} IS NULL OR {rc} IS NULL)"
+                         if self.null_aware else f"{lc} = {rc}")
+        return " AND ".join(parts)
+
+    def _join_sql(self, upto: int) -> str:
+        left, right = self.sides
+        ctes = f"WITH l AS ({self._fired_rows(left, upto)}), r AS ({self._fired_rows(right, upto)}) "
+        left_columns = [f"l.c{i}" for i in range(len(left.columns))]
+        if self.join_type in ("semi", "anti"):
+            exists = "EXISTS" if self.join_type == "semi" else "NOT EXISTS"
+            return (f"{ctes}SELECT {', '.join(left_columns)} FROM l "
+                    f"WHERE {exists} (SELECT 1 FROM r WHERE {self._condition()}) ORDER BY l.{WINDOW_END}")
+        right_columns = [f"r.c{i}" for i in range(len(right.columns))]
+        return (
+            f"{ctes}SELECT {', '.join(left_columns + right_columns)} "
+            f"FROM l {self.join_type.upper()} JOIN r ON {self._condition()} "
+            f"ORDER BY coalesce(l.{WINDOW_END}, r.{WINDOW_END})"
+        )
+
+    def _state_earliest_end(self) -> int | None:
+        ends = [self._run(f"SELECT min({WINDOW_END}) FROM {name}")[0][0] for name in self._created]
+        ends = [e for e in ends if e is not None]
+        return min(ends) if ends else None
+
+    # -- checkpoints ---------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """``{"version", "watermark", "max_parallelism", "tables": {name: pa.Table}}``;
+        every table has a ``key_group`` column and is ordered by it."""
+        self.open()
+        tables = {
+            name: query_arrow(self.con, f"SELECT * FROM {name} ORDER BY key_group", self.ctx.operator_id)
+            for name in STATE_TABLES if name in self._created
+        }
+        return {
+            "version": SNAPSHOT_VERSION,
+            "watermark": self.clock.watermark,
+            "max_parallelism": self.ctx.max_parallelism,
+            "tables": tables,
+        }
+
+    @staticmethod
+    def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
+        """Several subtasks' snapshots as one (for restoring at another parallelism): tables
+        concatenated by key group; the watermark is the minimum, so no row one of the
+        subtasks would still accept is late."""
+        if not snapshots:
+            raise EngineError("no window join snapshots to merge")
+        for snap in snapshots:
+            _check_version(snap, None)
+        max_ps = {snap.get("max_parallelism") for snap in snapshots}
+        if len(max_ps) > 1:
+            raise EngineError(f"cannot merge window join snapshots taken with different max "
+                              f"parallelism {sorted(max_ps)}")
+        names = sorted({name for snap in snapshots for name in snap["tables"]})
+        return {
+            "version": SNAPSHOT_VERSION,
+            "watermark": min(snap["watermark"] for snap in snapshots),
+            "max_parallelism": max_ps.pop(),
+            "tables": {name: merge_tables([s["tables"][name] for s in snapshots if name in s["tables"]], name)
+                       for name in names},
+        }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Load a snapshot (or merged snapshots), keeping the key groups this subtask owns."""
+        self.open()
+        oid = self.ctx.operator_id
+        _check_version(state, oid)
+        max_p = self.ctx.max_parallelism
+        if state["max_parallelism"] != max_p:
+            raise EngineError(
+                f"the window join state was written with max parallelism {state['max_parallelism']}, "
+                f"this job has {max_p}",
+                hint=f"run the job with max parallelism {state['max_parallelism']}", operator_id=oid,
+            )
+        owned = range_for_subtask(self.ctx.subtask_index, self.ctx.parallelism, max_p)
+        for name in self._created:
+            self._run(f"DROP TABLE {name}")
+        self._created.clear()
+        for name, table in state["tables"].items():
+            if name not in STATE_TABLES:
+                raise EngineError(f"the snapshot holds state table {name!r}, which a window join "
+                                  "does not have", operator_id=oid)
+            try:
+                check_key_groups(table, max_p, name)
+                table = select_key_groups(table, owned, name)
+            except EngineError as exc:
+                exc.operator_id = exc.operator_id or oid
+                raise
+            self.con.register("restored_state", table)
+            try:
+                self._run(f"CREATE TABLE {name} AS SELECT * FROM restored_state")
+            finally:
+                self.con.unregister("restored_state")
+            self._created.add(name)
+        self.clock = EventTimeClock(state["watermark"])
+        self._earliest_end = self._state_earliest_end()
+
+
+def _check_version(state: dict[str, Any], operator_id: str | None) -> None:
+    if state.get("version") != SNAPSHOT_VERSION:
+        raise EngineError(
+            f"cannot restore window join state of version {state.get('version')!r}",
+            hint=f"this operator reads version {SNAPSHOT_VERSION}",
+            operator_id=operator_id,
+        )
