@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.state.key_groups import splitmix64, splitmix64_int
+
 FIRST_PERSON_ID = 1000
 FIRST_AUCTION_ID = 1000
 FIRST_CATEGORY_ID = 10
@@ -44,21 +46,6 @@ _MASK32 = pa.scalar(0xFFFFFFFF, _U64)
 
 def _u(value: int) -> pa.Scalar:
     return pa.scalar(value & 0xFFFFFFFFFFFFFFFF, _U64)
-
-
-def splitmix64(z: pa.Array) -> pa.Array:
-    """The SplitMix64 finaliser over a uint64 array (wrapping arithmetic)."""
-    z = pc.add(z, _u(0x9E3779B97F4A7C15))
-    z = pc.multiply(pc.bit_wise_xor(z, pc.shift_right(z, _u(30))), _u(0xBF58476D1CE4E5B9))
-    z = pc.multiply(pc.bit_wise_xor(z, pc.shift_right(z, _u(27))), _u(0x94D049BB133111EB))
-    return pc.bit_wise_xor(z, pc.shift_right(z, _u(31)))
-
-
-def splitmix64_int(z: int) -> int:
-    z = (z + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
-    return z ^ (z >> 31)
 
 
 class Draws:
