@@ -7,11 +7,13 @@ from engine.errors import EngineError
 from engine.operators.base import Operator, OperatorContext
 from engine.operators.calc import Calc
 from engine.operators.window_aggregate import WindowAggregate
+from engine.operators.window_rank import WindowRank
 from engine.operators.window_join import WindowJoin
 
 OPERATORS: dict[str, type[Operator]] = {
     "calc": Calc,
     "window_aggregate": WindowAggregate,
+    "window_rank": WindowRank,
     "window_join": WindowJoin,
 }
 

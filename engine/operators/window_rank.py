@@ -1,0 +1,313 @@
+"""WindowRank: window Top-N and window deduplication, state in DuckDB.
+
+Config::
+
+    {
+      "window_start": "window_start", "window_end": "window_end",
+      "partition_keys": ["auction"],            # besides the window bounds
+      "order_by": ["price DESC NULLS LAST"],    # SQL over the input columns
+      "function": "row_number",                 # or "rank", "dense_rank"
+      "rank_column": "rownum",
+      "rank_range": [1, 3],                     # the ranks kept, both ends inclusive
+      "filter": sql_or_null,                    # over the input columns and rank_column
+      "projection": [[name, sql], ...]          # over the input columns and rank_column
+    }
+
+The input rows carry their window's bounds (from a window aggregate or a
+window table function). Rows are buffered per window in the DuckDB table
+``window_rows``; when the watermark reaches a window's ``window_end - 1 ms``
+its rows are ranked with one set-based query, the kept ranks emitted and the
+window's rows deleted. A row arriving after its window fired is late: counted
+(``late_rows_dropped``) and dropped, as are rows with a NULL window_end.
+
+Ties: ``ROW_NUMBER`` orders rows that tie on ``order_by`` by every input
+column, ascending, NULLs last (``tie_break``), so the result does not depend
+on arrival order, batch sizes or restore points; rows equal in every column
+are interchangeable. ``RANK`` and ``DENSE_RANK`` give ties the same rank and
+use the tie-break only to order the output. Output is ordered by window_end,
+window_start, partition keys, rank, tie-break.
+
+Ranks only grow as rows are added, so a row ranked past the upper end of
+``rank_range`` can never come back: when the buffered rows have doubled since
+the last pruning they are cut to the rows still in range, which keeps the
+state at about N rows per window and key. The result equals DuckDB's batch
+query ``SELECT <projection> FROM (SELECT *, <function>() OVER (PARTITION BY
+window_start, window_end, keys ORDER BY order_by, tie-break) FROM input)
+WHERE rank BETWEEN lo AND hi AND <filter>`` over the rows that were not late.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.errors import EngineError
+from engine.operators.base import Operator, OperatorContext
+from engine.operators.batches import conform
+from engine.operators.clock import EventTimeClock
+from engine.operators.duckdb_sql import execute, int_literal, query_arrow, quote_ident
+from engine.operators.windows import WINDOW_TIME_LAG_US
+from engine.state.key_groups import key_groups, range_for_subtask
+from engine.state.keyed_tables import KEY_GROUP, check_key_groups, merge_tables, select_key_groups
+
+WINDOW_ROWS = "window_rows"
+INPUT_VIEW = "window_rank_input"
+RANK_FUNCTIONS = ("row_number", "rank", "dense_rank")
+SNAPSHOT_VERSION = 1
+PRUNE_MIN_ROWS = 65_536
+
+
+class WindowRank(Operator):
+    def __init__(self, config: dict[str, Any], ctx: OperatorContext):
+        super().__init__(config, ctx)
+        oid = ctx.operator_id
+        for required in ("order_by", "rank_range", "projection", "rank_column"):
+            if not config.get(required):
+                raise EngineError(f"window_rank config lacks {required!r}", operator_id=oid)
+        self.function = str(config.get("function", "row_number")).lower()
+        if self.function not in RANK_FUNCTIONS:
+            raise EngineError(f"unknown rank function {self.function!r}",
+                              hint=f"known: {', '.join(RANK_FUNCTIONS)}", operator_id=oid)
+        self.window_start: str = config.get("window_start", "window_start")
+        self.window_end: str = config.get("window_end", "window_end")
+        self.partition_keys: list[str] = list(config.get("partition_keys") or [])
+        self.order_by: list[str] = list(config["order_by"])
+        self.rank_column: str = config["rank_column"]
+        low, high = config["rank_range"]
+        self.low, self.high = int(low), int(high)
+        self.filter: str | None = config.get("filter")
+        self.projection: list[tuple[str, str]] = [tuple(p) for p in config["projection"]]
+        self.clock = EventTimeClock()
+        self.con = None
+        self._has_table = False  # window_rows exists
+        #: Input column names, known from the first batch or the restored state.
+        self.columns: list[str] | None = None
+        self._rows = 0
+        self._rows_after_pruning = 0
+        #: The smallest window_end (µs) buffered, None when no row is; saves a query per watermark.
+        self._earliest_end: int | None = None
+
+    # -- lifecycle -----------------------------------------------------------
+    def open(self) -> None:
+        if self.con is None:
+            self.con = self.ctx.state_connection()
+
+    def close(self) -> None:
+        if self.con is not None:
+            self.con.close()
+            self.con = None
+
+    def _run(self, sql: str) -> list[tuple]:
+        return execute(self.con, sql, self.ctx.operator_id)
+
+    # -- batches -------------------------------------------------------------
+    def process_batch(self, batch: pa.RecordBatch, input_index: int = 0) -> list[pa.RecordBatch]:
+        self.open()
+        self.ctx.count("rows_in", batch.num_rows)
+        if batch.num_rows == 0:
+            return []
+        self._check_columns(batch.schema)
+        ends = self._window_ends(batch)
+        keep = pc.is_valid(ends)
+        nulls = batch.num_rows - pc.sum(keep).as_py() if ends.null_count else 0
+        if nulls:
+            self.ctx.count("null_time_rows_dropped", nulls)
+        if self.clock.started:
+            open_ = pc.greater(ends, self.clock.watermark + WINDOW_TIME_LAG_US)
+            late = pc.sum(pc.and_(keep, pc.invert(open_))).as_py() or 0
+            if late:
+                self.ctx.count("late_rows_dropped", late)
+            keep = pc.and_(keep, open_)
+        if nulls or self.clock.started:
+            batch, ends = batch.filter(keep), ends.filter(keep)
+            if batch.num_rows == 0:
+                return []
+        earliest = pc.min(ends).as_py()
+        if self._earliest_end is None or earliest < self._earliest_end:
+            self._earliest_end = earliest
+        groups = key_groups(batch, [self.window_start, self.window_end, *self.partition_keys],
+                            self.ctx.max_parallelism)
+        batch = batch.append_column(KEY_GROUP, groups)
+        self.con.register(INPUT_VIEW, batch)
+        try:
+            if self._has_table:
+                (inserted,) = self._run(f"INSERT INTO {WINDOW_ROWS} BY NAME SELECT * FROM {INPUT_VIEW}")[0]
+            else:
+                self._run(f"CREATE TABLE {WINDOW_ROWS} AS SELECT * FROM {INPUT_VIEW}")
+                self._has_table, inserted = True, batch.num_rows
+        finally:
+            self.con.unregister(INPUT_VIEW)
+        self._rows += inserted
+        if self._rows - self._rows_after_pruning > max(self._rows_after_pruning, PRUNE_MIN_ROWS):
+            self._prune()
+        return []
+
+    def _check_columns(self, schema: pa.Schema) -> None:
+        if self.columns is not None:
+            return
+        names = schema.names
+        if KEY_GROUP in names:
+            raise EngineError(f"the input has a column named {KEY_GROUP!r}, which window state reserves",
+                              hint=f"rename it in the query (AS {KEY_GROUP}_)",
+                              operator_id=self.ctx.operator_id)
+        for column in (self.window_start, self.window_end, *self.partition_keys):
+            if column not in names:
+                raise EngineError(f"the partition column {column!r} is not in the input",
+                                  hint=f"input columns: {names}", operator_id=self.ctx.operator_id)
+        self.columns = names
+
+    def _window_ends(self, batch: pa.RecordBatch) -> pa.Array:
+        """window_end of every row as µs (int64)."""
+        column = batch.column(batch.schema.get_field_index(self.window_end))
+        if not pa.types.is_timestamp(column.type):
+            raise EngineError(f"the window bound {self.window_end!r} is {column.type}, not a timestamp",
+                              operator_id=self.ctx.operator_id)
+        if column.type.unit != "us":
+            column = column.cast(pa.timestamp("us", column.type.tz))
+        return column.view(pa.int64())
+
+    # -- ranking -------------------------------------------------------------
+    def _tie_break(self) -> list[str]:
+        return [f"{quote_ident(c)} ASC NULLS LAST" for c in self.columns]
+
+    def _rank_sql(self) -> str:
+        """``<function>() OVER (PARTITION BY window, keys ORDER BY ...)``."""
+        partition = ", ".join(quote_ident(c) for c in (self.window_start, self.window_end, *self.partition_keys))
+        order = list(self.order_by)
+        if self.function == "row_number":
+            order += self._tie_break()
+        return f"{self.function}() OVER (PARTITION BY {partition} ORDER BY {', '.join(order)})"
+
+    def _prune(self) -> None:
+        """Keep only rows that can still rank within the upper bound."""
+        pruned = f"{WINDOW_ROWS}__pruned"
+        self._run(f"CREATE TABLE {pruned} AS SELECT * FROM {WINDOW_ROWS} "
+                  f"QUALIFY {self._rank_sql()} <= {int_literal(self.high)} ORDER BY {KEY_GROUP}")
+        self._run(f"DROP TABLE {WINDOW_ROWS}")
+        self._run(f"ALTER TABLE {pruned} RENAME TO {WINDOW_ROWS}")
+        (self._rows,) = self._run(f"SELECT count(*) FROM {WINDOW_ROWS}")[0]
+        self._rows_after_pruning = self._rows
+
+    def _fired(self, end_bound: int) -> str:
+        """The rows of windows with window_end <= ``end_bound`` (µs)."""
+        return f"epoch_us({quote_ident(self.window_end)}) <= {int_literal(end_bound)}"
+
+    def _emit_sql(self, end_bound: int) -> str:
+        columns = ", ".join(quote_ident(c) for c in self.columns)
+        ranked = (f"SELECT {columns}, {self._rank_sql()} AS {quote_ident(self.rank_column)} "
+                  f"FROM {WINDOW_ROWS} WHERE {self._fired(end_bound)}")
+        rank = quote_ident(self.rank_column)
+        where = f"{rank} BETWEEN {int_literal(self.low)} AND {int_literal(self.high)}"
+        if self.filter:
+            where += f" AND ({self.filter})"
+        order = [quote_ident(c) for c in (self.window_end, self.window_start, *self.partition_keys)]
+        order += [rank, *self._tie_break()]
+        projection = ", ".join(f"{sql} AS {quote_ident(name)}" for name, sql in self.projection)
+        return (f"SELECT {projection} FROM ({ranked}) AS ranked WHERE {where} "
+                f"ORDER BY {', '.join('ranked.' + o for o in order)}")
+
+    # -- watermarks ----------------------------------------------------------
+    def process_watermark(self, watermark: int) -> list[pa.RecordBatch]:
+        self.open()
+        if not self.clock.advance(watermark):
+            return []
+        end_bound = min(watermark, 2**63 - 1 - WINDOW_TIME_LAG_US) + WINDOW_TIME_LAG_US
+        if self._earliest_end is None or self._earliest_end > end_bound:
+            return []
+        table = query_arrow(self.con, self._emit_sql(end_bound), self.ctx.operator_id)
+        (deleted,) = self._run(f"DELETE FROM {WINDOW_ROWS} WHERE {self._fired(end_bound)}")[0]
+        self._rows -= deleted
+        self._rows_after_pruning = min(self._rows_after_pruning, self._rows)
+        self._earliest_end = self._run(f"SELECT min(epoch_us({quote_ident(self.window_end)})) FROM {WINDOW_ROWS}")[0][0]
+        self.ctx.count("rows_out", table.num_rows)
+        return conform(table, self.ctx.output_schema, self.ctx.operator_id)
+
+    # -- checkpoints ---------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """``{"version", "watermark", "max_parallelism", "tables": {"window_rows": pa.Table}}``;
+        the table has a ``key_group`` column and is ordered by it."""
+        self.open()
+        tables = {}
+        if self._has_table:
+            tables[WINDOW_ROWS] = query_arrow(
+                self.con, f"SELECT * FROM {WINDOW_ROWS} ORDER BY {KEY_GROUP}", self.ctx.operator_id)
+        return {
+            "version": SNAPSHOT_VERSION,
+            "watermark": self.clock.watermark,
+            "max_parallelism": self.ctx.max_parallelism,
+            "tables": tables,
+        }
+
+    @staticmethod
+    def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
+        """Several subtasks' snapshots as one (for restoring at another parallelism):
+        tables concatenated by key group, the minimum watermark."""
+        if not snapshots:
+            raise EngineError("no window rank snapshots to merge")
+        for snap in snapshots:
+            _check_version(snap, None)
+        max_ps = {snap.get("max_parallelism") for snap in snapshots} - {None}
+        if len(max_ps) > 1:
+            raise EngineError(
+                f"cannot merge window rank snapshots taken with different max parallelism {sorted(max_ps)}")
+        names = sorted({name for snap in snapshots for name in snap["tables"]})
+        merged = {
+            "version": SNAPSHOT_VERSION,
+            "watermark": min(snap["watermark"] for snap in snapshots),
+            "tables": {name: merge_tables([s["tables"][name] for s in snapshots if name in s["tables"]], name)
+                       for name in names},
+        }
+        if max_ps:
+            merged["max_parallelism"] = max_ps.pop()
+        return merged
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Load a snapshot (or merged snapshots), keeping the key groups this subtask owns."""
+        self.open()
+        oid = self.ctx.operator_id
+        _check_version(state, oid)
+        max_p = self.ctx.max_parallelism
+        if state.get("max_parallelism", max_p) != max_p:
+            raise EngineError(
+                f"the window rank state was written with max parallelism {state['max_parallelism']}, "
+                f"this job has {max_p}",
+                hint=f"run the job with max parallelism {state['max_parallelism']}", operator_id=oid)
+        unknown = set(state["tables"]) - {WINDOW_ROWS}
+        if unknown:
+            raise EngineError(f"the snapshot holds state tables {sorted(unknown)}, which window_rank does not have",
+                              operator_id=oid)
+        self._run(f"DROP TABLE IF EXISTS {WINDOW_ROWS}")
+        self._has_table = False
+        self.clock = EventTimeClock(state["watermark"])
+        self._rows = self._rows_after_pruning = 0
+        self._earliest_end = None
+        table = state["tables"].get(WINDOW_ROWS)
+        if table is None:
+            return
+        owned = range_for_subtask(self.ctx.subtask_index, self.ctx.parallelism, max_p)
+        try:
+            check_key_groups(table, max_p, WINDOW_ROWS)
+            table = select_key_groups(table, owned, WINDOW_ROWS)
+        except EngineError as exc:
+            exc.operator_id = exc.operator_id or oid
+            raise
+        self.columns = [c for c in table.schema.names if c != KEY_GROUP]
+        self.con.register("restored_state", table)
+        try:
+            self._run(f"CREATE TABLE {WINDOW_ROWS} AS SELECT * FROM restored_state")
+            self._has_table = True
+        finally:
+            self.con.unregister("restored_state")
+        self._rows = self._rows_after_pruning = table.num_rows
+        self._earliest_end = self._run(
+            f"SELECT min(epoch_us({quote_ident(self.window_end)})) FROM {WINDOW_ROWS}")[0][0]
+
+
+def _check_version(state: dict[str, Any], operator_id: str | None) -> None:
+    if state.get("version") != SNAPSHOT_VERSION:
+        raise EngineError(
+            f"cannot restore window rank state of version {state.get('version')!r}",
+            hint=f"this operator reads version {SNAPSHOT_VERSION}",
+            operator_id=operator_id,
+        )
