@@ -134,6 +134,10 @@ class QueryPlanner:
 
     # -- SELECT ------------------------------------------------------------------
     def _plan_select(self, select: exp.Select, pipeline: str) -> Stream:
+        from planner.ranking import plan_window_rank, uses_ranking  # window Top-N and deduplication
+
+        if uses_ranking(select):
+            return plan_window_rank(self, select, pipeline)
         for unsupported, what in (("joins", "joins"), ("with", "WITH (common table expressions)"),
                                   ("order", "ORDER BY"), ("limit", "LIMIT")):
             if select.args.get(unsupported):

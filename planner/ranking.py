@@ -1,0 +1,242 @@
+"""Planning window Top-N and window deduplication into a window_rank operator.
+
+Flink's pattern::
+
+    SELECT * FROM (
+      SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end[, keys]
+                                   ORDER BY price DESC) AS rownum
+      FROM <window aggregate or window table function>
+    ) WHERE rownum <= 3
+
+``ROW_NUMBER``, ``RANK`` or ``DENSE_RANK``; the outer WHERE bounds the rank
+(``<= N``, ``< N``, ``= N``, ``BETWEEN``, and a lower bound with ``>``/``>=``);
+its other conditions filter the ranked rows. ``rownum = 1`` ordered by a time
+attribute is window deduplication (ASC keeps the first row, DESC the last).
+The rank column may be left out of the outer projection.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+from sqlglot import exp
+
+from engine.graph import Edge
+from planner.expressions import Scope, bind, output_name, position, quote, to_duckdb
+from planner.graph_builder import Stream
+from sql.errors import Problem
+from sql.statements import WindowTVF
+
+if TYPE_CHECKING:
+    from planner.queries import QueryPlanner
+
+RANK_FUNCTIONS = {exp.RowNumber: "row_number", exp.Rank: "rank", exp.DenseRank: "dense_rank"}
+WINDOW_BOUNDS = ("window_start", "window_end")
+EXAMPLE = ("SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end "
+           "ORDER BY price DESC) AS rownum FROM ...) WHERE rownum <= 3")
+
+
+def _window_items(select: exp.Select) -> list[exp.Window]:
+    return [w for item in select.expressions for w in item.find_all(exp.Window)]
+
+
+def _ranked_subquery(select: exp.Select) -> exp.Select | None:
+    from_ = select.args.get("from_")
+    relation = from_.this if from_ is not None else None
+    if isinstance(relation, exp.Subquery) and isinstance(relation.this, exp.Select):
+        return relation.this if _window_items(relation.this) else None
+    return None
+
+
+def uses_ranking(select: exp.Select) -> bool:
+    """True for a SELECT over a subquery computing ROW_NUMBER() OVER (...), or one computing it itself."""
+    return bool(_window_items(select)) or _ranked_subquery(select) is not None
+
+
+def plan_window_rank(qp: "QueryPlanner", select: exp.Select, pipeline: str) -> Stream:
+    own = _window_items(select)
+    if own:
+        raise qp.fail("a window function needs an outer query that bounds its rank", own[0],
+                      f"rank rows per window and keep the top N: {EXAMPLE}")
+    inner = _ranked_subquery(select)
+    item, window = _rank_item(qp, inner)
+    rank_column = output_name(item, inner.expressions.index(item))
+    function = RANK_FUNCTIONS.get(type(window.this))
+    problems: list[Problem] = []
+    if function is None:
+        problems.append(_problem(qp, f"{window.this.sql_name()} is not supported over windows", window,
+                                 "use ROW_NUMBER(), RANK() or DENSE_RANK()"))
+    partition = window.args.get("partition_by") or []
+    named = {p.name.lower() for p in partition if isinstance(p, exp.Column)}
+    if not set(WINDOW_BOUNDS) <= named:
+        problems.append(_problem(
+            qp, "a window Top-N must PARTITION BY window_start and window_end", window,
+            "add window_start, window_end to PARTITION BY: rows are ranked within each window"))
+    order = window.args.get("order")
+    if order is None or not order.expressions:
+        problems.append(_problem(qp, f"{(function or 'the rank').upper()}() needs ORDER BY in its OVER clause",
+                                 window, "say which rows rank first, e.g. ORDER BY price DESC"))
+    low, high, rest = _rank_bounds(select.args.get("where"), rank_column)
+    if high is None:
+        problems.append(_problem(
+            qp, f"the rank `{rank_column}` has no upper bound", select.args.get("where") or select,
+            f"keep the top N rows of each window: WHERE {rank_column} <= 3"))
+    if problems:
+        raise _error(problems)
+
+    stream = _plan_input(qp, inner, item, pipeline)
+    scope = Scope(stream.schema, stream.name, qp.fallback)
+    keys: list[str] = []
+    for p in partition:
+        bound = bind(p, scope, problems)
+        if not isinstance(bound, exp.Column):
+            problems.append(_problem(qp, f"PARTITION BY {p.sql()} is an expression", p,
+                                     "compute it as a column of the inner query and partition by its name"))
+        elif bound.name not in keys:
+            keys.append(bound.name)
+    order_by = [_order_sql(o, scope, problems) for o in order.expressions]
+    if scope.has(rank_column):
+        problems.append(_problem(qp, f"the rank column `{rank_column}` is also a column of the input", item,
+                                 "name the rank differently, e.g. AS rownum"))
+    if problems:
+        raise _error(problems)
+
+    ranked = pa.schema([*stream.schema, pa.field(rank_column, pa.int64())])
+    ranked_scope = Scope(ranked, stream.name, qp.fallback)
+    projection, times = [], set()
+    for index, out in enumerate(qp.expand_star(select.expressions, ranked_scope)):
+        bound = bind(out.unalias() if isinstance(out, exp.Alias) else out, ranked_scope, problems)
+        name = output_name(out, index)
+        projection.append([name, to_duckdb(bound, ranked)])
+        if isinstance(bound, exp.Column) and bound.name == "window_time" and "window_time" in stream.time_attributes:
+            times.add(name)
+    filter_sql = to_duckdb(bind(rest, ranked_scope, problems), ranked) if rest is not None else None
+    if problems:
+        raise _error(problems)
+    schema = qp.describe_projection(projection, filter_sql, ranked, select)
+
+    window_cols = [k for k in keys if k in WINDOW_BOUNDS]
+    others = [k for k in keys if k not in WINDOW_BOUNDS]
+    config = {
+        "window_start": next(k for k in window_cols if k == "window_start"),
+        "window_end": next(k for k in window_cols if k == "window_end"),
+        "partition_keys": others,
+        "order_by": [sql for sql, _ in order_by],
+        "function": function,
+        "rank_column": rank_column,
+        "rank_range": [low, high],
+        "filter": filter_sql,
+        "projection": projection,
+    }
+    description = _describe(config, [text for _, text in order_by], order.expressions, stream)
+    edge = Edge(stream.node_id, "hash", ("window_start", "window_end", *others))
+    node = qp.builder.add(pipeline, "window_rank", config, schema, [edge], description)
+    return Stream(node.id, schema, frozenset(times), stream.name)
+
+
+def _rank_item(qp: "QueryPlanner", inner: exp.Select) -> tuple[exp.Expression, exp.Window]:
+    """The inner select item that is a window function (possibly aliased), and the window."""
+    items = [i for i in inner.expressions if i.find(exp.Window) is not None]
+    for item in items[1:]:
+        raise qp.fail("only one window function per query is supported", item,
+                      "rank once: ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY ...)")
+    item = items[0]
+    window = item.unalias() if isinstance(item, exp.Alias) else item
+    if not isinstance(window, exp.Window):
+        raise qp.fail("a window function inside an expression is not supported", item,
+                      "select the rank as a column of its own: ROW_NUMBER() OVER (...) AS rownum")
+    if window.args.get("spec") is not None:
+        raise qp.fail("a window frame (ROWS/RANGE) is not supported for ranking", window.args["spec"])
+    return item, window
+
+
+def _plan_input(qp: "QueryPlanner", inner: exp.Select, item: exp.Expression, pipeline: str) -> Stream:
+    """The inner query without its window function."""
+    rest = [i for i in inner.expressions if i is not item]
+    relation = inner.args["from_"].this
+    star_only = all(isinstance(i, exp.Star) for i in rest)
+    plain = not any(inner.args.get(k) for k in ("where", "group", "having", "joins"))
+    if star_only and plain and not isinstance(relation, WindowTVF):
+        return qp.plan_relation(relation, pipeline)
+    copy = inner.copy()
+    copy.set("expressions", [i.copy() for i in rest] or [exp.Star()])
+    return qp.plan_query(copy, pipeline)
+
+
+def _order_sql(ordered: exp.Ordered, scope: Scope, problems: list[Problem]) -> tuple[str, str]:
+    """(DuckDB SQL with direction and NULLs order, the text for EXPLAIN)."""
+    bound = bind(ordered.this, scope, problems)
+    direction = "DESC" if ordered.args.get("desc") else "ASC"
+    nulls = "NULLS FIRST" if ordered.args.get("nulls_first") else "NULLS LAST"
+    sql = to_duckdb(bound, scope.schema)
+    return f"{sql} {direction} {nulls}", f"{sql} {direction}"
+
+
+def _literal_int(node: exp.Expression) -> int | None:
+    if isinstance(node, exp.Literal) and not node.is_string:
+        try:
+            return int(node.this)
+        except ValueError:
+            return None
+    return None
+
+
+def _rank_bounds(where: exp.Where | None, rank: str) -> tuple[int, int | None, exp.Expression | None]:
+    """(lowest rank kept, highest or None, the other conditions) from the outer WHERE."""
+    low, high, rest = 1, None, []
+    conjuncts = list(where.this.flatten()) if where is not None and isinstance(where.this, exp.And) else (
+        [where.this] if where is not None else [])
+
+    def is_rank(node):
+        return isinstance(node, exp.Column) and node.name.lower() == rank.lower()
+
+    for c in conjuncts:
+        if isinstance(c, exp.Between) and is_rank(c.this):
+            lo, hi = _literal_int(c.args["low"]), _literal_int(c.args["high"])
+            if lo is not None and hi is not None:
+                low, high = max(low, lo), hi if high is None else min(high, hi)
+                continue
+        if isinstance(c, (exp.LTE, exp.LT, exp.EQ, exp.GTE, exp.GT)):
+            left, right = c.this, c.expression
+            op = type(c)
+            if is_rank(right) and _literal_int(left) is not None:  # 3 >= rownum
+                left, right = right, left
+                op = {exp.LTE: exp.GTE, exp.LT: exp.GT, exp.GTE: exp.LTE, exp.GT: exp.LT, exp.EQ: exp.EQ}[op]
+            n = _literal_int(right)
+            if is_rank(left) and n is not None:
+                top = {exp.LTE: n, exp.LT: n - 1, exp.EQ: n}.get(op)
+                bottom = {exp.GTE: n, exp.GT: n + 1, exp.EQ: n}.get(op)
+                if top is not None:
+                    high = top if high is None else min(high, top)
+                if bottom is not None:
+                    low = max(low, bottom)
+                continue
+        rest.append(c)
+    return low, high, exp.and_(*rest) if rest else None
+
+
+def _describe(config: dict, order_text: list[str], ordered: list[exp.Ordered], stream: Stream) -> str:
+    partition = ", ".join([config["window_start"], config["window_end"], *config["partition_keys"]])
+    select = ", ".join(n if s == quote(n) else f"{n}={s}" for n, s in config["projection"])
+    low, high = config["rank_range"]
+    time_order = (len(ordered) == 1 and isinstance(ordered[0].this, exp.Column)
+                  and ordered[0].this.name in stream.time_attributes)
+    if config["function"] == "row_number" and (low, high) == (1, 1) and time_order:
+        keep = "last row" if ordered[0].args.get("desc") else "first row"
+        return (f"WindowDeduplicate(keep=[{keep}], partitionBy=[{partition}], orderBy=[{order_text[0]}], "
+                f"select=[{select}]" + (f", where=[{config['filter']}]" if config["filter"] else "") + ")")
+    rank = f"{config['function'].upper()}() " + (f"<= {high}" if low == 1 else f"BETWEEN {low} AND {high}")
+    return (f"WindowRank(partitionBy=[{partition}], orderBy=[{', '.join(order_text)}], rank=[{rank}], "
+            f"rankColumn=[{config['rank_column']}], select=[{select}]"
+            + (f", where=[{config['filter']}]" if config["filter"] else "") + ")")
+
+
+def _problem(qp: "QueryPlanner", message: str, node: exp.Expression, hint: str) -> Problem:
+    line, col = position(node, qp.fallback)
+    return Problem(message, line, col, hint)
+
+
+def _error(problems: list[Problem]):
+    from planner.queries import PlanError
+
+    return PlanError(problems)

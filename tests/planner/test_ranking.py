@@ -1,0 +1,113 @@
+"""Planning window Top-N and window deduplication (planner/ranking.py): the
+window_rank node, its configuration and partitioning, and its errors."""
+from __future__ import annotations
+
+import pytest
+
+from planner.planner import plan_script
+from sql import WeirSqlError, parse
+
+CATALOG = """\
+CREATE TABLE bids (
+  auction BIGINT, bidder VARCHAR, price BIGINT, date_time TIMESTAMP(3),
+  WATERMARK FOR date_time AS date_time - INTERVAL '2' SECOND
+) WITH ('connector' = 'nexmark', 'table' = 'bid', 'events' = '100');
+"""
+WINDOW = "TABLE(TUMBLE(TABLE bids, DESCRIPTOR(date_time), INTERVAL '10' SECOND))"
+AGGREGATE = (f"(SELECT window_start, window_end, auction, SUM(price) AS price FROM {WINDOW} "
+             "GROUP BY window_start, window_end, auction)")
+
+
+def rank_node(query: str):
+    graph = plan_script(parse(CATALOG + f"CREATE MATERIALIZED VIEW v AS {query};")).graph
+    [node] = [n for n in graph.nodes if n.kind == "window_rank"]
+    return node
+
+
+def problems(query: str):
+    with pytest.raises(WeirSqlError) as raised:
+        plan_script(parse(CATALOG + f"CREATE MATERIALIZED VIEW v AS {query};"))
+    return raised.value.problems
+
+
+def at(query: str, needle: str) -> tuple[int, int]:
+    text = CATALOG + f"CREATE MATERIALIZED VIEW v AS {query};"
+    offset = text.index(needle, len(CATALOG))
+    return text.count("\n", 0, offset) + 1, offset - text.rfind("\n", 0, offset)
+
+
+def test_top_n_over_a_window_aggregate():
+    node = rank_node("SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end "
+                     f"ORDER BY price DESC) AS rownum FROM {AGGREGATE}) WHERE rownum <= 3")
+    assert node.config["function"] == "row_number"
+    assert node.config["rank_range"] == [1, 3]
+    assert node.config["partition_keys"] == []
+    assert node.config["order_by"] == ['"price" DESC NULLS FIRST']
+    assert node.output_schema.names == ["window_start", "window_end", "auction", "price", "rownum"]
+    [edge] = node.inputs
+    assert (edge.partitioning, edge.keys) == ("hash", ("window_start", "window_end"))
+    assert node.description.startswith("WindowRank(partitionBy=[window_start, window_end]")
+
+
+@pytest.mark.parametrize("condition, expected", [
+    ("rownum < 4", [1, 3]), ("rownum = 1", [1, 1]), ("3 >= rownum", [1, 3]),
+    ("rownum BETWEEN 2 AND 5", [2, 5]), ("rownum > 1 AND rownum <= 4", [2, 4]),
+])
+def test_rank_bounds(condition, expected):
+    node = rank_node("SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end, auction "
+                     f"ORDER BY price DESC) AS rownum FROM {WINDOW}) WHERE {condition}")
+    assert node.config["rank_range"] == expected
+    assert node.config["partition_keys"] == ["auction"]
+    assert node.inputs[0].keys == ("window_start", "window_end", "auction")
+
+
+def test_other_conditions_filter_the_ranked_rows_and_the_rank_may_be_left_out():
+    node = rank_node("SELECT auction, price FROM (SELECT *, DENSE_RANK() OVER (PARTITION BY window_start, "
+                     f"window_end ORDER BY price DESC) AS r FROM {WINDOW}) WHERE r <= 2 AND price > 10")
+    assert node.config["function"] == "dense_rank"
+    assert node.config["filter"] == '"price" > 10'
+    assert node.output_schema.names == ["auction", "price"]
+
+
+@pytest.mark.parametrize("direction, keep", [("ASC", "first row"), ("DESC", "last row")])
+def test_deduplication_on_the_time_attribute(direction, keep):
+    node = rank_node("SELECT auction, bidder, date_time FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY "
+                     f"window_start, window_end, auction ORDER BY date_time {direction}) AS rownum FROM {WINDOW}) "
+                     "WHERE rownum = 1")
+    assert node.description.startswith(f"WindowDeduplicate(keep=[{keep}]")
+
+
+def test_missing_window_bounds_in_partition_by():
+    query = (f"SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC) AS rownum "
+             f"FROM {WINDOW}) WHERE rownum <= 3")
+    [problem] = problems(query)
+    assert "PARTITION BY window_start and window_end" in problem.message
+    assert (problem.line, problem.col) == at(query, "ROW_NUMBER")
+    assert "add window_start, window_end" in problem.hint
+
+
+def test_rank_without_upper_bound_and_without_order_are_reported_together():
+    query = (f"SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end) AS rownum "
+             f"FROM {WINDOW}) WHERE rownum > 1")
+    found = problems(query)
+    assert [p.message for p in found] == [
+        "ROW_NUMBER() needs ORDER BY in its OVER clause",
+        "the rank `rownum` has no upper bound",
+    ]
+    assert (found[1].line, found[1].col) == at(query, "rownum > 1")
+    assert "WHERE rownum <= 3" in found[1].hint
+
+
+def test_rank_without_outer_query():
+    query = f"SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY price) AS rn FROM {WINDOW}"
+    [problem] = problems(query)
+    assert "needs an outer query that bounds its rank" in problem.message
+    assert problem.line is not None and problem.hint
+
+
+def test_unsupported_window_function():
+    query = (f"SELECT * FROM (SELECT *, NTILE(2) OVER (PARTITION BY window_start, window_end ORDER BY price) AS n "
+             f"FROM {WINDOW}) WHERE n <= 1")
+    [problem] = problems(query)
+    assert "is not supported over windows" in problem.message
+    assert "ROW_NUMBER()" in problem.hint
