@@ -59,6 +59,11 @@ def _key(node: OperatorNode) -> str:
     """The columns that partition the operator's keyed state."""
     if node.kind == "window_aggregate":
         return ", ".join(name for name, _ in node.config["keys"]) or "- (one global group per window)"
+    if node.kind == "window_join":
+        left, right = node.config["left"]["keys"], node.config["right"]["keys"]
+        return f"{', '.join(left)} | {', '.join(right)}" if left else "- (one group per window)"
+    if node.kind == "window_rank":
+        return ", ".join(node.config["partition_keys"]) or "- (one ranking per window)"
     return "-"
 
 
@@ -70,6 +75,13 @@ def _state(node: OperatorNode) -> str:
     if node.kind == "window_aggregate":
         per = ", ".join([*(name for name, _ in node.config["keys"]), "window"])
         return f"window accumulators per ({per}), dropped when the watermark passes window_end"
+    if node.kind == "window_join":
+        return "rows of each input per (key, window), dropped when the watermark passes window_end"
+    if node.kind == "window_rank":
+        per = ", ".join([*node.config["partition_keys"], "window"])
+        high = node.config["rank_range"][1]
+        return (f"rows per ({per}), cut to those that can still rank within {high}, "
+                "dropped when the watermark passes window_end")
     if node.kind == "sink":
         spec = CONNECTORS.get(node.config["options"].get("connector", ""))
         if spec is not None and spec.sink is not None and not spec.sink.transactional:
@@ -80,7 +92,7 @@ def _state(node: OperatorNode) -> str:
 
 def _changelog(node: OperatorNode) -> str:
     """Every operator weir plans today emits inserts only (+I): sources are append-only
-    and a window aggregate emits each window once, when the watermark passes its end."""
-    if node.kind in ("source", "calc", "window_aggregate", "sink"):
+    and a window aggregate, join or rank emits each window once, when the watermark passes its end."""
+    if node.kind in ("source", "calc", "window_aggregate", "window_join", "window_rank", "sink"):
         return "append-only"
     return "unknown"

@@ -104,7 +104,7 @@ def summary(result: JobResult, *, db_path: str | None, views: list[str]) -> str:
     ]
     rows = [["operator", "rows in", "rows out", "late dropped"]]
     for m in result.operators:
-        late = m.counters.get("late_rows_dropped", 0 if m.kind == "window_aggregate" else None)
+        late = m.counters.get("late_rows_dropped", 0 if m.kind.startswith("window_") else None)
         rows.append([m.id, "-" if m.kind == "source" else f"{m.rows_in:,}",
                      "-" if m.kind == "sink" else f"{m.rows_out:,}", "-" if late is None else f"{late:,}"])
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
