@@ -1,9 +1,10 @@
-"""WindowAggregate: an event-time window aggregate (TUMBLE), state in DuckDB.
+"""WindowAggregate: an event-time window aggregate (TUMBLE, HOP, CUMULATE), state in DuckDB.
 
 Config::
 
     {
       "window": {"kind": "tumble", "time_column": "date_time", "size": 10000000, "offset": 0},
+                (HOP adds "slide", CUMULATE "step", both µs dividing the size)
       "keys": [[name, sql], ...],
       "aggregates": [{"name", "function", "argument", "distinct", "filter"}, ...],
       "having": sql_or_null,
@@ -18,14 +19,16 @@ names. The result equals DuckDB's batch query
 over the rows that were not late.
 
 The operator is three parts: the clock (``EventTimeClock``: the watermark),
-the assigner (``TumblingWindows``: row → slice, watermark → what fired) and
-the per-window accumulators kept in ``WindowState``.
+the assigner (``windows.py``: row → slice, slice → windows, watermark → what
+fired) and the per-slice accumulators kept in ``WindowState``.
 
-Per batch: rows with a NULL time and late rows (their window already fired)
-are counted and dropped; the rest are aggregated into partials by one
-``GROUP BY`` and appended to the state. Per watermark: every window with
-``window_end - 1 ms <= watermark`` is merged, emitted (ordered by window_end,
-then keys) and deleted.
+Per batch: rows with a NULL time and late rows (every window of their slice
+already fired) are counted and dropped; the rest are aggregated into partials
+per (key, slice) by one ``GROUP BY`` and appended to the state — once, however
+many windows overlap. Per watermark: every window with ``window_end - 1 ms``
+between the previous watermark (exclusive) and this one (inclusive) merges the
+partials of its slices and is emitted (ordered by window_end, then keys);
+slices whose windows have all fired are deleted.
 """
 from __future__ import annotations
 
@@ -40,7 +43,7 @@ from engine.operators.base import Operator, OperatorContext
 from engine.operators.batches import conform
 from engine.operators.clock import EventTimeClock
 from engine.operators.duckdb_sql import int_literal, query_arrow, quote_ident
-from engine.operators.window_state import SLICE, WindowState
+from engine.operators.window_state import SLICE, WINDOW_END, WINDOW_START, WindowState
 from engine.operators.windows import WINDOW_TIME_LAG_US, window_assigner
 from engine.state.key_groups import key_groups, range_for_subtask
 from engine.state.keyed_tables import check_key_groups, merge_tables, select_key_groups
@@ -206,29 +209,31 @@ class WindowAggregate(Operator):
     # -- watermarks ----------------------------------------------------------
     def process_watermark(self, watermark: int) -> list[pa.RecordBatch]:
         self.open()
+        fired_before = self.clock.watermark
         if not self.clock.advance(watermark):
             return []
         upto = self.assigner.last_fired_slice(watermark)
         if self._earliest_slice is None or self._earliest_slice > upto:
             return []
-        table = query_arrow(self.state.con, self._emit_sql(upto), self.ctx.operator_id)
-        self.state.evict(upto)
+        table = query_arrow(self.state.con, self._emit_sql(upto, watermark, fired_before), self.ctx.operator_id)
+        self.state.evict(self.assigner.last_expired_slice(watermark))
         self._earliest_slice = self.state.earliest_slice()
         out = conform(table, self.ctx.output_schema, self.ctx.operator_id)
         self.ctx.count("rows_out", table.num_rows)
         return out
 
-    def _emit_sql(self, upto: int) -> str:
+    def _emit_sql(self, upto: int, watermark: int, fired_before: int) -> str:
         """Fired windows with their bounds, filtered by HAVING, projected, in a stable order."""
-        start = self.assigner.window_start_sql(SLICE)
-        end = self.assigner.window_end_sql(SLICE)
+        fired = self.state.fired_sql(
+            self.assigner.windows_sql(SLICE), upto, watermark, fired_before
+        )
         columns = [f"__k{i} AS {quote_ident(name)}" for i, (name, _) in enumerate(self.keys)]
         columns += [
-            f"make_timestamp({start}) AS window_start",
-            f"make_timestamp({end}) AS window_end",
-            f"make_timestamp({end} - {WINDOW_TIME_LAG_US}) AS window_time",
+            f"make_timestamp({WINDOW_START}) AS window_start",
+            f"make_timestamp({WINDOW_END}) AS window_end",
+            f"make_timestamp({WINDOW_END} - {WINDOW_TIME_LAG_US}) AS window_time",
             *(quote_ident(c.name) for c in self.calls),
-            f"{end} AS __order_end",
+            f"{WINDOW_END} AS __order_end",
             *(f"__k{i} AS __order_k{i}" for i in range(len(self.keys))),
         ]
         projection = ", ".join(f"{sql} AS {quote_ident(name)}" for name, sql in self.projection)
@@ -236,10 +241,7 @@ class WindowAggregate(Operator):
             ["fired_windows.__order_end"]
             + [f"fired_windows.__order_k{i}" for i in range(len(self.keys))]
         )
-        sql = (
-            f"SELECT {projection} FROM (SELECT {', '.join(columns)} "
-            f"FROM ({self.state.fired_sql(upto)})) AS fired_windows"
-        )
+        sql = f"SELECT {projection} FROM (SELECT {', '.join(columns)} FROM ({fired})) AS fired_windows"
         if self.having:
             sql += f" WHERE {self.having}"
         return f"{sql} ORDER BY {order}"

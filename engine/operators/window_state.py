@@ -1,4 +1,5 @@
-"""Keyed window state in DuckDB: partial aggregates per (key, slice), appended batch by batch.
+"""Keyed window state in DuckDB: partial aggregates per (key, slice), appended batch by batch;
+a firing window merges the partials of its slices.
 
 Tables (all carry ``key_group``, the key columns ``__k0..``, ``__slice_start``):
 
@@ -27,9 +28,13 @@ import pyarrow as pa
 from engine.errors import EngineError
 from engine.operators.accumulators import Accumulator, DistinctAccumulator
 from engine.operators.duckdb_sql import execute, int_literal, query_arrow, quote_ident
+from engine.operators.windows import WINDOW_TIME_LAG_US, SliceWindows
 
 ACCUMULATORS = "window_accumulators"
 SLICE = "__slice_start"
+#: The bounds (µs) of a firing window in ``fired_sql``.
+WINDOW_START = "__window_start"
+WINDOW_END = "__window_end"
 COMPACT_MIN_ROWS = 262_144
 
 
@@ -127,33 +132,29 @@ class WindowState:
             return None
         return self._run(f"SELECT min({SLICE}) FROM {ACCUMULATORS}")[0][0]
 
-    def fired_sql(self, upto: int) -> str:
-        """One row per (key, slice) with ``slice_start <= upto``: ``__k*``, ``__slice_start``
-        and every aggregate's final value under its name."""
-        bound = f"{SLICE} <= {int_literal(upto)}"
-        group = self._group_columns()
+    def fired_sql(self, windows: SliceWindows, upto: int, watermark: int, fired_before: int) -> str:
+        """One row per (key, window) for the windows that fire: those made of slices starting
+        at or before ``upto`` with ``fired_before < window_end - 1 ms <= watermark``. Columns:
+        ``__k*``, ``__window_start``, ``__window_end`` (µs) and every aggregate's final value
+        under its name. A window's slices are merged here, per key."""
+        group = [*self.keys, WINDOW_START, WINDOW_END]
         finals = []
         for acc in self.accumulators:
             value = acc.final_sql([c.merge_sql(c.name) for c in acc.columns])
             finals.append(f"{value} AS {quote_ident(acc.call.name)}")
         ctes = [
-            f"fired_accumulators AS (SELECT {group}{''.join(', ' + f for f in finals)} "
-            f"FROM {ACCUMULATORS} WHERE {bound} GROUP BY {group})"
+            f"fired_accumulators AS ({self._windows_select(ACCUMULATORS, windows, upto, watermark, fired_before, finals)})"
         ]
-        columns = [f"a.{c}" for c in (*self.keys, SLICE)]
+        columns = [f"a.{c}" for c in group]
         columns += [f"a.{quote_ident(acc.call.name)}" for acc in self.accumulators]
         joins = []
         for i, d in enumerate(self.distincts):
-            values = ", ".join(
-                f"{d.final_sql(call)} AS __v{j}" for j, call in enumerate(d.calls)
-            )
-            ctes.append(
-                f"fired_distinct_{i} AS (SELECT {group}, {values} FROM {d.table} "
-                f"WHERE {bound} GROUP BY {group})"
-            )
+            values = [f"{d.final_sql(call)} AS __v{j}" for j, call in enumerate(d.calls)]
+            select = self._windows_select(d.table, windows, upto, watermark, fired_before, values)
+            ctes.append(f"fired_distinct_{i} AS ({select})")
             on = " AND ".join(
                 [f"a.{k} IS NOT DISTINCT FROM d{i}.{k}" for k in self.keys]
-                + [f"a.{SLICE} = d{i}.{SLICE}"]
+                + [f"a.{c} = d{i}.{c}" for c in (WINDOW_START, WINDOW_END)]
             )
             joins.append(f"LEFT JOIN fired_distinct_{i} d{i} ON {on}")
             columns += [
@@ -165,8 +166,29 @@ class WindowState:
             f"FROM fired_accumulators a {' '.join(joins)}"
         )
 
+    def _windows_select(
+        self, table: str, windows: SliceWindows, upto: int, watermark: int, fired_before: int,
+        values: list[str],
+    ) -> str:
+        """``values`` aggregated per key and firing window over the slices of ``table``."""
+        lag = WINDOW_TIME_LAG_US
+        where = [
+            f"{SLICE} <= {int_literal(upto)}",
+            f"{windows.end} - {lag} <= {int_literal(watermark)}",
+            f"{windows.end} - {lag} > {int_literal(fired_before)}",
+        ]
+        if windows.where:
+            where.append(windows.where)
+        source = table + (f", {windows.source}" if windows.source else "")
+        group = ", ".join([*self.keys, WINDOW_START, WINDOW_END])
+        return (
+            f"SELECT {''.join(k + ', ' for k in self.keys)}{windows.start} AS {WINDOW_START}, "
+            f"{windows.end} AS {WINDOW_END}{''.join(', ' + v for v in values)} "
+            f"FROM {source} WHERE {' AND '.join(where)} GROUP BY {group}"
+        )
+
     def evict(self, upto: int) -> None:
-        """Delete every slice starting at or before ``upto`` (after it fired)."""
+        """Delete every slice starting at or before ``upto`` (after all its windows fired)."""
         for table in self._tables():
             if table not in self.sizes:
                 continue

@@ -1,18 +1,28 @@
-"""Window assigners: which window(s) an event-time row belongs to, and when a window fires.
+"""Window assigners: which slice an event-time row belongs to, which windows a slice is
+part of, and when a window fires.
 
-An assigner maps each row to one *slice*, identified by its start (µs), and
-says which slices a watermark closes. State is kept per slice; a window is the
-union of its slices. For TUMBLE a window is exactly one slice. HOP and
-CUMULATE will cut time into slices of gcd(size, slide) (or the step) and merge
-a window's slices when it fires; SESSION will keep intervals and merge
-overlapping ones in SQL instead.
+An assigner maps each row to one *slice*, identified by its start (µs); state
+is kept per slice and a window is the union of its slices, so each row is
+aggregated once however many windows it belongs to:
+
+- TUMBLE: a window is one slice of ``size``;
+- HOP: slices of ``slide``; a window of ``size`` is ``size / slide`` slices,
+  and every slice is part of ``size / slide`` windows;
+- CUMULATE: slices of ``step``; the windows of one ``size``-aligned period
+  are its first slice, its first two, ... up to all ``size / step`` of them.
+
+SESSION windows are not sliced: ``session_windows.py`` keeps intervals and
+merges them in SQL.
 
 Semantics follow Flink: windows are aligned to the epoch plus ``offset``,
 ``[window_start, window_end)``, ``window_time = window_end - 1 ms``, and a
-window fires once the watermark reaches its ``window_time``.
+window fires once the watermark reaches its ``window_time``. A row is late
+once every window its slice is part of has fired; a row some of whose windows
+have fired still counts in the others.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from engine.errors import EngineError
@@ -22,59 +32,166 @@ from engine.errors import EngineError
 WINDOW_TIME_LAG_US = 1000
 
 
-class TumblingWindows:
-    """Fixed-size, non-overlapping windows: ``window_start = ts - ((ts - offset) mod size)``."""
+def align(ts: int, width: int, offset: int) -> int:
+    """The start of the ``width``-wide period holding ``ts`` (Python's % is non-negative)."""
+    return ts - (ts - offset) % width
 
-    kind = "tumble"
 
-    def __init__(self, time_column: str, size: int, offset: int = 0):
+def align_sql(ts_sql: str, width: int, offset: int) -> str:
+    """The same as SQL over a BIGINT µs expression (DuckDB's % keeps the dividend's sign)."""
+    return f"({ts_sql} - ((({ts_sql} - {offset}) % {width}) + {width}) % {width})"
+
+
+@dataclass(frozen=True)
+class SliceWindows:
+    """The windows a slice is part of, as SQL over its start column.
+
+    ``source`` is a FROM item to join to each slice (None: one window per
+    slice); ``start`` and ``end`` are the window bounds; ``where`` keeps the
+    windows that exist (None: all).
+    """
+
+    source: str | None
+    start: str
+    end: str
+    where: str | None = None
+
+
+class SlicedWindows:
+    """Windows made of slices of ``slice_size`` µs, aligned to the epoch plus ``offset``."""
+
+    kind = ""
+
+    def __init__(self, time_column: str, size: int, slice_size: int, offset: int = 0):
         self.time_column = time_column
         self.size = size
+        self.slice_size = slice_size
         self.offset = offset
 
     # -- assigning rows -------------------------------------------------
     def slice_start(self, ts: int) -> int:
-        """The start of the slice holding ``ts`` (Python's % is already non-negative)."""
-        return ts - (ts - self.offset) % self.size
+        return align(ts, self.slice_size, self.offset)
 
     def slice_start_sql(self, ts_sql: str) -> str:
-        """The same as SQL over a BIGINT µs expression (DuckDB's % keeps the dividend's sign)."""
-        size, offset = self.size, self.offset
-        return f"({ts_sql} - ((({ts_sql} - {offset}) % {size}) + {size}) % {size})"
+        return align_sql(ts_sql, self.slice_size, self.offset)
 
-    # -- window bounds of a slice --------------------------------------
-    def window_start_sql(self, slice_start_sql: str) -> str:
-        return slice_start_sql
-
-    def window_end_sql(self, slice_start_sql: str) -> str:
-        return f"({slice_start_sql} + {self.size})"
+    def windows_sql(self, slice_sql: str) -> SliceWindows:
+        raise NotImplementedError
 
     # -- firing ----------------------------------------------------------
     def last_fired_slice(self, watermark: int) -> int:
-        """Every slice starting at or before this has fired once the watermark is ``watermark``.
+        """Every slice starting at or before this is part of a window that has fired.
 
-        A window fires when ``window_end - 1 ms <= watermark``, that is when
-        ``window_start <= watermark - size + 1 ms``.
+        A slice's first window ends with the slice, and fires when
+        ``slice_end - 1 ms <= watermark``.
         """
-        return self.slice_start(watermark - self.size + WINDOW_TIME_LAG_US)
+        return self.slice_start(watermark - self.slice_size + WINDOW_TIME_LAG_US)
+
+    def last_expired_slice(self, watermark: int) -> int:
+        """Every slice starting at or before this has had all its windows fired: its
+        state can go, and rows in it are late."""
+        raise NotImplementedError
 
     def first_open_slice(self, watermark: int) -> int:
-        """Rows before this timestamp belong to windows that have fired: they are late."""
-        return self.last_fired_slice(watermark) + self.size
+        """Rows before this timestamp belong only to windows that have fired: they are late."""
+        return self.last_expired_slice(watermark) + self.slice_size
+
+    def describe(self) -> str:
+        return f"{self.kind}({self.time_column})"
 
 
-def window_assigner(window: dict[str, Any], operator_id: str) -> TumblingWindows:
-    """Build the assigner that a ``window`` config names."""
+class TumblingWindows(SlicedWindows):
+    """Fixed-size, non-overlapping windows: one slice each."""
+
+    kind = "tumble"
+
+    def __init__(self, time_column: str, size: int, offset: int = 0):
+        super().__init__(time_column, size, size, offset)
+
+    def windows_sql(self, slice_sql: str) -> SliceWindows:
+        return SliceWindows(None, slice_sql, f"({slice_sql} + {self.size})")
+
+    def last_expired_slice(self, watermark: int) -> int:
+        return self.last_fired_slice(watermark)
+
+
+class HoppingWindows(SlicedWindows):
+    """Windows of ``size`` every ``slide`` (``size`` a multiple of ``slide``): slices of
+    ``slide``, each part of the ``size / slide`` windows ending 1, 2, ... slides after it starts."""
+
+    kind = "hop"
+
+    def __init__(self, time_column: str, size: int, slide: int, offset: int = 0):
+        super().__init__(time_column, size, slide, offset)
+        self.windows_per_slice = size // slide
+
+    def windows_sql(self, slice_sql: str) -> SliceWindows:
+        end = f"({slice_sql} + {self.slice_size} * (__window_index + 1))"
+        return SliceWindows(
+            f"range({self.windows_per_slice}) AS __windows(__window_index)",
+            f"({end} - {self.size})",
+            end,
+        )
+
+    def last_expired_slice(self, watermark: int) -> int:
+        # a slice's last window ends ``size`` after the slice starts
+        return self.slice_start(watermark - self.size + WINDOW_TIME_LAG_US)
+
+
+class CumulativeWindows(SlicedWindows):
+    """Windows growing by ``step`` from a ``size``-aligned start up to ``size``: slices of
+    ``step``; a slice is part of every window of its period that ends after it starts."""
+
+    kind = "cumulate"
+
+    def __init__(self, time_column: str, size: int, step: int, offset: int = 0):
+        super().__init__(time_column, size, step, offset)
+        self.windows_per_period = size // step
+
+    def windows_sql(self, slice_sql: str) -> SliceWindows:
+        start = align_sql(slice_sql, self.size, self.offset)
+        end = f"({slice_sql} + {self.slice_size} * (__window_index + 1))"
+        return SliceWindows(
+            f"range({self.windows_per_period}) AS __windows(__window_index)",
+            start,
+            end,
+            f"{end} <= {start} + {self.size}",
+        )
+
+    def last_expired_slice(self, watermark: int) -> int:
+        # every slice of a period expires with the period's last (full-size) window
+        period = align(watermark - self.size + WINDOW_TIME_LAG_US, self.size, self.offset)
+        return period + self.size - self.slice_size
+
+
+def window_assigner(window: dict[str, Any], operator_id: str) -> SlicedWindows:
+    """Build the assigner that a ``window`` config names (sizes in µs)."""
     kind = str(window.get("kind", "")).lower()
-    if kind != "tumble":
+    if kind not in ("tumble", "hop", "cumulate"):
         raise EngineError(
-            f"window kind {window.get('kind')!r} is not supported by the window operator yet",
-            hint="supported: tumble (hop, cumulate and session are planned)",
+            f"window kind {window.get('kind')!r} is not supported by the sliced window aggregate",
+            hint="sliced windows: tumble, hop, cumulate (session windows have an operator of their own)",
             operator_id=operator_id,
         )
     size, offset = int(window["size"]), int(window.get("offset") or 0)
-    if size <= 0:
+    _check_positive("window size", size, operator_id)
+    if kind == "tumble":
+        return TumblingWindows(window["time_column"], size, offset)
+    name = "slide" if kind == "hop" else "step"
+    if window.get(name) is None:
+        raise EngineError(f"a {kind} window config needs {name!r}", operator_id=operator_id)
+    part = int(window[name])
+    _check_positive(f"window {name}", part, operator_id)
+    if size % part:
         raise EngineError(
-            f"window size must be positive, got {size} µs", operator_id=operator_id
+            f"{kind.upper()} window size {size} µs is not a multiple of its {name} {part} µs",
+            hint=f"make the size an integral multiple of the {name}",
+            operator_id=operator_id,
         )
-    return TumblingWindows(window["time_column"], size, offset)
+    cls = HoppingWindows if kind == "hop" else CumulativeWindows
+    return cls(window["time_column"], size, part, offset)
+
+
+def _check_positive(what: str, value: int, operator_id: str) -> None:
+    if value <= 0:
+        raise EngineError(f"{what} must be positive, got {value} µs", operator_id=operator_id)
