@@ -275,6 +275,12 @@ class Coordinator:
             flight.on_done(event)
         return event
 
+    def settle(self) -> None:
+        """Wait for a checkpoint still being written (a failing job calls this before a
+        restart, so that the restart never cleans up a directory still being written)."""
+        if self._in_flight is not None:
+            self._in_flight.thread.join()
+
     @property
     def in_flight(self) -> bool:
         return self._in_flight is not None

@@ -264,6 +264,8 @@ class LocalExecutor:
             if self.coordinator is not None:
                 self._final_checkpoint()
         finally:
+            if isinstance(self.coordinator, Coordinator):
+                self.coordinator.settle()
             for task in operators:
                 task.operator.close()
         return self._result(time.perf_counter() - started)

@@ -221,6 +221,7 @@ class ProcessExecutor:
             if self._final_event is not None:  # every worker has committed its final output
                 self.coordinator.mark_committed(self._final_event)
         finally:
+            self.coordinator.settle()
             for process in self._processes:
                 if process.is_alive():
                     process.terminate()
