@@ -27,7 +27,7 @@ from planner.expressions import (
 from planner.aggregates import plan_window_aggregate
 from planner.graph_builder import GraphBuilder, Stream
 from planner.types import normalise, sql_name
-from planner.windows import window_fields, window_spec
+from planner.windows import window_fields, window_problems, window_spec
 from sql.errors import Problem, WeirSqlError
 from sql.intervals import interval_micros
 from sql.statements import WindowTVF
@@ -177,9 +177,13 @@ class QueryPlanner:
                 f"{tvf.kind} on `{declared}` of `{stream.name}`, which is not a time attribute", time_col,
                 self._time_attribute_hint(declared, stream),
             )
-        if tvf.kind.upper() != "TUMBLE":
-            raise self.fail(f"{tvf.kind} windows are not supported yet; TUMBLE is", tvf)
-        return window_spec(tvf, declared)
+        if tvf.kind.upper() == "SESSION":
+            raise self.fail(f"{tvf.kind} windows are not supported yet; TUMBLE, HOP and CUMULATE are", tvf)
+        spec = window_spec(tvf, declared)
+        problems = window_problems(spec, tvf, self.fallback)
+        if problems:
+            raise PlanError(problems)
+        return spec
 
     @staticmethod
     def _time_attribute_hint(column: str, stream: Stream) -> str:
