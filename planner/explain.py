@@ -73,7 +73,11 @@ def _state(node: OperatorNode) -> str:
     if node.kind == "calc":
         return "none"
     if node.kind == "window_aggregate":
-        per = ", ".join([*(name for name, _ in node.config["keys"]), "window"])
+        sliced = node.config["window"]["kind"] in ("hop", "cumulate")
+        per = ", ".join([*(name for name, _ in node.config["keys"]), "slice" if sliced else "window"])
+        if sliced:
+            return (f"partial accumulators per ({per}), shared by the overlapping windows; a slice is "
+                    "dropped when the watermark passes the end of its last window")
         return f"window accumulators per ({per}), dropped when the watermark passes window_end"
     if node.kind == "window_join":
         return "rows of each input per (key, window), dropped when the watermark passes window_end"
