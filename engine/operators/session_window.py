@@ -1,0 +1,401 @@
+"""SessionWindow: the event-time SESSION window aggregate, open sessions kept in DuckDB.
+
+Config::
+
+    {
+      "window": {"kind": "session", "time_column": "ts", "gap": 10000000},
+      "keys": [[name, sql], ...],          # the PARTITION BY / GROUP BY keys
+      "aggregates": [{"name", "function", "argument", "distinct", "filter"}, ...],
+      "having": sql_or_null,
+      "projection": [[name, sql], ...]
+    }
+
+Semantics follow Flink's merging windows: a row at ``ts`` is the window
+``[ts, ts + gap)``; windows of one key that intersect — touching counts, as in
+``TimeWindow.intersects`` — merge, so a session is ``[first ts, last ts + gap)``.
+A session fires when the watermark reaches ``window_end - 1 ms`` and is then
+forgotten: a later row starts a new session.
+
+Per batch (set-based, one pass of SQL each):
+
+1. rows with a NULL time are counted and dropped; the rest become *batch
+   sessions* by gaps and islands over the batch alone (per key, sorted by time,
+   a new island where the time is more than ``gap`` after the previous one), with
+   partial aggregates per island (``accumulators.py``);
+2. the open sessions of ``session_accumulators`` that intersect a batch session
+   of their key are taken out, and batch sessions and these merged by gaps and
+   islands over intervals (a new island where an interval starts after every
+   earlier one ended); partials merge as in the window aggregate;
+3. a merged session that already closed (``window_end - 1 ms <= watermark``) can
+   only be made of rows of this batch: those rows are late, counted and dropped
+   (a row behind the watermark that reaches an open session, or an on-time row
+   of the same batch, joins it instead);
+4. the merged sessions go back into the state. DISTINCT aggregates keep their
+   distinct values per (key, session start) in ``session_distinct_values_<i>``;
+   sessions that merged are renamed to the merged start.
+
+Per watermark: sessions with ``window_end - 1 ms <= watermark`` are finalised,
+filtered by HAVING, projected, emitted (ordered by window_end, then keys) and
+deleted. The result equals gaps and islands over the rows that were not late,
+with a session cut wherever a row arrived after its neighbour's session fired.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.errors import EngineError
+from engine.operators.accumulators import Accumulator, AggregateCall, DistinctAccumulator
+from engine.operators.base import Operator, OperatorContext
+from engine.operators.batches import conform
+from engine.operators.clock import EventTimeClock
+from engine.operators.duckdb_sql import execute, int_literal, query_arrow, quote_ident
+from engine.operators.windows import WINDOW_TIME_LAG_US
+from engine.state.key_groups import key_groups, range_for_subtask
+from engine.state.keyed_tables import check_key_groups, merge_tables, select_key_groups
+
+SESSIONS = "session_accumulators"
+START, END = "__session_start", "__session_end"
+INPUT_VIEW = "session_input"
+KEY_GROUP_INPUT = "__weir_key_group"
+SNAPSHOT_VERSION = 1
+LAG = WINDOW_TIME_LAG_US
+
+
+class SessionWindow(Operator):
+    def __init__(self, config: dict[str, Any], ctx: OperatorContext):
+        super().__init__(config, ctx)
+        oid = ctx.operator_id
+        for required in ("window", "projection"):
+            if not config.get(required):
+                raise EngineError(f"session_window config lacks {required!r}", operator_id=oid)
+        window = config["window"]
+        if str(window.get("kind", "")).lower() != "session":
+            raise EngineError(f"session_window needs a session window, got {window.get('kind')!r}",
+                              operator_id=oid)
+        self.time_column: str = window["time_column"]
+        self.gap = int(window.get("gap") or 0)
+        if self.gap <= 0:
+            raise EngineError(f"session gap must be positive, got {window.get('gap')!r} µs", operator_id=oid)
+        self.keys: list[tuple[str, str]] = [tuple(k) for k in config.get("keys") or []]
+        self.key_columns = [f"__k{i}" for i in range(len(self.keys))]
+        self.calls = [AggregateCall.from_config(a, oid) for a in config.get("aggregates") or []]
+        self.accumulators: list[Accumulator] = []
+        self.distincts: list[DistinctAccumulator] = []
+        for i, call in enumerate(self.calls):
+            if call.keeps_distinct_values:
+                self._distinct_for(call).calls.append(call)
+            else:
+                self.accumulators.append(Accumulator(call, i))
+        for d in self.distincts:
+            d.table = f"session_{d.table}"
+        self.having: str | None = config.get("having")
+        self.projection: list[tuple[str, str]] = [tuple(p) for p in config["projection"]]
+        self.clock = EventTimeClock()
+        self.con = None
+        #: The smallest window_end of an open session (None: no session): saves a query per watermark.
+        self._earliest_end: int | None = None
+        self._tables: set[str] = set()
+
+    def _distinct_for(self, call: AggregateCall) -> DistinctAccumulator:
+        for d in self.distincts:
+            if (d.argument, d.filter) == (call.argument, call.filter):
+                return d
+        d = DistinctAccumulator(call.argument, call.filter, len(self.distincts))
+        self.distincts.append(d)
+        return d
+
+    # -- lifecycle -----------------------------------------------------------
+    def open(self) -> None:
+        if self.con is None:
+            self.con = self.ctx.state_connection()
+
+    def close(self) -> None:
+        if self.con is not None:
+            self.con.close()
+            self.con = None
+
+    def _run(self, sql: str) -> list[tuple]:
+        return execute(self.con, sql, self.ctx.operator_id)
+
+    # -- SQL pieces ------------------------------------------------------------
+    def _keys(self, prefix: str = "") -> str:
+        return "".join(f"{prefix}{k}, " for k in self.key_columns)
+
+    def _partition(self, *extra: str) -> str:
+        columns = [*extra, *self.key_columns]
+        return f"PARTITION BY {', '.join(columns)} " if columns else ""
+
+    def _same_key(self, a: str, b: str) -> list[str]:
+        return [f"{a}.{k} IS NOT DISTINCT FROM {b}.{k}" for k in self.key_columns]
+
+    # -- batches -------------------------------------------------------------
+    def process_batch(self, batch: pa.RecordBatch, input_index: int = 0) -> list[pa.RecordBatch]:
+        self.open()
+        self.ctx.count("rows_in", batch.num_rows)
+        if batch.num_rows == 0:
+            return []
+        batch = self._with_event_times(batch)
+        nulls = batch.column(self.time_column).null_count
+        if nulls:
+            self.ctx.count("null_time_rows_dropped", nulls)
+            if nulls == batch.num_rows:
+                return []
+        batch = batch.append_column(KEY_GROUP_INPUT, self._key_groups(batch))
+        self.con.register(INPUT_VIEW, batch)
+        try:
+            self._run(f"CREATE OR REPLACE TEMP TABLE batch_rows AS {self._batch_rows_sql()}")
+        finally:
+            self.con.unregister(INPUT_VIEW)
+        self._run(f"CREATE OR REPLACE TEMP TABLE batch_sessions AS {self._batch_sessions_sql()}")
+        self._merge_into_state()
+        return []
+
+    def _with_event_times(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        index = batch.schema.get_field_index(self.time_column)
+        if index < 0:
+            raise EngineError(f"the session window's time column {self.time_column!r} is not in the input",
+                              hint=f"input columns: {batch.schema.names}", operator_id=self.ctx.operator_id)
+        column = batch.column(index)
+        if not pa.types.is_timestamp(column.type):
+            raise EngineError(f"the session window's time column {self.time_column!r} is {column.type}, "
+                              "not a timestamp", operator_id=self.ctx.operator_id)
+        if column.type.unit != "us":
+            column = column.cast(pa.timestamp("us", column.type.tz))
+            batch = batch.set_column(index, batch.schema.field(index).with_type(column.type), column)
+        return batch
+
+    def _key_groups(self, batch: pa.RecordBatch) -> pa.Int32Array:
+        names = batch.schema.names
+        columns = [next((n for n in names if sql in (n, quote_ident(n))), None) for _, sql in self.keys]
+        if all(c is not None for c in columns):
+            return key_groups(batch, columns, self.ctx.max_parallelism)
+        select = ", ".join(f"({sql}) AS __k{i}" for i, (_, sql) in enumerate(self.keys))
+        self.con.register(INPUT_VIEW, batch)
+        try:
+            keys = query_arrow(self.con, f"SELECT {select} FROM {quote_ident(INPUT_VIEW)}", self.ctx.operator_id)
+        finally:
+            self.con.unregister(INPUT_VIEW)
+        return key_groups(keys, keys.schema.names, self.ctx.max_parallelism)
+
+    def _batch_rows_sql(self) -> str:
+        """The batch's timed rows with keys, time (µs), arguments, filters and their batch island."""
+        ts = f"epoch_us({quote_ident(self.time_column)})"
+        columns = [f"CAST({quote_ident(KEY_GROUP_INPUT)} AS BIGINT) AS key_group"]
+        columns += [f"({sql}) AS __k{i}" for i, (_, sql) in enumerate(self.keys)]
+        columns.append(f"{ts} AS __ts")
+        for acc in self.accumulators:
+            if acc.argument_column:
+                columns.append(f"({acc.call.argument}) AS {acc.argument_column}")
+            if acc.filter_column:
+                columns.append(f"({acc.call.filter}) AS {acc.filter_column}")
+        for d in self.distincts:
+            columns.append(f"({d.argument}) AS {d.argument_column}")
+            if d.filter_column:
+                columns.append(f"({d.filter}) AS {d.filter_column}")
+        prepared = (f"SELECT {', '.join(columns)} FROM {quote_ident(INPUT_VIEW)} "
+                    f"WHERE {quote_ident(self.time_column)} IS NOT NULL")
+        order = f"OVER ({self._partition()}ORDER BY __ts)"
+        gaps = (f"SELECT *, CASE WHEN __ts - lag(__ts) {order} <= {self.gap} THEN 0 ELSE 1 END AS __new "
+                f"FROM ({prepared})")
+        return (f"SELECT *, sum(__new) OVER ({self._partition()}ORDER BY __ts ROWS UNBOUNDED PRECEDING) "
+                f"AS __island FROM ({gaps})")
+
+    def _batch_sessions_sql(self) -> str:
+        partials = ["COUNT(*) AS __rows"]
+        for acc in self.accumulators:
+            partials += [f"{c.partial_sql} AS {c.name}" for c in acc.columns]
+        group = ", ".join([*self.key_columns, "__island"])
+        return (f"SELECT any_value(key_group) AS key_group, {group}, min(__ts) AS {START}, "
+                f"max(__ts) + {self.gap} AS {END}, {', '.join(partials)} FROM batch_rows GROUP BY {group}")
+
+    def _partial_names(self) -> list[str]:
+        return ["__rows", *(c.name for acc in self.accumulators for c in acc.columns)]
+
+    def _merge_into_state(self) -> None:
+        """Steps 2–4 of the module docstring."""
+        names = self._partial_names()
+        carried = ", ".join(["key_group", *self.key_columns, START, END, *names])
+        if SESSIONS in self._tables:
+            touching = " AND ".join(
+                self._same_key("s", "b") + [f"s.{START} <= b.{END}", f"b.{START} <= s.{END}"])
+            self._run(f"CREATE OR REPLACE TEMP TABLE touched AS SELECT s.rowid AS __state_row, s.* "
+                      f"FROM {SESSIONS} s WHERE EXISTS (SELECT 1 FROM batch_sessions b WHERE {touching})")
+            state_part = f" UNION ALL SELECT {carried}, NULL, __state_row FROM touched"
+        else:
+            state_part = ""
+        candidates = f"SELECT {carried}, __island, NULL::BIGINT AS __state_row FROM batch_sessions{state_part}"
+        window = f"{self._partition()}ORDER BY {START}"
+        flagged = (f"SELECT *, CASE WHEN {START} <= max({END}) OVER ({window} ROWS BETWEEN UNBOUNDED PRECEDING "
+                   f"AND 1 PRECEDING) THEN 0 ELSE 1 END AS __new FROM ({candidates})")
+        grouped = (f"SELECT *, sum(__new) OVER ({window} ROWS UNBOUNDED PRECEDING) AS __merged FROM ({flagged})")
+        island = f"OVER ({self._partition('__merged')})"
+        self._run(f"CREATE OR REPLACE TEMP TABLE candidates AS SELECT *, min({START}) {island} AS __merged_start, "
+                  f"max({END}) {island} AS __merged_end FROM ({grouped})")
+        closed = f"__merged_end - {LAG} <= {int_literal(self.clock.watermark)}"
+        if self.clock.started:
+            (late,) = self._run(f"SELECT CAST(coalesce(sum(__rows), 0) AS BIGINT) FROM candidates WHERE {closed}")[0]
+            if late:
+                self.ctx.count("late_rows_dropped", late)
+        else:
+            closed = "false"
+        merges = ["CAST(SUM(__rows) AS BIGINT) AS __rows"]
+        merges += [f"{c.merge_sql(c.name)} AS {c.name}" for acc in self.accumulators for c in acc.columns]
+        merged = (f"SELECT any_value(key_group) AS key_group, {self._keys()}__merged_start AS {START}, "
+                  f"__merged_end AS {END}, {', '.join(merges)} FROM candidates WHERE NOT ({closed}) "
+                  f"GROUP BY {self._keys()}__merged, __merged_start, __merged_end")
+        if SESSIONS in self._tables:
+            self._run(f"DELETE FROM {SESSIONS} WHERE rowid IN (SELECT __state_row FROM touched)")
+            self._run(f"INSERT INTO {SESSIONS} {merged}")
+        else:
+            self._run(f"CREATE TABLE {SESSIONS} AS {merged}")
+            self._tables.add(SESSIONS)
+        for d in self.distincts:
+            self._merge_distinct(d, closed)
+        self._earliest_end = self._run(f"SELECT min({END}) FROM {SESSIONS}")[0][0]
+
+    def _merge_distinct(self, d: DistinctAccumulator, closed: str) -> None:
+        """Rename the values of merged sessions to the merged start; add the batch's values."""
+        if d.table in self._tables:
+            on = " AND ".join(self._same_key(d.table, "c") + [f"{d.table}.{START} = c.{START}"])
+            self._run(f"UPDATE {d.table} SET {START} = c.__merged_start FROM candidates c "
+                      f"WHERE c.__state_row IS NOT NULL AND c.__merged_start <> c.{START} AND {on}")
+        where = [f"r.{d.argument_column} IS NOT NULL", f"NOT ({closed.replace('__merged_end', 'c.__merged_end')})"]
+        if d.filter_column:
+            where.append(f"r.{d.filter_column}")
+        on = " AND ".join(self._same_key("r", "c") + ["r.__island = c.__island", "c.__state_row IS NULL"])
+        select = (f"SELECT DISTINCT r.key_group, {self._keys('r.')}c.__merged_start AS {START}, "
+                  f"r.{d.argument_column} AS value FROM batch_rows r JOIN candidates c ON {on} "
+                  f"WHERE {' AND '.join(where)}")
+        if d.table in self._tables:
+            self._run(f"INSERT INTO {d.table} {select}")
+        else:
+            self._run(f"CREATE TABLE {d.table} AS {select}")
+            self._tables.add(d.table)
+
+    # -- watermarks ----------------------------------------------------------
+    def process_watermark(self, watermark: int) -> list[pa.RecordBatch]:
+        self.open()
+        if not self.clock.advance(watermark):
+            return []
+        if self._earliest_end is None or self._earliest_end - LAG > watermark:
+            return []
+        fired = f"{END} - {LAG} <= {int_literal(watermark)}"
+        table = query_arrow(self.con, self._emit_sql(fired), self.ctx.operator_id)
+        for d in self.distincts:  # before the sessions, which say what fired
+            if d.table in self._tables:
+                on = " AND ".join(self._same_key("s", d.table) + [f"s.{START} = {d.table}.{START}"])
+                self._run(f"DELETE FROM {d.table} WHERE EXISTS (SELECT 1 FROM {SESSIONS} s WHERE s.{fired} AND {on})")
+        self._run(f"DELETE FROM {SESSIONS} WHERE {fired}")
+        self._earliest_end = self._run(f"SELECT min({END}) FROM {SESSIONS}")[0][0]
+        out = conform(table, self.ctx.output_schema, self.ctx.operator_id)
+        self.ctx.count("rows_out", table.num_rows)
+        return out
+
+    def _emit_sql(self, fired: str) -> str:
+        columns = [f"s.__k{i} AS {quote_ident(name)}" for i, (name, _) in enumerate(self.keys)]
+        columns += [
+            f"make_timestamp(s.{START}) AS window_start",
+            f"make_timestamp(s.{END}) AS window_end",
+            f"make_timestamp(s.{END} - {LAG}) AS window_time",
+        ]
+        for acc in self.accumulators:
+            columns.append(f"{acc.final_sql([f's.{c.name}' for c in acc.columns])} AS {quote_ident(acc.call.name)}")
+        joins = []
+        for i, d in enumerate(self.distincts):
+            values = ", ".join(f"{d.final_sql(call)} AS __v{j}" for j, call in enumerate(d.calls))
+            if d.table in self._tables:
+                on = " AND ".join(self._same_key("s", f"d{i}") + [f"s.{START} = d{i}.{START}"])
+                joins.append(f"LEFT JOIN (SELECT {self._keys()}{START}, {values} FROM {d.table} "
+                             f"GROUP BY ALL) d{i} ON {on}")
+                columns += [f"COALESCE(d{i}.__v{j}, {d.empty_value(call)}) AS {quote_ident(call.name)}"
+                            for j, call in enumerate(d.calls)]
+            else:
+                columns += [f"{d.empty_value(call)} AS {quote_ident(call.name)}" for call in d.calls]
+        columns += [f"s.{END} AS __order_end", *(f"s.__k{i} AS __order_k{i}" for i in range(len(self.keys)))]
+        inner = (f"SELECT {', '.join(columns)} FROM {SESSIONS} s {' '.join(joins)} "
+                 f"WHERE s.{fired}")
+        projection = ", ".join(f"{sql} AS {quote_ident(name)}" for name, sql in self.projection)
+        order = ", ".join(["fired_sessions.__order_end",
+                           *(f"fired_sessions.__order_k{i}" for i in range(len(self.keys)))])
+        sql = f"SELECT {projection} FROM ({inner}) AS fired_sessions"
+        if self.having:
+            sql += f" WHERE {self.having}"
+        return f"{sql} ORDER BY {order}"
+
+    # -- checkpoints ---------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """``{"version", "watermark", "max_parallelism", "tables": {name: pa.Table}}``; every table
+        has a ``key_group`` column and is ordered by it."""
+        self.open()
+        tables = {name: query_arrow(self.con, f"SELECT * FROM {name} ORDER BY key_group", self.ctx.operator_id)
+                  for name in sorted(self._tables)}
+        return {"version": SNAPSHOT_VERSION, "watermark": self.clock.watermark,
+                "max_parallelism": self.ctx.max_parallelism, "tables": tables}
+
+    @staticmethod
+    def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
+        """Several subtasks' snapshots as one: tables concatenated, the minimum watermark."""
+        if not snapshots:
+            raise EngineError("no session window snapshots to merge")
+        for snap in snapshots:
+            _check_version(snap, None)
+        max_ps = {snap.get("max_parallelism") for snap in snapshots} - {None}
+        if len(max_ps) > 1:
+            raise EngineError(f"cannot merge session window snapshots taken with different max "
+                              f"parallelism {sorted(max_ps)}")
+        names = sorted({name for snap in snapshots for name in snap["tables"]})
+        merged = {
+            "version": SNAPSHOT_VERSION,
+            "watermark": min(snap["watermark"] for snap in snapshots),
+            "tables": {name: merge_tables([s["tables"][name] for s in snapshots if name in s["tables"]], name)
+                       for name in names},
+        }
+        if max_ps:
+            merged["max_parallelism"] = max_ps.pop()
+        return merged
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Load a snapshot (or merged snapshots), keeping the key groups this subtask owns."""
+        self.open()
+        oid = self.ctx.operator_id
+        _check_version(state, oid)
+        max_p = self.ctx.max_parallelism
+        if state.get("max_parallelism", max_p) != max_p:
+            raise EngineError(
+                f"the session window state was written with max parallelism {state['max_parallelism']}, "
+                f"this job has {max_p}",
+                hint=f"run the job with max parallelism {state['max_parallelism']}", operator_id=oid)
+        known = {SESSIONS, *(d.table for d in self.distincts)}
+        owned = range_for_subtask(self.ctx.subtask_index, self.ctx.parallelism, max_p)
+        for name in sorted(self._tables):
+            self._run(f"DROP TABLE IF EXISTS {name}")
+        self._tables.clear()
+        for name, table in state["tables"].items():
+            if name not in known:
+                raise EngineError(f"the snapshot holds state table {name!r}, which this operator does not have",
+                                  hint="the session window's aggregates changed since the snapshot was taken",
+                                  operator_id=oid)
+            try:
+                check_key_groups(table, max_p, name)
+                table = select_key_groups(table, owned, name)
+            except EngineError as exc:
+                exc.operator_id = exc.operator_id or oid
+                raise
+            self.con.register("restored_state", table)
+            try:
+                self._run(f"CREATE TABLE {name} AS SELECT * FROM restored_state")
+            finally:
+                self.con.unregister("restored_state")
+            self._tables.add(name)
+        self.clock = EventTimeClock(state["watermark"])
+        self._earliest_end = (self._run(f"SELECT min({END}) FROM {SESSIONS}")[0][0]
+                              if SESSIONS in self._tables else None)
+
+
+def _check_version(state: dict[str, Any], operator_id: str | None) -> None:
+    if state.get("version") != SNAPSHOT_VERSION:
+        raise EngineError(f"cannot restore session window state of version {state.get('version')!r}",
+                          hint=f"this operator reads version {SNAPSHOT_VERSION}", operator_id=operator_id)
