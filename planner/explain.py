@@ -59,6 +59,8 @@ def _key(node: OperatorNode) -> str:
     """The columns that partition the operator's keyed state."""
     if node.kind == "window_aggregate":
         return ", ".join(name for name, _ in node.config["keys"]) or "- (one global group per window)"
+    if node.kind == "session_window":
+        return ", ".join(name for name, _ in node.config["keys"]) or "- (one global sequence of sessions)"
     if node.kind == "window_join":
         left, right = node.config["left"]["keys"], node.config["right"]["keys"]
         return f"{', '.join(left)} | {', '.join(right)}" if left else "- (one group per window)"
@@ -79,6 +81,9 @@ def _state(node: OperatorNode) -> str:
             return (f"partial accumulators per ({per}), shared by the overlapping windows; a slice is "
                     "dropped when the watermark passes the end of its last window")
         return f"window accumulators per ({per}), dropped when the watermark passes window_end"
+    if node.kind == "session_window":
+        return ("open sessions per key with partial accumulators, merged when a row bridges them, "
+                "dropped when the watermark passes their end")
     if node.kind == "window_join":
         return "rows of each input per (key, window), dropped when the watermark passes window_end"
     if node.kind == "window_rank":
@@ -97,6 +102,7 @@ def _state(node: OperatorNode) -> str:
 def _changelog(node: OperatorNode) -> str:
     """Every operator weir plans today emits inserts only (+I): sources are append-only
     and a window aggregate, join or rank emits each window once, when the watermark passes its end."""
-    if node.kind in ("source", "calc", "window_aggregate", "window_join", "window_rank", "sink"):
+    if node.kind in ("source", "calc", "window_aggregate", "session_window", "window_join", "window_rank",
+                     "sink"):
         return "append-only"
     return "unknown"

@@ -57,9 +57,3 @@ def test_the_legacy_hop_group_window_plans_like_the_table_function():
            "INTERVAL '2' SECOND, INTERVAL '10' SECOND)) GROUP BY auction, window_start, window_end")
     assert window_config(legacy) == window_config(tvf)
 
-
-def test_session_windows_are_still_refused_with_a_message():
-    with pytest.raises(WeirSqlError, match="SESSION windows are not supported yet"):
-        plan_script(parse(CATALOG + "INSERT INTO counts SELECT auction, COUNT(*) FROM TABLE(SESSION(TABLE bids "
-                          "PARTITION BY auction, DESCRIPTOR(date_time), INTERVAL '5' SECOND)) "
-                          "GROUP BY auction, window_start, window_end"))

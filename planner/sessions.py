@@ -1,0 +1,97 @@
+"""Planning GROUP BY over a SESSION window into a session_window operator.
+
+A session window aggregate is planned like the other window aggregates
+(``planner/aggregates.py``: keys, aggregate calls, HAVING and the projection,
+a hash edge on the keys) and lowered to the ``session_window`` operator, whose
+config has the same shape with ``{"kind": "session", "gap": µs}`` as window.
+
+Sessions are kept per key: the GROUP BY keys besides the window bounds. In the
+table function ``SESSION(TABLE t PARTITION BY k, DESCRIPTOR(ts), gap)`` the
+PARTITION BY columns and the GROUP BY keys must be the same columns (a key
+outside PARTITION BY would split a session that Flink keeps whole); the legacy
+``GROUP BY SESSION(ts, gap), k`` keys its sessions by its GROUP BY keys.
+"""
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING
+
+from sqlglot import exp
+
+from planner.aggregates import plan_window_aggregate
+from planner.expressions import Scope, position
+from planner.graph_builder import GraphBuilder, Stream
+from planner.windows import WINDOW_COLUMNS, WindowSpec
+from sql.errors import Problem
+from sql.statements import WindowTVF
+
+if TYPE_CHECKING:
+    from planner.queries import QueryPlanner
+
+KIND = "session_window"
+
+
+class _SessionBuilder:
+    """The query's GraphBuilder, adding its window aggregate as a session_window."""
+
+    def __init__(self, builder: GraphBuilder):
+        self._builder = builder
+
+    def __getattr__(self, name):
+        return getattr(self._builder, name)
+
+    def add(self, pipeline, kind, config, schema, inputs, description, **kwargs):
+        if kind == "window_aggregate":
+            kind, description = KIND, "Session" + description
+        return self._builder.add(pipeline, kind, config, schema, inputs, description, **kwargs)
+
+
+def plan_session_window(qp: "QueryPlanner", select: exp.Select, tvf: WindowTVF, stream: Stream,
+                        window: WindowSpec, scope: Scope, pipeline: str) -> Stream:
+    _check_partition_keys(qp, select, tvf, window, scope)
+    session_qp = copy.copy(qp)
+    session_qp.builder = _SessionBuilder(qp.builder)
+    return plan_window_aggregate(session_qp, select, stream, window, scope, pipeline)
+
+
+def _check_partition_keys(qp: "QueryPlanner", select: exp.Select, tvf: WindowTVF, window: WindowSpec,
+                          scope: Scope) -> None:
+    """PARTITION BY columns and GROUP BY keys are the same columns; every problem at once."""
+    partition = tvf.args.get("partition_by") or []
+    if not partition:
+        return
+    group = select.args.get("group")
+    keys: dict[str, exp.Expression] = {}
+    for item in group.expressions if group else []:
+        if isinstance(item, exp.Column) and item.name in WINDOW_COLUMNS:
+            continue
+        name = scope.resolve(item.name) if isinstance(item, exp.Column) else None
+        keys[(name or item.sql()).lower()] = item
+    problems: list[Problem] = []
+    partitioned = set()
+    for column in partition:
+        name = scope.resolve(column.name)
+        if name is None:
+            problems.append(scope.unknown_column(column))
+            continue
+        partitioned.add(name.lower())
+        if name.lower() not in keys:
+            problems.append(Problem(
+                f"SESSION is partitioned by `{name}`, which is not a GROUP BY key",
+                *position(column, qp.fallback),
+                f"add `{name}` to GROUP BY: GROUP BY {', '.join([name, *(k.sql() for k in keys.values())])}, "
+                "window_start, window_end",
+            ))
+    for name, item in keys.items():
+        if name not in partitioned:
+            problems.append(Problem(
+                f"GROUP BY key {item.sql()} is not in SESSION's PARTITION BY: sessions are formed per "
+                "PARTITION BY key, and a further key would split them",
+                *position(item, qp.fallback),
+                f"partition the sessions by it too: SESSION(TABLE ... PARTITION BY "
+                f"{', '.join([*window.partition_by, item.sql()])}, ...), or drop it from GROUP BY",
+            ))
+    if problems:
+        from planner.queries import PlanError
+
+        raise PlanError(problems)
