@@ -48,6 +48,15 @@ class Scope:
                 return column
         return None
 
+    def resolve_column(self, column: exp.Column, problems: list[Problem]) -> str | None:
+        """The declared name a column reference binds to; a problem when there is none.
+        One relation: a qualifier (``b.price``) is ignored. ``planner.joins.JoinScope``
+        resolves qualifiers over two relations."""
+        declared = self.resolve(column.name)
+        if declared is None:
+            problems.append(self.unknown_column(column))
+        return declared
+
     def unknown_column(self, column: exp.Column) -> Problem:
         line, col = position(column, self.fallback)
         close = difflib.get_close_matches(column.name, self.schema.names, n=1)
@@ -62,9 +71,8 @@ def bind(expression: exp.Expression, scope: Scope, problems: list[Problem]) -> e
 
     def rewrite(node: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
-            declared = scope.resolve(node.name)
+            declared = scope.resolve_column(node, problems)
             if declared is None:
-                problems.append(scope.unknown_column(node))
                 return node
             return exp.column(declared, quoted=True)
         return node

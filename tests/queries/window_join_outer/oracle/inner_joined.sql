@@ -1,0 +1,9 @@
+WITH l AS (
+  SELECT *, time_bucket(INTERVAL '1 minute', row_time) AS ws
+  FROM read_csv('data/left_events.csv', header = true, columns = {'row_time': 'TIMESTAMP', 'num': 'INTEGER', 'id': 'VARCHAR'})),
+r AS (
+  SELECT *, time_bucket(INTERVAL '1 minute', row_time) AS ws
+  FROM read_csv('data/right_events.csv', header = true, columns = {'row_time': 'TIMESTAMP', 'num': 'INTEGER', 'id': 'VARCHAR'}))
+SELECT l.num, l.id AS l_id, r.id AS r_id, length(l.id) + length(r.id) AS id_chars, l.ws AS window_start
+FROM l JOIN r ON l.num = r.num AND l.ws = r.ws
+WHERE r.row_time > l.row_time
