@@ -165,7 +165,16 @@ class QueryPlanner:
         if aggregated:
             if window is None:
                 raise self._unbounded_group_by(select, stream)
+            if window.kind == "session":
+                from planner.sessions import plan_session_window
+
+                return plan_session_window(self, select, window_tvf, stream, window, scope, pipeline)
             return plan_window_aggregate(self, select, stream, window, scope, pipeline)
+        if window is not None and window.kind == "session":
+            raise self.fail("a SESSION window needs GROUP BY window_start, window_end and its keys with an "
+                            "aggregate", window_tvf,
+                            "aggregate the sessions, e.g. SELECT k, window_start, window_end, COUNT(*) ... "
+                            "GROUP BY k, window_start, window_end")
         if window is not None:
             stream = self._assign_window(stream, window, pipeline)
         return self._plan_calc(select, stream, scope, pipeline)
@@ -181,8 +190,6 @@ class QueryPlanner:
                 f"{tvf.kind} on `{declared}` of `{stream.name}`, which is not a time attribute", time_col,
                 self._time_attribute_hint(declared, stream),
             )
-        if tvf.kind.upper() == "SESSION":
-            raise self.fail(f"{tvf.kind} windows are not supported yet; TUMBLE, HOP and CUMULATE are", tvf)
         spec = window_spec(tvf, declared)
         problems = window_problems(spec, tvf, self.fallback)
         if problems:
