@@ -11,7 +11,7 @@ aggregated once however many windows it belongs to:
 - CUMULATE: slices of ``step``; the windows of one ``size``-aligned period
   are its first slice, its first two, ... up to all ``size / step`` of them.
 
-SESSION windows are not sliced: ``session_windows.py`` keeps intervals and
+SESSION windows are not sliced: ``session_window.py`` keeps intervals and
 merges them in SQL.
 
 Semantics follow Flink: windows are aligned to the epoch plus ``offset``,
