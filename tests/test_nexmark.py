@@ -27,6 +27,8 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "nexmark"
 EVENTS = 100_000
 #: Events per event-time second: 100,000 events cover 100 s, so 10-second windows fire ten times.
 RATE = 1_000
+TEN_S = "INTERVAL '10 seconds'"
+
 #: Two generators, each on its own timeline: the source's watermark is their minimum.
 SPLITS = 2
 
@@ -74,13 +76,39 @@ ORACLES = {
         SELECT auction, num, window_start AS starttime, window_start + INTERVAL '10 seconds' AS endtime
         FROM counts
         WHERE num = (SELECT max(num) FROM counts AS c WHERE c.window_start = counts.window_start)""",
+    # Highest bid: per 10-second window, the bids at the window's highest price.
+    "q7": f"""
+        WITH windowed AS (SELECT *, time_bucket({TEN_S}, date_time) AS window_start FROM bid)
+        SELECT auction, bidder, price, date_time, extra FROM windowed
+        WHERE price = (SELECT max(price) FROM windowed AS w WHERE w.window_start = windowed.window_start)""",
+    # New users: persons who joined and created an auction in the same 10-second window.
+    "q8": f"""
+        SELECT DISTINCT p.id, p.name, time_bucket({TEN_S}, p.date_time) AS stime
+        FROM person AS p JOIN auction AS a
+          ON a.seller = p.id AND time_bucket({TEN_S}, a.date_time) = time_bucket({TEN_S}, p.date_time)""",
+    # User sessions: a bidder's bids at most 10 seconds apart are one session (as in Flink,
+    # windows that touch merge), which ends 10 seconds after its last bid.
+    "q11": """
+        WITH gaps AS (
+            SELECT bidder, date_time,
+                   CASE WHEN date_time - lag(date_time) OVER (PARTITION BY bidder ORDER BY date_time)
+                             <= INTERVAL '10 seconds' THEN 0 ELSE 1 END AS starts_session
+            FROM bid),
+        sessions AS (
+            SELECT bidder, date_time,
+                   sum(starts_session) OVER (PARTITION BY bidder ORDER BY date_time
+                                             ROWS UNBOUNDED PRECEDING) AS session
+            FROM gaps)
+        SELECT bidder, count(*) AS bid_count, min(date_time) AS starttime,
+               max(date_time) + INTERVAL '10 seconds' AS endtime
+        FROM sessions GROUP BY bidder, session""",
 }
 
 #: The queries that have an example file and are checked here.
 QUERIES = sorted(ORACLES, key=lambda q: int(q[1:]))
 
 #: Each query's result is a real test of the query: at least this many rows.
-MIN_ROWS = {"q2": 100, "q5": 40}
+MIN_ROWS = {"q2": 100, "q5": 40, "q7": 10, "q8": 100, "q11": 1000}
 
 
 # -- the job ------------------------------------------------------------------------------------

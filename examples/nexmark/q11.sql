@@ -1,0 +1,19 @@
+-- Query 11: user sessions.
+-- How many bids did a user make in each session they were active? A bidder's
+-- session ends when they make no bid for 10 seconds.
+
+CREATE TABLE nexmark_q11 (
+  bidder BIGINT,
+  bid_count BIGINT,
+  starttime TIMESTAMP(3),
+  endtime TIMESTAMP(3)
+) WITH ('connector' = 'blackhole');
+
+INSERT INTO nexmark_q11
+SELECT
+  bidder,
+  COUNT(*) AS bid_count,
+  SESSION_START(date_time, INTERVAL '10' SECOND) AS starttime,
+  SESSION_END(date_time, INTERVAL '10' SECOND) AS endtime
+FROM bid
+GROUP BY bidder, SESSION(date_time, INTERVAL '10' SECOND);
