@@ -92,9 +92,11 @@ def translate(node: exp.Expression) -> exp.Expression:
     if isinstance(node, exp.RegexpReplace) and node.args.get("modifiers") is None:
         return _fn("regexp_replace", node.this, node.expression, node.args["replacement"], exp.Literal.string("g"))
     if isinstance(node, exp.RegexpExtract):
+        # Flink gives NULL when the pattern does not match; DuckDB's regexp_extract gives ''.
         group = node.args.get("position") or node.args.get("group")
         args = [node.this, node.expression] + ([group] if group is not None else [])
-        return _fn("regexp_extract", *args)
+        matches = _fn("regexp_matches", node.this.copy(), node.expression.copy())
+        return exp.If(this=matches, true=_fn("regexp_extract", *args), false=exp.Null())
     return node
 
 

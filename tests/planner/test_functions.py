@@ -13,6 +13,8 @@ SCHEMA = pa.schema([("a", pa.int64()), ("b", pa.int32()), ("x", pa.float64())])
 CASES = [
     ("REGEXP_EXTRACT('abc', 'a(b)', 1)", "b"),
     ("REGEXP_EXTRACT('abc', 'a(b)')", "ab"),
+    ("REGEXP_EXTRACT('xyz', 'a(b)', 1)", None),  # no match: NULL, as in Flink
+    ("REGEXP_EXTRACT('ac', 'a(b?)c', 1)", ""),  # an empty match stays empty
     ("REGEXP_REPLACE('aab', 'a', 'x')", "xxb"),
     ("TO_TIMESTAMP('2024-01-01 10:00:00')", "2024-01-01 10:00:00"),
     ("TO_TIMESTAMP('2024-01-01', 'yyyy-MM-dd')", "2024-01-01 00:00:00"),
