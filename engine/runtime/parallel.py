@@ -37,6 +37,7 @@ from engine.graph import JobGraph
 from engine.messages import MIN_WATERMARK
 from engine.runtime.control import ControlChannel
 from engine.runtime.local import JobResult, LocalExecutor, OperatorMetrics, Progress
+from engine.runtime.partitioning import check_no_repartitioning
 from engine.state.key_groups import range_for_subtask
 
 #: The id under which a worker stages its final output.
@@ -207,6 +208,7 @@ class ProcessExecutor:
         self._cancelled = True
 
     def run(self) -> JobResult:
+        check_no_repartitioning(self.graph, self.parallelism)  # before any worker starts
         restore = self.coordinator.restore_point()
         if restore is None:
             self._prepare_sinks()

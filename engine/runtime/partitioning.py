@@ -23,6 +23,7 @@ from typing import Callable
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.errors import EngineError
 from engine.graph import JobGraph, OperatorNode
 from engine.state.key_groups import subtasks
 
@@ -57,11 +58,48 @@ def _needs_every_row(graph: JobGraph) -> set[str]:
     return out
 
 
+def _partition_keys(graph: JobGraph) -> dict[str, tuple[str, ...] | None]:
+    """How each operator's output is divided among workers: None where every worker
+    has all of it (replicated), else the key columns of the key groups it is divided by."""
+    out: dict[str, tuple[str, ...] | None] = {}
+    for node in graph.nodes:
+        hashed = [e for e in node.inputs if e.partitioning == "hash"]
+        if node.kind == "source":
+            out[node.id] = None
+        elif node.kind in KEYED_KINDS:
+            out[node.id] = tuple(hashed[0].keys) if hashed else ()
+        else:
+            out[node.id] = out[node.inputs[0].source] if node.inputs else None
+    return out
+
+
+def check_no_repartitioning(graph: JobGraph, parallelism: int) -> None:
+    """Workers exchange no rows: a keyed operator fed by rows that an upstream keyed operator
+    divided by other keys would miss the rows held by other workers. Refuse it."""
+    divided = _partition_keys(graph)
+    for node in graph.nodes:
+        for edge in node.inputs:
+            if edge.partitioning != "hash" and node.kind not in KEYED_KINDS:
+                continue
+            upstream = divided[edge.source]
+            keys = tuple(edge.keys) if edge.partitioning == "hash" else ()
+            if upstream is not None and upstream != keys:
+                raise EngineError(
+                    f"operator {node.id} groups by ({', '.join(keys) or 'nothing'}) rows that "
+                    f"{edge.source} divided among workers by ({', '.join(upstream) or 'nothing'}); "
+                    f"at parallelism {parallelism} that needs an exchange between workers, which weir's "
+                    "parallel executor does not have yet",
+                    hint="run this job at parallelism 1, or group both operators by the same keys",
+                    operator_id=node.id,
+                )
+
+
 def selectors(graph: JobGraph, subtask: int, parallelism: int,
               max_parallelism: int) -> dict[tuple[str, int], Selector]:
     """(consumer id, input index) -> what that input keeps, for edges that divide work."""
     if parallelism == 1:
         return {}
+    check_no_repartitioning(graph, parallelism)
     replicated = replicated_nodes(graph)
     needs_all = _needs_every_row(graph)
     kinds = {n.id: n.kind for n in graph.nodes}

@@ -85,3 +85,27 @@ def test_a_savepoint_restores_at_another_parallelism(tmp_path, straight, before,
     run(tmp_path, after, savepoint=first.stopped_with.path)
     assert output(tmp_path) == expected
     assert control.running_pid(tmp_path / "state" / "control") is None
+
+
+def test_regrouping_by_other_keys_is_refused_at_parallelism_above_one(tmp_path):
+    """Per-window ranking over per-auction counts (Nexmark q5's shape) needs the rows of
+    every worker; without an exchange weir refuses it rather than lose rows."""
+    from engine.errors import EngineError
+
+    sql = """
+    CREATE TABLE bids (auction BIGINT, date_time TIMESTAMP(3), WATERMARK FOR date_time AS date_time)
+    WITH ('connector' = 'nexmark', 'events' = '2000');
+    CREATE MATERIALIZED VIEW hot AS SELECT * FROM (
+      SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY n DESC) AS rownum FROM (
+        SELECT auction, window_start, window_end, COUNT(*) AS n
+        FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(date_time), INTERVAL '1' SECOND))
+        GROUP BY auction, window_start, window_end)) WHERE rownum <= 1;
+    """
+    script = plan_script(parse(sql), db_path=str(tmp_path / "v.duckdb"), settings={"parallelism.default": "2"})
+    with pytest.raises(EngineError) as raised:
+        run_job(script.graph, JobOptions(state_dir=tmp_path / "state"))
+    assert raised.value.operator_id == "hot.window_rank"
+    assert "divided among workers by (auction)" in raised.value.message
+    assert "parallelism 1" in raised.value.hint
+    one = plan_script(parse(sql), db_path=str(tmp_path / "v.duckdb"))
+    assert run_job(one.graph, JobOptions(state_dir=tmp_path / "state1")).rows_read == 1840
