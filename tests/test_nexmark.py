@@ -60,6 +60,15 @@ ORACLES = {
                length(regexp_replace(extra, '[^c]', '', 'g'))::BIGINT AS c_counts
         FROM bid
         WHERE price * 908 > 1000000000::BIGINT AND price * 908 < 50000000000::BIGINT""",
+    "q21": """
+        SELECT auction, bidder, price, channel,
+               CASE lower(channel) WHEN 'apple' THEN '0' WHEN 'google' THEN '1'
+                                   WHEN 'facebook' THEN '2' WHEN 'baidu' THEN '3'
+                    ELSE CASE WHEN regexp_matches(url, '(&|^)channel_id=')
+                              THEN regexp_extract(url, '(&|^)channel_id=([^&]*)', 2) END END AS channel_id
+        FROM bid
+        WHERE lower(channel) IN ('apple', 'google', 'facebook', 'baidu')
+           OR regexp_matches(url, '(&|^)channel_id=')""",
     "q22": """
         SELECT auction, bidder, price, channel,
                regexp_extract(url, '^https://[^/]+/([^/]+)/', 1) AS dir1,
