@@ -54,7 +54,7 @@ from engine.operators.clock import EventTimeClock
 from engine.operators.duckdb_sql import execute, int_literal, query_arrow, quote_ident
 from engine.operators.windows import WINDOW_TIME_LAG_US
 from engine.state.key_groups import key_groups, range_for_subtask
-from engine.state.keyed_tables import check_key_groups, merge_tables, select_key_groups
+from engine.state.keyed_tables import merge_snapshots, owned_tables
 
 SESSIONS = "session_accumulators"
 START, END = "__session_start", "__session_end"
@@ -337,25 +337,10 @@ class SessionWindow(Operator):
 
     @staticmethod
     def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
-        """Several subtasks' snapshots as one: tables concatenated, the minimum watermark."""
-        if not snapshots:
-            raise EngineError("no session window snapshots to merge")
+        """Several subtasks' snapshots as one, for restoring at another parallelism."""
         for snap in snapshots:
             _check_version(snap, None)
-        max_ps = {snap.get("max_parallelism") for snap in snapshots} - {None}
-        if len(max_ps) > 1:
-            raise EngineError(f"cannot merge session window snapshots taken with different max "
-                              f"parallelism {sorted(max_ps)}")
-        names = sorted({name for snap in snapshots for name in snap["tables"]})
-        merged = {
-            "version": SNAPSHOT_VERSION,
-            "watermark": min(snap["watermark"] for snap in snapshots),
-            "tables": {name: merge_tables([s["tables"][name] for s in snapshots if name in s["tables"]], name)
-                       for name in names},
-        }
-        if max_ps:
-            merged["max_parallelism"] = max_ps.pop()
-        return merged
+        return merge_snapshots(snapshots, version=SNAPSHOT_VERSION, what="session window")
 
     def restore(self, state: dict[str, Any]) -> None:
         """Load a snapshot (or merged snapshots), keeping the key groups this subtask owns."""
@@ -363,27 +348,14 @@ class SessionWindow(Operator):
         oid = self.ctx.operator_id
         _check_version(state, oid)
         max_p = self.ctx.max_parallelism
-        if state.get("max_parallelism", max_p) != max_p:
-            raise EngineError(
-                f"the session window state was written with max parallelism {state['max_parallelism']}, "
-                f"this job has {max_p}",
-                hint=f"run the job with max parallelism {state['max_parallelism']}", operator_id=oid)
-        known = {SESSIONS, *(d.table for d in self.distincts)}
         owned = range_for_subtask(self.ctx.subtask_index, self.ctx.parallelism, max_p)
+        known = {SESSIONS, *(d.table for d in self.distincts)}
+        tables = owned_tables(state, max_parallelism=max_p, key_groups=owned, what="session window",
+                              operator_id=oid, known=known)
         for name in sorted(self._tables):
             self._run(f"DROP TABLE IF EXISTS {name}")
         self._tables.clear()
-        for name, table in state["tables"].items():
-            if name not in known:
-                raise EngineError(f"the snapshot holds state table {name!r}, which this operator does not have",
-                                  hint="the session window's aggregates changed since the snapshot was taken",
-                                  operator_id=oid)
-            try:
-                check_key_groups(table, max_p, name)
-                table = select_key_groups(table, owned, name)
-            except EngineError as exc:
-                exc.operator_id = exc.operator_id or oid
-                raise
+        for name, table in tables.items():
             self.con.register("restored_state", table)
             try:
                 self._run(f"CREATE TABLE {name} AS SELECT * FROM restored_state")

@@ -46,7 +46,7 @@ from engine.operators.duckdb_sql import int_literal, query_arrow, quote_ident
 from engine.operators.window_state import SLICE, WINDOW_END, WINDOW_START, WindowState
 from engine.operators.windows import WINDOW_TIME_LAG_US, window_assigner
 from engine.state.key_groups import key_groups, range_for_subtask
-from engine.state.keyed_tables import check_key_groups, merge_tables, select_key_groups
+from engine.state.keyed_tables import merge_snapshots, owned_tables
 
 INPUT_VIEW = "window_input"
 #: The column of key groups added to each input batch.
@@ -260,33 +260,10 @@ class WindowAggregate(Operator):
 
     @staticmethod
     def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
-        """The snapshots of several subtasks as one, for restoring at another parallelism.
-
-        Tables are concatenated (ordered by key group again); the watermark is the
-        minimum, so no row that one of the subtasks would still accept is late.
-        """
-        if not snapshots:
-            raise EngineError("no window snapshots to merge")
+        """The snapshots of several subtasks as one, for restoring at another parallelism."""
         for snap in snapshots:
             _check_version(snap, None)
-        max_ps = {snap.get("max_parallelism") for snap in snapshots} - {None}
-        if len(max_ps) > 1:
-            raise EngineError(
-                f"cannot merge window snapshots taken with different max parallelism {sorted(max_ps)}"
-            )
-        names = sorted({name for snap in snapshots for name in snap["tables"]})
-        tables = {
-            name: merge_tables([s["tables"][name] for s in snapshots if name in s["tables"]], name)
-            for name in names
-        }
-        merged = {
-            "version": SNAPSHOT_VERSION,
-            "watermark": min(snap["watermark"] for snap in snapshots),
-            "tables": tables,
-        }
-        if max_ps:
-            merged["max_parallelism"] = max_ps.pop()
-        return merged
+        return merge_snapshots(snapshots, version=SNAPSHOT_VERSION, what="window")
 
     def restore(self, state: dict[str, Any]) -> None:
         """Load a snapshot (or merged snapshots), keeping the key groups this subtask owns."""
@@ -294,23 +271,8 @@ class WindowAggregate(Operator):
         oid = self.ctx.operator_id
         _check_version(state, oid)
         max_p = self.ctx.max_parallelism
-        if state.get("max_parallelism", max_p) != max_p:
-            raise EngineError(
-                f"the window state was written with max parallelism {state['max_parallelism']}, "
-                f"this job has {max_p}",
-                hint="key groups cannot be redistributed across max parallelisms; "
-                f"run the job with max parallelism {state['max_parallelism']}",
-                operator_id=oid,
-            )
         owned = range_for_subtask(self.ctx.subtask_index, self.ctx.parallelism, max_p)
-        tables = {}
-        try:
-            for name, table in state["tables"].items():
-                check_key_groups(table, max_p, name)
-                tables[name] = select_key_groups(table, owned, name)
-        except EngineError as exc:
-            exc.operator_id = exc.operator_id or oid
-            raise
+        tables = owned_tables(state, max_parallelism=max_p, key_groups=owned, what="window", operator_id=oid)
         self.clock = EventTimeClock(state["watermark"])
         self.state.restore(tables)
         self._earliest_slice = self.state.earliest_slice()

@@ -46,7 +46,7 @@ from engine.operators.clock import EventTimeClock
 from engine.operators.duckdb_sql import execute, int_literal, query_arrow
 from engine.operators.windows import WINDOW_TIME_LAG_US
 from engine.state.key_groups import key_groups, range_for_subtask
-from engine.state.keyed_tables import check_key_groups, merge_tables, select_key_groups
+from engine.state.keyed_tables import merge_snapshots, owned_tables
 
 JOIN_TYPES = ("inner", "left", "right", "full", "semi", "anti")
 SIDES = ("left", "right")
@@ -252,25 +252,10 @@ class WindowJoin(Operator):
 
     @staticmethod
     def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
-        """Several subtasks' snapshots as one (for restoring at another parallelism): tables
-        concatenated by key group; the watermark is the minimum, so no row one of the
-        subtasks would still accept is late."""
-        if not snapshots:
-            raise EngineError("no window join snapshots to merge")
+        """Several subtasks' snapshots as one, for restoring at another parallelism."""
         for snap in snapshots:
             _check_version(snap, None)
-        max_ps = {snap.get("max_parallelism") for snap in snapshots}
-        if len(max_ps) > 1:
-            raise EngineError(f"cannot merge window join snapshots taken with different max "
-                              f"parallelism {sorted(max_ps)}")
-        names = sorted({name for snap in snapshots for name in snap["tables"]})
-        return {
-            "version": SNAPSHOT_VERSION,
-            "watermark": min(snap["watermark"] for snap in snapshots),
-            "max_parallelism": max_ps.pop(),
-            "tables": {name: merge_tables([s["tables"][name] for s in snapshots if name in s["tables"]], name)
-                       for name in names},
-        }
+        return merge_snapshots(snapshots, version=SNAPSHOT_VERSION, what="window join")
 
     def restore(self, state: dict[str, Any]) -> None:
         """Load a snapshot (or merged snapshots), keeping the key groups this subtask owns."""
@@ -278,26 +263,13 @@ class WindowJoin(Operator):
         oid = self.ctx.operator_id
         _check_version(state, oid)
         max_p = self.ctx.max_parallelism
-        if state["max_parallelism"] != max_p:
-            raise EngineError(
-                f"the window join state was written with max parallelism {state['max_parallelism']}, "
-                f"this job has {max_p}",
-                hint=f"run the job with max parallelism {state['max_parallelism']}", operator_id=oid,
-            )
         owned = range_for_subtask(self.ctx.subtask_index, self.ctx.parallelism, max_p)
+        tables = owned_tables(state, max_parallelism=max_p, key_groups=owned, what="window join",
+                              operator_id=oid, known=set(STATE_TABLES))
         for name in self._created:
             self._run(f"DROP TABLE {name}")
         self._created.clear()
-        for name, table in state["tables"].items():
-            if name not in STATE_TABLES:
-                raise EngineError(f"the snapshot holds state table {name!r}, which a window join "
-                                  "does not have", operator_id=oid)
-            try:
-                check_key_groups(table, max_p, name)
-                table = select_key_groups(table, owned, name)
-            except EngineError as exc:
-                exc.operator_id = exc.operator_id or oid
-                raise
+        for name, table in tables.items():
             self.con.register("restored_state", table)
             try:
                 self._run(f"CREATE TABLE {name} AS SELECT * FROM restored_state")

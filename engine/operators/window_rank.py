@@ -49,7 +49,7 @@ from engine.operators.clock import EventTimeClock
 from engine.operators.duckdb_sql import execute, int_literal, query_arrow, quote_ident
 from engine.operators.windows import WINDOW_TIME_LAG_US
 from engine.state.key_groups import key_groups, range_for_subtask
-from engine.state.keyed_tables import KEY_GROUP, check_key_groups, merge_tables, select_key_groups
+from engine.state.keyed_tables import KEY_GROUP, merge_snapshots, owned_tables
 
 WINDOW_ROWS = "window_rows"
 INPUT_VIEW = "window_rank_input"
@@ -241,26 +241,10 @@ class WindowRank(Operator):
 
     @staticmethod
     def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
-        """Several subtasks' snapshots as one (for restoring at another parallelism):
-        tables concatenated by key group, the minimum watermark."""
-        if not snapshots:
-            raise EngineError("no window rank snapshots to merge")
+        """Several subtasks' snapshots as one, for restoring at another parallelism."""
         for snap in snapshots:
             _check_version(snap, None)
-        max_ps = {snap.get("max_parallelism") for snap in snapshots} - {None}
-        if len(max_ps) > 1:
-            raise EngineError(
-                f"cannot merge window rank snapshots taken with different max parallelism {sorted(max_ps)}")
-        names = sorted({name for snap in snapshots for name in snap["tables"]})
-        merged = {
-            "version": SNAPSHOT_VERSION,
-            "watermark": min(snap["watermark"] for snap in snapshots),
-            "tables": {name: merge_tables([s["tables"][name] for s in snapshots if name in s["tables"]], name)
-                       for name in names},
-        }
-        if max_ps:
-            merged["max_parallelism"] = max_ps.pop()
-        return merged
+        return merge_snapshots(snapshots, version=SNAPSHOT_VERSION, what="window rank")
 
     def restore(self, state: dict[str, Any]) -> None:
         """Load a snapshot (or merged snapshots), keeping the key groups this subtask owns."""
@@ -268,30 +252,17 @@ class WindowRank(Operator):
         oid = self.ctx.operator_id
         _check_version(state, oid)
         max_p = self.ctx.max_parallelism
-        if state.get("max_parallelism", max_p) != max_p:
-            raise EngineError(
-                f"the window rank state was written with max parallelism {state['max_parallelism']}, "
-                f"this job has {max_p}",
-                hint=f"run the job with max parallelism {state['max_parallelism']}", operator_id=oid)
-        unknown = set(state["tables"]) - {WINDOW_ROWS}
-        if unknown:
-            raise EngineError(f"the snapshot holds state tables {sorted(unknown)}, which window_rank does not have",
-                              operator_id=oid)
+        owned = range_for_subtask(self.ctx.subtask_index, self.ctx.parallelism, max_p)
+        tables = owned_tables(state, max_parallelism=max_p, key_groups=owned, what="window rank",
+                              operator_id=oid, known={WINDOW_ROWS})
         self._run(f"DROP TABLE IF EXISTS {WINDOW_ROWS}")
         self._has_table = False
         self.clock = EventTimeClock(state["watermark"])
         self._rows = self._rows_after_pruning = 0
         self._earliest_end = None
-        table = state["tables"].get(WINDOW_ROWS)
+        table = tables.get(WINDOW_ROWS)
         if table is None:
             return
-        owned = range_for_subtask(self.ctx.subtask_index, self.ctx.parallelism, max_p)
-        try:
-            check_key_groups(table, max_p, WINDOW_ROWS)
-            table = select_key_groups(table, owned, WINDOW_ROWS)
-        except EngineError as exc:
-            exc.operator_id = exc.operator_id or oid
-            raise
         self.columns = [c for c in table.schema.names if c != KEY_GROUP]
         self.con.register("restored_state", table)
         try:

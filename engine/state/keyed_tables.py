@@ -71,3 +71,51 @@ def check_key_groups(table: pa.Table, max_parallelism: int, name: str = "?") -> 
             f"outside [0, {max_parallelism})",
             hint="the state was written with another max parallelism; restore it with that one",
         )
+
+
+def merge_snapshots(snapshots: list[dict], *, version: int, what: str) -> dict:
+    """The snapshots of several subtasks of one keyed operator as one, for restoring at
+    another parallelism: tables merged by key group; the watermark is the minimum, so
+    no row that one of the subtasks would still accept is late."""
+    if not snapshots:
+        raise EngineError(f"no {what} snapshots to merge")
+    max_ps = {snap.get("max_parallelism") for snap in snapshots} - {None}
+    if len(max_ps) > 1:
+        raise EngineError(f"cannot merge {what} snapshots taken with different max parallelism {sorted(max_ps)}")
+    names = sorted({name for snap in snapshots for name in snap["tables"]})
+    merged = {
+        "version": version,
+        "watermark": min(snap["watermark"] for snap in snapshots),
+        "tables": {name: merge_tables([s["tables"][name] for s in snapshots if name in s["tables"]], name)
+                   for name in names},
+    }
+    if max_ps:
+        merged["max_parallelism"] = max_ps.pop()
+    return merged
+
+
+def owned_tables(state: dict, *, max_parallelism: int, key_groups: range, what: str,
+                 operator_id: str | None, known: set[str] | None = None) -> dict[str, pa.Table]:
+    """A snapshot's tables cut to ``key_groups`` (those a subtask owns), after checking
+    that they were written with this max parallelism and belong to this operator."""
+    written = state.get("max_parallelism", max_parallelism)
+    if written != max_parallelism:
+        raise EngineError(
+            f"the {what} state was written with max parallelism {written}, this job has {max_parallelism}",
+            hint=f"key groups cannot be redistributed across max parallelisms; run the job with "
+                 f"max parallelism {written}",
+            operator_id=operator_id,
+        )
+    unknown = set(state["tables"]) - known if known is not None else set()
+    if unknown:
+        raise EngineError(f"the snapshot holds state tables {sorted(unknown)}, which this {what} does not have",
+                          hint="the operator changed since the snapshot was taken", operator_id=operator_id)
+    tables = {}
+    try:
+        for name, table in state["tables"].items():
+            check_key_groups(table, max_parallelism, name)
+            tables[name] = select_key_groups(table, key_groups, name)
+    except EngineError as exc:
+        exc.operator_id = exc.operator_id or operator_id
+        raise
+    return tables
