@@ -117,6 +117,8 @@ class NexmarkSource(Source):
         index = int(split)
         n = self.split_count
         timeline = SplitTimeline(index, n, self.proportions, self.table)
+        if not timeline.residues:
+            return  # with these splits and proportions this split never has an event of this kind
         first_k = 0 if offset is None else max(0, -(-(int(offset) - index) // n))
         row = timeline.row_at_or_after(first_k)
         end_row = None

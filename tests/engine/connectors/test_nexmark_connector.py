@@ -193,3 +193,16 @@ def test_without_events_the_source_is_unbounded():
     assert not source.bounded
     reader = source.read("0")
     assert [next(reader)[0].num_rows for _ in range(3)] == [1000, 1000, 1000]
+
+
+def test_a_split_that_never_has_an_event_of_its_kind_ends_at_once_even_unbounded():
+    import itertools
+
+    from engine.connectors.registry import create_source
+
+    schema = pa.schema([("id", pa.int64()), ("date_time", pa.timestamp("us"))])
+    source = create_source({"connector": "nexmark", "table": "person", "splits": "2"}, schema, batch_size=10)
+    assert list(source.read("1")) == []  # events 1, 3, 5, ... are never persons (one per 50, at 0 mod 50)
+    first = next(iter(source.read("0")))[0]
+    assert first.num_rows == 10 and first.column("id").to_pylist()[:2] == [1000, 1001]
+    assert len(list(itertools.islice(source.read("0"), 3))) == 3  # split 0 goes on: unbounded
