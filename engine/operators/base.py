@@ -12,6 +12,8 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from engine.state.key_groups import range_for_subtask
+
 
 @dataclass
 class OperatorContext:
@@ -30,6 +32,10 @@ class OperatorContext:
 
     def count(self, name: str, n: int) -> None:
         self.metrics[name] = self.metrics.get(name, 0) + n
+
+    def owned_key_groups(self) -> range:
+        """The key groups this subtask owns."""
+        return range_for_subtask(self.subtask_index, self.parallelism, self.max_parallelism)
 
     def state_connection(self) -> duckdb.DuckDBPyConnection:
         """A private DuckDB database for this operator's state tables."""

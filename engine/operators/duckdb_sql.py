@@ -39,6 +39,15 @@ def query_arrow(con: duckdb.DuckDBPyConnection, sql: str, operator_id: str) -> p
         raise _failure(exc, sql, operator_id) from exc
 
 
+def create_table_from_arrow(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table, operator_id: str) -> None:
+    """``CREATE TABLE name`` holding the rows of an Arrow table (restoring state)."""
+    con.register("restored_state", table)
+    try:
+        execute(con, f"CREATE TABLE {name} AS SELECT * FROM restored_state", operator_id)
+    finally:
+        con.unregister("restored_state")
+
+
 def _failure(exc: duckdb.Error, sql: str, operator_id: str) -> EngineError:
     return EngineError(
         f"DuckDB failed: {exc}",

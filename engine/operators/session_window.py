@@ -44,16 +44,15 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from engine.errors import EngineError
 from engine.operators.accumulators import Accumulator, AggregateCall, DistinctAccumulator
 from engine.operators.base import Operator, OperatorContext
 from engine.operators.batches import conform
 from engine.operators.clock import EventTimeClock
-from engine.operators.duckdb_sql import execute, int_literal, query_arrow, quote_ident
+from engine.operators.duckdb_sql import create_table_from_arrow, execute, int_literal, query_arrow, quote_ident
 from engine.operators.windows import WINDOW_TIME_LAG_US
-from engine.state.key_groups import key_groups, range_for_subtask
+from engine.state.key_groups import key_groups
 from engine.state.keyed_tables import merge_snapshots, owned_tables
 
 SESSIONS = "session_accumulators"
@@ -338,36 +337,23 @@ class SessionWindow(Operator):
     @staticmethod
     def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
         """Several subtasks' snapshots as one, for restoring at another parallelism."""
-        for snap in snapshots:
-            _check_version(snap, None)
         return merge_snapshots(snapshots, version=SNAPSHOT_VERSION, what="session window")
 
     def restore(self, state: dict[str, Any]) -> None:
         """Load a snapshot (or merged snapshots), keeping the key groups this subtask owns."""
         self.open()
         oid = self.ctx.operator_id
-        _check_version(state, oid)
-        max_p = self.ctx.max_parallelism
-        owned = range_for_subtask(self.ctx.subtask_index, self.ctx.parallelism, max_p)
         known = {SESSIONS, *(d.table for d in self.distincts)}
-        tables = owned_tables(state, max_parallelism=max_p, key_groups=owned, what="session window",
+        tables = owned_tables(state, version=SNAPSHOT_VERSION, max_parallelism=self.ctx.max_parallelism,
+                              key_groups=self.ctx.owned_key_groups(), what="session window",
                               operator_id=oid, known=known)
         for name in sorted(self._tables):
             self._run(f"DROP TABLE IF EXISTS {name}")
         self._tables.clear()
         for name, table in tables.items():
-            self.con.register("restored_state", table)
-            try:
-                self._run(f"CREATE TABLE {name} AS SELECT * FROM restored_state")
-            finally:
-                self.con.unregister("restored_state")
+            create_table_from_arrow(self.con, name, table, oid)
             self._tables.add(name)
         self.clock = EventTimeClock(state["watermark"])
         self._earliest_end = (self._run(f"SELECT min({END}) FROM {SESSIONS}")[0][0]
                               if SESSIONS in self._tables else None)
 
-
-def _check_version(state: dict[str, Any], operator_id: str | None) -> None:
-    if state.get("version") != SNAPSHOT_VERSION:
-        raise EngineError(f"cannot restore session window state of version {state.get('version')!r}",
-                          hint=f"this operator reads version {SNAPSHOT_VERSION}", operator_id=operator_id)

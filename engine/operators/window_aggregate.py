@@ -45,7 +45,7 @@ from engine.operators.clock import EventTimeClock
 from engine.operators.duckdb_sql import int_literal, query_arrow, quote_ident
 from engine.operators.window_state import SLICE, WINDOW_END, WINDOW_START, WindowState
 from engine.operators.windows import WINDOW_TIME_LAG_US, window_assigner
-from engine.state.key_groups import key_groups, range_for_subtask
+from engine.state.key_groups import key_groups
 from engine.state.keyed_tables import merge_snapshots, owned_tables
 
 INPUT_VIEW = "window_input"
@@ -261,27 +261,15 @@ class WindowAggregate(Operator):
     @staticmethod
     def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
         """The snapshots of several subtasks as one, for restoring at another parallelism."""
-        for snap in snapshots:
-            _check_version(snap, None)
         return merge_snapshots(snapshots, version=SNAPSHOT_VERSION, what="window")
 
     def restore(self, state: dict[str, Any]) -> None:
         """Load a snapshot (or merged snapshots), keeping the key groups this subtask owns."""
         self.open()
         oid = self.ctx.operator_id
-        _check_version(state, oid)
-        max_p = self.ctx.max_parallelism
-        owned = range_for_subtask(self.ctx.subtask_index, self.ctx.parallelism, max_p)
-        tables = owned_tables(state, max_parallelism=max_p, key_groups=owned, what="window", operator_id=oid)
+        tables = owned_tables(state, version=SNAPSHOT_VERSION, max_parallelism=self.ctx.max_parallelism,
+                              key_groups=self.ctx.owned_key_groups(), what="window", operator_id=oid)
         self.clock = EventTimeClock(state["watermark"])
         self.state.restore(tables)
         self._earliest_slice = self.state.earliest_slice()
 
-
-def _check_version(state: dict[str, Any], operator_id: str | None) -> None:
-    if state.get("version") != SNAPSHOT_VERSION:
-        raise EngineError(
-            f"cannot restore window state of version {state.get('version')!r}",
-            hint=f"this operator reads version {SNAPSHOT_VERSION}",
-            operator_id=operator_id,
-        )

@@ -46,9 +46,9 @@ from engine.errors import EngineError
 from engine.operators.base import Operator, OperatorContext
 from engine.operators.batches import conform
 from engine.operators.clock import EventTimeClock
-from engine.operators.duckdb_sql import execute, int_literal, query_arrow, quote_ident
+from engine.operators.duckdb_sql import create_table_from_arrow, execute, int_literal, query_arrow, quote_ident
 from engine.operators.windows import WINDOW_TIME_LAG_US
-from engine.state.key_groups import key_groups, range_for_subtask
+from engine.state.key_groups import key_groups
 from engine.state.keyed_tables import KEY_GROUP, merge_snapshots, owned_tables
 
 WINDOW_ROWS = "window_rows"
@@ -242,18 +242,14 @@ class WindowRank(Operator):
     @staticmethod
     def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
         """Several subtasks' snapshots as one, for restoring at another parallelism."""
-        for snap in snapshots:
-            _check_version(snap, None)
         return merge_snapshots(snapshots, version=SNAPSHOT_VERSION, what="window rank")
 
     def restore(self, state: dict[str, Any]) -> None:
         """Load a snapshot (or merged snapshots), keeping the key groups this subtask owns."""
         self.open()
         oid = self.ctx.operator_id
-        _check_version(state, oid)
-        max_p = self.ctx.max_parallelism
-        owned = range_for_subtask(self.ctx.subtask_index, self.ctx.parallelism, max_p)
-        tables = owned_tables(state, max_parallelism=max_p, key_groups=owned, what="window rank",
+        tables = owned_tables(state, version=SNAPSHOT_VERSION, max_parallelism=self.ctx.max_parallelism,
+                              key_groups=self.ctx.owned_key_groups(), what="window rank",
                               operator_id=oid, known={WINDOW_ROWS})
         self._run(f"DROP TABLE IF EXISTS {WINDOW_ROWS}")
         self._has_table = False
@@ -264,21 +260,9 @@ class WindowRank(Operator):
         if table is None:
             return
         self.columns = [c for c in table.schema.names if c != KEY_GROUP]
-        self.con.register("restored_state", table)
-        try:
-            self._run(f"CREATE TABLE {WINDOW_ROWS} AS SELECT * FROM restored_state")
-            self._has_table = True
-        finally:
-            self.con.unregister("restored_state")
+        create_table_from_arrow(self.con, WINDOW_ROWS, table, oid)
+        self._has_table = True
         self._rows = self._rows_after_pruning = table.num_rows
         self._earliest_end = self._run(
             f"SELECT min(epoch_us({quote_ident(self.window_end)})) FROM {WINDOW_ROWS}")[0][0]
 
-
-def _check_version(state: dict[str, Any], operator_id: str | None) -> None:
-    if state.get("version") != SNAPSHOT_VERSION:
-        raise EngineError(
-            f"cannot restore window rank state of version {state.get('version')!r}",
-            hint=f"this operator reads version {SNAPSHOT_VERSION}",
-            operator_id=operator_id,
-        )

@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from engine.errors import EngineError
 from engine.operators.accumulators import Accumulator, DistinctAccumulator
-from engine.operators.duckdb_sql import execute, int_literal, query_arrow, quote_ident
+from engine.operators.duckdb_sql import create_table_from_arrow, execute, int_literal, query_arrow, quote_ident
 from engine.operators.windows import WINDOW_TIME_LAG_US, SliceWindows
 
 ACCUMULATORS = "window_accumulators"
@@ -89,7 +89,7 @@ class WindowState:
         """Add one batch's rows; ``prepared_sql`` selects ``key_group`` (BIGINT), the keys,
         slice, arguments and filters."""
         group = f"key_group, {self._group_columns()}"
-        partials = [f"COUNT(*) AS __rows"]
+        partials = ["COUNT(*) AS __rows"]
         for acc in self.accumulators:
             partials += [f"{c.partial_sql} AS {c.name}" for c in acc.columns]
         # The key group is a function of the keys: any_value is exact, and cheaper than grouping.
@@ -217,9 +217,5 @@ class WindowState:
                     hint="the window's aggregates changed since the snapshot was taken",
                     operator_id=self.operator_id,
                 )
-            self.con.register("restored_state", data)
-            try:
-                self._run(f"CREATE TABLE {table} AS SELECT * FROM restored_state")
-            finally:
-                self.con.unregister("restored_state")
+            create_table_from_arrow(self.con, table, data, self.operator_id)
             self.sizes[table] = _TableSize(data.num_rows, data.num_rows)

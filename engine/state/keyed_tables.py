@@ -73,12 +73,20 @@ def check_key_groups(table: pa.Table, max_parallelism: int, name: str = "?") -> 
         )
 
 
+def check_version(state: dict, *, version: int, what: str, operator_id: str | None = None) -> None:
+    if state.get("version") != version:
+        raise EngineError(f"cannot restore {what} state of version {state.get('version')!r}",
+                          hint=f"this operator reads version {version}", operator_id=operator_id)
+
+
 def merge_snapshots(snapshots: list[dict], *, version: int, what: str) -> dict:
     """The snapshots of several subtasks of one keyed operator as one, for restoring at
     another parallelism: tables merged by key group; the watermark is the minimum, so
     no row that one of the subtasks would still accept is late."""
     if not snapshots:
         raise EngineError(f"no {what} snapshots to merge")
+    for snap in snapshots:
+        check_version(snap, version=version, what=what)
     max_ps = {snap.get("max_parallelism") for snap in snapshots} - {None}
     if len(max_ps) > 1:
         raise EngineError(f"cannot merge {what} snapshots taken with different max parallelism {sorted(max_ps)}")
@@ -94,10 +102,11 @@ def merge_snapshots(snapshots: list[dict], *, version: int, what: str) -> dict:
     return merged
 
 
-def owned_tables(state: dict, *, max_parallelism: int, key_groups: range, what: str,
+def owned_tables(state: dict, *, version: int, max_parallelism: int, key_groups: range, what: str,
                  operator_id: str | None, known: set[str] | None = None) -> dict[str, pa.Table]:
     """A snapshot's tables cut to ``key_groups`` (those a subtask owns), after checking
-    that they were written with this max parallelism and belong to this operator."""
+    its version, that it was written with this max parallelism and belongs to this operator."""
+    check_version(state, version=version, what=what, operator_id=operator_id)
     written = state.get("max_parallelism", max_parallelism)
     if written != max_parallelism:
         raise EngineError(
