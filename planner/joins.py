@@ -34,7 +34,7 @@ from sqlglot import exp
 from engine.graph import Edge, JobGraph
 from engine.runtime.partitioning import replicated_nodes
 from engine.sql_eval import INPUT
-from planner.expressions import Scope, bind, position, quote, to_duckdb
+from planner.expressions import Scope, position, quote, to_duckdb
 from planner.graph_builder import Stream
 from planner.types import sql_name
 from sql.errors import Problem

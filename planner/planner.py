@@ -16,11 +16,11 @@ from sqlglot import exp
 from engine.graph import Edge, JobGraph
 from planner.catalog import Catalog, TableDef, ViewDef
 from planner.connectors import check_connector
-from planner.expressions import Scope, bind, position, to_duckdb
+from planner.expressions import Scope, bind, position
 from planner.explain import explain
 from planner.graph_builder import GraphBuilder, Stream
 from planner.locate import locate, name, quoted
-from planner.queries import PlanError, QueryPlanner
+from planner.queries import QueryPlanner
 from planner.settings import check_setting
 from planner.types import UnsupportedType, arrow_type, assignable, sql_name
 from sql import statements as st

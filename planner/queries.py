@@ -14,7 +14,7 @@ from sqlglot import exp
 
 from engine.graph import Edge
 from engine.sql_eval import INPUT, describe
-from planner.catalog import Catalog, TableDef, ViewDef
+from planner.catalog import Catalog, TableDef
 from planner.expressions import (
     Scope,
     bind,

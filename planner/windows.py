@@ -110,7 +110,7 @@ def window_problems(spec: WindowSpec, tvf: WindowTVF, fallback: tuple[int, int])
         if value is not None and value <= 0:
             problems.append(Problem(f"{spec.kind.upper()} {name} must be positive, got {format_duration(value)}",
                                     *position(tvf.args.get(name), fallback),
-                                    f"give a positive interval, e.g. INTERVAL '1' MINUTE"))
+                                    "give a positive interval, e.g. INTERVAL '1' MINUTE"))
     name = SLICE_PARAMETER.get(spec.kind)
     part = getattr(spec, name) if name else None
     if not problems and part and spec.size % part:
