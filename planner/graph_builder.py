@@ -19,6 +19,10 @@ class Stream:
     #: How to call it in messages: a table, view or pipeline name.
     name: str
     append_only: bool = True
+    #: For an updating stream (``append_only`` False): the columns that identify a row of
+    #: its result (the GROUP BY keys, a PRIMARY KEY), or None when rows have no unique key.
+    #: Its batches end with ``engine.changelog.ROW_KIND``.
+    upsert_key: tuple[str, ...] | None = None
 
 
 @dataclass
