@@ -56,6 +56,9 @@ INPUT_VIEW = "group_input"
 ACCUMULATORS = "group_accumulators"
 KEY_GROUP_INPUT = "__weir_key_group"
 SNAPSHOT_VERSION = 1
+#: The column of a multiset's aggregate per function: each value appears once (with its
+#: count), so COUNT, SUM and AVG over the multiset's rows are the DISTINCT aggregates.
+_VALUE_AGGREGATE = {"min": "mn", "max": "mx", "count": "cd", "sum": "sd", "avg": "ad"}
 
 
 class _ValueSet:
@@ -162,9 +165,10 @@ class GroupAggregate(Operator):
         for j, v in enumerate(self.value_sets):
             alias = f"m{j}"
             inner = ", ".join(f"v.{k}" for k in self.key_columns)
+            needed = {c.function for c in self.calls if self._value_set_of.get(c.name) is v}
+            functions = ", ".join(f"{f.upper()}(v.value) AS {_VALUE_AGGREGATE[f]}" for f in sorted(needed))
             joins.append(
-                f"LEFT JOIN (SELECT {inner}, MIN(v.value) AS mn, MAX(v.value) AS mx, COUNT(v.value) AS cd, "
-                f"SUM(v.value) AS sd, AVG(v.value) AS ad FROM {v.table} AS v "
+                f"LEFT JOIN (SELECT {inner}, {functions} FROM {v.table} AS v "
                 f"SEMI JOIN batch_deltas AS d ON {self._match('v', 'd')} GROUP BY ALL) AS {alias} "
                 f"ON {self._match('a', alias)}")
             values[v.table] = alias
