@@ -54,12 +54,14 @@ def sink_changelog(stream: Stream, options: dict[str, str], *, name: str, what: 
 
     connector = options.get("connector", "")
     if connector == "duckdb":
-        key = primary_key if primary_key else (None if stream.append_only else stream.upsert_key)
+        # A table is kept by its declared PRIMARY KEY; a view by its query's key.
+        view = what == "materialized view"
+        key = (stream.upsert_key if not stream.append_only else None) if view else (primary_key or None)
         if key is not None:
             return {"changelog": UPSERT, "upsert_key": list(key)}
         if stream.append_only:
             return {}
-        if what == "materialized view":
+        if view:
             raise WeirSqlError(Problem(
                 f"the materialized view `{name}` has an updating query whose rows have no key: "
                 "its projection drops a GROUP BY key", *where,
