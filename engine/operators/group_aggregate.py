@@ -268,14 +268,14 @@ class GroupAggregate(Operator):
                 + " UNION ALL ".join(parts) + f") ORDER BY {ks}, ord")
 
     def _key_groups(self, batch: pa.RecordBatch) -> pa.Int32Array:
+        """The stable key group of every row's key, as the exchange computes it (a global
+        aggregate's one group hashes no columns). Keys are column references (the planner
+        computes key expressions before the exchange); an expression is evaluated first."""
         names = batch.schema.names
-        columns = []
-        for _, sql in self.keys:
-            column = next((n for n in names if sql in (quote_ident(n), n)), None)
-            columns.append(column)
-        if self.keys and all(c is not None for c in columns):
+        columns = [next((n for n in names if sql in (quote_ident(n), n)), None) for _, sql in self.keys]
+        if all(c is not None for c in columns):
             return key_groups(batch, columns, self.ctx.max_parallelism)
-        select = ", ".join(f"({sql}) AS __k{i}" for i, sql in enumerate(self.key_sql))
+        select = ", ".join(f"({sql}) AS __k{i}" for i, (_, sql) in enumerate(self.keys))
         self.con.register(INPUT_VIEW, batch)
         try:
             keys = query_arrow(self.con, f"SELECT {select} FROM {quote_ident(INPUT_VIEW)}", self.ctx.operator_id)
