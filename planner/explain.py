@@ -1,5 +1,5 @@
 """EXPLAIN text for a JobGraph: each operator, what it computes, its key and
-partitioning, the state it keeps and whether its output is append-only.
+partitioning, the state it keeps and its changelog mode (``planner.changelog``).
 
 One block per operator, in topological order::
 
