@@ -86,8 +86,10 @@ def _state(node: OperatorNode) -> str:
         return f"window accumulators per ({per}), dropped when the watermark passes window_end"
     if node.kind == "group_aggregate":
         per = ", ".join(name for name, _ in node.config["keys"]) or "the one group"
-        multisets = any(a["function"] in ("min", "max") or a.get("distinct") for a in node.config["aggregates"])
-        return (f"accumulators per ({per})" + (" and value counts for MIN/MAX/DISTINCT" if multisets else "")
+        retracting = not node.config.get("append_only_input")
+        multisets = any((a["function"] in ("min", "max") and retracting) or
+                        (a.get("distinct") and a["function"] not in ("min", "max")) for a in node.config["aggregates"])
+        return (f"accumulators per ({per})" + (" and value counts for DISTINCT (and MIN/MAX of a retracting input)" if multisets else "")
                 + "; a key is dropped when its row count falls to 0")
     if node.kind == "session_window":
         return ("open sessions per key with partial accumulators, merged when a row bridges them, "

@@ -6,7 +6,8 @@ Config::
       "keys": [[name, sql], ...],          # [] for a global aggregate (one group)
       "aggregates": [{"name", "function", "argument", "distinct", "filter"}, ...],
       "having": sql_or_null,
-      "projection": [[name, sql], ...]
+      "projection": [[name, sql], ...],
+      "append_only_input": bool            # MIN/MAX keep a running value, no multiset
     }
 
 ``keys``, aggregate arguments and filters are SQL over the input columns;
@@ -23,9 +24,10 @@ State, per key (with its key group):
 
 - ``group_accumulators``: the net row count ``__rows`` and, per COUNT, SUM and
   AVG, counts and sums that a retraction subtracts from;
-- ``group_values_<j>``: for MIN/MAX and DISTINCT aggregates, a multiset of the
-  argument's values (value -> count), so that retracting the minimum reveals
-  the next one.
+- ``group_values_<j>``: for DISTINCT aggregates, and MIN/MAX over an input
+  that retracts, a multiset of the argument's values (value -> count), so
+  that retracting the minimum reveals the next one. Over append-only input
+  MIN and MAX keep a running value in ``group_accumulators``.
 
 Per batch (the operator's mini-batch; Flink emits per record or per
 mini-batch), set-based in DuckDB:
@@ -84,8 +86,14 @@ class GroupAggregate(Operator):
         self.projection: list[tuple[str, str]] = [tuple(p) for p in config["projection"]]
         self.value_sets: list[_ValueSet] = []
         self._value_set_of: dict[str, _ValueSet] = {}
+        #: Set by the planner when the input never retracts: MIN and MAX then keep a running
+        #: value (as Flink's MaxAggFunction) instead of a multiset (MaxWithRetractAggFunction).
+        self.append_only_input = bool(config.get("append_only_input", False))
         for call in self.calls:
-            if call.function in ("min", "max") or call.distinct:
+            if call.function in ("min", "max"):
+                if not self.append_only_input:
+                    self._value_set_of[call.name] = self._value_set(call)
+            elif call.distinct:
                 self._value_set_of[call.name] = self._value_set(call)
         # A global aggregate has one group: the constant key 0.
         self.key_sql = [sql for _, sql in self.keys] or ["0"]
@@ -124,9 +132,10 @@ class GroupAggregate(Operator):
     def _match(self, left: str, right: str) -> str:
         return " AND ".join(f"{left}.{k} IS NOT DISTINCT FROM {right}.{k}" for k in self.key_columns)
 
-    def _accumulator_columns(self) -> list[tuple[str, str]]:
-        """(state column, delta SQL over the prepared rows) of the plain accumulators."""
-        columns = [("__rows", "SUM(__sign)")]
+    def _accumulator_columns(self) -> list[tuple[str, str, str]]:
+        """(state column, delta SQL over the prepared rows, how state and delta merge:
+        'sum', 'min' or 'max') of the plain accumulators."""
+        columns = [("__rows", "SUM(__sign)", "sum")]
         for i, call in enumerate(self.calls):
             if call.name in self._value_set_of:
                 continue
@@ -134,9 +143,12 @@ class GroupAggregate(Operator):
             if call.argument is not None:
                 cond.append(f"__a{i} IS NOT NULL")
             where = f" FILTER (WHERE {' AND '.join(cond)})" if cond else ""
-            columns.append((f"__c{i}", f"SUM(__sign){where}"))
+            if call.function in ("min", "max"):  # append-only input: a running value
+                columns.append((f"__m{i}", f"{call.function.upper()}(__a{i}){where}", call.function))
+                continue
+            columns.append((f"__c{i}", f"SUM(__sign){where}", "sum"))
             if call.function in ("sum", "avg"):
-                columns.append((f"__s{i}", f"SUM(CASE WHEN __sign > 0 THEN __a{i} ELSE -__a{i} END){where}"))
+                columns.append((f"__s{i}", f"SUM(CASE WHEN __sign > 0 THEN __a{i} ELSE -__a{i} END){where}", "sum"))
         return columns
 
     def _prepared_sql(self, signed: bool) -> str:
@@ -179,6 +191,8 @@ class GroupAggregate(Operator):
                 m = values[v.table]
                 sql = {"min": f"{m}.mn", "max": f"{m}.mx", "count": f"COALESCE({m}.cd, 0)",
                        "sum": f"{m}.sd", "avg": f"{m}.ad"}[call.function]
+            elif call.function in ("min", "max"):
+                sql = f"a.__m{i}"
             elif call.function == "count":
                 sql = f"CAST(a.__c{i} AS BIGINT)"
             elif call.function == "sum":
@@ -198,12 +212,14 @@ class GroupAggregate(Operator):
         columns.append(f"COALESCE(({self.having}), FALSE) AS __keep" if self.having else "TRUE AS __keep")
         return f"SELECT {', '.join(columns)} FROM (SELECT {', '.join(['*', *named])} FROM ({self._results_sql()}))"
 
-    def _merge(self, table: str, deltas: str, columns: list[str], count: str) -> None:
-        """Add ``deltas`` into ``table`` (by key, and by value for a multiset): a
-        column-wise sum; rows whose ``count`` column is no longer positive go."""
+    def _merge(self, table: str, deltas: str, columns: list[tuple[str, str]], count: str) -> None:
+        """Merge ``deltas`` into ``table`` (by key, and by value for a multiset): per
+        (column, 'sum' | 'min' | 'max'); rows whose ``count`` column is no longer positive go."""
         keys = [*self.key_columns, *(["value"] if table != ACCUMULATORS else [])]
         match = " AND ".join(f"s.{k} IS NOT DISTINCT FROM d.{k}" for k in keys)
-        summed = [f"COALESCE(s.{c}, 0) + COALESCE(d.{c}, 0) AS {c}" for c in columns]
+        merge = {"sum": "COALESCE(s.{c}, 0) + COALESCE(d.{c}, 0)", "min": "LEAST(s.{c}, d.{c})",
+                 "max": "GREATEST(s.{c}, d.{c})"}
+        summed = [merge[how].format(c=c) + f" AS {c}" for c, how in columns]
         self._run(f"CREATE OR REPLACE TEMP TABLE merged AS SELECT d.key_group, "
                   f"{', '.join('d.' + k for k in keys)}, {', '.join(summed)} "
                   f"FROM {deltas} AS d LEFT JOIN {table} AS s ON {match}")
@@ -216,8 +232,11 @@ class GroupAggregate(Operator):
         self.ctx.count("rows_in", batch.num_rows)
         if batch.num_rows == 0:
             return []
-        batch = batch.append_column(KEY_GROUP_INPUT, self._key_groups(batch))
         signed = ROW_KIND in batch.schema.names
+        if signed and self.append_only_input:
+            raise EngineError("group_aggregate was planned for append-only input but got a changelog",
+                              hint="plan it with 'append_only_input' false", operator_id=self.ctx.operator_id)
+        batch = batch.append_column(KEY_GROUP_INPUT, self._key_groups(batch))
         self.con.register(INPUT_VIEW, batch)
         try:
             self._run(f"CREATE OR REPLACE TEMP TABLE batch_rows AS {self._prepared_sql(signed)}")
@@ -226,7 +245,7 @@ class GroupAggregate(Operator):
         keys = ", ".join(self.key_columns)
         accumulators = self._accumulator_columns()
         self._run("CREATE OR REPLACE TEMP TABLE batch_deltas AS SELECT key_group, " + keys + ", "
-                  + ", ".join(f"{sql} AS {name}" for name, sql in accumulators)
+                  + ", ".join(f"{sql} AS {name}" for name, sql, _ in accumulators)
                   + f" FROM batch_rows GROUP BY key_group, {keys}")
         for v in self.value_sets:
             where = f"{v.column} IS NOT NULL" + (f" AND {v.filter_column}" if v.filter_column else "")
@@ -236,9 +255,9 @@ class GroupAggregate(Operator):
             self._run(f"CREATE TABLE IF NOT EXISTS {v.table} AS SELECT * FROM batch_{v.table} LIMIT 0")
         self._run(f"CREATE TABLE IF NOT EXISTS {ACCUMULATORS} AS SELECT * FROM batch_deltas LIMIT 0")
         self._run(f"CREATE OR REPLACE TEMP TABLE old_results AS {self._projected_sql()}")
-        self._merge(ACCUMULATORS, "batch_deltas", [name for name, _ in accumulators], "__rows")
+        self._merge(ACCUMULATORS, "batch_deltas", [(name, how) for name, _, how in accumulators], "__rows")
         for v in self.value_sets:
-            self._merge(v.table, f"batch_{v.table}", ["__count"], "__count")
+            self._merge(v.table, f"batch_{v.table}", [("__count", "sum")], "__count")
         self._run(f"CREATE OR REPLACE TEMP TABLE new_results AS {self._projected_sql()}")
         out = conform(query_arrow(self.con, self._changes_sql(), self.ctx.operator_id),
                       self.ctx.output_schema, self.ctx.operator_id)
