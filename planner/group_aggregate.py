@@ -18,7 +18,7 @@ from engine.changelog import ROW_KIND, ROW_KIND_TYPE
 from engine.graph import Edge
 from engine.sql_eval import INPUT
 from planner.aggregates import _Aggregates, _error, _pos
-from planner.expressions import Scope, bind, is_aggregate, output_name, quote, to_duckdb
+from planner.expressions import Scope, bind, contains_aggregate, is_aggregate, output_name, quote, to_duckdb
 from planner.graph_builder import Stream
 from planner.queries import projected_key
 from sql.errors import Problem
@@ -92,6 +92,24 @@ def plan_group_aggregate(qp: "QueryPlanner", select: exp.Select, stream: Stream,
     node = qp.builder.add(pipeline, "group_aggregate", config, schema, [edge], description)
     return Stream(node.id, schema, frozenset(), stream.name, append_only=False,
                   upsert_key=projected_key(tuple(n for n, _ in key_sql), projection))
+
+
+def distinct_as_group_by(qp: "QueryPlanner", select: exp.Select, scope: Scope) -> exp.Select:
+    """``SELECT DISTINCT a, b FROM t`` as ``SELECT a, b FROM t GROUP BY a, b``, as Flink plans it."""
+    distinct = select.args["distinct"]
+    if distinct.args.get("on") is not None:
+        raise qp.fail("SELECT DISTINCT ON is not supported", distinct,
+                      "keep one row per key with ROW_NUMBER() OVER (PARTITION BY ...) = 1 over a window")
+    if select.args.get("group") is not None or any(contains_aggregate(e) for e in select.expressions):
+        raise qp.fail("SELECT DISTINCT with GROUP BY or aggregates is not supported", distinct,
+                      "the groups are distinct already: drop DISTINCT")
+    items = qp.expand_star(select.expressions, scope)
+    rewritten = select.copy()
+    rewritten.set("distinct", None)
+    rewritten.set("expressions", [item.copy() for item in items])
+    rewritten.set("group", exp.Group(expressions=[
+        (item.unalias() if isinstance(item, exp.Alias) else item).copy() for item in items]))
+    return rewritten
 
 
 def _grouped_schema(qp, key_sql, aggregates: _Aggregates, stream: Stream, select) -> pa.Schema:

@@ -160,6 +160,10 @@ class QueryPlanner:
         else:
             scope_schema = stream.schema
         scope = Scope(scope_schema, stream.name, self.fallback)
+        if select.args.get("distinct"):
+            from planner.group_aggregate import distinct_as_group_by  # SELECT DISTINCT: GROUP BY every item
+
+            select = distinct_as_group_by(self, select, scope)
         aggregated = select.args.get("group") is not None or any(
             contains_aggregate(e) for e in [*select.expressions, select.args.get("having") or exp.Null()]
         )

@@ -265,3 +265,15 @@ def test_window_on_a_non_timestamp_column_points_at_the_time_attribute():
     assert p.message == "TUMBLE on `price` of `bids`, which is not a time attribute"
     assert (p.line, p.col) == at(sql, "price, INTERVAL")
     assert p.hint == "window on a column with a watermark: `date_time`"
+
+
+def test_select_distinct_with_aggregates_is_refused():
+    p = the_problem("INSERT INTO counts SELECT DISTINCT auction, COUNT(*) FROM bids GROUP BY auction")
+    assert p.message == "SELECT DISTINCT with GROUP BY or aggregates is not supported"
+    assert p.hint == "the groups are distinct already: drop DISTINCT"
+
+
+def test_select_distinct_is_a_group_aggregate():
+    script = plan_script(parse(CATALOG + "INSERT INTO counts SELECT DISTINCT auction, price FROM bids;"))
+    [node] = [n for n in script.graph.nodes if n.kind == "group_aggregate"]
+    assert [k for k, _ in node.config["keys"]] == ["auction", "price"] and node.config["aggregates"] == []

@@ -23,3 +23,7 @@ FROM (SELECT auction, COUNT(*) AS n FROM bids GROUP BY auction) GROUP BY n;
 
 CREATE MATERIALIZED VIEW totals AS
 SELECT COUNT(*) AS bids, SUM(price) AS total, COUNT(DISTINCT channel) AS channels FROM bids;
+
+-- SELECT DISTINCT is a GROUP BY of every item (NULL is a value of its own).
+CREATE MATERIALIZED VIEW channel_sizes AS
+SELECT DISTINCT channel, price > 10 AS big FROM bids;
