@@ -19,7 +19,7 @@ def require_append_only(qp: "QueryPlanner", stream: Stream, what: str, node: exp
     if stream.append_only:
         return
     raise qp.fail(
-        f"{what} over an updating stream (the result of a GROUP BY without a window, `{stream.name}`) "
+        f"{what} over an updating stream (the result of a GROUP BY without a window over `{stream.name}`) "
         "is not supported; it needs append-only input", node,
         "apply the window to the append-only table first (window aggregates over a TUMBLE/HOP/CUMULATE/"
         "SESSION of the source), or aggregate the updating result with another GROUP BY without a window")
@@ -68,7 +68,7 @@ def sink_changelog(stream: Stream, options: dict[str, str], *, name: str, what: 
                 "select every GROUP BY key, so that the view is maintained by upsert on them"))
         raise WeirSqlError(Problem(
             f"the DuckDB table `{name}` has no PRIMARY KEY, so it cannot be maintained from an updating "
-            f"query (the result of a GROUP BY without a window, `{stream.name}`)", *where,
+            f"query (the result of a GROUP BY without a window over `{stream.name}`)", *where,
             f"declare the key in `{name}`: PRIMARY KEY (<the GROUP BY keys>) NOT ENFORCED"))
     if stream.append_only:
         return {}
@@ -78,7 +78,7 @@ def sink_changelog(stream: Stream, options: dict[str, str], *, name: str, what: 
     fmt = f", format '{options['format']}'" if "format" in options else ""
     raise WeirSqlError(Problem(
         f"the {what} `{name}` ('{connector}' connector{fmt}) is append-only and cannot take an updating "
-        f"query (the result of a GROUP BY without a window, `{stream.name}`, updates and deletes rows)",
+        f"query (a GROUP BY without a window over `{stream.name}`, whose rows are updated and deleted)",
         *where,
         "write the changes with 'format' = 'debezium-json', keep the current result in a DuckDB table "
         "(CREATE MATERIALIZED VIEW, or 'connector' = 'duckdb' with PRIMARY KEY (...) NOT ENFORCED), "

@@ -115,7 +115,7 @@ def test_a_window_over_an_updating_stream_is_refused():
            "GROUP BY auction, window_start, window_end")
     p = the_problem(sql)
     assert p.message.startswith("the window table function TUMBLE over an updating stream (the result of a "
-                                "GROUP BY without a window, `bids`) is not supported")
+                                "GROUP BY without a window over `bids`) is not supported")
     assert (p.line, p.col) == at(sql, "per_auction", after="INSERT")
     assert "apply the window to the append-only table first" in p.hint
 
