@@ -31,7 +31,8 @@ KINDS = {APPEND: "[I]", RETRACT: "[I,UB,UA,D]", UPSERT: "[I,UA,D]"}
 
 def changelog_mode(node: OperatorNode) -> str:
     """``append [I]``, ``retract [I,UB,UA,D]``, or for a sink that applies the changes
-    by a key, ``upsert [I,UA,D] by (key)`` (it ignores -U: +U replaces the row)."""
+    by a key, ``upsert [I,UA,D] by (key)`` (per key the last change of a commit wins: +I/+U
+    replace the row, -U/-D delete it)."""
     if node.kind == "sink":
         mode = node.config.get("changelog") or APPEND
         key = node.config.get("upsert_key")
