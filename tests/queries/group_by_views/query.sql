@@ -27,3 +27,9 @@ SELECT COUNT(*) AS bids, SUM(price) AS total, COUNT(DISTINCT channel) AS channel
 -- SELECT DISTINCT is a GROUP BY of every item (NULL is a value of its own).
 CREATE MATERIALIZED VIEW channel_sizes AS
 SELECT DISTINCT channel, price > 10 AS big FROM bids;
+
+-- A DuckDB table with a PRIMARY KEY is maintained by upsert on it, like the views.
+CREATE TABLE channel_totals (channel VARCHAR, bids BIGINT, total BIGINT, PRIMARY KEY (channel) NOT ENFORCED)
+WITH ('connector' = 'duckdb', 'path' = 'weir.duckdb', 'table-name' = 'channel_totals');
+
+INSERT INTO channel_totals SELECT channel, COUNT(*), SUM(price) FROM bids GROUP BY channel;
