@@ -170,8 +170,9 @@ class GroupAggregate(Operator):
                 columns.append(f"({v.filter}) AS {v.filter_column}")
         return f"SELECT {', '.join(columns)} FROM {quote_ident(INPUT_VIEW)}"
 
-    def _results_sql(self) -> str:
-        """Keys and aggregate values of every key in ``batch_deltas`` that has state."""
+    def _results_sql(self, accumulators: str) -> str:
+        """Keys and aggregate values of the keys in ``accumulators`` (the batch's keys that
+        have state: ``old_state`` before the merge, ``merged`` after it)."""
         keys = ", ".join(f"a.{k}" for k in self.key_columns)
         joins, values = [], {}
         for j, v in enumerate(self.value_sets):
@@ -200,21 +201,23 @@ class GroupAggregate(Operator):
             else:
                 sql = f"CASE WHEN a.__c{i} > 0 THEN CAST(a.__s{i} AS DOUBLE) / a.__c{i} END"
             aggregates.append(f"{sql} AS {quote_ident(call.name)}")
-        return (f"SELECT {', '.join([keys, *aggregates])} FROM {ACCUMULATORS} AS a "
-                f"SEMI JOIN batch_deltas AS d ON {self._match('a', 'd')} {' '.join(joins)}")
+        return f"SELECT {', '.join([keys, *aggregates])} FROM {accumulators} AS a {' '.join(joins)}"
 
-    def _projected_sql(self) -> str:
-        """The current results of the batch's keys, projected: the keys, the output
-        columns ``__p<i>`` and HAVING as ``__keep``."""
+    def _projected_sql(self, accumulators: str) -> str:
+        """The results of the batch's keys, projected: the keys, the output columns
+        ``__p<i>`` and HAVING as ``__keep``."""
         named = [f"{k} AS {quote_ident(name)}" for k, (name, _) in zip(self.key_columns, self.keys)]
         columns = [*self.key_columns]
         columns += [f"({sql}) AS __p{i}" for i, (_, sql) in enumerate(self.projection)]
         columns.append(f"COALESCE(({self.having}), FALSE) AS __keep" if self.having else "TRUE AS __keep")
-        return f"SELECT {', '.join(columns)} FROM (SELECT {', '.join(['*', *named])} FROM ({self._results_sql()}))"
+        return f"SELECT {', '.join(columns)} FROM (SELECT {', '.join(['*', *named])} FROM ({self._results_sql(accumulators)}))"
 
-    def _merge(self, table: str, deltas: str, columns: list[tuple[str, str]], count: str) -> None:
+    def _merge(self, table: str, deltas: str, columns: list[tuple[str, str]], count: str,
+               current: str | None = None) -> None:
         """Merge ``deltas`` into ``table`` (by key, and by value for a multiset): per
-        (column, 'sum' | 'min' | 'max'); rows whose ``count`` column is no longer positive go."""
+        (column, 'sum' | 'min' | 'max'); rows whose ``count`` column is no longer positive go.
+        ``current``: the rows of ``table`` that ``deltas`` touch, if already read. The merged
+        rows stay in the temporary table ``merged``."""
         keys = [*self.key_columns, *(["value"] if table != ACCUMULATORS else [])]
         match = " AND ".join(f"s.{k} IS NOT DISTINCT FROM d.{k}" for k in keys)
         merge = {"sum": "COALESCE(s.{c}, 0) + COALESCE(d.{c}, 0)", "min": "LEAST(s.{c}, d.{c})",
@@ -222,7 +225,7 @@ class GroupAggregate(Operator):
         summed = [merge[how].format(c=c) + f" AS {c}" for c, how in columns]
         self._run(f"CREATE OR REPLACE TEMP TABLE merged AS SELECT d.key_group, "
                   f"{', '.join('d.' + k for k in keys)}, {', '.join(summed)} "
-                  f"FROM {deltas} AS d LEFT JOIN {table} AS s ON {match}")
+                  f"FROM {deltas} AS d LEFT JOIN {current or table} AS s ON {match}")
         self._run(f"DELETE FROM {table} AS s USING {deltas} AS d WHERE {match}")
         self._run(f"INSERT INTO {table} SELECT * FROM merged WHERE {count} > 0")
 
@@ -254,11 +257,16 @@ class GroupAggregate(Operator):
                       f"WHERE {where} GROUP BY key_group, {keys}, value")
             self._run(f"CREATE TABLE IF NOT EXISTS {v.table} AS SELECT * FROM batch_{v.table} LIMIT 0")
         self._run(f"CREATE TABLE IF NOT EXISTS {ACCUMULATORS} AS SELECT * FROM batch_deltas LIMIT 0")
-        self._run(f"CREATE OR REPLACE TEMP TABLE old_results AS {self._projected_sql()}")
-        self._merge(ACCUMULATORS, "batch_deltas", [(name, how) for name, _, how in accumulators], "__rows")
+        # One scan of the state reads the batch's keys; old and new results come from them.
+        self._run(f"CREATE OR REPLACE TEMP TABLE old_state AS SELECT s.* FROM {ACCUMULATORS} AS s "
+                  f"SEMI JOIN batch_deltas AS d ON {self._match('s', 'd')}")
+        self._run(f"CREATE OR REPLACE TEMP TABLE old_results AS {self._projected_sql('old_state')}")
         for v in self.value_sets:
             self._merge(v.table, f"batch_{v.table}", [("__count", "sum")], "__count")
-        self._run(f"CREATE OR REPLACE TEMP TABLE new_results AS {self._projected_sql()}")
+        self._merge(ACCUMULATORS, "batch_deltas", [(name, how) for name, _, how in accumulators], "__rows",
+                    current="old_state")
+        self._run("DELETE FROM merged WHERE __rows <= 0")
+        self._run(f"CREATE OR REPLACE TEMP TABLE new_results AS {self._projected_sql('merged')}")
         out = conform(query_arrow(self.con, self._changes_sql(), self.ctx.operator_id),
                       self.ctx.output_schema, self.ctx.operator_id)
         self.ctx.count("rows_out", sum(b.num_rows for b in out))
