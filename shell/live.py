@@ -6,8 +6,14 @@ under ``RESULT_CONNECTOR``), which hands every batch to a ``LiveResult`` in
 this process. The views in ``shell/live_view.py`` read it from the main
 thread while the job's thread writes.
 
+The result of an updating query (a GROUP BY without a window) is a changelog:
+its batches carry ``_row_kind``. The changelog and tableau views show each
+change with its kind (+I, -U, +U, -D); the table view shows the rows the
+changes leave, applied as they arrive (``current_rows``).
+
 Memory stays bounded: the table and changelog views keep the latest
-``max_rows`` rows; the tableau view reads rows as they come and holds the job
+``max_rows`` rows (an updating result keeps its current rows, as many as the
+result has); the tableau view reads rows as they come and holds the job
 back (the sink waits) while it is ``max_pending`` rows behind.
 """
 from __future__ import annotations
@@ -19,6 +25,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from engine.changelog import ROW_KIND, SHORT_NAMES, UPDATE_BEFORE, DELETE
 from engine.connectors.base import ConnectorSpec, OptionSpec, Sink
 from engine.connectors.registry import CONNECTORS
 from engine.graph import JobGraph
@@ -26,8 +33,8 @@ from shell.render import cell
 
 RESULT_CONNECTOR = "weir-shell-result"
 MAX_ROWS = 100_000
-#: Every row kind is +I until the planner produces updating streams.
-INSERT = "+I"
+#: The kind of every row of an append-only result.
+INSERT = SHORT_NAMES[0]
 
 _results: dict[str, "LiveResult"] = {}
 _ids = itertools.count(1)
@@ -37,6 +44,10 @@ class LiveResult:
     def __init__(self, schema: pa.Schema, *, max_rows: int = MAX_ROWS, max_pending: int | None = None):
         self.id = f"live-{next(_ids)}"
         self.schema = schema
+        #: An updating result's batches end with the row kind; it is shown apart.
+        self.updating = ROW_KIND in schema.names
+        self.names = [n for n in schema.names if n != ROW_KIND]
+        self._current: dict[tuple[str, ...], int] = {}  # an updating result's rows -> how many
         self.max_rows = max_rows
         self.max_pending = max_pending
         self.received = 0  # rows received so far
@@ -57,10 +68,26 @@ class LiveResult:
                 return
             self._batches.append((self.received, batch))
             self.received += batch.num_rows
+            if self.updating:
+                self._apply(batch)
             while self._batches and self.received - (self._batches[0][0] + self._batches[0][1].num_rows) >= self.max_rows:
                 self._batches.popleft()
             self.first = self._batches[0][0] if self._batches else self.received
             self._changed.notify_all()
+
+    def _apply(self, batch: pa.RecordBatch) -> None:
+        """Apply a batch of changes to the current rows: +I/+U add a row, -U/-D remove one."""
+        kinds = batch.column(ROW_KIND).to_pylist()
+        for kind, row in zip(kinds, _cells(batch.drop_columns([ROW_KIND]))):
+            key = tuple(row)
+            if kind in (UPDATE_BEFORE, DELETE):
+                left = self._current.get(key, 0) - 1
+                if left > 0:
+                    self._current[key] = left
+                else:
+                    self._current.pop(key, None)
+            else:
+                self._current[key] = self._current.get(key, 0) + 1
 
     def end(self) -> None:
         with self._changed:
@@ -76,6 +103,10 @@ class LiveResult:
 
     def rows(self, start: int, stop: int) -> list[list[str]]:
         """Rows ``start`` to ``stop`` (absolute numbers, as far as kept), as text cells."""
+        return [row[1:] for row in self.changes(start, stop)]
+
+    def changes(self, start: int, stop: int) -> list[list[str]]:
+        """Like ``rows``, each row led by its kind: '+I', '-U', '+U' or '-D'."""
         with self._changed:
             batches = list(self._batches)
         out = []
@@ -84,9 +115,28 @@ class LiveResult:
             if last <= start or first >= stop:
                 continue
             lo, hi = max(start, first) - first, min(stop, last) - first
-            for row in batch.slice(lo, hi - lo).to_pylist():
-                out.append([cell(v) for v in row.values()])
+            part = batch.slice(lo, hi - lo)
+            if self.updating:
+                kinds = [SHORT_NAMES[k] for k in part.column(ROW_KIND).to_pylist()]
+                part = part.drop_columns([ROW_KIND])
+            else:
+                kinds = [INSERT] * part.num_rows
+            out.extend([kind, *row] for kind, row in zip(kinds, _cells(part)))
         return out
+
+    def current_count(self) -> int:
+        """How many rows the table view has: the current rows of an updating result."""
+        with self._changed:
+            return sum(self._current.values()) if self.updating else self.received
+
+    def current_rows(self, start: int, stop: int) -> list[list[str]]:
+        """The table view's rows ``start`` to ``stop``: of an updating result, the rows its
+        changes leave (in the order their keys first appeared); else the rows as received."""
+        if not self.updating:
+            return self.rows(start, stop)
+        with self._changed:
+            current = [list(row) for row, n in self._current.items() for _ in range(n)]
+        return current[start:stop]
 
     def wait_for_rows(self, timeout: float) -> tuple[list[list[str]], bool]:
         """New rows since the last call (for the tableau view), and whether the result has ended."""
@@ -94,11 +144,15 @@ class LiveResult:
             if self.read_to >= self.received and not self.ended:
                 self._changed.wait(timeout)
             start, stop, ended = max(self.read_to, self.first), self.received, self.ended
-        rows = self.rows(start, stop)
+        rows = self.changes(start, stop)
         with self._changed:
             self.read_to = stop
             self._changed.notify_all()
         return rows, ended and stop == self.received
+
+
+def _cells(batch: pa.RecordBatch) -> list[list[str]]:
+    return [[cell(v) for v in row.values()] for row in batch.to_pylist()]
 
 
 class LiveResultSink(Sink):

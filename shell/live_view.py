@@ -21,7 +21,7 @@ from prompt_toolkit.layout import HSplit, Layout, Window
 from prompt_toolkit.layout.controls import FormattedTextControl
 
 from shell.jobs import Job
-from shell.live import INSERT, LiveResult
+from shell.live import LiveResult
 
 REFRESH_SECONDS = 0.2
 
@@ -47,18 +47,18 @@ def show(result: LiveResult, job: Job, mode: str, out: TextIO, stop: Callable[[J
 
 # -- tableau --------------------------------------------------------------------
 def _tableau(result: LiveResult, job: Job, out: TextIO) -> tuple[int, bool]:
-    names = ["op", *result.schema.names]
+    names = ["op", *result.names]
     widths: list[int] | None = None
     printed = 0
     try:
         while True:
             rows, ended = result.wait_for_rows(REFRESH_SECONDS)
             if rows and widths is None:
-                widths = [max(len(n), *(len(r[i - 1]) for r in rows)) if i else 2 for i, n in enumerate(names)]
+                widths = [max(len(n), *(len(r[i]) for r in rows)) for i, n in enumerate(names)]
                 border = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
                 out.write("\n".join([border, _line(names, widths), border]) + "\n")
             if rows:
-                out.write("\n".join(_line([INSERT, *r], widths) for r in rows) + "\n")
+                out.write("\n".join(_line(r, widths) for r in rows) + "\n")
                 out.flush()
                 printed += len(rows)
             if ended or (not job.running and result.read_to >= result.received):
@@ -95,12 +95,15 @@ class _Screen:
 
     def body(self) -> str:
         result, height = self.result, self.page_rows()
-        names = (["op"] if self.mode == "changelog" else []) + result.schema.names
+        names = (["op"] if self.mode == "changelog" else []) + result.names
         first, last = result.first, result.received
+        if self.mode == "table" and result.updating:  # the rows the changes leave
+            first, last = 0, result.current_count()
         top = max(first, last - height) if self.top is None else min(max(self.top, first), max(first, last - 1))
-        rows = result.rows(top, top + height)
         if self.mode == "changelog":
-            rows = [[INSERT, *r] for r in rows]
+            rows = result.changes(top, top + height)
+        else:
+            rows = result.current_rows(top, top + height)
         widths = [max([len(n), *(len(r[i]) for r in rows)]) for i, n in enumerate(names)]
         lines = [" | ".join(n.ljust(w) for n, w in zip(names, widths)),
                  "-+-".join("-" * w for w in widths)]

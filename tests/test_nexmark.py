@@ -39,6 +39,14 @@ BASE_TIME = "2024-01-01 07:59:20"
 TABLE_OPTIONS = {"events": str(EVENTS), "first-event.rate": str(RATE), "splits": str(SPLITS),
                  "base-time": BASE_TIME}
 
+_RANKS = {"": "", "1": "WHERE price < 10000", "2": "WHERE price >= 10000 AND price < 1000000",
+          "3": "WHERE price >= 1000000"}
+#: q15 and q16's counts: bids, distinct bidders and distinct auctions, in total and per price rank.
+RANKED_COUNTS = ", ".join(
+    f"count({arg}){f' FILTER ({cond})' if cond else ''} AS {'rank' + r + '_' if r else 'total_'}{what}"
+    for what, arg in (("bids", "*"), ("bidders", "DISTINCT bidder"), ("auctions", "DISTINCT auction"))
+    for r, cond in _RANKS.items())
+
 #: qN -> DuckDB batch SQL over the tables person, auction and bid, giving the sink's rows
 #: under the sink's column names.
 ORACLES = {
@@ -111,13 +119,32 @@ ORACLES = {
         SELECT bidder, count(*) AS bid_count, min(date_time) AS starttime,
                max(date_time) + INTERVAL '10 seconds' AS endtime
         FROM sessions GROUP BY bidder, session""",
+    # Per-day statistics (GROUP BY without a window, an updating result): price ranks
+    # under 10,000, under 1,000,000 and the rest.
+    "q15": f"""
+        SELECT strftime(date_time, '%Y-%m-%d') AS day, {RANKED_COUNTS} FROM bid GROUP BY 1""",
+    "q16": f"""
+        SELECT channel, strftime(date_time, '%Y-%m-%d') AS day, max(strftime(date_time, '%H:%M')) AS minute,
+               {RANKED_COUNTS}
+        FROM bid GROUP BY 1, 2""",
+    "q17": """
+        SELECT auction, strftime(date_time, '%Y-%m-%d') AS day, count(*) AS total_bids,
+               count(*) FILTER (WHERE price < 10000) AS rank1_bids,
+               count(*) FILTER (WHERE price >= 10000 AND price < 1000000) AS rank2_bids,
+               count(*) FILTER (WHERE price >= 1000000) AS rank3_bids,
+               min(price) AS min_price, max(price) AS max_price, avg(price) AS avg_price,
+               sum(price)::BIGINT AS sum_price
+        FROM bid GROUP BY 1, 2""",
 }
+
+#: Queries with an updating result, and the key their sink is kept by (upsert) in the test.
+UPSERT_KEYS = {"q15": ["day"], "q16": ["channel", "day"], "q17": ["auction", "day"]}
 
 #: The queries that have an example file and are checked here.
 QUERIES = sorted(ORACLES, key=lambda q: int(q[1:]))
 
 #: Each query's result is a real test of the query: at least this many rows.
-MIN_ROWS = {"q2": 100, "q5": 40, "q7": 10, "q8": 100, "q11": 1000}
+MIN_ROWS = {"q2": 100, "q5": 40, "q7": 10, "q8": 100, "q11": 1000, "q15": 1, "q16": 100}
 
 
 # -- the job ------------------------------------------------------------------------------------
@@ -144,16 +171,38 @@ def with_parquet_sink(query_sql: str, out: Path) -> str:
     return text
 
 
+def with_upsert_sink(query_sql: str, database: Path, key: list[str]) -> str:
+    """The query file with its sink a DuckDB table ``result`` with a primary key: the
+    updating result of the query, maintained by upsert."""
+    text, count = re.subn(r"(CREATE TABLE nexmark_q\d+ \(.*?)\)\s*WITH \([^;]*\);",
+                          lambda m: f"{m.group(1)}, PRIMARY KEY ({', '.join(key)}) NOT ENFORCED) WITH "
+                                    f"('connector' = 'duckdb', 'path' = '{database}', 'table-name' = 'result');",
+                          query_sql, flags=re.S)
+    assert count == 1, "a query file declares one sink table, nexmark_qN"
+    return text
+
+
 def run_query(name: str, directory: Path) -> str:
-    """Run ``qN.sql`` with weir; a DuckDB expression reading the rows its sink published."""
+    """Run ``qN.sql`` with weir; a DuckDB expression reading the rows its sink published
+    (of an updating query: the rows its upsert table holds at the end)."""
     out = directory / "out"
     job = directory / f"{name}.sql"
-    job.write_text(ddl_for_the_test() + "\n" + with_parquet_sink((EXAMPLES / f"{name}.sql").read_text(), out))
+    query = (EXAMPLES / f"{name}.sql").read_text()
+    database = directory / "result.duckdb"
+    if name in UPSERT_KEYS:
+        query = with_upsert_sink(query, database, UPSERT_KEYS[name])
+    else:
+        query = with_parquet_sink(query, out)
+    job.write_text(ddl_for_the_test() + "\n" + query)
     stdout, stderr = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
         code = main(["run", str(job), "--db", str(directory / "weir.duckdb"), "--no-progress"])
     assert code == 0, stderr.getvalue()
     assert "late rows dropped: 0;" in stdout.getvalue()
+    if name in UPSERT_KEYS:
+        out.mkdir()
+        with duckdb.connect(str(database), read_only=True) as con:
+            con.sql("SELECT * FROM result").write_parquet(str(out / "part-0-0.parquet"))
     files = sorted(str(p) for p in out.glob("part-*.parquet"))
     assert files, f"{name} published no part files"
     return f"read_parquet([{', '.join(repr(f) for f in files)}])"

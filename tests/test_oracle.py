@@ -115,6 +115,22 @@ PIPELINES = {
                   count(*) AS n, min(ts) AS first_ts, sum(w)::BIGINT AS total_w
            FROM events GROUP BY ALL""",
     ),
+    # GROUP BY without a window: an updating result kept by upsert in the view.
+    "group_by_updating": (
+        """SELECT k, w, COUNT(*) AS n, SUM(v) AS total, MIN(v) AS low, MAX(v) AS high, AVG(v) AS mean,
+                  COUNT(DISTINCT v % 13) AS buckets, COUNT(*) FILTER (WHERE v > 500) AS n_big, MAX(ts) AS last_ts
+           FROM events GROUP BY k, w HAVING COUNT(*) > 10""",
+        """SELECT k, w, count(*) AS n, sum(v)::BIGINT AS total, min(v) AS low, max(v) AS high, avg(v) AS mean,
+                  count(DISTINCT v % 13) AS buckets, count(*) FILTER (WHERE v > 500) AS n_big, max(ts) AS last_ts
+           FROM events GROUP BY ALL HAVING count(*) > 10""",
+    ),
+    # A GROUP BY over a GROUP BY: how many (k, w) have n rows with v over 100 (retracting n as it grows).
+    "group_by_over_group_by": (
+        """SELECT n, COUNT(*) AS keys FROM (SELECT k, w, COUNT(*) AS n FROM events WHERE v > 100 GROUP BY k, w)
+           GROUP BY n""",
+        """SELECT n, count(*) AS keys FROM (SELECT k, w, count(*) AS n FROM events WHERE v > 100 GROUP BY k, w)
+           GROUP BY n""",
+    ),
 }
 
 #: Filesystem sinks at scale: the same per-key minute, through csv and parquet files.

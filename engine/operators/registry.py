@@ -6,6 +6,7 @@ from typing import Any
 from engine.errors import EngineError
 from engine.operators.base import Operator, OperatorContext
 from engine.operators.calc import Calc
+from engine.operators.group_aggregate import GroupAggregate
 from engine.operators.session_window import SessionWindow
 from engine.operators.window_aggregate import WindowAggregate
 from engine.operators.window_rank import WindowRank
@@ -13,6 +14,7 @@ from engine.operators.window_join import WindowJoin
 
 OPERATORS: dict[str, type[Operator]] = {
     "calc": Calc,
+    "group_aggregate": GroupAggregate,
     "window_aggregate": WindowAggregate,
     "window_rank": WindowRank,
     "window_join": WindowJoin,

@@ -28,7 +28,7 @@ from engine.graph import JobGraph, OperatorNode
 from engine.state.key_groups import subtasks
 
 #: Operators whose state is keyed: they see only their key groups' rows.
-KEYED_KINDS = frozenset({"window_aggregate", "window_join", "window_rank", "session_window"})
+KEYED_KINDS = frozenset({"window_aggregate", "window_join", "window_rank", "session_window", "group_aggregate"})
 
 Selector = Callable[[pa.RecordBatch, int], pa.RecordBatch | None]
 

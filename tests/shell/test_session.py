@@ -141,3 +141,25 @@ def test_a_select_reads_a_stream_live_or_the_database_at_once(session):
     assert isinstance(run(session, "SHOW JOBS;"), ResultTable)
     assert isinstance(run(session, "CREATE VIEW v AS SELECT auction FROM bids;"), Message)
     assert isinstance(run(session, "SELECT * FROM v;"), LiveQuery)  # a plain view reads the stream
+
+
+def test_a_live_group_by_shows_its_changes_and_the_table_they_leave(session, tmp_path):
+    """An updating SELECT: the changelog view shows each change's kind, and the table
+    view holds what the changes leave, which is the batch GROUP BY over the same rows."""
+    csv = tmp_path / "bids.csv"
+    csv.write_text("auction,bidder,price,channel,date_time\n" + "".join(
+        f"{i % 3},{i},{i * 7 % 11},c{i % 2},2024-01-01 00:00:{i:02d}\n" for i in range(20)))
+    run(session, BIDS + f"WITH ('connector' = 'filesystem', 'path' = '{csv}', 'format' = 'csv');")
+    run(session, "SET 'weir.source.batch-size' = '3';")
+    live = run(session, "SELECT auction, COUNT(*) AS n, MAX(price) AS top FROM bids GROUP BY auction;")
+    live.job.thread.join()
+    assert live.job.status == FINISHED, live.job.error
+    result = live.result
+    assert result.names == ["auction", "n", "top"]
+    kinds = {row[0] for row in result.changes(0, result.received)}
+    assert kinds == {"+I", "-U", "+U"}
+    import duckdb
+
+    batch = duckdb.sql(f"SELECT auction::VARCHAR, COUNT(*)::VARCHAR, MAX(price)::VARCHAR FROM read_csv('{csv}') "
+                       "GROUP BY auction").fetchall()
+    assert sorted(map(tuple, result.current_rows(0, result.current_count()))) == sorted(batch)
