@@ -7,6 +7,7 @@ from engine.errors import EngineError
 from engine.operators.base import Operator, OperatorContext
 from engine.operators.calc import Calc
 from engine.operators.session_window import SessionWindow
+from engine.operators.stream_join import StreamJoin
 from engine.operators.window_aggregate import WindowAggregate
 from engine.operators.window_rank import WindowRank
 from engine.operators.window_join import WindowJoin
@@ -17,6 +18,7 @@ OPERATORS: dict[str, type[Operator]] = {
     "window_rank": WindowRank,
     "window_join": WindowJoin,
     "session_window": SessionWindow,
+    "stream_join": StreamJoin,
 }
 
 
