@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from engine.changelog import ROW_KIND
 from engine.connectors.registry import CONNECTORS
 from engine.graph import Edge, JobGraph, OperatorNode
 from planner.types import sql_name
@@ -66,6 +67,8 @@ def _key(node: OperatorNode) -> str:
         return f"{', '.join(left)} | {', '.join(right)}" if left else "- (one group per window)"
     if node.kind == "window_rank":
         return ", ".join(node.config["partition_keys"]) or "- (one ranking per window)"
+    if node.kind == "stream_join":
+        return f"{', '.join(node.config['left']['keys'])} | {', '.join(node.config['right']['keys'])}"
     return "-"
 
 
@@ -91,6 +94,11 @@ def _state(node: OperatorNode) -> str:
         high = node.config["rank_range"][1]
         return (f"rows per ({per}), cut to those that can still rank within {high}, "
                 "dropped when the watermark passes window_end")
+    if node.kind == "stream_join":
+        ttl = {side: ms for side, ms in (node.config.get("ttl_ms") or {}).items() if ms}
+        kept = ("; " + ", ".join(f"{side} rows dropped {ms} ms after they arrived" for side, ms in ttl.items())
+                if ttl else ", for ever (set 'table.exec.state.ttl' to bound it)")
+        return f"every row of both inputs by key{kept}"
     if node.kind == "sink":
         spec = CONNECTORS.get(node.config["options"].get("connector", ""))
         if spec is not None and spec.sink is not None and not spec.sink.transactional:
@@ -102,7 +110,9 @@ def _state(node: OperatorNode) -> str:
 def _changelog(node: OperatorNode) -> str:
     """Every operator weir plans today emits inserts only (+I): sources are append-only
     and a window aggregate, join or rank emits each window once, when the watermark passes its end."""
+    if ROW_KIND in node.output_schema.names:
+        return "retract (+I, -U, +U, -D)"
     if node.kind in ("source", "calc", "window_aggregate", "session_window", "window_join", "window_rank",
-                     "sink"):
+                     "stream_join", "sink"):
         return "append-only"
     return "unknown"

@@ -12,6 +12,7 @@ import duckdb
 import pyarrow as pa
 from sqlglot import exp
 
+from engine.changelog import ROW_KIND
 from engine.graph import Edge
 from engine.sql_eval import INPUT, describe
 from planner.catalog import Catalog, TableDef
@@ -240,10 +241,12 @@ class QueryPlanner:
         filter_sql = to_duckdb(bind(where.this, scope, problems), scope.schema) if where is not None else None
         if problems:
             raise PlanError(problems)
+        if not stream.append_only:  # each row keeps its change kind
+            projection.append([ROW_KIND, quote(ROW_KIND)])
         schema = self.describe_projection(projection, filter_sql, stream.schema, select)
         node = self.builder.add(pipeline, "calc", {"projection": projection, "filter": filter_sql}, schema,
                                 [Edge(stream.node_id)], calc_description(projection, filter_sql, stream.schema.names))
-        return Stream(node.id, schema, frozenset(times), stream.name)
+        return Stream(node.id, schema, frozenset(times), stream.name, append_only=stream.append_only)
 
     def plan_pre_aggregate(self, stream: Stream, filter_sql: str | None, computed: list[list[str]],
                            pipeline: str, node: exp.Expression) -> Stream:

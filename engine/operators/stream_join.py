@@ -10,7 +10,7 @@ Config::
       "right": {...},
       "residual": "SQL" | null,     # the rest of ON, over the output names of both sides
       "changelog": true,            # whether the output carries _row_kind
-      "ttl_ms": 0                   # state retention; 0 keeps rows forever
+      "ttl_ms": {"left": 0, "right": 0}   # state retention per side; 0 keeps rows for ever
     }
 
 Input 0 is the left side, input 1 the right. Either may be an updating
@@ -131,7 +131,8 @@ class StreamJoin(Operator):
             raise EngineError("stream_join needs as many keys on the left as on the right", operator_id=oid)
         self.residual: str | None = config.get("residual") or None
         self.changelog = bool(config.get("changelog", True))
-        self.ttl_ms = int(config.get("ttl_ms") or 0)
+        ttl = config.get("ttl_ms") or 0
+        self.ttl_ms = [int(ttl.get(s, 0) if isinstance(ttl, dict) else ttl) for s in SIDES]
         self.con = None
         self._last_expiry: int | None = None
 
@@ -277,14 +278,17 @@ class StreamJoin(Operator):
                 f"ON {same} AND s.n = r.n)")
 
     def _expire(self, now: int) -> None:
-        """Drop rows older than the retention, at most ten times per retention period."""
-        if self.ttl_ms <= 0:
+        """Drop rows older than their side's retention, at most ten times per retention period."""
+        shortest = min((t for t in self.ttl_ms if t > 0), default=0)
+        if not shortest:
             return
-        if self._last_expiry is not None and now - self._last_expiry < max(self.ttl_ms // 10, 1):
+        if self._last_expiry is not None and now - self._last_expiry < max(shortest // 10, 1):
             return
         self._last_expiry = now
-        cutoff = int_literal(now - self.ttl_ms)
-        for side in self.sides:
+        for side, ttl in zip(self.sides, self.ttl_ms):
+            if ttl <= 0:
+                continue
+            cutoff = int_literal(now - ttl)
             expired = self._run(f"SELECT count(*) FROM {side.table} WHERE _t < {cutoff}")[0][0]
             if expired:
                 self._run(f"DELETE FROM {side.table} WHERE _t < {cutoff}")
