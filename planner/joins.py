@@ -49,9 +49,8 @@ DESCRIBED_TYPES = {"inner": "InnerJoin", "left": "LeftOuterJoin", "right": "Righ
 BOUNDS = ("window_start", "window_end")
 #: A window as EXPLAIN describes it: ``TUMBLE(date_time, 10 s)``, ``HOP(ts, 1 min, slide 10 s)``.
 _WINDOW_TEXT = re.compile(r"\b(TUMBLE|HOP|CUMULATE|SESSION)\(([^,()]+)([^()]*)\)")
-REGULAR_JOIN_HINT = ("regular joins come with the updating-streams issue; for a window join, window both "
-                     "inputs the same way and join on L.window_start = R.window_start AND "
-                     "L.window_end = R.window_end")
+REGULAR_JOIN_HINT = ("a window join equates both L.window_start = R.window_start and "
+                     "L.window_end = R.window_end; a regular join equates neither")
 
 
 def is_window_join(select: exp.Select) -> bool:

@@ -31,6 +31,7 @@ from sqlglot import exp
 
 from engine.changelog import ROW_KIND, ROW_KIND_TYPE
 from engine.graph import Edge, schema_to_json
+from engine.sql_eval import INPUT
 from planner.expressions import bind, to_duckdb
 from planner.graph_builder import Stream
 from planner.joins import DESCRIBED_TYPES, JoinScope, Relation, _check_partitioning, output_names
@@ -74,7 +75,7 @@ def plan_regular_join(planner: "_WindowJoinPlanner", join_type: str, left: Relat
         if problems:
             raise PlanError(problems)
         residual = to_duckdb(bound, both.schema)
-        qp.describe(f"SELECT ({residual}) AS c FROM __input", both.schema, residual_terms[0])
+        qp.describe(f"SELECT ({residual}) AS c FROM {INPUT}", both.schema, residual_terms[0])
 
     append_inputs = left.stream.append_only and right.stream.append_only
     changelog = not (append_inputs and join_type in ("inner", "semi"))
