@@ -45,6 +45,16 @@ ORACLES = {
     "q0": "SELECT auction, bidder, price, date_time, extra FROM bid",
     "q1": "SELECT auction, bidder, (price * 908 / 1000.0)::DECIMAL(23, 3) AS price, date_time, extra FROM bid",
     "q2": "SELECT auction, price FROM bid WHERE auction % 123 = 0",
+    # Local item suggestion: sellers in three states with auctions in category 10.
+    "q3": """
+        SELECT P.name, P.city, P.state, A.id FROM auction AS A JOIN person AS P ON A.seller = P.id
+        WHERE A.category = 10 AND P.state IN ('OR', 'ID', 'CA')""",
+    # Bids expanded with their auction (category 10).
+    "q20": """
+        SELECT auction, bidder, price, channel, url, B.date_time AS bid_date_time, B.extra AS bid_extra,
+               item_name, description, initial_bid, reserve, A.date_time AS auction_date_time, expires,
+               seller, category, A.extra AS auction_extra
+        FROM bid AS B JOIN auction AS A ON B.auction = A.id WHERE A.category = 10""",
     "q10": """
         SELECT auction, bidder, price, date_time, extra,
                CAST(CAST(date_time AS DATE) AS VARCHAR) AS dt,
@@ -117,7 +127,7 @@ ORACLES = {
 QUERIES = sorted(ORACLES, key=lambda q: int(q[1:]))
 
 #: Each query's result is a real test of the query: at least this many rows.
-MIN_ROWS = {"q2": 100, "q5": 40, "q7": 10, "q8": 100, "q11": 1000}
+MIN_ROWS = {"q2": 100, "q3": 10, "q20": 100, "q5": 40, "q7": 10, "q8": 100, "q11": 1000}
 
 
 # -- the job ------------------------------------------------------------------------------------
