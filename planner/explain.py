@@ -67,7 +67,7 @@ def _key(node: OperatorNode) -> str:
         return f"{', '.join(left)} | {', '.join(right)}" if left else "- (one group per window)"
     if node.kind == "window_rank":
         return ", ".join(node.config["partition_keys"]) or "- (one ranking per window)"
-    if node.kind == "stream_join":
+    if node.kind in ("stream_join", "temporal_join"):
         return f"{', '.join(node.config['left']['keys'])} | {', '.join(node.config['right']['keys'])}"
     return "-"
 
@@ -99,6 +99,13 @@ def _state(node: OperatorNode) -> str:
         kept = ("; " + ", ".join(f"{side} rows dropped {ms} ms after they arrived" for side, ms in ttl.items())
                 if ttl else ", for ever (set 'table.exec.state.ttl' to bound it)")
         return f"every row of both inputs by key{kept}"
+    if node.kind == "temporal_join":
+        return ("rows waiting for the watermark to pass their time, and per key the versions they may "
+                "still join: older versions dropped as the watermark passes")
+    if node.kind == "lookup_join":
+        if node.config["lookup"]["options"].get("connector") == "duckdb":
+            return f"none (`{node.config['lookup']['table']}` is queried for every batch)"
+        return f"`{node.config['lookup']['table']}`, read once when the job starts"
     if node.kind == "sink":
         spec = CONNECTORS.get(node.config["options"].get("connector", ""))
         if spec is not None and spec.sink is not None and not spec.sink.transactional:
@@ -113,6 +120,6 @@ def _changelog(node: OperatorNode) -> str:
     if ROW_KIND in node.output_schema.names:
         return "retract (+I, -U, +U, -D)"
     if node.kind in ("source", "calc", "window_aggregate", "session_window", "window_join", "window_rank",
-                     "stream_join", "sink"):
+                     "stream_join", "lookup_join", "temporal_join", "sink"):
         return "append-only"
     return "unknown"

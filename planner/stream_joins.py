@@ -102,7 +102,12 @@ def plan_regular_join(planner: "_WindowJoinPlanner", join_type: str, left: Relat
     edges = [Edge(r.stream.node_id, "hash", tuple(k)) for r, k in ((left, left_keys), (right, right_keys))]
     node = qp.builder.add(planner.pipeline, "stream_join", config, schema, edges, description, label="join")
     joined = Stream(node.id, schema, frozenset(), f"{left.alias} JOIN {right.alias}", append_only=not changelog)
+    return project_joined(qp, select, joined, scope, remaining, planner.pipeline)
 
+
+def project_joined(qp, select: exp.Select, joined: Stream, scope: JoinScope, remaining: list[exp.Expression],
+                   pipeline: str) -> Stream:
+    """The SELECT list and the WHERE terms left over, as a calc over the join's output."""
     outer = select.copy()
     outer.set("joins", None)
     outer.set("where", exp.Where(this=exp.and_(*remaining)) if remaining else None)
@@ -113,7 +118,7 @@ def plan_regular_join(planner: "_WindowJoinPlanner", join_type: str, left: Relat
         else:
             items.append(item)
     outer.set("expressions", items)
-    return qp._plan_calc(outer, joined, scope, planner.pipeline)
+    return qp._plan_calc(outer, joined, scope, pipeline)
 
 
 def _push_down(terms: list[exp.Expression], relations: tuple[Relation, Relation], qp, pipeline: str

@@ -83,3 +83,53 @@ def test_a_join_without_an_equality_is_refused():
 def test_a_bad_ttl_is_refused():
     found = problem("SELECT a.id FROM a JOIN b ON a.id = b.auction", {"table.exec.state.ttl": "soon"})
     assert "'table.exec.state.ttl'" in found.message
+
+
+# -- FOR SYSTEM_TIME AS OF ----------------------------------------------------------------
+
+VERSIONED = CATALOG + """\
+CREATE TABLE dims (id BIGINT, name VARCHAR) WITH ('connector' = 'duckdb', 'path' = 'dims.duckdb');
+CREATE TABLE versions (id BIGINT, name VARCHAR, ts TIMESTAMP(3)) WITH ('connector' = 'nexmark', 'table' = 'bid');
+"""
+
+
+def plan_versioned(query: str):
+    return plan_script(parse(VERSIONED + f"CREATE MATERIALIZED VIEW v AS {query};")).graph
+
+
+def versioned_problem(query: str):
+    with pytest.raises(WeirSqlError) as raised:
+        plan_versioned(query)
+    return raised.value.problems[0]
+
+
+def test_as_of_processing_time_is_a_lookup_that_keeps_the_stream_time():
+    graph = plan_versioned("SELECT s.id, d.name, s.ts FROM (SELECT *, PROCTIME() AS pt FROM a) s "
+                           "JOIN dims FOR SYSTEM_TIME AS OF s.pt AS d ON s.seller = d.id")
+    (node,) = [n for n in graph.nodes if n.kind == "lookup_join"]
+    assert node.config["keys"] == ["seller"] and node.config["lookup"]["keys"] == ["id"]
+    assert not [n for n in graph.nodes if n.kind == "source" and n.config["table"] == "dims"]
+    assert [e.partitioning for e in node.inputs] == ["forward"]
+
+
+def test_as_of_event_time_is_a_temporal_join_keyed_on_both_sides():
+    graph = plan_versioned("SELECT a.id, b.price FROM a JOIN b FOR SYSTEM_TIME AS OF a.ts AS b ON a.id = b.auction")
+    (node,) = [n for n in graph.nodes if n.kind == "temporal_join"]
+    assert node.config["left"]["time"] == "ts" and node.config["right"]["time"] == "ts"
+    assert [(e.partitioning, e.keys) for e in node.inputs] == [("hash", ("id",)), ("hash", ("auction",))]
+
+
+def test_a_versioned_table_needs_a_watermark():
+    found = versioned_problem("SELECT a.id FROM a JOIN versions FOR SYSTEM_TIME AS OF a.ts AS v ON a.id = v.id")
+    assert "has no watermark" in found.message and "WATERMARK FOR" in found.hint
+
+
+def test_a_lookup_key_of_another_type_is_cast_on_the_stream_side():
+    found = versioned_problem("SELECT s.id FROM (SELECT *, PROCTIME() AS pt FROM a) s "
+                              "JOIN dims FOR SYSTEM_TIME AS OF s.pt AS d ON CAST(s.id AS VARCHAR) = d.id")
+    assert "cannot join" in found.message or "must be its columns" in found.message
+
+
+def test_a_right_join_as_of_is_refused():
+    found = versioned_problem("SELECT a.id FROM a RIGHT JOIN b FOR SYSTEM_TIME AS OF a.ts AS b ON a.id = b.auction")
+    assert "INNER or LEFT" in found.message
