@@ -9,15 +9,15 @@ One block per operator, in topological order::
       key:       auction
       state:     window accumulators per (auction, window), dropped when the watermark passes window_end
       output:    auction BIGINT, window_start TIMESTAMP(3), ...
-      changelog: append-only
+      changelog: append [I]
 """
 from __future__ import annotations
 
 import re
 
-from engine.changelog import ROW_KIND
 from engine.connectors.registry import CONNECTORS
 from engine.graph import Edge, JobGraph, OperatorNode
+from planner.changelog import changelog_mode
 from planner.types import sql_name
 
 
@@ -62,6 +62,8 @@ def _key(node: OperatorNode) -> str:
         return ", ".join(name for name, _ in node.config["keys"]) or "- (one global group per window)"
     if node.kind == "session_window":
         return ", ".join(name for name, _ in node.config["keys"]) or "- (one global sequence of sessions)"
+    if node.kind == "group_aggregate":
+        return ", ".join(name for name, _ in node.config["keys"]) or "- (one global group)"
     if node.kind == "window_join":
         left, right = node.config["left"]["keys"], node.config["right"]["keys"]
         return f"{', '.join(left)} | {', '.join(right)}" if left else "- (one group per window)"
@@ -84,6 +86,11 @@ def _state(node: OperatorNode) -> str:
             return (f"partial accumulators per ({per}), shared by the overlapping windows; a slice is "
                     "dropped when the watermark passes the end of its last window")
         return f"window accumulators per ({per}), dropped when the watermark passes window_end"
+    if node.kind == "group_aggregate":
+        per = ", ".join(name for name, _ in node.config["keys"]) or "the one group"
+        multisets = any(a["function"] in ("min", "max") or a.get("distinct") for a in node.config["aggregates"])
+        return (f"accumulators per ({per})" + (" and value counts for MIN/MAX/DISTINCT" if multisets else "")
+                + "; a key is dropped when its row count falls to 0")
     if node.kind == "session_window":
         return ("open sessions per key with partial accumulators, merged when a row bridges them, "
                 "dropped when the watermark passes their end")
@@ -115,11 +122,5 @@ def _state(node: OperatorNode) -> str:
 
 
 def _changelog(node: OperatorNode) -> str:
-    """Every operator weir plans today emits inserts only (+I): sources are append-only
-    and a window aggregate, join or rank emits each window once, when the watermark passes its end."""
-    if ROW_KIND in node.output_schema.names:
-        return "retract (+I, -U, +U, -D)"
-    if node.kind in ("source", "calc", "window_aggregate", "session_window", "window_join", "window_rank",
-                     "stream_join", "lookup_join", "temporal_join", "sink"):
-        return "append-only"
-    return "unknown"
+    """The row kinds the operator emits (``planner.changelog.changelog_mode``)."""
+    return changelog_mode(node)

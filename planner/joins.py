@@ -34,6 +34,7 @@ from sqlglot import exp
 from engine.graph import Edge, JobGraph
 from engine.runtime.partitioning import replicated_nodes
 from engine.sql_eval import INPUT
+from planner.changelog import require_append_only
 from planner.expressions import Scope, position, quote, to_duckdb
 from planner.graph_builder import Stream
 from planner.types import sql_name
@@ -279,6 +280,7 @@ class _WindowJoinPlanner:
             stream = self.qp.plan_query(query, self.pipeline)
         else:
             stream = self.qp.plan_relation(plain, self.pipeline)
+        require_append_only(self.qp, stream, "a window join", relation)
         if alias_node is not None and alias_node.name:
             alias = alias_node.name
         elif isinstance(relation, exp.Table):
@@ -570,6 +572,7 @@ def _in_side(planner: _WindowJoinPlanner, left: Relation, predicate: exp.In) -> 
     query = predicate.args["query"]
     right_stream = planner.qp.plan_query(query.this if isinstance(query, exp.Subquery) else query,
                                          planner.pipeline)
+    require_append_only(planner.qp, right_stream, "a window join (IN subquery)", query)
     right = Relation("subquery", right_stream, list(right_stream.schema.names), list(right_stream.schema.names))
     operand = predicate.this
     items = operand.expressions if isinstance(operand, exp.Tuple) else [operand]

@@ -7,13 +7,16 @@ several pipelines is read once.
 from __future__ import annotations
 
 import difflib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
 from sqlglot import exp
 
+from engine.changelog import ROW_KIND, ROW_KIND_TYPE
 from engine.graph import Edge, JobGraph
+from planner.changelog import sink_changelog
 from planner.catalog import Catalog, TableDef, ViewDef
 from planner.connectors import check_connector
 from planner.expressions import Scope, bind, position
@@ -133,7 +136,9 @@ class Planner:
             return
         stream = self._queries(s).plan_query(s.query, s.name)
         options = {"connector": "duckdb", "path": self.db_path, "table-name": s.name, "sink.mode": "replace"}
-        self._sink(s.name, stream, options, stream.schema, "materialized view")
+        changes = sink_changelog(stream, options, name=s.name, what="materialized view", primary_key=None,
+                                 where=(s.line, s.col))
+        self._sink(s.name, stream, options, _without_row_kind(stream.schema), "materialized view", changes)
         self.catalog.add_view(view)
         self.materialized_views.append(s.name)
 
@@ -147,7 +152,9 @@ class Planner:
         check_connector(table, "sink")
         stream = self._queries(s).plan_query(s.query, table.name)
         self._check_sink_types(s, table, stream)
-        self._sink(table.name, stream, table.options, table.schema, "table")
+        changes = sink_changelog(stream, table.options, name=table.name, what="table", primary_key=table.primary_key,
+                                 where=locate(s, name(s.table), after=r"\bINTO\b"))
+        self._sink(table.name, stream, table.options, table.schema, "table", changes)
 
     def _not_a_table(self, s: st.Insert) -> Problem:
         line, col = locate(s, name(s.table), after=r"\bINTO\b")
@@ -163,7 +170,9 @@ class Planner:
 
     def _select(self, s: st.Select) -> None:
         stream = self._queries(s).plan_query(s.query, "select")
-        self._sink("select", stream, {"connector": "print"}, stream.schema, "query")
+        changes = sink_changelog(stream, {"connector": "print"}, name="select", what="query", primary_key=None,
+                                 where=(s.line, s.col))
+        self._sink("select", stream, {"connector": "print"}, _without_row_kind(stream.schema), "query", changes)
 
     def _set(self, s: st.SetOption) -> None:
         if s.key is None:
@@ -192,15 +201,24 @@ class Planner:
     def _queries(self, s: st.Statement) -> QueryPlanner:
         return QueryPlanner(self.catalog, self.builder, self.settings, (s.line, s.col))
 
-    def _sink(self, name: str, stream: Stream, options: dict[str, str], schema: pa.Schema, what: str) -> None:
+    def _sink(self, name: str, stream: Stream, options: dict[str, str], schema: pa.Schema, what: str,
+              changes: dict) -> None:
+        """The sink node. ``changes`` says how it takes an updating stream (``sink_changelog``):
+        then its schema ends with the row kind, and a keyed DuckDB table gets 'sink.upsert-key'."""
         description = f"Sink({what}=[{name}], connector=[{options.get('connector')}]"
         if "format" in options:
             description += f", format=[{options['format']}]"
-        self.builder.add(name, "sink", {"options": dict(options), "table": name}, schema,
+        options = dict(options)
+        if changes.get("upsert_key") is not None:
+            options["sink.upsert-key"] = json.dumps(changes["upsert_key"])
+            description += f", upsertKey=[{', '.join(changes['upsert_key'])}]"
+        if not stream.append_only:
+            schema = schema.append(pa.field(ROW_KIND, ROW_KIND_TYPE))
+        self.builder.add(name, "sink", {"options": options, "table": name, **changes}, schema,
                          [Edge(stream.node_id)], description + ")")
 
     def _check_sink_types(self, s: st.Insert, table: TableDef, stream: Stream) -> None:
-        got, want = stream.schema, table.schema
+        got, want = _without_row_kind(stream.schema), table.schema
         if len(got) != len(want):
             raise WeirSqlError(Problem(
                 f"INSERT INTO `{table.name}` gives {_columns(len(got))} but the table has {_columns(len(want))}",
@@ -217,6 +235,10 @@ class Planner:
                     line, col, f"CAST it: CAST({_item_sql(item)} AS {sql_name(w.type)})"))
         if problems:
             raise WeirSqlError(problems)
+
+
+def _without_row_kind(schema: pa.Schema) -> pa.Schema:
+    return pa.schema([f for f in schema if f.name != ROW_KIND])
 
 
 def _select_item(query: exp.Expression, index: int) -> exp.Expression | None:

@@ -169,7 +169,9 @@ class QueryPlanner:
         )
         if aggregated:
             if window is None:
-                raise self._unbounded_group_by(select, stream)
+                from planner.group_aggregate import plan_group_aggregate  # an updating result
+
+                return plan_group_aggregate(self, select, stream, scope, pipeline)
             if window.kind == "session":
                 from planner.sessions import plan_session_window
 
@@ -185,6 +187,9 @@ class QueryPlanner:
         return self._plan_calc(select, stream, scope, pipeline)
 
     def _window(self, tvf: WindowTVF, stream: Stream):
+        from planner.changelog import require_append_only
+
+        require_append_only(self, stream, f"the window table function {tvf.kind}", tvf)
         time_col = tvf.args["time_col"]
         scope = Scope(stream.schema, stream.name, self.fallback)
         declared = scope.resolve(time_col.name)
@@ -211,16 +216,6 @@ class QueryPlanner:
         return (f"`{column}` is {sql_name(stream.schema.field(column).type)}; a window needs a TIMESTAMP(3) "
                 "column with a WATERMARK FOR it")
 
-    def _unbounded_group_by(self, select: exp.Select, stream: Stream) -> PlanError:
-        node = select.args.get("group") or select
-        time = next(iter(sorted(stream.time_attributes)), "ts")
-        return self.fail(
-            f"GROUP BY on the unbounded table `{stream.name}` needs a window (updating aggregates come later)",
-            node,
-            f"use TABLE(TUMBLE(TABLE {stream.name}, DESCRIPTOR({time}), INTERVAL '1' MINUTE)) "
-            "and GROUP BY window_start, window_end",
-        )
-
     def _assign_window(self, stream: Stream, window, pipeline: str) -> Stream:
         projection = [[name, quote(name)] for name in stream.schema.names] + [list(p) for p in window.assign_sql()]
         schema = pa.schema([*stream.schema, *window_fields()])
@@ -245,12 +240,13 @@ class QueryPlanner:
         filter_sql = to_duckdb(bind(where.this, scope, problems), scope.schema) if where is not None else None
         if problems:
             raise PlanError(problems)
-        if not stream.append_only:  # each row keeps its change kind
+        if not stream.append_only:  # each change keeps its row kind
             projection.append([ROW_KIND, quote(ROW_KIND)])
         schema = self.describe_projection(projection, filter_sql, stream.schema, select)
         node = self.builder.add(pipeline, "calc", {"projection": projection, "filter": filter_sql}, schema,
                                 [Edge(stream.node_id)], calc_description(projection, filter_sql, stream.schema.names))
-        return Stream(node.id, schema, frozenset(times), stream.name, append_only=stream.append_only)
+        return Stream(node.id, schema, frozenset(times), stream.name, stream.append_only,
+                      projected_key(stream.upsert_key, projection))
 
     def plan_pre_aggregate(self, stream: Stream, filter_sql: str | None, computed: list[list[str]],
                            pipeline: str, node: exp.Expression) -> Stream:
@@ -260,13 +256,13 @@ class QueryPlanner:
         schema = self.describe_projection(projection, filter_sql, stream.schema, node)
         node_ = self.builder.add(pipeline, "calc", {"projection": projection, "filter": filter_sql}, schema,
                                  [Edge(stream.node_id)], calc_description(projection, filter_sql, stream.schema.names))
-        return Stream(node_.id, schema, stream.time_attributes, stream.name)
+        return Stream(node_.id, schema, stream.time_attributes, stream.name, stream.append_only, stream.upsert_key)
 
     def expand_star(self, items: list[exp.Expression], scope: Scope) -> list[exp.Expression]:
         out: list[exp.Expression] = []
         for item in items:
             if isinstance(item, exp.Star) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star)):
-                out.extend(exp.column(name, quoted=True) for name in scope.schema.names)
+                out.extend(exp.column(name, quoted=True) for name in scope.schema.names if name != ROW_KIND)
             else:
                 out.append(item)
         return out
@@ -284,6 +280,20 @@ class QueryPlanner:
             raise self.fail(f"cannot evaluate this query: {message}", node,
                             "check the types of the expressions and the functions used") from None
         return pa.schema([pa.field(f.name, normalise(f.type)) for f in schema])
+
+
+def projected_key(key: tuple[str, ...] | None, projection: list[list[str]]) -> tuple[str, ...] | None:
+    """An upsert key through a projection: the output names of its columns, or None
+    when the projection drops one of them (the rows are then no longer unique by a key)."""
+    if key is None:
+        return None
+    out = []
+    for column in key:
+        name = next((n for n, sql in projection if sql == quote(column)), None)
+        if name is None:
+            return None
+        out.append(name)
+    return tuple(out)
 
 
 def calc_description(projection: list[list[str]], filter_sql: str | None, input_names: list[str]) -> str:

@@ -22,6 +22,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from engine.graph import Edge
+from planner.changelog import require_append_only
 from planner.expressions import Scope, bind, output_name, position, quote, to_duckdb
 from planner.graph_builder import Stream
 from sql.errors import Problem
@@ -85,6 +86,7 @@ def plan_window_rank(qp: "QueryPlanner", select: exp.Select, pipeline: str) -> S
         raise _error(problems)
 
     stream = _plan_input(qp, inner, item, pipeline)
+    require_append_only(qp, stream, "a window Top-N or deduplication", inner)
     scope = Scope(stream.schema, stream.name, qp.fallback)
     keys: list[str] = []
     for p in partition:

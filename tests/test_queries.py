@@ -8,7 +8,9 @@ A folder holds:
 - ``data/``: small input files;
 - ``expected/<name>.csv``: the rows (with a header, in any order) of the
   filesystem sink writing ``out/<name>``, or else of the materialized view
-  ``<name>`` in the job's DuckDB database. Every sink directory and every
+  ``<name>`` in the job's DuckDB database (maintained by upsert for an updating
+  query: its final rows). A 'debezium-json' sink is compared by the rows its
+  changes leave when applied in order to an empty table. Every sink directory and every
   view must have one;
 - ``expected/types.json`` (optional): ``{name: {column: DuckDB type}}`` for
   columns of views and parquet sinks, whose files keep their types;
@@ -206,12 +208,29 @@ def sink_files(directory: Path) -> tuple[str, list[str]]:
 
 
 def actual_relation(con: duckdb.DuckDBPyConnection, name: str) -> duckdb.DuckDBPyRelation:
-    """The rows of the sink ``out/<name>`` or, without that directory, of the view ``<name>``."""
+    """The rows of the sink ``out/<name>`` or, without that directory, of the view ``<name>``.
+    A sink of Debezium changes is compared by the rows its changes leave (``applied_changes``)."""
     directory = Path("out") / name
     if directory.is_dir():
         fmt, files = sink_files(directory)
-        return con.sql(f"SELECT * FROM {READERS[fmt]}($files)", params={"files": files})
+        relation = con.sql(f"SELECT * FROM {READERS[fmt]}($files)", params={"files": files})
+        if fmt == "json" and sorted(relation.columns) == ["after", "before", "op"]:
+            return applied_changes(con, files)
+        return relation
     return con.sql(f'SELECT * FROM job."{name}"')
+
+
+def applied_changes(con: duckdb.DuckDBPyConnection, files: list[str]) -> duckdb.DuckDBPyRelation:
+    """The rows that Debezium changes leave when applied to an empty table: each 'c'
+    adds its ``after`` row, each 'd' removes its ``before`` row (which must be there)."""
+    con.execute("""CREATE OR REPLACE TEMP TABLE applied AS
+        SELECT row, CAST(SUM(sign) AS BIGINT) AS n FROM (
+            SELECT after AS row, 1 AS sign FROM read_json($files) WHERE op = 'c'
+            UNION ALL SELECT before, -1 FROM read_json($files) WHERE op = 'd') GROUP BY row""",
+                {"files": files})
+    negative = con.sql("SELECT row FROM applied WHERE n < 0").fetchall()
+    assert negative == [], f"changes delete rows that were never inserted: {negative}"
+    return con.sql("SELECT UNNEST(row) FROM applied, range(n)")
 
 
 def expected_relation(con: duckdb.DuckDBPyConnection, path: Path, like: duckdb.DuckDBPyRelation):

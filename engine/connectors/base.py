@@ -38,6 +38,10 @@ class ConnectorSpec:
     options: dict[str, OptionSpec] = field(default_factory=dict)
     #: Format-specific options, by format: {'csv': {'csv.ignore-parse-errors': ...}}.
     format_options: dict[str, dict[str, OptionSpec]] = field(default_factory=dict)
+    #: Formats a sink writes but a source cannot read ('debezium-json').
+    sink_only_formats: tuple[str, ...] = ()
+    #: Formats that carry each row's change kind, so an updating result can be written.
+    changelog_formats: tuple[str, ...] = ()
 
 
 def option_value(options: dict[str, str], spec: ConnectorSpec, key: str) -> str | None:

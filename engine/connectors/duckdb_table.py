@@ -19,12 +19,22 @@ the file open only while it commits:
 5. ``finish()`` commits what is pre-committed and what is still in memory;
    ``abort()`` drops what is in memory (pre-committed files are ``recover``'s).
 
+With 'sink.upsert-key' (the planner sets it from the table's PRIMARY KEY or the
+materialized view's grouping key) the table is maintained by upsert: the staged
+changes of a commit (rows with ``_row_kind``, or inserts) are applied in order
+in the same transaction — per key the last change wins: +I/+U replace the row
+with that key, -U/-D delete it — by one DELETE of the changed keys and one
+INSERT of the rows that remain. So the table always holds the result as of the
+last completed checkpoint.
+
 Opening retries for 'sink.lock-timeout' while another process holds the
 file, then fails with an ``EngineError`` that says who to close.
 """
 from __future__ import annotations
 
+import json
 import os
+import re
 import time
 import uuid
 from typing import Any
@@ -33,6 +43,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from engine.changelog import INSERT, ROW_KIND, UPDATE_AFTER
 from engine.connectors.base import ConnectorSpec, OptionSpec, Sink, option_value
 from engine.connectors.options import parse_duration_seconds
 from engine.errors import EngineError
@@ -62,6 +73,10 @@ class DuckDBTableSink(Sink):
         self._staged: list[pa.RecordBatch] = []
         self._pre_committed: dict[int, list[str]] = {}
         self._replace_pending = self.mode == "replace"
+        key = option_value(options, SPEC, "sink.upsert-key")
+        self.upsert_key: list[str] | None = json.loads(key) if key is not None else None
+        #: The table's columns: the sink's schema without the row kind.
+        self.table_schema = pa.schema([f for f in schema if f.name != ROW_KIND])
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -78,7 +93,7 @@ class DuckDBTableSink(Sink):
         # scan on a database this process also queries from other threads fails at times.
         os.makedirs(self.staging_dir, exist_ok=True)
         schema_file = os.path.join(self.staging_dir, f".{_safe(self.table_name)}~{self._run}.schema.parquet")
-        pq.write_table(self.schema.empty_table(), schema_file)
+        pq.write_table(self.table_schema.empty_table(), schema_file)
         try:
             connection.execute(f"CREATE TABLE IF NOT EXISTS {self._quoted_table} AS "
                                "SELECT * FROM read_parquet(?) LIMIT 0", [schema_file])
@@ -156,8 +171,10 @@ class DuckDBTableSink(Sink):
             done = {row[0] for row in connection.execute(
                 f"SELECT staged FROM {COMMITS_TABLE} WHERE table_name = ?", [self.table_name]
             ).fetchall()}
-            todo = [f for f in files if f not in done and os.path.exists(f)]
-            if todo:
+            todo = sorted((f for f in files if f not in done and os.path.exists(f)), key=_checkpoint_of)
+            if todo and self.upsert_key is not None:
+                self._upsert(connection, todo)
+            elif todo:
                 connection.execute(
                     f"INSERT INTO {self._quoted_table} BY NAME SELECT * FROM read_parquet(?)", [todo]
                 )
@@ -170,6 +187,26 @@ class DuckDBTableSink(Sink):
         for path in files:
             if os.path.exists(path):
                 os.remove(path)
+
+    def _upsert(self, connection: duckdb.DuckDBPyConnection, files: list[str]) -> None:
+        """Apply the changes in ``files`` (in checkpoint order, rows in order) by key."""
+        keys = [_quote(k) for k in self.upsert_key]
+        kind = _quote(ROW_KIND) if ROW_KIND in self.schema.names else str(INSERT)
+        columns = ", ".join(_quote(n) for n in self.table_schema.names)
+        order = "list_position(?, __weir_file) DESC, file_row_number DESC"
+        partition = f"PARTITION BY {', '.join(keys)} " if keys else ""
+        connection.execute(
+            f"CREATE OR REPLACE TEMP TABLE __weir_last AS SELECT {columns}, {kind} AS __weir_kind "
+            f"FROM read_parquet(?, filename = '__weir_file', file_row_number = true) "
+            f"QUALIFY row_number() OVER ({partition}ORDER BY {order}) = 1", [files, files])
+        if keys:
+            match = " AND ".join(f"t.{k} IS NOT DISTINCT FROM d.{k}" for k in keys)
+            connection.execute(f"DELETE FROM {self._quoted_table} AS t USING __weir_last AS d WHERE {match}")
+        else:  # one row at most (a global aggregate): any change replaces it
+            connection.execute(f"DELETE FROM {self._quoted_table}")
+        connection.execute(f"INSERT INTO {self._quoted_table} BY NAME SELECT {columns} FROM __weir_last "
+                           f"WHERE __weir_kind IN ({INSERT}, {UPDATE_AFTER})")
+        connection.execute("DROP TABLE __weir_last")
 
     def _connect(self) -> duckdb.DuckDBPyConnection:
         """Open the database for writing, waiting up to 'sink.lock-timeout' for a lock."""
@@ -195,6 +232,19 @@ class DuckDBTableSink(Sink):
         return connection
 
 
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+_CHECKPOINT = re.compile(r"-(\d+)\.parquet$")
+
+
+def _checkpoint_of(path: str) -> int:
+    """The checkpoint a staged file belongs to (its name ends with it): changes apply in that order."""
+    found = _CHECKPOINT.search(path)
+    return int(found.group(1)) if found else 0
+
+
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
 
@@ -211,6 +261,9 @@ SPEC = ConnectorSpec(
             default="append",
             choices=("append", "replace"),
         ),
+        "sink.upsert-key": OptionSpec(
+            "the key columns (a JSON list) by which the table is maintained by upsert; set by the planner "
+            "from the table's PRIMARY KEY ... NOT ENFORCED or a materialized view's grouping key"),
         "sink.lock-timeout": OptionSpec(
             "how long to wait for another process to release the database file",
             default="30s",

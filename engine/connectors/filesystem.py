@@ -23,6 +23,8 @@ from engine.connectors.options import parse_bool, parse_char
 from engine.errors import SourceError
 
 FORMATS = ("csv", "json", "parquet")
+#: A sink format only: each change as a Debezium envelope (see ``filesystem_sink``).
+DEBEZIUM_JSON = "debezium-json"
 EXTENSIONS = {
     "csv": (".csv",),
     "json": (".json", ".jsonl", ".ndjson"),
@@ -109,7 +111,8 @@ SPEC = ConnectorSpec(
     sink=FileSystemSink,
     options={
         "path": OptionSpec("a file or a directory of files (for a sink: a directory)", required=True),
-        "format": OptionSpec("the file format", required=True, choices=FORMATS),
+        "format": OptionSpec("the file format ('debezium-json': a sink's changelog as Debezium JSON)",
+                             required=True, choices=(*FORMATS, DEBEZIUM_JSON)),
         "sink.rolling-policy.file-size": OptionSpec(
             "roll to a new part file after this many bytes", default="128MB", value_type="size"
         ),
@@ -128,4 +131,6 @@ SPEC = ConnectorSpec(
         },
         "parquet": {},
     },
+    sink_only_formats=(DEBEZIUM_JSON,),
+    changelog_formats=(DEBEZIUM_JSON,),
 )

@@ -31,11 +31,12 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
+from engine.changelog import DELETE, INSERT, ROW_KIND, UPDATE_BEFORE
 from engine.connectors.base import Sink
 from engine.connectors.options import parse_size
 from engine.connectors.text_format import timestamps_as_text
 
-EXTENSION = {"csv": "csv", "json": "json", "parquet": "parquet"}
+EXTENSION = {"csv": "csv", "json": "json", "parquet": "parquet", "debezium-json": "json"}
 IN_PROGRESS_SUFFIX = ".inprogress"
 
 
@@ -84,9 +85,12 @@ class JsonPartWriter(PartWriter):
         self.connection = duckdb.connect(":memory:")
 
     def write(self, batch: pa.RecordBatch) -> None:
+        self._write_lines(batch, "SELECT to_json(r) AS line FROM rows AS r")
+
+    def _write_lines(self, batch: pa.RecordBatch, query: str) -> None:
         self.connection.register("rows", timestamps_as_text(batch, " "))
         try:
-            lines = self.connection.sql("SELECT to_json(r) AS line FROM rows AS r").to_arrow_table()
+            lines = self.connection.sql(query).to_arrow_table()
         finally:
             self.connection.unregister("rows")
         text = pc.binary_join_element_wise(lines.column("line").combine_chunks(), "", "\n")
@@ -97,6 +101,26 @@ class JsonPartWriter(PartWriter):
     def close(self) -> None:
         self.connection.close()
         super().close()
+
+
+class DebeziumJsonPartWriter(JsonPartWriter):
+    """Each change as a Debezium envelope on a line, as Flink's 'debezium-json' format
+    writes it: +I and +U as ``{"before": null, "after": {...}, "op": "c"}``, -U and -D as
+    ``{"before": {...}, "after": null, "op": "d"}``. Rows without a row kind are inserts."""
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        names = [n for n in batch.schema.names if n != ROW_KIND]
+        row = "struct_pack(" + ", ".join(f'{_ident(n)} := r.{_ident(n)}' for n in names) + ")"
+        kind = f"r.{_ident(ROW_KIND)}" if ROW_KIND in batch.schema.names else str(INSERT)
+        retracts = f"{kind} IN ({UPDATE_BEFORE}, {DELETE})"
+        envelope = (f"json_object('before', CASE WHEN {retracts} THEN {row} END, "
+                    f"'after', CASE WHEN NOT {retracts} THEN {row} END, "
+                    f"'op', CASE WHEN {retracts} THEN 'd' ELSE 'c' END)")
+        self._write_lines(batch, f"SELECT CAST({envelope} AS VARCHAR) AS line FROM rows AS r")
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _string_bytes(text: pa.StringArray) -> bytes:
@@ -122,7 +146,8 @@ class ParquetPartWriter(PartWriter):
         super().close()
 
 
-WRITERS = {"csv": CsvPartWriter, "json": JsonPartWriter, "parquet": ParquetPartWriter}
+WRITERS = {"csv": CsvPartWriter, "json": JsonPartWriter, "parquet": ParquetPartWriter,
+           "debezium-json": DebeziumJsonPartWriter}
 
 
 class FileSystemSink(Sink):

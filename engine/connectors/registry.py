@@ -105,6 +105,11 @@ def validate_options(options: dict[str, str], role: str) -> list[ConnectorOption
         if problem is not None:
             problems.append(problem)
 
+    if role == "source" and chosen_format in spec.sink_only_formats:
+        readable = [f for f in general["format"].choices if f not in spec.sink_only_formats]
+        problems.append(ConnectorOptionError(
+            f"format '{chosen_format}' can only be written by a sink, not read by a source",
+            hint="read " + ", ".join(f"'{f}'" for f in readable)))
     for key, option in general.items():
         if option.required and key not in options:
             problems.append(_missing(name, key, option))

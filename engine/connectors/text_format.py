@@ -7,6 +7,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.changelog import ROW_KIND, SHORT_NAMES
+
 
 def timestamp_text(column: pa.Array, separator: str = " ") -> pa.Array:
     """'2024-01-01 00:00:10', '2024-01-01 00:00:01.500' or '...01.000001': no
@@ -49,7 +51,14 @@ def float_text(column: pa.Array) -> pa.Array:
 
 def changelog_lines(batch: pa.RecordBatch, row_kind: str = "+I") -> pa.Array:
     """One 'kind[v1, v2, ...]' string per row, as Flink's print sink writes them.
-    Nulls print as 'null'."""
+    Nulls print as 'null'. A changelog batch (one with ``_row_kind``) shows each
+    row's own kind: +I, -U, +U or -D."""
+    kinds: pa.Array | str = f"{row_kind}["
+    index = batch.schema.get_field_index(ROW_KIND)
+    if index >= 0:
+        names = pa.array([SHORT_NAMES[k] + "[" for k in sorted(SHORT_NAMES)], pa.string())
+        kinds = pc.take(names, pc.cast(batch.column(index), pa.int32()))
+        batch = batch.remove_column(index)
     batch = timestamps_as_text(batch)
     parts = []
     for column in batch.columns:
@@ -67,4 +76,4 @@ def changelog_lines(batch: pa.RecordBatch, row_kind: str = "+I") -> pa.Array:
         inner = pa.array([""] * batch.num_rows, pa.string())
     else:
         inner = pc.binary_join_element_wise(*parts, ", ")
-    return pc.binary_join_element_wise(f"{row_kind}[", inner, "]", "")
+    return pc.binary_join_element_wise(kinds, inner, "]", "")

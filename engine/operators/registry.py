@@ -7,6 +7,7 @@ from engine.errors import EngineError
 from engine.operators.base import Operator, OperatorContext
 from engine.operators.calc import Calc
 from engine.operators.lookup_join import LookupJoin
+from engine.operators.group_aggregate import GroupAggregate
 from engine.operators.session_window import SessionWindow
 from engine.operators.stream_join import StreamJoin
 from engine.operators.temporal_join import TemporalJoin
@@ -16,6 +17,7 @@ from engine.operators.window_join import WindowJoin
 
 OPERATORS: dict[str, type[Operator]] = {
     "calc": Calc,
+    "group_aggregate": GroupAggregate,
     "window_aggregate": WindowAggregate,
     "window_rank": WindowRank,
     "window_join": WindowJoin,

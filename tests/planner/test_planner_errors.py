@@ -64,12 +64,75 @@ def test_window_on_a_column_without_watermark():
     assert "WATERMARK FOR ts AS ts - INTERVAL" in p.hint
 
 
-def test_group_by_on_an_unbounded_stream_needs_a_window():
-    sql = "INSERT INTO counts SELECT auction, COUNT(*) FROM bids\nGROUP BY auction"
+CSV_SINK = ("CREATE TABLE counts_csv (auction BIGINT, n BIGINT)\n"
+            "WITH ('connector' = 'filesystem', 'path' = 'out', 'format' = 'csv');\n")
+
+
+def test_an_append_only_sink_refuses_an_updating_query():
+    sql = CSV_SINK + "INSERT INTO counts_csv SELECT auction, COUNT(*) FROM bids\nGROUP BY auction"
     p = the_problem(sql)
-    assert "GROUP BY on the unbounded table `bids` needs a window" in p.message
-    assert (p.line, p.col) == at(sql, "auction", after="GROUP BY")
-    assert "TABLE(TUMBLE(TABLE bids, DESCRIPTOR(date_time), INTERVAL '1' MINUTE))" in p.hint
+    assert p.message.startswith("the table `counts_csv` ('filesystem' connector, format 'csv') is append-only "
+                                "and cannot take an updating query")
+    assert (p.line, p.col) == at(sql, "counts_csv", after="INSERT")
+    assert "'format' = 'debezium-json'" in p.hint and "PRIMARY KEY" in p.hint and "TUMBLE" in p.hint
+
+
+def test_an_updating_query_plans_into_changelog_sinks():
+    script = plan_script(parse(CATALOG + CSV_SINK.replace("'csv'", "'debezium-json'") + """
+        CREATE TABLE keyed (auction BIGINT, n BIGINT, PRIMARY KEY (auction) NOT ENFORCED)
+        WITH ('connector' = 'duckdb', 'path' = 'r.duckdb', 'table-name' = 'keyed');
+        INSERT INTO counts_csv SELECT auction, COUNT(*) FROM bids GROUP BY auction;
+        INSERT INTO counts SELECT auction, COUNT(*) FROM bids GROUP BY auction;
+        INSERT INTO keyed SELECT auction, COUNT(*) FROM bids GROUP BY auction;
+        CREATE MATERIALIZED VIEW v AS SELECT channel, COUNT(*) AS n FROM bids GROUP BY channel;"""))
+    sinks = {n.id: n for n in script.graph.nodes if n.kind == "sink"}
+    assert sinks["counts_csv.sink"].config["changelog"] == "retract"
+    assert sinks["counts_csv.sink"].output_schema.names == ["auction", "n", "_row_kind"]
+    assert sinks["keyed.sink"].config["upsert_key"] == ["auction"]
+    assert sinks["keyed.sink"].config["options"]["sink.upsert-key"] == '["auction"]'
+    assert sinks["v.sink"].config["upsert_key"] == ["channel"]
+
+
+def test_a_duckdb_table_without_primary_key_refuses_an_updating_query():
+    sql = ("CREATE TABLE plain (auction BIGINT, n BIGINT) WITH ('connector' = 'duckdb', 'path' = 'r.duckdb', "
+           "'table-name' = 'plain');\nINSERT INTO plain SELECT auction, COUNT(*) FROM bids GROUP BY auction")
+    p = the_problem(sql)
+    assert "the DuckDB table `plain` has no PRIMARY KEY" in p.message
+    assert p.hint == "declare the key in `plain`: PRIMARY KEY (<the GROUP BY keys>) NOT ENFORCED"
+
+
+def test_a_materialized_view_must_keep_its_group_keys():
+    sql = "CREATE MATERIALIZED VIEW v AS SELECT n FROM (SELECT auction, COUNT(*) AS n FROM bids GROUP BY auction)"
+    p = the_problem(sql)
+    assert "the materialized view `v` has an updating query whose rows have no key" in p.message
+    assert "select every GROUP BY key" in p.hint
+
+
+def test_a_window_over_an_updating_stream_is_refused():
+    sql = ("CREATE VIEW per_auction AS SELECT auction, COUNT(*) AS n, MAX(date_time) AS ts FROM bids "
+           "GROUP BY auction;\nINSERT INTO counts SELECT auction, COUNT(*)\n"
+           "FROM TABLE(TUMBLE(TABLE per_auction, DESCRIPTOR(ts), INTERVAL '1' MINUTE))\n"
+           "GROUP BY auction, window_start, window_end")
+    p = the_problem(sql)
+    assert p.message.startswith("the window table function TUMBLE over an updating stream (the result of a "
+                                "GROUP BY without a window, `bids`) is not supported")
+    assert (p.line, p.col) == at(sql, "per_auction", after="INSERT")
+    assert "apply the window to the append-only table first" in p.hint
+
+
+def test_a_window_join_over_an_updating_stream_is_refused():
+    sql = ("CREATE VIEW per_auction AS SELECT auction, COUNT(*) AS n FROM bids GROUP BY auction;\n"
+           "INSERT INTO counts SELECT L.auction, L.n FROM per_auction AS L JOIN "
+           f"(SELECT * FROM {WINDOW}) AS R ON L.window_start = R.window_start AND L.window_end = R.window_end "
+           "AND L.auction = R.auction")
+    assert "a window join over an updating stream" in the_problem(sql).message
+
+
+def test_debezium_json_cannot_be_read():
+    sql = ("CREATE TABLE changes (a BIGINT) WITH ('connector' = 'filesystem', 'path' = 'x', "
+           "'format' = 'debezium-json');\nINSERT INTO counts SELECT a, a FROM changes")
+    p = the_problem(sql)
+    assert "format 'debezium-json' can only be written by a sink, not read by a source" in p.message
 
 
 def test_window_aggregate_must_group_by_the_window_bounds():
@@ -103,7 +166,7 @@ def test_unknown_connector():
 def test_unknown_format():
     sql = _table_with("'connector' = 'filesystem', 'path' = 'in', 'format' = 'xml'")
     p = the_problem(sql)
-    assert p.message == "table `t`: option 'format' must be one of 'csv', 'json', 'parquet', not 'xml'"
+    assert p.message == "table `t`: option 'format' must be one of 'csv', 'json', 'parquet', 'debezium-json', not 'xml'"
     assert (p.line, p.col) == at(sql, "'format'")
     assert "'format' = 'csv'" in p.hint
 
@@ -189,7 +252,7 @@ def test_several_option_problems_are_reported_together():
     found = problems(sql)
     assert len(found) == 3
     assert {p.message.split(": ", 1)[1].split(" (")[0] for p in found} == {
-        "option 'format' must be one of 'csv', 'json', 'parquet', not 'xml'",
+        "option 'format' must be one of 'csv', 'json', 'parquet', 'debezium-json', not 'xml'",
         "connector 'filesystem' has no option 'pth'",
         "connector 'filesystem' needs the option 'path'",
     }

@@ -44,7 +44,7 @@ def test_unknown_key_suggests_the_closest():
 
 def test_bad_format_value():
     [problem] = validate_options({"connector": "filesystem", "path": "x", "format": "xml"}, "source")
-    assert "'format' must be one of 'csv', 'json', 'parquet', not 'xml'" in problem.message
+    assert "'format' must be one of 'csv', 'json', 'parquet', 'debezium-json', not 'xml'" in problem.message
 
 
 def test_missing_required_options_are_all_reported():

@@ -1,0 +1,308 @@
+"""GroupAggregate: GROUP BY without a window, an updating result kept in DuckDB.
+
+Config::
+
+    {
+      "keys": [[name, sql], ...],          # [] for a global aggregate (one group)
+      "aggregates": [{"name", "function", "argument", "distinct", "filter"}, ...],
+      "having": sql_or_null,
+      "projection": [[name, sql], ...]
+    }
+
+``keys``, aggregate arguments and filters are SQL over the input columns;
+``having`` and ``projection`` are SQL over the key names and the aggregate
+names. The output is a changelog (``engine.changelog``): the projected
+columns and ``_row_kind``. Applied in order to an empty table, it leaves
+DuckDB's batch query ``SELECT <projection> FROM input GROUP BY keys HAVING
+<having>`` over the input's net rows.
+
+The input may be append-only or itself a changelog: a row whose ``_row_kind``
+is -U or -D retracts (subtracts) what an earlier +I/+U added.
+
+State, per key (with its key group):
+
+- ``group_accumulators``: the net row count ``__rows`` and, per COUNT, SUM and
+  AVG, counts and sums that a retraction subtracts from;
+- ``group_values_<j>``: for MIN/MAX and DISTINCT aggregates, a multiset of the
+  argument's values (value -> count), so that retracting the minimum reveals
+  the next one.
+
+Per batch (the operator's mini-batch; Flink emits per record or per
+mini-batch), set-based in DuckDB:
+
+1. the batch's rows become signed deltas per key (and per key and value);
+2. the current result of every key the batch touches is read (``old``);
+3. the deltas are merged into state; keys whose row count drops to 0 are removed;
+4. the result of those keys is read again (``new``);
+5. per key, after HAVING: in both old and new -> ``-U`` old, ``+U`` new (nothing
+   when the projected rows are equal); only new -> ``+I``; only old -> ``-D``.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from engine.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER, UPDATE_BEFORE
+from engine.errors import EngineError
+from engine.operators.accumulators import AggregateCall
+from engine.operators.base import Operator, OperatorContext
+from engine.operators.batches import conform
+from engine.operators.duckdb_sql import create_table_from_arrow, execute, query_arrow, quote_ident
+from engine.state.key_groups import key_groups
+from engine.state.keyed_tables import merge_snapshots, owned_tables
+
+INPUT_VIEW = "group_input"
+ACCUMULATORS = "group_accumulators"
+KEY_GROUP_INPUT = "__weir_key_group"
+SNAPSHOT_VERSION = 1
+#: The column of a multiset's aggregate per function: each value appears once (with its
+#: count), so COUNT, SUM and AVG over the multiset's rows are the DISTINCT aggregates.
+_VALUE_AGGREGATE = {"min": "mn", "max": "mx", "count": "cd", "sum": "sd", "avg": "ad"}
+
+
+class _ValueSet:
+    """A multiset of an argument's values per key: MIN, MAX and DISTINCT aggregates
+    over the same argument and filter share it."""
+
+    def __init__(self, argument: str, filter: str | None, index: int):
+        self.argument, self.filter = argument, filter
+        self.table = f"group_values_{index}"
+        self.column = f"__d{index}"
+        self.filter_column = f"__df{index}" if filter is not None else None
+
+
+class GroupAggregate(Operator):
+    def __init__(self, config: dict[str, Any], ctx: OperatorContext):
+        super().__init__(config, ctx)
+        oid = ctx.operator_id
+        if not config.get("projection"):
+            raise EngineError("group_aggregate config lacks 'projection'", operator_id=oid)
+        self.keys: list[tuple[str, str]] = [tuple(k) for k in config.get("keys") or []]
+        self.calls = [AggregateCall.from_config(a, oid) for a in config.get("aggregates") or []]
+        self.having: str | None = config.get("having")
+        self.projection: list[tuple[str, str]] = [tuple(p) for p in config["projection"]]
+        self.value_sets: list[_ValueSet] = []
+        self._value_set_of: dict[str, _ValueSet] = {}
+        for call in self.calls:
+            if call.function in ("min", "max") or call.distinct:
+                self._value_set_of[call.name] = self._value_set(call)
+        # A global aggregate has one group: the constant key 0.
+        self.key_sql = [sql for _, sql in self.keys] or ["0"]
+        self.key_columns = [f"__k{i}" for i in range(len(self.key_sql))]
+        self.con = None
+
+    def _value_set(self, call: AggregateCall) -> _ValueSet:
+        for v in self.value_sets:
+            if (v.argument, v.filter) == (call.argument, call.filter):
+                return v
+        v = _ValueSet(call.argument, call.filter, len(self.value_sets))
+        self.value_sets.append(v)
+        return v
+
+    # -- lifecycle -----------------------------------------------------------
+    def open(self) -> None:
+        if self.con is None:
+            self.con = self.ctx.state_connection()
+
+    def close(self) -> None:
+        if self.con is not None:
+            self.con.close()
+            self.con = None
+
+    def _run(self, sql: str) -> None:
+        execute(self.con, sql, self.ctx.operator_id)
+
+    def _tables(self) -> list[str]:
+        return [ACCUMULATORS, *(v.table for v in self.value_sets)]
+
+    def _exists(self, table: str) -> bool:
+        return bool(self.con.execute(
+            "SELECT 1 FROM duckdb_tables() WHERE table_name = ? AND NOT temporary", [table]).fetchall())
+
+    # -- SQL pieces ------------------------------------------------------------
+    def _match(self, left: str, right: str) -> str:
+        return " AND ".join(f"{left}.{k} IS NOT DISTINCT FROM {right}.{k}" for k in self.key_columns)
+
+    def _accumulator_columns(self) -> list[tuple[str, str]]:
+        """(state column, delta SQL over the prepared rows) of the plain accumulators."""
+        columns = [("__rows", "SUM(__sign)")]
+        for i, call in enumerate(self.calls):
+            if call.name in self._value_set_of:
+                continue
+            cond = [f"__f{i}"] if call.filter is not None else []
+            if call.argument is not None:
+                cond.append(f"__a{i} IS NOT NULL")
+            where = f" FILTER (WHERE {' AND '.join(cond)})" if cond else ""
+            columns.append((f"__c{i}", f"SUM(__sign){where}"))
+            if call.function in ("sum", "avg"):
+                columns.append((f"__s{i}", f"SUM(CASE WHEN __sign > 0 THEN __a{i} ELSE -__a{i} END){where}"))
+        return columns
+
+    def _prepared_sql(self, signed: bool) -> str:
+        sign = f"CASE WHEN {quote_ident(ROW_KIND)} IN ({UPDATE_BEFORE}, {DELETE}) THEN -1 ELSE 1 END" \
+            if signed else "1"
+        columns = [f"CAST({quote_ident(KEY_GROUP_INPUT)} AS BIGINT) AS key_group"]
+        columns += [f"({sql}) AS {k}" for sql, k in zip(self.key_sql, self.key_columns)]
+        columns.append(f"{sign} AS __sign")
+        for i, call in enumerate(self.calls):
+            if call.name in self._value_set_of:
+                continue
+            if call.argument is not None:
+                columns.append(f"({call.argument}) AS __a{i}")
+            if call.filter is not None:
+                columns.append(f"({call.filter}) AS __f{i}")
+        for v in self.value_sets:
+            columns.append(f"({v.argument}) AS {v.column}")
+            if v.filter_column:
+                columns.append(f"({v.filter}) AS {v.filter_column}")
+        return f"SELECT {', '.join(columns)} FROM {quote_ident(INPUT_VIEW)}"
+
+    def _results_sql(self) -> str:
+        """Keys and aggregate values of every key in ``batch_deltas`` that has state."""
+        keys = ", ".join(f"a.{k}" for k in self.key_columns)
+        joins, values = [], {}
+        for j, v in enumerate(self.value_sets):
+            alias = f"m{j}"
+            inner = ", ".join(f"v.{k}" for k in self.key_columns)
+            needed = {c.function for c in self.calls if self._value_set_of.get(c.name) is v}
+            functions = ", ".join(f"{f.upper()}(v.value) AS {_VALUE_AGGREGATE[f]}" for f in sorted(needed))
+            joins.append(
+                f"LEFT JOIN (SELECT {inner}, {functions} FROM {v.table} AS v "
+                f"SEMI JOIN batch_deltas AS d ON {self._match('v', 'd')} GROUP BY ALL) AS {alias} "
+                f"ON {self._match('a', alias)}")
+            values[v.table] = alias
+        aggregates = []
+        for i, call in enumerate(self.calls):
+            v = self._value_set_of.get(call.name)
+            if v is not None:
+                m = values[v.table]
+                sql = {"min": f"{m}.mn", "max": f"{m}.mx", "count": f"COALESCE({m}.cd, 0)",
+                       "sum": f"{m}.sd", "avg": f"{m}.ad"}[call.function]
+            elif call.function == "count":
+                sql = f"CAST(a.__c{i} AS BIGINT)"
+            elif call.function == "sum":
+                sql = f"CASE WHEN a.__c{i} > 0 THEN a.__s{i} END"
+            else:
+                sql = f"CASE WHEN a.__c{i} > 0 THEN CAST(a.__s{i} AS DOUBLE) / a.__c{i} END"
+            aggregates.append(f"{sql} AS {quote_ident(call.name)}")
+        return (f"SELECT {', '.join([keys, *aggregates])} FROM {ACCUMULATORS} AS a "
+                f"SEMI JOIN batch_deltas AS d ON {self._match('a', 'd')} {' '.join(joins)}")
+
+    def _projected_sql(self) -> str:
+        """The current results of the batch's keys, projected: the keys, the output
+        columns ``__p<i>`` and HAVING as ``__keep``."""
+        named = [f"{k} AS {quote_ident(name)}" for k, (name, _) in zip(self.key_columns, self.keys)]
+        columns = [*self.key_columns]
+        columns += [f"({sql}) AS __p{i}" for i, (_, sql) in enumerate(self.projection)]
+        columns.append(f"COALESCE(({self.having}), FALSE) AS __keep" if self.having else "TRUE AS __keep")
+        return f"SELECT {', '.join(columns)} FROM (SELECT {', '.join(['*', *named])} FROM ({self._results_sql()}))"
+
+    def _merge(self, table: str, deltas: str, columns: list[str], count: str) -> None:
+        """Add ``deltas`` into ``table`` (by key, and by value for a multiset): a
+        column-wise sum; rows whose ``count`` column is no longer positive go."""
+        keys = [*self.key_columns, *(["value"] if table != ACCUMULATORS else [])]
+        match = " AND ".join(f"s.{k} IS NOT DISTINCT FROM d.{k}" for k in keys)
+        summed = [f"COALESCE(s.{c}, 0) + COALESCE(d.{c}, 0) AS {c}" for c in columns]
+        self._run(f"CREATE OR REPLACE TEMP TABLE merged AS SELECT d.key_group, "
+                  f"{', '.join('d.' + k for k in keys)}, {', '.join(summed)} "
+                  f"FROM {deltas} AS d LEFT JOIN {table} AS s ON {match}")
+        self._run(f"DELETE FROM {table} AS s USING {deltas} AS d WHERE {match}")
+        self._run(f"INSERT INTO {table} SELECT * FROM merged WHERE {count} > 0")
+
+    # -- batches -------------------------------------------------------------
+    def process_batch(self, batch: pa.RecordBatch, input_index: int = 0) -> list[pa.RecordBatch]:
+        self.open()
+        self.ctx.count("rows_in", batch.num_rows)
+        if batch.num_rows == 0:
+            return []
+        batch = batch.append_column(KEY_GROUP_INPUT, self._key_groups(batch))
+        signed = ROW_KIND in batch.schema.names
+        self.con.register(INPUT_VIEW, batch)
+        try:
+            self._run(f"CREATE OR REPLACE TEMP TABLE batch_rows AS {self._prepared_sql(signed)}")
+        finally:
+            self.con.unregister(INPUT_VIEW)
+        keys = ", ".join(self.key_columns)
+        accumulators = self._accumulator_columns()
+        self._run("CREATE OR REPLACE TEMP TABLE batch_deltas AS SELECT key_group, " + keys + ", "
+                  + ", ".join(f"{sql} AS {name}" for name, sql in accumulators)
+                  + f" FROM batch_rows GROUP BY key_group, {keys}")
+        for v in self.value_sets:
+            where = f"{v.column} IS NOT NULL" + (f" AND {v.filter_column}" if v.filter_column else "")
+            self._run(f"CREATE OR REPLACE TEMP TABLE batch_{v.table} AS SELECT key_group, {keys}, "
+                      f"{v.column} AS value, CAST(SUM(__sign) AS BIGINT) AS __count FROM batch_rows "
+                      f"WHERE {where} GROUP BY key_group, {keys}, value")
+            self._run(f"CREATE TABLE IF NOT EXISTS {v.table} AS SELECT * FROM batch_{v.table} LIMIT 0")
+        self._run(f"CREATE TABLE IF NOT EXISTS {ACCUMULATORS} AS SELECT * FROM batch_deltas LIMIT 0")
+        self._run(f"CREATE OR REPLACE TEMP TABLE old_results AS {self._projected_sql()}")
+        self._merge(ACCUMULATORS, "batch_deltas", [name for name, _ in accumulators], "__rows")
+        for v in self.value_sets:
+            self._merge(v.table, f"batch_{v.table}", ["__count"], "__count")
+        self._run(f"CREATE OR REPLACE TEMP TABLE new_results AS {self._projected_sql()}")
+        out = conform(query_arrow(self.con, self._changes_sql(), self.ctx.operator_id),
+                      self.ctx.output_schema, self.ctx.operator_id)
+        self.ctx.count("rows_out", sum(b.num_rows for b in out))
+        return out
+
+    def _changes_sql(self) -> str:
+        n = len(self.projection)
+        old = ", ".join(f"o.__p{i}" for i in range(n))
+        keys = ", ".join(f"COALESCE(o.{k}, n.{k}) AS {k}" for k in self.key_columns)
+        same = " AND ".join(f"o.__p{i} IS NOT DISTINCT FROM n.__p{i}" for i in range(n))
+        match = self._match("o", "n")
+        changes = (f"SELECT {keys}, {old}, "
+                   + ", ".join(f"n.__p{i} AS __q{i}" for i in range(n))
+                   + ", COALESCE(o.__keep, FALSE) AS o_in, COALESCE(n.__keep, FALSE) AS n_in, "
+                   + f"({same}) AS same FROM old_results AS o FULL JOIN new_results AS n ON {match}")
+        olds = ", ".join(f"__p{i}" for i in range(n))
+        news = ", ".join(f"__q{i}" for i in range(n))
+        ks = ", ".join(self.key_columns)
+        parts = [
+            f"SELECT {olds}, {UPDATE_BEFORE} AS kind, {ks}, 0 AS ord FROM changes WHERE o_in AND n_in AND NOT same",
+            f"SELECT {news}, {UPDATE_AFTER} AS kind, {ks}, 1 AS ord FROM changes WHERE o_in AND n_in AND NOT same",
+            f"SELECT {olds}, {DELETE} AS kind, {ks}, 0 AS ord FROM changes WHERE o_in AND NOT n_in",
+            f"SELECT {news}, {INSERT} AS kind, {ks}, 1 AS ord FROM changes WHERE n_in AND NOT o_in",
+        ]
+        return (f"WITH changes AS ({changes}) SELECT {olds}, CAST(kind AS TINYINT) FROM ("
+                + " UNION ALL ".join(parts) + f") ORDER BY {ks}, ord")
+
+    def _key_groups(self, batch: pa.RecordBatch) -> pa.Int32Array:
+        names = batch.schema.names
+        columns = []
+        for _, sql in self.keys:
+            column = next((n for n in names if sql in (quote_ident(n), n)), None)
+            columns.append(column)
+        if self.keys and all(c is not None for c in columns):
+            return key_groups(batch, columns, self.ctx.max_parallelism)
+        select = ", ".join(f"({sql}) AS __k{i}" for i, sql in enumerate(self.key_sql))
+        self.con.register(INPUT_VIEW, batch)
+        try:
+            keys = query_arrow(self.con, f"SELECT {select} FROM {quote_ident(INPUT_VIEW)}", self.ctx.operator_id)
+        finally:
+            self.con.unregister(INPUT_VIEW)
+        return key_groups(keys, keys.schema.names, self.ctx.max_parallelism)
+
+    # -- checkpoints ---------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """``{"version", "watermark", "max_parallelism", "tables": {name: pa.Table}}``;
+        every table has a ``key_group`` column and is ordered by it."""
+        self.open()
+        tables = {name: query_arrow(self.con, f"SELECT * FROM {name} ORDER BY key_group", self.ctx.operator_id)
+                  for name in self._tables() if self._exists(name)}
+        return {"version": SNAPSHOT_VERSION, "watermark": 0, "max_parallelism": self.ctx.max_parallelism,
+                "tables": tables}
+
+    @staticmethod
+    def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
+        return merge_snapshots(snapshots, version=SNAPSHOT_VERSION, what="group aggregate")
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.open()
+        tables = owned_tables(state, version=SNAPSHOT_VERSION, max_parallelism=self.ctx.max_parallelism,
+                              key_groups=self.ctx.owned_key_groups(), what="group aggregate",
+                              operator_id=self.ctx.operator_id, known=set(self._tables()))
+        for name in self._tables():
+            self._run(f"DROP TABLE IF EXISTS {name}")
+        for name, table in tables.items():
+            create_table_from_arrow(self.con, name, table, self.ctx.operator_id)
