@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 from sqlglot import exp
 
+from engine.changelog import ROW_KIND
 from engine.graph import Edge, JobGraph
 from engine.runtime.partitioning import replicated_nodes
 from engine.sql_eval import INPUT
@@ -280,14 +281,14 @@ class _WindowJoinPlanner:
             stream = self.qp.plan_query(query, self.pipeline)
         else:
             stream = self.qp.plan_relation(plain, self.pipeline)
-        require_append_only(self.qp, stream, "a window join", relation)
         if alias_node is not None and alias_node.name:
             alias = alias_node.name
         elif isinstance(relation, exp.Table):
             alias = relation.name
         else:
             alias = stream.name
-        return Relation(alias, stream, list(stream.schema.names), list(stream.schema.names))
+        visible = [n for n in stream.schema.names if n != ROW_KIND]  # the row kind is no column to select
+        return Relation(alias, stream, list(stream.schema.names), visible)
 
     # -- the condition ---------------------------------------------------------
     def pairs_from_condition(self, condition: exp.Expression, scope: JoinScope) -> list[_Pair]:
@@ -498,6 +499,8 @@ def plan_window_join(qp: "QueryPlanner", select: exp.Select, pipeline: str) -> S
         from planner.stream_joins import plan_regular_join
 
         return plan_regular_join(planner, join_type, left, right, pairs, remaining, null_aware)
+    for relation in (left, right):
+        require_append_only(qp, relation.stream, "a window join", select)
     planner.problems.extend(problem for _, problem in planner.residual if problem is not None)
     if planner.problems:
         raise PlanError(planner.problems)
@@ -572,7 +575,6 @@ def _in_side(planner: _WindowJoinPlanner, left: Relation, predicate: exp.In) -> 
     query = predicate.args["query"]
     right_stream = planner.qp.plan_query(query.this if isinstance(query, exp.Subquery) else query,
                                          planner.pipeline)
-    require_append_only(planner.qp, right_stream, "a window join (IN subquery)", query)
     right = Relation("subquery", right_stream, list(right_stream.schema.names), list(right_stream.schema.names))
     operand = predicate.this
     items = operand.expressions if isinstance(operand, exp.Tuple) else [operand]
