@@ -459,8 +459,7 @@ def plan_window_join(qp: "QueryPlanner", select: exp.Select, pipeline: str) -> S
     from planner.queries import PlanError
 
     planner = _WindowJoinPlanner(qp, select, pipeline)
-    for unsupported, what in (("group", "GROUP BY"), ("having", "HAVING"), ("with", "WITH"),
-                              ("order", "ORDER BY"), ("limit", "LIMIT"), ("distinct", "DISTINCT")):
+    for unsupported, what in (("with", "WITH"), ("order", "ORDER BY"), ("limit", "LIMIT"), ("distinct", "DISTINCT")):
         if select.args.get(unsupported):
             raise qp.fail(f"{what} over a join is not supported yet", select.args[unsupported],
                           "join in a subquery and aggregate in the query around it")
@@ -501,6 +500,10 @@ def plan_window_join(qp: "QueryPlanner", select: exp.Select, pipeline: str) -> S
         return plan_regular_join(planner, join_type, left, right, pairs, remaining, null_aware)
     for relation in (left, right):
         require_append_only(qp, relation.stream, "a window join", select)
+    for unsupported, what in (("group", "GROUP BY"), ("having", "HAVING")):
+        if select.args.get(unsupported):
+            raise qp.fail(f"{what} over a window join is not supported yet", select.args[unsupported],
+                          "join in a subquery and aggregate in the query around it")
     planner.problems.extend(problem for _, problem in planner.residual if problem is not None)
     if planner.problems:
         raise PlanError(planner.problems)

@@ -32,7 +32,7 @@ from sqlglot import exp
 from engine.changelog import ROW_KIND, ROW_KIND_TYPE
 from engine.graph import Edge, schema_to_json
 from engine.sql_eval import INPUT
-from planner.expressions import bind, to_duckdb
+from planner.expressions import bind, contains_aggregate, to_duckdb
 from planner.graph_builder import Stream
 from planner.joins import DESCRIBED_TYPES, JoinScope, Relation, _check_partitioning, output_names
 from sql.errors import Problem, WeirSqlError
@@ -118,6 +118,11 @@ def project_joined(qp, select: exp.Select, joined: Stream, scope: JoinScope, rem
         else:
             items.append(item)
     outer.set("expressions", items)
+    if outer.args.get("group") is not None or any(contains_aggregate(e) for e in
+                                                    [*outer.expressions, outer.args.get("having") or exp.Null()]):
+        from planner.group_aggregate import plan_group_aggregate  # GROUP BY over the join: updating
+
+        return plan_group_aggregate(qp, outer, joined, scope, pipeline)
     return qp._plan_calc(outer, joined, scope, pipeline)
 
 

@@ -185,7 +185,7 @@ def test_an_input_without_a_window_is_a_regular_join():
 @pytest.mark.parametrize(("query", "message"), [
     (f"SELECT L.id FROM {LW} L CROSS JOIN {RW} R", "CROSS JOIN is not supported"),
     (f"SELECT L.id FROM {LW} L, {RW} R", "has no equality between them"),
-    (f"SELECT L.id, COUNT(*) FROM {LW} L JOIN {RW} R ON {ON} GROUP BY L.id", "GROUP BY over a join"),
+    (f"SELECT L.id, COUNT(*) FROM {LW} L JOIN {RW} R ON {ON} GROUP BY L.id", "GROUP BY over a window join"),
 ])
 def test_unsupported_shapes(query, message):
     (problem,) = problems(query)
