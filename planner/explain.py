@@ -69,6 +69,8 @@ def _key(node: OperatorNode) -> str:
         return f"{', '.join(left)} | {', '.join(right)}" if left else "- (one group per window)"
     if node.kind == "window_rank":
         return ", ".join(node.config["partition_keys"]) or "- (one ranking per window)"
+    if node.kind == "top_n":
+        return ", ".join(node.config["partition_keys"]) or "- (one ranking of the whole stream)"
     if node.kind in ("stream_join", "temporal_join"):
         return f"{', '.join(node.config['left']['keys'])} | {', '.join(node.config['right']['keys'])}"
     return "-"
@@ -106,6 +108,10 @@ def _state(node: OperatorNode) -> str:
         kept = ("; " + ", ".join(f"{side} rows dropped {ms} ms after they arrived" for side, ms in ttl.items())
                 if ttl else ", for ever (set 'table.exec.state.ttl' to bound it)")
         return f"every row of both inputs by key{kept}"
+    if node.kind == "top_n":
+        if node.config["append_only_input"]:
+            return f"the top {node.config['rank_range'][1]} rows (and ties) per partition"
+        return "every row per partition (an updating input may retract any of them)"
     if node.kind == "temporal_join":
         return ("rows waiting for the watermark to pass their time, and per key the versions they may "
                 "still join: older versions dropped as the watermark passes")

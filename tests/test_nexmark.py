@@ -61,6 +61,27 @@ ORACLES = {
             SELECT MAX(B.price) AS final, A.category FROM auction A, bid B
             WHERE A.id = B.auction AND B.date_time BETWEEN A.date_time AND A.expires
             GROUP BY A.id, A.category) GROUP BY category""",
+    # Winning bids: per auction, the highest bid made while it was open (the earliest on a tie).
+    "q9": """
+        SELECT id, item_name, description, initial_bid, reserve, date_time, expires, seller, category, extra,
+               auction, bidder, price, bid_date_time, bid_extra FROM (
+            SELECT A.*, B.auction, B.bidder, B.price, B.date_time AS bid_date_time, B.extra AS bid_extra,
+                   row_number() OVER (PARTITION BY A.id ORDER BY B.price DESC, B.date_time, B.bidder, B.extra) AS rn
+            FROM auction A, bid B WHERE A.id = B.auction AND B.date_time BETWEEN A.date_time AND A.expires)
+        WHERE rn = 1""",
+    # The last bid of each bidder on each auction.
+    "q18": """
+        SELECT auction, bidder, price, channel, url, date_time, extra FROM (
+            SELECT *, row_number() OVER (PARTITION BY bidder, auction
+                                         ORDER BY date_time DESC, price, channel, url, extra) AS rn FROM bid)
+        WHERE rn = 1""",
+    # The ten highest bids of each auction, with their rank.
+    "q19": """
+        SELECT * FROM (
+            SELECT *, row_number() OVER (PARTITION BY auction
+                                         ORDER BY price DESC, bidder, channel, url, date_time, extra) AS rank_number
+            FROM bid)
+        WHERE rank_number <= 10""",
     "q10": """
         SELECT auction, bidder, price, date_time, extra,
                CAST(CAST(date_time AS DATE) AS VARCHAR) AS dt,
@@ -130,7 +151,7 @@ ORACLES = {
 }
 
 #: Queries whose result is updating: their sink is a DuckDB table kept by upsert.
-UPDATING = {"q4"}
+UPDATING = {"q4", "q9", "q18", "q19"}
 #: The queries that have an example file and are checked here.
 QUERIES = sorted(ORACLES, key=lambda q: int(q[1:]))
 

@@ -11,6 +11,7 @@ from engine.operators.group_aggregate import GroupAggregate
 from engine.operators.session_window import SessionWindow
 from engine.operators.stream_join import StreamJoin
 from engine.operators.temporal_join import TemporalJoin
+from engine.operators.top_n import TopN
 from engine.operators.window_aggregate import WindowAggregate
 from engine.operators.window_rank import WindowRank
 from engine.operators.window_join import WindowJoin
@@ -25,6 +26,7 @@ OPERATORS: dict[str, type[Operator]] = {
     "stream_join": StreamJoin,
     "lookup_join": LookupJoin,
     "temporal_join": TemporalJoin,
+    "top_n": TopN,
 }
 
 
