@@ -166,6 +166,11 @@ def _columns(relation: Relation) -> pa.Schema:
     return pa.schema([f for f in relation.stream.schema if f.name != ROW_KIND])
 
 
+def state_ttl_ms(qp) -> int:
+    """The job's 'table.exec.state.ttl' in milliseconds (0: state is kept for ever)."""
+    return _millis(qp.settings.get("table.exec.state.ttl") or "0", "'table.exec.state.ttl'", qp, None)
+
+
 def state_ttl(settings: dict[str, str], select: exp.Select, left: str, right: str, qp) -> dict[str, int]:
     """Milliseconds each side's rows are kept (0: for ever): the job's 'table.exec.state.ttl',
     overridden per input by ``/*+ STATE_TTL('alias' = '1h') */``."""

@@ -22,6 +22,7 @@ from engine.changelog import ROW_KIND, ROW_KIND_TYPE
 from engine.graph import Edge
 from planner.expressions import Scope, quote
 from planner.graph_builder import Stream
+from planner.stream_joins import state_ttl_ms
 
 if TYPE_CHECKING:
     from planner.queries import QueryPlanner
@@ -40,6 +41,7 @@ def plan_top_n(qp: "QueryPlanner", stream: Stream, scope: Scope, keys: list[str]
         "filter": filter_sql,
         "projection": projection,
         "append_only_input": stream.append_only,
+        "ttl_ms": state_ttl_ms(qp),
     }
     low, high = rank_range
     order_text = ", ".join(text for _, text in order_by)

@@ -11,7 +11,8 @@ Config::
       "rank_range": [low, high],
       "filter": "SQL over the ranked rows" | null,
       "projection": [[name, SQL over the ranked rows], ...],
-      "append_only_input": true
+      "append_only_input": true,
+      "ttl_ms": 0                         # state retention (processing time); 0: for ever
     }
 
 State: the rows of every partition in DuckDB (``ranked_rows``: key group, a
@@ -24,10 +25,15 @@ enters with the new one, so a sink keyed by (partition keys, rank) applies
 the changes by upsert. With append-only input a row ranked below N can never
 rise again, so it is deleted at once: a partition holds at most N rows (and
 their ties).
+
+With ``ttl_ms`` > 0 a row is forgotten that long after it arrived (Flink's
+``table.exec.state.ttl``), without retracting it from the result.
 """
 from __future__ import annotations
 
 from typing import Any
+
+import time
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -43,6 +49,11 @@ from engine.state.keyed_tables import merge_snapshots, owned_tables
 TABLE = "ranked_rows"
 DELTA = "top_n_delta"
 SNAPSHOT_VERSION = 1
+
+
+def now_ms() -> int:
+    """Processing time for state retention (tests replace it)."""
+    return int(time.time() * 1000)
 
 
 class TopN(Operator):
@@ -62,6 +73,8 @@ class TopN(Operator):
             raise EngineError(f"unknown rank function {self.function!r}", operator_id=ctx.operator_id)
         self.filter = config.get("filter") or None
         self.append_only_input = bool(config.get("append_only_input", True))
+        self.ttl_ms = int(config.get("ttl_ms") or 0)
+        self._last_expiry: int | None = None
         self.con = None
         self._next_rid = 0
         self._created = False
@@ -118,17 +131,20 @@ class TopN(Operator):
             sign = pc.if_else(adds, pa.scalar(1, pa.int8()), pa.scalar(-1, pa.int8()))
         else:
             sign = pa.repeat(pa.scalar(1, pa.int8()), batch.num_rows)
+        now = now_ms()
         delta = pa.RecordBatch.from_arrays(
             [key_groups(batch, self.keys, self.ctx.max_parallelism),
              pa.array(range(self._next_rid, self._next_rid + batch.num_rows), pa.int64()),
+             pa.repeat(pa.scalar(now, pa.int64()), batch.num_rows),
              *(batch.column(names.index(c)) for c in self.columns), sign],
-            names=["key_group", "_rid", *self.columns, "_sign"])
+            names=["key_group", "_rid", "_t", *self.columns, "_sign"])
         self._next_rid += batch.num_rows
         self.con.register(DELTA, delta)
         try:
             if not self._created:
                 self._run(f"CREATE TABLE {TABLE} AS SELECT * EXCLUDE (_sign) FROM {DELTA} LIMIT 0")
                 self._created = True
+            self._expire(now)
             if self.keys:
                 self._run(f"CREATE OR REPLACE TEMP TABLE touched AS SELECT DISTINCT {self._quoted(self.keys)} FROM {DELTA}")
             self._run(f"CREATE OR REPLACE TEMP TABLE top_before AS {self._result()}")
@@ -143,7 +159,7 @@ class TopN(Operator):
         return conform(out, self.ctx.output_schema, self.ctx.operator_id)
 
     def _apply(self, delta: pa.RecordBatch) -> None:
-        columns = self._quoted(["key_group", "_rid", *self.columns])
+        columns = self._quoted(["key_group", "_rid", "_t", *self.columns])
         self._run(f"INSERT INTO {TABLE} SELECT {columns} FROM {DELTA} WHERE _sign > 0")
         if pc.any(pc.less(delta.column(delta.num_columns - 1), 0)).as_py():  # delete one equal row each
             data = self._quoted(self.columns)
@@ -157,6 +173,16 @@ class TopN(Operator):
             rank = quote_ident(self.rank_column)
             self._run(f"DELETE FROM {TABLE} WHERE _rid IN (SELECT _rid FROM ({self._ranked()}) "
                       f"WHERE {rank} > {int_literal(self.high)})")
+
+    def _expire(self, now: int) -> None:
+        """Forget rows older than the retention, at most ten times per retention period."""
+        if self.ttl_ms <= 0 or (self._last_expiry is not None and now - self._last_expiry < max(self.ttl_ms // 10, 1)):
+            return
+        self._last_expiry = now
+        expired = self._run(f"SELECT count(*) FROM {TABLE} WHERE _t < {int_literal(now - self.ttl_ms)}")[0][0]
+        if expired:
+            self._run(f"DELETE FROM {TABLE} WHERE _t < {int_literal(now - self.ttl_ms)}")
+            self.ctx.count("state_rows_expired", expired)
 
     def state_rows(self) -> int:
         self.open()
@@ -192,7 +218,7 @@ class TopN(Operator):
             rest = self._quoted(self.columns)
             # row ids of merged subtasks may repeat: number the rows afresh
             self._run(f"CREATE TABLE {TABLE} AS SELECT key_group, "
-                      f"(row_number() OVER (ORDER BY key_group, _rid) - 1)::BIGINT AS _rid, {rest} FROM restored")
+                      f"(row_number() OVER (ORDER BY key_group, _rid) - 1)::BIGINT AS _rid, _t, {rest} FROM restored")
         finally:
             self.con.unregister("restored")
         self._created = True

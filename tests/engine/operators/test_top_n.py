@@ -92,3 +92,17 @@ def test_append_only_input_keeps_only_the_top_rows():
     op.process_batch(pa.record_batch([pa.array([1] * 10, pa.int64()), pa.array(range(10), pa.int64())],
                                      names=["k", "v"]))
     assert op.state_rows() == 2
+
+
+def test_rows_older_than_the_retention_are_forgotten(monkeypatch):
+    from engine.operators import top_n
+
+    clock = [0]
+    monkeypatch.setattr(top_n, "now_ms", lambda: clock[0])
+    op = make(high=1)
+    op.ttl_ms = 1000
+    op.process_batch(pa.record_batch([pa.array([1], pa.int64()), pa.array([9], pa.int64())], names=["k", "v"]))
+    clock[0] = 5000
+    out = op.process_batch(pa.record_batch([pa.array([2], pa.int64()), pa.array([1], pa.int64())], names=["k", "v"]))
+    assert op.ctx.metrics["state_rows_expired"] == 1 and op.state_rows() == 1
+    assert [r["k"] for r in out[0].to_pylist()] == [2]
