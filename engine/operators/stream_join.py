@@ -261,10 +261,14 @@ class StreamJoin(Operator):
         data = side.data()
         qualified = "".join(f", d.{c}" for c in data)
         start = side.next_rid
-        self._run(f"INSERT INTO {side.table} SELECT d.key_group, {int_literal(start)} + d._ord, "
-                  f"coalesce(m.n, 0), {int_literal(now)}{qualified} FROM {DELTA} d "
-                  f"LEFT JOIN (SELECT _ord, count(*) AS n FROM pairs GROUP BY _ord) m USING (_ord) "
-                  f"WHERE d._sign > 0")
+        if self.preserved(side):  # its rows need to know how many rows they match
+            self._run(f"INSERT INTO {side.table} SELECT d.key_group, {int_literal(start)} + d._ord, "
+                      f"coalesce(m.n, 0), {int_literal(now)}{qualified} FROM {DELTA} d "
+                      f"LEFT JOIN (SELECT _ord, count(*) AS n FROM pairs GROUP BY _ord) m USING (_ord) "
+                      f"WHERE d._sign > 0")
+        else:
+            self._run(f"INSERT INTO {side.table} SELECT d.key_group, {int_literal(start)} + d._ord, 0, "
+                      f"{int_literal(now)}{qualified} FROM {DELTA} d WHERE d._sign > 0")
         side.next_rid = start + delta.num_rows
         if pc.any(pc.less(delta.column(1), 0)).as_py():  # retractions delete one equal instance each
             listed = ", ".join(data)

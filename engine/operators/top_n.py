@@ -101,19 +101,19 @@ class TopN(Operator):
         partition = f"PARTITION BY {self._quoted(self.keys)} " if self.keys else ""
         ties = ", ".join([*(f"{quote_ident(c)} ASC NULLS FIRST" for c in self.columns), "_rid"])
         order = ", ".join([*self.order_by, ties]) if self.function == "row_number" else ", ".join(self.order_by)
-        same = " AND ".join(f"t.{quote_ident(k)} IS NOT DISTINCT FROM {TABLE}.{quote_ident(k)}" for k in self.keys)
-        touched = f"WHERE EXISTS (SELECT 1 FROM touched t WHERE {same})" if self.keys else ""  # NULL keys too
+        same = " AND ".join(f"t.{quote_ident(k)} IS NOT DISTINCT FROM s.{quote_ident(k)}" for k in self.keys)
+        rows = f"(SELECT s.* FROM {TABLE} s SEMI JOIN touched t ON {same})" if self.keys else TABLE  # NULL keys too
         return (f"SELECT *, {self.function}() OVER ({partition}ORDER BY {order}) AS {quote_ident(self.rank_column)} "
-                f"FROM {TABLE} {touched}")
+                f"FROM {rows}")
 
-    def _result(self) -> str:
+    def _result(self, ranked: str | None = None) -> str:
         """The touched partitions' part of the result: ranks in range, filtered, projected."""
         rank = quote_ident(self.rank_column)
         where = f"{rank} BETWEEN {int_literal(self.low)} AND {int_literal(self.high)}"
         if self.filter:
             where += f" AND ({self.filter})"
         select = ", ".join(f"{sql} AS {quote_ident(name)}" for name, sql in self.projection)
-        return f"SELECT {select} FROM ({self._ranked()}) WHERE {where}"
+        return f"SELECT {select} FROM {ranked or '(' + self._ranked() + ')'} WHERE {where}"
 
     # -- batches ------------------------------------------------------------------
     def process_batch(self, batch: pa.RecordBatch, input_index: int = 0) -> list[pa.RecordBatch]:
@@ -149,10 +149,15 @@ class TopN(Operator):
                 self._run(f"CREATE OR REPLACE TEMP TABLE touched AS SELECT DISTINCT {self._quoted(self.keys)} FROM {DELTA}")
             self._run(f"CREATE OR REPLACE TEMP TABLE top_before AS {self._result()}")
             self._apply(delta)
+            self._run(f"CREATE OR REPLACE TEMP TABLE top_ranked AS {self._ranked()}")
+            if self.append_only_input:  # a row below the top N never rises again
+                self._run(f"DELETE FROM {TABLE} WHERE _rid IN (SELECT _rid FROM top_ranked "
+                          f"WHERE {quote_ident(self.rank_column)} > {int_literal(self.high)})")
+            self._run(f"CREATE OR REPLACE TEMP TABLE top_after AS {self._result('top_ranked')}")
             out = query_arrow(self.con, (
-                f"SELECT *, {DELETE}::TINYINT AS {ROW_KIND} FROM (SELECT * FROM top_before EXCEPT ALL {self._result()}) "
-                f"UNION ALL SELECT *, {INSERT}::TINYINT FROM ({self._result()} EXCEPT ALL SELECT * FROM top_before)"),
-                self.ctx.operator_id)
+                f"SELECT *, {DELETE}::TINYINT AS {ROW_KIND} FROM (SELECT * FROM top_before EXCEPT ALL "
+                f"SELECT * FROM top_after) UNION ALL SELECT *, {INSERT}::TINYINT FROM (SELECT * FROM top_after "
+                f"EXCEPT ALL SELECT * FROM top_before)"), self.ctx.operator_id)
         finally:
             self.con.unregister(DELTA)
         self.ctx.count("rows_out", out.num_rows)
@@ -169,10 +174,6 @@ class TopN(Operator):
                 f"(SELECT *, row_number() OVER (PARTITION BY {data} ORDER BY _rid) AS _n FROM {TABLE}) s JOIN "
                 f"(SELECT *, row_number() OVER (PARTITION BY {data} ORDER BY _rid) AS _n FROM {DELTA} "
                 f"WHERE _sign < 0) r ON {same} AND s._n = r._n)")
-        if self.append_only_input:  # a row below the top N never rises again
-            rank = quote_ident(self.rank_column)
-            self._run(f"DELETE FROM {TABLE} WHERE _rid IN (SELECT _rid FROM ({self._ranked()}) "
-                      f"WHERE {rank} > {int_literal(self.high)})")
 
     def _expire(self, now: int) -> None:
         """Forget rows older than the retention, at most ten times per retention period."""
