@@ -45,7 +45,7 @@ def job_text(query: str, events: int, rate: int, out: Path) -> str:
     ddl = re.sub(r"'events' = '\d+'", f"'events' = '{events}'", ddl)
     ddl = re.sub(r"'first-event.rate' = '\d+'", f"'first-event.rate' = '{rate}'", ddl)
     sql = (EXAMPLES / f"{query}.sql").read_text()
-    sql = re.sub(r"'path' = '[^']*'", f"'path' = '{out / query}'", sql)
+    sql = re.sub(r"'path' = 'out/[^']*'", f"'path' = '{out / query}'", sql)  # file sinks; inputs stay
     return ddl + "\n" + sql
 
 

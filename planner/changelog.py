@@ -62,11 +62,8 @@ def sink_changelog(stream: Stream, options: dict[str, str], *, name: str, what: 
             return {"changelog": UPSERT, "upsert_key": list(key)}
         if stream.append_only:
             return {}
-        if view:
-            raise WeirSqlError(Problem(
-                f"the materialized view `{name}` has an updating query whose rows have no key: "
-                "its projection drops a GROUP BY key", *where,
-                "select every GROUP BY key, so that the view is maintained by upsert on them"))
+        if view:  # no key (a join's rows, a projection without the GROUP BY keys): a multiset
+            return {"changelog": RETRACT}
         raise WeirSqlError(Problem(
             f"the DuckDB table `{name}` has no PRIMARY KEY, so it cannot be maintained from an updating "
             f"query (the result of a GROUP BY without a window over `{stream.name}`)", *where,

@@ -69,6 +69,10 @@ def _key(node: OperatorNode) -> str:
         return f"{', '.join(left)} | {', '.join(right)}" if left else "- (one group per window)"
     if node.kind == "window_rank":
         return ", ".join(node.config["partition_keys"]) or "- (one ranking per window)"
+    if node.kind == "top_n":
+        return ", ".join(node.config["partition_keys"]) or "- (one ranking of the whole stream)"
+    if node.kind in ("stream_join", "temporal_join"):
+        return f"{', '.join(node.config['left']['keys'])} | {', '.join(node.config['right']['keys'])}"
     return "-"
 
 
@@ -101,6 +105,22 @@ def _state(node: OperatorNode) -> str:
         high = node.config["rank_range"][1]
         return (f"rows per ({per}), cut to those that can still rank within {high}, "
                 "dropped when the watermark passes window_end")
+    if node.kind == "stream_join":
+        ttl = {side: ms for side, ms in (node.config.get("ttl_ms") or {}).items() if ms}
+        kept = ("; " + ", ".join(f"{side} rows dropped {ms} ms after they arrived" for side, ms in ttl.items())
+                if ttl else ", for ever (set 'table.exec.state.ttl' to bound it)")
+        return f"every row of both inputs by key{kept}"
+    if node.kind == "top_n":
+        if node.config["append_only_input"]:
+            return f"the top {node.config['rank_range'][1]} rows (and ties) per partition"
+        return "every row per partition (an updating input may retract any of them)"
+    if node.kind == "temporal_join":
+        return ("rows waiting for the watermark to pass their time, and per key the versions they may "
+                "still join: older versions dropped as the watermark passes")
+    if node.kind == "lookup_join":
+        if node.config["lookup"]["options"].get("connector") == "duckdb":
+            return f"none (`{node.config['lookup']['table']}` is queried for every batch)"
+        return f"`{node.config['lookup']['table']}`, read once when the job starts"
     if node.kind == "sink":
         spec = CONNECTORS.get(node.config["options"].get("connector", ""))
         if spec is not None and spec.sink is not None and not spec.sink.transactional:

@@ -47,6 +47,8 @@ def _cast(node: exp.Expression, to: str) -> exp.Expression:
 
 def _anonymous(node: exp.Anonymous) -> exp.Expression:
     name, args = node.name.upper(), node.expressions
+    if name == "PROCTIME" and not args:  # processing time, as a TIMESTAMP(3) without a zone
+        return _fn("current_localtimestamp")
     if name == "DATE_FORMAT" and len(args) == 2 and isinstance(args[1], exp.Literal):
         return _fn("strftime", args[0], exp.Literal.string(java_to_strftime(args[1].this)))
     if name == "TIMESTAMPADD" and len(args) == 3:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 from sqlglot import exp
 
+from engine.changelog import ROW_KIND
 from engine.graph import Edge, JobGraph
 from engine.runtime.partitioning import replicated_nodes
 from engine.sql_eval import INPUT
@@ -50,9 +51,8 @@ DESCRIBED_TYPES = {"inner": "InnerJoin", "left": "LeftOuterJoin", "right": "Righ
 BOUNDS = ("window_start", "window_end")
 #: A window as EXPLAIN describes it: ``TUMBLE(date_time, 10 s)``, ``HOP(ts, 1 min, slide 10 s)``.
 _WINDOW_TEXT = re.compile(r"\b(TUMBLE|HOP|CUMULATE|SESSION)\(([^,()]+)([^()]*)\)")
-REGULAR_JOIN_HINT = ("regular joins come with the updating-streams issue; for a window join, window both "
-                     "inputs the same way and join on L.window_start = R.window_start AND "
-                     "L.window_end = R.window_end")
+REGULAR_JOIN_HINT = ("a window join equates both L.window_start = R.window_start and "
+                     "L.window_end = R.window_end; a regular join equates neither")
 
 
 def is_window_join(select: exp.Select) -> bool:
@@ -262,6 +262,9 @@ class _WindowJoinPlanner:
     def __init__(self, qp: "QueryPlanner", select: exp.Select, pipeline: str):
         self.qp, self.select, self.pipeline = qp, select, pipeline
         self.problems: list[Problem] = []
+        #: Join condition terms that are not equalities between the inputs, with the problem
+        #: a window join reports for each.
+        self.residual: list[tuple[exp.Expression, Problem | None]] = []
 
     def fail(self, message: str, node: exp.Expression | None, hint: str | None = None):
         return self.qp.fail(message, node, hint)
@@ -278,40 +281,59 @@ class _WindowJoinPlanner:
             stream = self.qp.plan_query(query, self.pipeline)
         else:
             stream = self.qp.plan_relation(plain, self.pipeline)
-        require_append_only(self.qp, stream, "a window join", relation)
         if alias_node is not None and alias_node.name:
             alias = alias_node.name
         elif isinstance(relation, exp.Table):
             alias = relation.name
         else:
             alias = stream.name
-        return Relation(alias, stream, list(stream.schema.names), list(stream.schema.names))
+        visible = [n for n in stream.schema.names if n != ROW_KIND]  # the row kind is no column to select
+        return Relation(alias, stream, list(stream.schema.names), visible)
 
     # -- the condition ---------------------------------------------------------
     def pairs_from_condition(self, condition: exp.Expression, scope: JoinScope) -> list[_Pair]:
+        """The equalities between the two inputs; every other term goes to ``self.residual``
+        (a regular join evaluates them, a window join refuses them)."""
         pairs = []
         for term in conjuncts(condition):
             if not isinstance(term, exp.EQ):
-                self.problems.append(self._problem(
+                self.residual.append((term, self._problem(
                     f"the window join condition `{term.sql()}` is not an equality", term,
                     "a window join's ON holds equalities between the two inputs only; filter the "
                     "joined rows in WHERE, or each input in a subquery",
-                ))
+                )))
                 continue
+            before = len(self.problems)
             sides = [self._side_of(operand, scope) for operand in (term.this, term.expression)]
+            mixed = [p for p in self.problems[before:] if p.message.endswith("must read exactly one input of the join")]
+            if mixed:  # an operand reads both inputs: not a key, a condition on the pair
+                self.problems[before:] = [p for p in self.problems[before:] if p not in mixed]
+                self.residual.append((term, mixed[0]))
+                continue
             if None in sides:
                 continue
             (lside, lexpr), (rside, rexpr) = sides
             if {lside, rside} != {0, 1}:
-                self.problems.append(self._problem(
+                self.residual.append((term, self._problem(
                     f"`{term.sql()}` does not compare a column of `{scope.relations[0].alias}` with one "
                     f"of `{scope.relations[1].alias}`", term,
                     "a window join's ON holds equalities between the two inputs; filter one input "
                     "in a subquery or the joined rows in WHERE",
-                ))
+                )))
                 continue
             pairs.append(_Pair(lexpr, rexpr, term) if lside == 0 else _Pair(rexpr, lexpr, term))
         return pairs
+
+    def windowed(self, pairs: list[_Pair], left: Relation, right: Relation) -> bool:
+        """Whether an equality names a window bound of either input (else: a regular join)."""
+        graph = self.qp.builder.graph
+        for pair in pairs:
+            for relation, expression in ((left, pair.left), (right, pair.right)):
+                if isinstance(expression, exp.Column):
+                    role = window_bound(graph, relation.stream.node_id, expression.name)
+                    if role and role[0] in BOUNDS:
+                        return True
+        return False
 
     def _side_of(self, operand: exp.Expression, scope: JoinScope) -> tuple[int, exp.Expression] | None:
         """The one relation ``operand`` reads, and ``operand`` bound to that relation's columns."""
@@ -437,10 +459,9 @@ def plan_window_join(qp: "QueryPlanner", select: exp.Select, pipeline: str) -> S
     from planner.queries import PlanError
 
     planner = _WindowJoinPlanner(qp, select, pipeline)
-    for unsupported, what in (("group", "GROUP BY"), ("having", "HAVING"), ("with", "WITH"),
-                              ("order", "ORDER BY"), ("limit", "LIMIT"), ("distinct", "DISTINCT")):
+    for unsupported, what in (("with", "WITH"), ("order", "ORDER BY"), ("limit", "LIMIT"), ("distinct", "DISTINCT")):
         if select.args.get(unsupported):
-            raise qp.fail(f"{what} over a window join is not supported yet", select.args[unsupported],
+            raise qp.fail(f"{what} over a join is not supported yet", select.args[unsupported],
                           "join in a subquery and aggregate in the query around it")
     joins = select.args.get("joins") or []
     where = select.args.get("where")
@@ -453,6 +474,8 @@ def plan_window_join(qp: "QueryPlanner", select: exp.Select, pipeline: str) -> S
         left = planner.plan_side(from_.this)
         right = planner.plan_side(right_node)
         scope = JoinScope([left, right], qp.fallback)
+        if condition is None:  # FROM a, b WHERE ...: the WHERE terms reading both inputs join them
+            condition, remaining = _comma_condition(remaining, scope)
         pairs = planner.pairs_from_condition(condition, scope)
         null_aware = False
     else:
@@ -469,6 +492,19 @@ def plan_window_join(qp: "QueryPlanner", select: exp.Select, pipeline: str) -> S
         else:
             right, pairs = _in_side(planner, left, predicate)
             null_aware = join_type == "anti"
+    if planner.problems:
+        raise PlanError(planner.problems)
+    if not planner.windowed(pairs, left, right):
+        from planner.stream_joins import plan_regular_join
+
+        return plan_regular_join(planner, join_type, left, right, pairs, remaining, null_aware)
+    for relation in (left, right):
+        require_append_only(qp, relation.stream, "a window join", select)
+    for unsupported, what in (("group", "GROUP BY"), ("having", "HAVING")):
+        if select.args.get(unsupported):
+            raise qp.fail(f"{what} over a window join is not supported yet", select.args[unsupported],
+                          "join in a subquery and aggregate in the query around it")
+    planner.problems.extend(problem for _, problem in planner.residual if problem is not None)
     if planner.problems:
         raise PlanError(planner.problems)
     bounds, key_pairs = planner.split_pairs(pairs, left, right)
@@ -520,10 +556,21 @@ def _join_clause(qp: "QueryPlanner", join: exp.Join) -> tuple[str, exp.Expressio
         raise qp.fail(f"{' '.join(filter(None, (side, kind)))} JOIN is not supported", join,
                       "window joins are INNER, LEFT, RIGHT or FULL [OUTER] JOIN ... ON, or IN / EXISTS subqueries")
     condition = join.args.get("on")
-    if condition is None:
-        raise qp.fail("a join needs ON with window_start, window_end and key equalities", join,
-                      REGULAR_JOIN_HINT)
+    if condition is None and (side or kind):
+        raise qp.fail(f"{' '.join(filter(None, (side, kind)))} JOIN needs ON", join,
+                      "join on equalities between the inputs: ... JOIN b ON a.k = b.k")
     return OUTER_SIDES[side], join.this, condition
+
+
+def _comma_condition(terms: list[exp.Expression], scope: JoinScope) -> tuple[exp.Expression, list[exp.Expression]]:
+    """For ``FROM a, b WHERE ...``: the WHERE terms that read both inputs (the join condition),
+    and the others (a filter of the joined rows)."""
+    joining, rest = [], []
+    for term in terms:
+        read = {located[0] for column in term.find_all(exp.Column)
+                if (located := scope.locate(column, [])) is not None}
+        (joining if len(read) == 2 else rest).append(term)
+    return (exp.and_(*joining) if joining else exp.true()), rest
 
 
 def _in_side(planner: _WindowJoinPlanner, left: Relation, predicate: exp.In) -> tuple[Relation, list[_Pair]]:
@@ -531,7 +578,6 @@ def _in_side(planner: _WindowJoinPlanner, left: Relation, predicate: exp.In) -> 
     query = predicate.args["query"]
     right_stream = planner.qp.plan_query(query.this if isinstance(query, exp.Subquery) else query,
                                          planner.pipeline)
-    require_append_only(planner.qp, right_stream, "a window join (IN subquery)", query)
     right = Relation("subquery", right_stream, list(right_stream.schema.names), list(right_stream.schema.names))
     operand = predicate.this
     items = operand.expressions if isinstance(operand, exp.Tuple) else [operand]

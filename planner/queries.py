@@ -139,7 +139,11 @@ class QueryPlanner:
 
         if uses_ranking(select):
             return plan_window_rank(self, select, pipeline)
-        from planner.joins import is_window_join, plan_window_join  # two windowed inputs
+        from planner.versioned_joins import is_versioned_join, plan_versioned_join  # FOR SYSTEM_TIME AS OF
+
+        if is_versioned_join(select):
+            return plan_versioned_join(self, select, pipeline)
+        from planner.joins import is_window_join, plan_window_join  # two windowed inputs, or a regular join
 
         if is_window_join(select):
             return plan_window_join(self, select, pipeline)

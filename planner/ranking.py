@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 from sqlglot import exp
 
+from engine.changelog import ROW_KIND
 from engine.graph import Edge
 from planner.changelog import require_append_only
 from planner.expressions import Scope, bind, output_name, position, quote, to_duckdb
@@ -69,10 +70,7 @@ def plan_window_rank(qp: "QueryPlanner", select: exp.Select, pipeline: str) -> S
                                  "use ROW_NUMBER(), RANK() or DENSE_RANK()"))
     partition = window.args.get("partition_by") or []
     named = {p.name.lower() for p in partition if isinstance(p, exp.Column)}
-    if not set(WINDOW_BOUNDS) <= named:
-        problems.append(_problem(
-            qp, "a window Top-N must PARTITION BY window_start and window_end", window,
-            "add window_start, window_end to PARTITION BY: rows are ranked within each window"))
+    windowed = set(WINDOW_BOUNDS) <= named  # else: a Top-N of the whole stream, an updating result
     order = window.args.get("order")
     if order is None or not order.expressions:
         problems.append(_problem(qp, f"{(function or 'the rank').upper()}() needs ORDER BY in its OVER clause",
@@ -86,8 +84,9 @@ def plan_window_rank(qp: "QueryPlanner", select: exp.Select, pipeline: str) -> S
         raise _error(problems)
 
     stream = _plan_input(qp, inner, item, pipeline)
-    require_append_only(qp, stream, "a window Top-N or deduplication", inner)
-    scope = Scope(stream.schema, stream.name, qp.fallback)
+    if windowed:
+        require_append_only(qp, stream, "a window Top-N or deduplication", inner)
+    scope = Scope(pa.schema([f for f in stream.schema if f.name != ROW_KIND]), stream.name, qp.fallback)
     keys: list[str] = []
     for p in partition:
         bound = bind(p, scope, problems)
@@ -103,7 +102,7 @@ def plan_window_rank(qp: "QueryPlanner", select: exp.Select, pipeline: str) -> S
     if problems:
         raise _error(problems)
 
-    ranked = pa.schema([*stream.schema, pa.field(rank_column, pa.int64())])
+    ranked = pa.schema([*scope.schema, pa.field(rank_column, pa.int64())])
     ranked_scope = Scope(ranked, stream.name, qp.fallback)
     projection, times = [], set()
     for index, out in enumerate(qp.expand_star(select.expressions, ranked_scope)):
@@ -116,6 +115,11 @@ def plan_window_rank(qp: "QueryPlanner", select: exp.Select, pipeline: str) -> S
     if problems:
         raise _error(problems)
     schema = qp.describe_projection(projection, filter_sql, ranked, select)
+    if not windowed:
+        from planner.top_n import plan_top_n
+
+        return plan_top_n(qp, stream, scope, keys, order_by, function, rank_column, (low, high), filter_sql,
+                          projection, schema, order.expressions, pipeline)
 
     window_cols = [k for k in keys if k in WINDOW_BOUNDS]
     others = [k for k in keys if k not in WINDOW_BOUNDS]

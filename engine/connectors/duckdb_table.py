@@ -25,7 +25,9 @@ changes of a commit (rows with ``_row_kind``, or inserts) are applied in order
 in the same transaction — per key the last change wins: +I/+U replace the row
 with that key, -U/-D delete it — by one DELETE of the changed keys and one
 INSERT of the rows that remain. So the table always holds the result as of the
-last completed checkpoint.
+last completed checkpoint. An updating query without a key (a join of updating
+or outer inputs) keeps its table as a multiset instead: each commit adds or
+deletes, per distinct row, its inserts minus its retractions.
 
 Opening retries for 'sink.lock-timeout' while another process holds the
 file, then fails with an ``EngineError`` that says who to close.
@@ -174,6 +176,8 @@ class DuckDBTableSink(Sink):
             todo = sorted((f for f in files if f not in done and os.path.exists(f)), key=_checkpoint_of)
             if todo and self.upsert_key is not None:
                 self._upsert(connection, todo)
+            elif todo and ROW_KIND in self.schema.names:
+                self._retract(connection, todo)
             elif todo:
                 connection.execute(
                     f"INSERT INTO {self._quoted_table} BY NAME SELECT * FROM read_parquet(?)", [todo]
@@ -207,6 +211,24 @@ class DuckDBTableSink(Sink):
         connection.execute(f"INSERT INTO {self._quoted_table} BY NAME SELECT {columns} FROM __weir_last "
                            f"WHERE __weir_kind IN ({INSERT}, {UPDATE_AFTER})")
         connection.execute("DROP TABLE __weir_last")
+
+    def _retract(self, connection: duckdb.DuckDBPyConnection, files: list[str]) -> None:
+        """Apply the changes in ``files`` to a table without a key, as a multiset: per distinct
+        row, the inserts (+I, +U) minus the retractions (-U, -D) are added or deleted."""
+        names = [_quote(n) for n in self.table_schema.names]
+        columns = ", ".join(names)
+        connection.execute(
+            f"CREATE OR REPLACE TEMP TABLE __weir_net AS SELECT {columns}, "
+            f"sum(CASE WHEN {_quote(ROW_KIND)} IN ({INSERT}, {UPDATE_AFTER}) THEN 1 ELSE -1 END)::BIGINT AS __weir_n "
+            f"FROM read_parquet(?) GROUP BY ALL HAVING __weir_n <> 0", [files])
+        same = " AND ".join(f"t.{n} IS NOT DISTINCT FROM d.{n}" for n in names)
+        connection.execute(
+            f"DELETE FROM {self._quoted_table} WHERE rowid IN (SELECT t.rowid FROM "
+            f"(SELECT rowid, *, row_number() OVER (PARTITION BY {columns} ORDER BY rowid) AS __weir_i "
+            f"FROM {self._quoted_table}) t JOIN __weir_net d ON {same} AND t.__weir_i <= -d.__weir_n)")
+        connection.execute(f"INSERT INTO {self._quoted_table} BY NAME SELECT {columns} FROM "
+                           f"(SELECT *, unnest(range(__weir_n)) FROM __weir_net WHERE __weir_n > 0)")
+        connection.execute("DROP TABLE __weir_net")
 
     def _connect(self) -> duckdb.DuckDBPyConnection:
         """Open the database for writing, waiting up to 'sink.lock-timeout' for a lock."""

@@ -6,8 +6,12 @@ from typing import Any
 from engine.errors import EngineError
 from engine.operators.base import Operator, OperatorContext
 from engine.operators.calc import Calc
+from engine.operators.lookup_join import LookupJoin
 from engine.operators.group_aggregate import GroupAggregate
 from engine.operators.session_window import SessionWindow
+from engine.operators.stream_join import StreamJoin
+from engine.operators.temporal_join import TemporalJoin
+from engine.operators.top_n import TopN
 from engine.operators.window_aggregate import WindowAggregate
 from engine.operators.window_rank import WindowRank
 from engine.operators.window_join import WindowJoin
@@ -19,6 +23,10 @@ OPERATORS: dict[str, type[Operator]] = {
     "window_rank": WindowRank,
     "window_join": WindowJoin,
     "session_window": SessionWindow,
+    "stream_join": StreamJoin,
+    "lookup_join": LookupJoin,
+    "temporal_join": TemporalJoin,
+    "top_n": TopN,
 }
 
 

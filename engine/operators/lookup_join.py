@@ -1,0 +1,144 @@
+"""LookupJoin: each row of a stream joined with a table as it is when the row arrives.
+
+Flink's lookup join (``JOIN dim FOR SYSTEM_TIME AS OF s.proc_time``). Config::
+
+    {
+      "join_type": "inner" | "left",
+      "keys": [stream column, ...],
+      "names": [output name per stream column],
+      "lookup": {"table": name, "options": {WITH options}, "schema": <schema_to_json>,
+                 "keys": [table column, ...], "names": [output name per table column]},
+      "residual": "SQL over the output names" | null
+    }
+
+The table is read through its connector:
+
+- ``duckdb``: the table ``'table-name'`` in the DuckDB file ``'path'``, queried
+  for every batch (attached read-only for the query and detached again, so
+  that whoever writes the file between batches can), so each batch sees the
+  table's current rows — the lookup has no cache, as Flink's JDBC default;
+- any other bounded source (a ``filesystem`` csv, json or parquet file, say):
+  read once when the operator opens, as a side input.
+
+Per batch one SQL statement joins the batch with the table on the keys (and
+the residual condition); rows keep their order, an updating stream's
+``_row_kind`` rides along. The operator keeps no state.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from engine.changelog import ROW_KIND
+from engine.errors import EngineError
+from engine.graph import schema_from_json
+from engine.operators.base import Operator, OperatorContext
+from engine.operators.batches import conform
+from engine.operators.duckdb_sql import execute, query_arrow, quote_ident
+
+BATCH = "lookup_batch"
+SIDE_INPUT = "lookup_rows"
+DATABASE = "lookup_db"
+
+
+class LookupJoin(Operator):
+    def __init__(self, config: dict[str, Any], ctx: OperatorContext):
+        super().__init__(config, ctx)
+        oid = ctx.operator_id
+        try:
+            self.join_type = config["join_type"]
+            self.keys = list(config["keys"])
+            self.names = list(config["names"])
+            lookup = config["lookup"]
+            self.table = lookup["table"]
+            self.options = dict(lookup["options"])
+            self.schema = schema_from_json(lookup["schema"])
+            self.lookup_keys = list(lookup["keys"])
+            self.lookup_names = list(lookup["names"])
+        except (KeyError, TypeError) as exc:
+            raise EngineError(f"lookup_join config lacks {exc}", operator_id=oid) from None
+        if self.join_type not in ("inner", "left"):
+            raise EngineError(f"a lookup join is INNER or LEFT, not {self.join_type!r}", operator_id=oid)
+        self.residual = config.get("residual") or None
+        self.connector = self.options.get("connector")
+        self.con = None
+
+    def open(self) -> None:
+        if self.con is not None:
+            return
+        self.con = self.ctx.state_connection()
+        if self.connector != "duckdb":
+            self._load_side_input()
+
+    def close(self) -> None:
+        if self.con is not None:
+            self.con.close()
+            self.con = None
+
+    def _load_side_input(self) -> None:
+        from engine.connectors.registry import create_source
+
+        source = create_source(self.options, self.schema)
+        if not source.bounded:
+            raise EngineError(f"the lookup table `{self.table}` is unbounded",
+                              hint="look up a duckdb table or a file", operator_id=self.ctx.operator_id)
+        batches = [batch for split in source.splits() for batch, _ in source.read(split)]
+        table = pa.Table.from_batches(batches, self.schema)
+        self.con.register("loaded", table)
+        try:
+            execute(self.con, f"CREATE TABLE {SIDE_INPUT} AS SELECT * FROM loaded", self.ctx.operator_id)
+        finally:
+            self.con.unregister("loaded")
+
+    def _lookup_relation(self) -> str:
+        """The lookup table's columns under their output names."""
+        columns = ", ".join(f"{quote_ident(c)} AS {quote_ident(n)}" for c, n in zip(self.schema.names, self.lookup_names))
+        if self.connector == "duckdb":
+            name = self.options.get("table-name") or self.table
+            return f"SELECT {columns} FROM {DATABASE}.main.{quote_ident(name)}"
+        return f"SELECT {columns} FROM {SIDE_INPUT}"
+
+    def process_batch(self, batch: pa.RecordBatch, input_index: int = 0) -> list[pa.RecordBatch]:
+        self.open()
+        self.ctx.count("rows_in", batch.num_rows)
+        if batch.num_rows == 0:
+            return []
+        changelog = ROW_KIND in batch.schema.names
+        stream_columns = [c for c in batch.schema.names if c != ROW_KIND]
+        named = ", ".join(f"{quote_ident(c)} AS {quote_ident(n)}" for c, n in zip(stream_columns, self.names))
+        ordered = pa.RecordBatch.from_arrays([pa.array(range(batch.num_rows), pa.int64()), *batch.columns],
+                                             names=["_ord", *batch.schema.names])
+        condition = " AND ".join(
+            f"s.{quote_ident(self.names[stream_columns.index(k)])} = t.{quote_ident(self.lookup_names[self.schema.names.index(lk)])}"
+            for k, lk in zip(self.keys, self.lookup_keys))
+        if self.residual:
+            condition += f" AND ({self.residual})"
+        outputs = ", ".join([*(f"s.{quote_ident(n)}" for n in self.names), *(f"t.{quote_ident(n)}" for n in self.lookup_names)]
+                            + ([f"s.{ROW_KIND}"] if changelog else []))
+        kind = ", " + ROW_KIND if changelog else ""
+        sql = (f"SELECT {outputs} FROM (SELECT _ord, {named}{kind} FROM {BATCH}) s "
+               f"{'LEFT ' if self.join_type == 'left' else ''}JOIN ({self._lookup_relation()}) t ON {condition} "
+               f"ORDER BY s._ord")
+        self.con.register(BATCH, ordered)
+        attached = False
+        try:
+            if self.connector == "duckdb":
+                self._attach()
+                attached = True
+            out = query_arrow(self.con, sql, self.ctx.operator_id)
+        finally:
+            if attached:
+                execute(self.con, f"DETACH {DATABASE}", self.ctx.operator_id)
+            self.con.unregister(BATCH)
+        self.ctx.count("rows_out", out.num_rows)
+        return conform(out, self.ctx.output_schema, self.ctx.operator_id)
+
+    def _attach(self) -> None:
+        path = self.options.get("path")
+        try:
+            self.con.execute(f"ATTACH '{path.replace(chr(39), chr(39) * 2)}' AS {DATABASE} (READ_ONLY)")
+        except Exception as exc:  # duckdb.IOException, a missing file, a lock held by a writer
+            raise EngineError(f"cannot open the lookup table `{self.table}` in {path}: {str(exc).splitlines()[0]}",
+                              hint="check 'path'; a process writing the file must close it between commits",
+                              operator_id=self.ctx.operator_id) from exc

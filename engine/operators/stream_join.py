@@ -1,0 +1,359 @@
+"""StreamJoin: a regular join of two streams (Flink's streaming join), state in DuckDB.
+
+Config::
+
+    {
+      "join_type": "inner" | "left" | "right" | "full" | "semi" | "anti",
+      "null_aware": false,          # anti only: NOT IN semantics (a NULL key matches anything)
+      "left":  {"schema": <engine.graph.schema_to_json of the input's columns>,
+                "keys": [column, ...], "names": [output name per column]},
+      "right": {...},
+      "residual": "SQL" | null,     # the rest of ON, over the output names of both sides
+      "changelog": true,            # whether the output carries _row_kind
+      "ttl_ms": {"left": 0, "right": 0}   # state retention per side; 0 keeps rows for ever
+    }
+
+Input 0 is the left side, input 1 the right. Either may be an updating
+stream (its batches end with ``_row_kind``): +I and +U rows add a row, -U and
+-D rows retract one. Every row of either side is kept in DuckDB
+(``left_rows``, ``right_rows``: key group, a row id, the number of rows of the
+other side it matches, its arrival time, then the input's columns as
+``c0, c1, ...``).
+
+Per batch of one side (the delta), with one SQL statement each:
+
+1. the delta is joined with the other side's rows on the keys and the
+   residual condition: the pairs, each signed by its delta row;
+2. a delta row of a preserved side (LEFT's left, FULL's both) with no match
+   is padded with NULLs (SEMI: emitted when it matches, ANTI: when it does
+   not); rows of the other side whose match count goes from 0 to more, or
+   back, retract or emit their NULL-padded row first or last;
+3. the delta is added to its side's rows (retractions delete one equal
+   instance each, bag semantics) and the other side's match counts updated.
+
+Output: the left columns, then the right ones (SEMI, ANTI: the left only),
+then ``_row_kind`` (+I for an added row, -D for a retracted one) unless the
+join is an INNER join of two append-only inputs, whose output is append-only.
+The changes of one batch are emitted in the order of the delta's rows; a
+batch is the join's mini-batch.
+
+State retention: with ``ttl_ms`` > 0 a row is dropped ``ttl_ms`` after it
+arrived (processing time, Flink's ``table.exec.state.ttl``), without
+retracting what it produced.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER
+from engine.errors import EngineError
+from engine.operators.base import Operator, OperatorContext
+from engine.operators.batches import conform
+from engine.operators.duckdb_sql import create_table_from_arrow, execute, int_literal, query_arrow, quote_ident
+from engine.graph import schema_from_json
+from engine.state.key_groups import key_groups
+from engine.state.keyed_tables import merge_snapshots, owned_tables
+
+JOIN_TYPES = ("inner", "left", "right", "full", "semi", "anti")
+SIDES = ("left", "right")
+STATE_TABLES = ("left_rows", "right_rows")
+DELTA = "join_delta"
+SNAPSHOT_VERSION = 1
+#: The bookkeeping columns of a state table, before the input's columns.
+META = ("key_group", "_rid", "_matches", "_t")
+
+
+def now_ms() -> int:
+    """Processing time for state retention (tests replace it)."""
+    return int(time.time() * 1000)
+
+
+
+
+class _Side:
+    def __init__(self, index: int, config: dict[str, Any], operator_id: str):
+        self.index = index
+        self.name = SIDES[index]
+        self.table = STATE_TABLES[index]
+        try:
+            self.schema: pa.Schema = schema_from_json(config["schema"])
+            self.keys: list[str] = list(config["keys"])
+            self.names: list[str] = list(config.get("names") or self.schema.names)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise EngineError(f"stream_join config of the {self.name} side lacks {exc}",
+                              operator_id=operator_id) from None
+        self.columns: list[str] = list(self.schema.names)
+        missing = [k for k in self.keys if k not in self.columns]
+        if missing or len(self.names) != len(self.columns):
+            raise EngineError(f"stream_join's {self.name} side names keys it does not have: {missing}",
+                              hint=f"its columns: {self.columns}", operator_id=operator_id)
+        self.next_rid = 0
+
+    def column(self, name: str) -> str:
+        return f"c{self.columns.index(name)}"
+
+    def data(self, relation: str = "") -> list[str]:
+        """The state columns c0, c1, ..., optionally qualified."""
+        return [f"{relation}c{i}" for i in range(len(self.columns))]
+
+    def as_named(self, relation: str) -> list[str]:
+        """The side's columns read from ``relation``, under their output names."""
+        return [f"{relation}.c{i} AS {quote_ident(n)}" for i, n in enumerate(self.names)]
+
+    def nulls(self) -> list[str]:
+        return [f"NULL::{_duck_type(f.type)} AS {quote_ident(n)}" for f, n in zip(self.schema, self.names)]
+
+    def named(self) -> list[str]:
+        return [quote_ident(n) for n in self.names]
+
+    def empty_state(self) -> pa.Table:
+        fields = [pa.field("key_group", pa.int32()), pa.field("_rid", pa.int64()),
+                  pa.field("_matches", pa.int64()), pa.field("_t", pa.int64())]
+        fields += [pa.field(f"c{i}", f.type) for i, f in enumerate(self.schema)]
+        return pa.schema(fields).empty_table()
+
+
+class StreamJoin(Operator):
+    def __init__(self, config: dict[str, Any], ctx: OperatorContext):
+        super().__init__(config, ctx)
+        oid = ctx.operator_id
+        self.join_type = str(config.get("join_type", "")).lower()
+        if self.join_type not in JOIN_TYPES:
+            raise EngineError(f"unknown join type {config.get('join_type')!r}",
+                              hint=f"one of: {', '.join(JOIN_TYPES)}", operator_id=oid)
+        self.null_aware = bool(config.get("null_aware")) and self.join_type == "anti"
+        self.sides = [_Side(i, config.get(name) or {}, oid) for i, name in enumerate(SIDES)]
+        if len(self.sides[0].keys) != len(self.sides[1].keys):
+            raise EngineError("stream_join needs as many keys on the left as on the right", operator_id=oid)
+        self.residual: str | None = config.get("residual") or None
+        self.changelog = bool(config.get("changelog", True))
+        ttl = config.get("ttl_ms") or 0
+        self.ttl_ms = [int(ttl.get(s, 0) if isinstance(ttl, dict) else ttl) for s in SIDES]
+        self.con = None
+        self._last_expiry: int | None = None
+
+    def preserved(self, side: _Side) -> bool:
+        """Whether the side's rows appear without a partner (NULL-padded, or alone for SEMI/ANTI)."""
+        if self.join_type in ("semi", "anti"):
+            return side.index == 0
+        return self.join_type == "full" or self.join_type == side.name
+
+    @property
+    def left_only(self) -> bool:
+        return self.join_type in ("semi", "anti")
+
+    # -- lifecycle --------------------------------------------------------------------
+    def open(self) -> None:
+        if self.con is None:
+            self.con = self.ctx.state_connection()
+            for side in self.sides:
+                create_table_from_arrow(self.con, side.table, side.empty_state(), self.ctx.operator_id)
+
+    def close(self) -> None:
+        if self.con is not None:
+            self.con.close()
+            self.con = None
+
+    def _run(self, sql: str) -> list[tuple]:
+        return execute(self.con, sql, self.ctx.operator_id)
+
+    # -- batches ------------------------------------------------------------------------
+    def process_batch(self, batch: pa.RecordBatch, input_index: int = 0) -> list[pa.RecordBatch]:
+        self.open()
+        if input_index not in (0, 1):
+            raise EngineError(f"stream_join has two inputs, got a batch on input {input_index}",
+                              operator_id=self.ctx.operator_id)
+        self.ctx.count("rows_in", batch.num_rows)
+        if batch.num_rows == 0:
+            return []
+        side, other = self.sides[input_index], self.sides[1 - input_index]
+        now = now_ms()
+        self._expire(now)
+        delta = self._delta(batch, side)
+        self.con.register(DELTA, delta)
+        try:
+            self._run(f"CREATE OR REPLACE TEMP TABLE pairs AS {self._pairs_sql(side, other)}")
+            out = query_arrow(self.con, self._output_sql(side, other), self.ctx.operator_id)
+            self._update_state(side, other, delta, now)
+        finally:
+            self.con.unregister(DELTA)
+        if not self.changelog:
+            out = out.drop_columns([ROW_KIND])
+        self.ctx.count("rows_out", out.num_rows)
+        return conform(out, self.ctx.output_schema, self.ctx.operator_id)
+
+    def _delta(self, batch: pa.RecordBatch, side: _Side) -> pa.RecordBatch:
+        """The batch as signed rows: _ord, _sign, key_group, c0, c1, ..."""
+        names = batch.schema.names
+        missing = [c for c in side.columns if c not in names]
+        if missing:
+            raise EngineError(f"the {side.name} input lacks columns {missing}", operator_id=self.ctx.operator_id)
+        if ROW_KIND in names:
+            kinds = batch.column(names.index(ROW_KIND))
+            adds = pc.or_(pc.equal(kinds, INSERT), pc.equal(kinds, UPDATE_AFTER))
+            sign = pc.if_else(adds, pa.scalar(1, pa.int8()), pa.scalar(-1, pa.int8()))
+        else:
+            sign = pa.repeat(pa.scalar(1, pa.int8()), batch.num_rows)
+        groups = key_groups(batch, side.keys, self.ctx.max_parallelism)
+        order = pa.array(range(batch.num_rows), pa.int64())
+        data = [batch.column(names.index(c)) for c in side.columns]
+        return pa.RecordBatch.from_arrays([order, sign, groups, *data],
+                                          names=["_ord", "_sign", "key_group", *side.data()])
+
+    def _pairs_sql(self, side: _Side, other: _Side) -> str:
+        """Every (delta row, other-side row) pair that matches: keys equal and the residual true.
+        Columns: _ord, _sign, _orid, _omatches, then both sides' columns under their output names."""
+        keys = []
+        for sk, ok in zip(side.keys, other.keys):
+            a, b = f"d.{side.column(sk)}", f"o.{other.column(ok)}"
+            keys.append(f"({a} = {b} OR {a} IS NULL OR {b} IS NULL)" if self.null_aware else f"{a} = {b}")
+        columns = ", ".join(side.as_named("d") + other.as_named("o"))
+        candidates = (f"SELECT d._ord, d._sign, o._rid AS _orid, o._matches AS _omatches, {columns} "
+                      f"FROM {DELTA} d JOIN {other.table} o ON {' AND '.join(keys) or 'true'}")
+        if self.residual is None:
+            return candidates
+        return f"SELECT * FROM ({candidates}) WHERE ({self.residual})"
+
+    def _output(self, left: list[str], right: list[str]) -> str:
+        return ", ".join(left if self.left_only else left + right)
+
+    def _output_sql(self, side: _Side, other: _Side) -> str:
+        """The changes this delta causes, in order: NULL-padded rows retracted, then the pairs and
+        padded delta rows by delta order, then NULL-padded rows emitted."""
+        kind = f"CASE WHEN _sign > 0 THEN {INSERT} ELSE {DELETE} END"
+        left, right = self.sides
+
+        def columns(named_side: list[str], nulls_side: list[str]) -> str:
+            return self._output(*((named_side, nulls_side) if side.index == 0 else (nulls_side, named_side)))
+
+        parts = []
+        if not self.left_only:  # the pairs
+            parts.append(f"SELECT 1 AS _phase, _ord AS _o1, _orid AS _o2, {kind} AS _k, "
+                         f"{self._output(left.named(), right.named())} FROM pairs")
+        if self.preserved(side):  # delta rows alone: unmatched (SEMI: matched)
+            exists = "EXISTS" if self.join_type == "semi" else "NOT EXISTS"
+            parts.append(f"SELECT 1 AS _phase, d._ord AS _o1, -1 AS _o2, {kind} AS _k, "
+                         f"{columns(side.as_named('d'), other.nulls())} FROM {DELTA} d "
+                         f"WHERE {exists} (SELECT 1 FROM pairs p WHERE p._ord = d._ord)")
+        if self.preserved(other):  # other-side rows whose match count crosses zero
+            counts = "SELECT _orid, any_value(_omatches) AS before, sum(_sign) AS change FROM pairs GROUP BY _orid"
+            semi = self.join_type == "semi"
+            row = (self._output(other.as_named("o"), side.nulls()) if other.index == 0
+                   else self._output(side.nulls(), other.as_named("o")))
+            for phase, condition, emitted in (
+                    (0, "t.before <= 0 AND t.before + t.change > 0", INSERT if semi else DELETE),
+                    (2, "t.before > 0 AND t.before + t.change <= 0", DELETE if semi else INSERT)):
+                parts.append(f"SELECT {phase} AS _phase, 0 AS _o1, o._rid AS _o2, {emitted} AS _k, {row} "
+                             f"FROM ({counts}) t JOIN {other.table} o ON o._rid = t._orid WHERE {condition}")
+        union = " UNION ALL ".join(parts)
+        return (f"SELECT * EXCLUDE (_phase, _o1, _o2, _k), _k::TINYINT AS {ROW_KIND} "
+                f"FROM ({union}) ORDER BY _phase, _o1, _o2")
+
+    def _update_state(self, side: _Side, other: _Side, delta: pa.RecordBatch, now: int) -> None:
+        if self.preserved(other):  # the other side's match counts
+            self._run(f"UPDATE {other.table} SET _matches = greatest(_matches + t.change, 0) "
+                      f"FROM (SELECT _orid, sum(_sign) AS change FROM pairs GROUP BY _orid) t "
+                      f"WHERE {other.table}._rid = t._orid")
+        data = side.data()
+        qualified = "".join(f", d.{c}" for c in data)
+        start = side.next_rid
+        if self.preserved(side):  # its rows need to know how many rows they match
+            self._run(f"INSERT INTO {side.table} SELECT d.key_group, {int_literal(start)} + d._ord, "
+                      f"coalesce(m.n, 0), {int_literal(now)}{qualified} FROM {DELTA} d "
+                      f"LEFT JOIN (SELECT _ord, count(*) AS n FROM pairs GROUP BY _ord) m USING (_ord) "
+                      f"WHERE d._sign > 0")
+        else:
+            self._run(f"INSERT INTO {side.table} SELECT d.key_group, {int_literal(start)} + d._ord, 0, "
+                      f"{int_literal(now)}{qualified} FROM {DELTA} d WHERE d._sign > 0")
+        side.next_rid = start + delta.num_rows
+        if pc.any(pc.less(delta.column(1), 0)).as_py():  # retractions delete one equal instance each
+            listed = ", ".join(data)
+            partition = f"PARTITION BY {listed}" if data else ""
+            same = " AND ".join(f"s.{c} IS NOT DISTINCT FROM r.{c}" for c in data) or "true"
+            self._run(
+                f"DELETE FROM {side.table} WHERE _rid IN (SELECT s._rid FROM "
+                f"(SELECT *, row_number() OVER ({partition} ORDER BY _rid) AS n FROM {side.table} "
+                f"WHERE key_group IN (SELECT key_group FROM {DELTA} WHERE _sign < 0)) s JOIN "
+                f"(SELECT *, row_number() OVER ({partition} ORDER BY _ord) AS n FROM {DELTA} WHERE _sign < 0) r "
+                f"ON {same} AND s.n = r.n)")
+
+    def _expire(self, now: int) -> None:
+        """Drop rows older than their side's retention, at most ten times per retention period."""
+        shortest = min((t for t in self.ttl_ms if t > 0), default=0)
+        if not shortest:
+            return
+        if self._last_expiry is not None and now - self._last_expiry < max(shortest // 10, 1):
+            return
+        self._last_expiry = now
+        for side, ttl in zip(self.sides, self.ttl_ms):
+            if ttl <= 0:
+                continue
+            cutoff = int_literal(now - ttl)
+            expired = self._run(f"SELECT count(*) FROM {side.table} WHERE _t < {cutoff}")[0][0]
+            if expired:
+                self._run(f"DELETE FROM {side.table} WHERE _t < {cutoff}")
+                self.ctx.count("state_rows_expired", expired)
+
+    def state_rows(self) -> int:
+        """Rows held by both sides (for tests and benchmarks of state size)."""
+        self.open()
+        return sum(self._run(f"SELECT count(*) FROM {s.table}")[0][0] for s in self.sides)
+
+    # -- checkpoints ----------------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """``{"version", "watermark", "max_parallelism", "tables"}``, tables ordered by key group."""
+        self.open()
+        tables = {side.table: query_arrow(self.con, f"SELECT * FROM {side.table} ORDER BY key_group, _rid",
+                                          self.ctx.operator_id) for side in self.sides}
+        return {"version": SNAPSHOT_VERSION, "watermark": 0, "max_parallelism": self.ctx.max_parallelism,
+                "tables": tables}
+
+    @staticmethod
+    def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
+        return merge_snapshots(snapshots, version=SNAPSHOT_VERSION, what="join")
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.open()
+        oid = self.ctx.operator_id
+        tables = owned_tables(state, version=SNAPSHOT_VERSION, max_parallelism=self.ctx.max_parallelism,
+                              key_groups=self.ctx.owned_key_groups(), what="join", operator_id=oid,
+                              known=set(STATE_TABLES))
+        for side in self.sides:
+            self._run(f"DELETE FROM {side.table}")
+            table = tables.get(side.table)
+            side.next_rid = 0 if table is None else table.num_rows
+            if not side.next_rid:
+                continue
+            # the row ids of merged subtasks may repeat: number the rows afresh
+            self.con.register("restored_rows", table)
+            try:
+                rest = "".join(f", {c}" for c in side.data())
+                self._run(f"INSERT INTO {side.table} SELECT key_group, row_number() OVER (ORDER BY key_group, _rid) - 1, "
+                          f"_matches, _t{rest} FROM restored_rows")
+            finally:
+                self.con.unregister("restored_rows")
+
+
+def _duck_type(t: pa.DataType) -> str:
+    """The DuckDB type of an Arrow type, for a typed NULL."""
+    return _DUCK_TYPES.get(str(t)) or _duck_type_slow(t)
+
+
+_DUCK_TYPES: dict[str, str] = {}
+
+
+def _duck_type_slow(t: pa.DataType) -> str:
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        con.register("t", pa.schema([pa.field("x", t)]).empty_table())
+        name = str(con.sql("SELECT x FROM t").types[0])
+    finally:
+        con.close()
+    _DUCK_TYPES[str(t)] = name
+    return name

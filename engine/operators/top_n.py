@@ -1,0 +1,226 @@
+"""TopN: Top-N and deduplication without a window (Flink's Rank), an updating result.
+
+Config::
+
+    {
+      "columns": [input column, ...],     # without _row_kind
+      "partition_keys": [column, ...],
+      "order_by": ["SQL ASC|DESC NULLS FIRST|LAST", ...],
+      "function": "row_number" | "rank" | "dense_rank",
+      "rank_column": name,
+      "rank_range": [low, high],
+      "filter": "SQL over the ranked rows" | null,
+      "projection": [[name, SQL over the ranked rows], ...],
+      "append_only_input": true,
+      "ttl_ms": 0                         # state retention (processing time); 0: for ever
+    }
+
+State: the rows of every partition in DuckDB (``ranked_rows``: key group, a
+row id, the input's columns). Each batch is the operator's mini-batch: the
+partitions it touches are ranked before and after it is applied (ties broken
+by every column, so the result never depends on arrival order), and the
+difference of the two results is emitted — rows that left first (-D), then
+rows that entered (+I). A row whose rank changed leaves with its old rank and
+enters with the new one, so a sink keyed by (partition keys, rank) applies
+the changes by upsert. With append-only input a row ranked below N can never
+rise again, so it is deleted at once: a partition holds at most N rows (and
+their ties).
+
+With ``ttl_ms`` > 0 a row is forgotten that long after it arrived (Flink's
+``table.exec.state.ttl``), without retracting it from the result.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import time
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER
+from engine.errors import EngineError
+from engine.operators.base import Operator, OperatorContext
+from engine.operators.batches import conform
+from engine.operators.duckdb_sql import execute, int_literal, query_arrow, quote_ident
+from engine.state.key_groups import key_groups
+from engine.state.keyed_tables import merge_snapshots, owned_tables
+
+TABLE = "ranked_rows"
+DELTA = "top_n_delta"
+SNAPSHOT_VERSION = 1
+
+
+def now_ms() -> int:
+    """Processing time for state retention (tests replace it)."""
+    return int(time.time() * 1000)
+
+
+class TopN(Operator):
+    def __init__(self, config: dict[str, Any], ctx: OperatorContext):
+        super().__init__(config, ctx)
+        try:
+            self.columns = list(config["columns"])
+            self.keys = list(config["partition_keys"])
+            self.order_by = list(config["order_by"])
+            self.function = config["function"]
+            self.rank_column = config["rank_column"]
+            self.low, self.high = config["rank_range"]
+            self.projection = [tuple(p) for p in config["projection"]]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise EngineError(f"top_n config lacks {exc}", operator_id=ctx.operator_id) from None
+        if self.function not in ("row_number", "rank", "dense_rank"):
+            raise EngineError(f"unknown rank function {self.function!r}", operator_id=ctx.operator_id)
+        self.filter = config.get("filter") or None
+        self.append_only_input = bool(config.get("append_only_input", True))
+        self.ttl_ms = int(config.get("ttl_ms") or 0)
+        self._last_expiry: int | None = None
+        self.con = None
+        self._next_rid = 0
+        self._created = False
+
+    def open(self) -> None:
+        if self.con is None:
+            self.con = self.ctx.state_connection()
+
+    def close(self) -> None:
+        if self.con is not None:
+            self.con.close()
+            self.con = None
+            self._created = False
+
+    def _run(self, sql: str) -> list[tuple]:
+        return execute(self.con, sql, self.ctx.operator_id)
+
+    # -- SQL pieces ---------------------------------------------------------------
+    def _quoted(self, names: list[str], relation: str = "") -> str:
+        return ", ".join(f"{relation}{quote_ident(n)}" for n in names)
+
+    def _ranked(self) -> str:
+        """The rows of the touched partitions with their rank, best first."""
+        partition = f"PARTITION BY {self._quoted(self.keys)} " if self.keys else ""
+        ties = ", ".join([*(f"{quote_ident(c)} ASC NULLS FIRST" for c in self.columns), "_rid"])
+        order = ", ".join([*self.order_by, ties]) if self.function == "row_number" else ", ".join(self.order_by)
+        same = " AND ".join(f"t.{quote_ident(k)} IS NOT DISTINCT FROM s.{quote_ident(k)}" for k in self.keys)
+        rows = f"(SELECT s.* FROM {TABLE} s SEMI JOIN touched t ON {same})" if self.keys else TABLE  # NULL keys too
+        return (f"SELECT *, {self.function}() OVER ({partition}ORDER BY {order}) AS {quote_ident(self.rank_column)} "
+                f"FROM {rows}")
+
+    def _result(self, ranked: str | None = None) -> str:
+        """The touched partitions' part of the result: ranks in range, filtered, projected."""
+        rank = quote_ident(self.rank_column)
+        where = f"{rank} BETWEEN {int_literal(self.low)} AND {int_literal(self.high)}"
+        if self.filter:
+            where += f" AND ({self.filter})"
+        select = ", ".join(f"{sql} AS {quote_ident(name)}" for name, sql in self.projection)
+        return f"SELECT {select} FROM {ranked or '(' + self._ranked() + ')'} WHERE {where}"
+
+    # -- batches ------------------------------------------------------------------
+    def process_batch(self, batch: pa.RecordBatch, input_index: int = 0) -> list[pa.RecordBatch]:
+        self.open()
+        self.ctx.count("rows_in", batch.num_rows)
+        if batch.num_rows == 0:
+            return []
+        names = batch.schema.names
+        missing = [c for c in self.columns if c not in names]
+        if missing:
+            raise EngineError(f"the input lacks columns {missing}", operator_id=self.ctx.operator_id)
+        if ROW_KIND in names:
+            kinds = batch.column(names.index(ROW_KIND))
+            adds = pc.or_(pc.equal(kinds, INSERT), pc.equal(kinds, UPDATE_AFTER))
+            sign = pc.if_else(adds, pa.scalar(1, pa.int8()), pa.scalar(-1, pa.int8()))
+        else:
+            sign = pa.repeat(pa.scalar(1, pa.int8()), batch.num_rows)
+        now = now_ms()
+        delta = pa.RecordBatch.from_arrays(
+            [key_groups(batch, self.keys, self.ctx.max_parallelism),
+             pa.array(range(self._next_rid, self._next_rid + batch.num_rows), pa.int64()),
+             pa.repeat(pa.scalar(now, pa.int64()), batch.num_rows),
+             *(batch.column(names.index(c)) for c in self.columns), sign],
+            names=["key_group", "_rid", "_t", *self.columns, "_sign"])
+        self._next_rid += batch.num_rows
+        self.con.register(DELTA, delta)
+        try:
+            if not self._created:
+                self._run(f"CREATE TABLE {TABLE} AS SELECT * EXCLUDE (_sign) FROM {DELTA} LIMIT 0")
+                self._created = True
+            self._expire(now)
+            if self.keys:
+                self._run(f"CREATE OR REPLACE TEMP TABLE touched AS SELECT DISTINCT {self._quoted(self.keys)} FROM {DELTA}")
+            self._run(f"CREATE OR REPLACE TEMP TABLE top_before AS {self._result()}")
+            self._apply(delta)
+            self._run(f"CREATE OR REPLACE TEMP TABLE top_ranked AS {self._ranked()}")
+            if self.append_only_input:  # a row below the top N never rises again
+                self._run(f"DELETE FROM {TABLE} WHERE _rid IN (SELECT _rid FROM top_ranked "
+                          f"WHERE {quote_ident(self.rank_column)} > {int_literal(self.high)})")
+            self._run(f"CREATE OR REPLACE TEMP TABLE top_after AS {self._result('top_ranked')}")
+            out = query_arrow(self.con, (
+                f"SELECT *, {DELETE}::TINYINT AS {ROW_KIND} FROM (SELECT * FROM top_before EXCEPT ALL "
+                f"SELECT * FROM top_after) UNION ALL SELECT *, {INSERT}::TINYINT FROM (SELECT * FROM top_after "
+                f"EXCEPT ALL SELECT * FROM top_before)"), self.ctx.operator_id)
+        finally:
+            self.con.unregister(DELTA)
+        self.ctx.count("rows_out", out.num_rows)
+        return conform(out, self.ctx.output_schema, self.ctx.operator_id)
+
+    def _apply(self, delta: pa.RecordBatch) -> None:
+        columns = self._quoted(["key_group", "_rid", "_t", *self.columns])
+        self._run(f"INSERT INTO {TABLE} SELECT {columns} FROM {DELTA} WHERE _sign > 0")
+        if pc.any(pc.less(delta.column(delta.num_columns - 1), 0)).as_py():  # delete one equal row each
+            data = self._quoted(self.columns)
+            same = " AND ".join(f"s.{quote_ident(c)} IS NOT DISTINCT FROM r.{quote_ident(c)}" for c in self.columns)
+            self._run(
+                f"DELETE FROM {TABLE} WHERE _rid IN (SELECT s._rid FROM "
+                f"(SELECT *, row_number() OVER (PARTITION BY {data} ORDER BY _rid) AS _n FROM {TABLE}) s JOIN "
+                f"(SELECT *, row_number() OVER (PARTITION BY {data} ORDER BY _rid) AS _n FROM {DELTA} "
+                f"WHERE _sign < 0) r ON {same} AND s._n = r._n)")
+
+    def _expire(self, now: int) -> None:
+        """Forget rows older than the retention, at most ten times per retention period."""
+        if self.ttl_ms <= 0 or (self._last_expiry is not None and now - self._last_expiry < max(self.ttl_ms // 10, 1)):
+            return
+        self._last_expiry = now
+        expired = self._run(f"SELECT count(*) FROM {TABLE} WHERE _t < {int_literal(now - self.ttl_ms)}")[0][0]
+        if expired:
+            self._run(f"DELETE FROM {TABLE} WHERE _t < {int_literal(now - self.ttl_ms)}")
+            self.ctx.count("state_rows_expired", expired)
+
+    def state_rows(self) -> int:
+        self.open()
+        return self._run(f"SELECT count(*) FROM {TABLE}")[0][0] if self._created else 0
+
+    # -- checkpoints ------------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        self.open()
+        tables = {}
+        if self._created:
+            tables[TABLE] = query_arrow(self.con, f"SELECT * FROM {TABLE} ORDER BY key_group, _rid",
+                                        self.ctx.operator_id)
+        return {"version": SNAPSHOT_VERSION, "watermark": 0, "max_parallelism": self.ctx.max_parallelism,
+                "tables": tables}
+
+    @staticmethod
+    def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
+        return merge_snapshots(snapshots, version=SNAPSHOT_VERSION, what="Top-N")
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.open()
+        tables = owned_tables(state, version=SNAPSHOT_VERSION, max_parallelism=self.ctx.max_parallelism,
+                              key_groups=self.ctx.owned_key_groups(), what="Top-N",
+                              operator_id=self.ctx.operator_id, known={TABLE})
+        if self._created:
+            self._run(f"DROP TABLE {TABLE}")
+            self._created = False
+        table = tables.get(TABLE)
+        if table is None:
+            return
+        self.con.register("restored", table)
+        try:
+            rest = self._quoted(self.columns)
+            # row ids of merged subtasks may repeat: number the rows afresh
+            self._run(f"CREATE TABLE {TABLE} AS SELECT key_group, "
+                      f"(row_number() OVER (ORDER BY key_group, _rid) - 1)::BIGINT AS _rid, _t, {rest} FROM restored")
+        finally:
+            self.con.unregister("restored")
+        self._created = True
+        self._next_rid = table.num_rows

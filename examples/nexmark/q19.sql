@@ -1,0 +1,19 @@
+-- Query 19: the ten highest bids of each auction.
+-- Top-N without a window: an updating result, kept by upsert on (auction, rank_number).
+
+CREATE TABLE nexmark_q19 (
+  auction BIGINT,
+  bidder BIGINT,
+  price BIGINT,
+  channel VARCHAR,
+  url VARCHAR,
+  date_time TIMESTAMP(3),
+  extra VARCHAR,
+  rank_number BIGINT,
+  PRIMARY KEY (auction, rank_number) NOT ENFORCED
+) WITH ('connector' = 'blackhole');
+
+INSERT INTO nexmark_q19
+SELECT * FROM
+(SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC) AS rank_number FROM bid)
+WHERE rank_number <= 10;

@@ -1,0 +1,198 @@
+"""Planning regular joins: two streams joined on key equalities, without a window.
+
+Flink's regular (streaming) join. Spellings: ``FROM a [INNER | LEFT | RIGHT |
+FULL] JOIN b ON a.k = b.k [AND <condition>]``, ``FROM a, b WHERE a.k = b.k
+...``, and ``[NOT] IN`` / ``[NOT] EXISTS`` subqueries over a stream (SEMI and
+ANTI joins). Either input may be an updating stream.
+
+Plan: as for window joins (``planner/joins.py`` plans both inputs, finds the
+key equalities, computes key expressions before a hash edge on each side), a
+``stream_join`` node keeps both inputs' rows and joins every batch of one side
+with the other side's rows. Conditions of ON that are not key equalities are
+evaluated by the join for an outer, SEMI or ANTI join (they decide what
+matches) and moved to the WHERE of the projection for an INNER join.
+
+Output: the left columns, then the right ones, and ``_row_kind`` unless the
+join is an INNER or SEMI join of two append-only inputs (then every output row
+is an insert and stays one). Time attributes become plain timestamps, as in
+Flink: a row of a regular join can be emitted long after its watermark passed.
+
+State: every row of both inputs, for ever — unless ``'table.exec.state.ttl'``
+or the hint ``/*+ STATE_TTL('alias' = '1h', ...) */`` after SELECT bounds how
+long a row is kept (processing time since it arrived, as Flink's TTL).
+"""
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+from sqlglot import exp
+
+from engine.changelog import ROW_KIND, ROW_KIND_TYPE
+from engine.graph import Edge, schema_to_json
+from engine.sql_eval import INPUT
+from planner.expressions import bind, contains_aggregate, to_duckdb
+from planner.graph_builder import Stream
+from planner.joins import DESCRIBED_TYPES, JoinScope, Relation, _check_partitioning, output_names
+from sql.errors import Problem, WeirSqlError
+from sql.intervals import parse_duration
+
+if TYPE_CHECKING:
+    from planner.joins import _Pair, _WindowJoinPlanner
+
+_HINT = re.compile(r"STATE_TTL\s*\((.*?)\)", re.IGNORECASE | re.DOTALL)
+_HINT_ITEM = re.compile(r"'([^']*)'\s*=\s*'([^']*)'")
+
+
+def plan_regular_join(planner: "_WindowJoinPlanner", join_type: str, left: Relation, right: Relation,
+                      pairs: list["_Pair"], remaining: list[exp.Expression], null_aware: bool) -> Stream:
+    from planner.queries import PlanError
+
+    qp, select = planner.qp, planner.select
+    if not pairs:
+        raise qp.fail(f"the join of `{left.alias}` and `{right.alias}` has no equality between them", select,
+                      "a streaming join keeps the rows of both inputs by key: join on an equality, "
+                      "e.g. ON a.id = b.id (a cross join would keep every row for ever)")
+    residual_terms = [term for term, _ in planner.residual]
+    if join_type == "inner":  # the rest of ON filters the joined rows, each input's own terms before the join
+        remaining = _push_down([*residual_terms, *remaining], (left, right), qp, planner.pipeline)
+        residual_terms = []
+    for relation in (left, right):
+        _drop_row_kind(relation)
+    left_keys, right_keys = planner.key_columns(pairs, left, right)
+    if planner.problems:
+        raise PlanError(planner.problems)
+    for relation in (left, right):
+        _drop_row_kind(relation)  # a key calc passes it through again
+    _check_partitioning(qp, select, (left, left_keys), (right, right_keys))
+    right.output_names = output_names(left.output_names, right.output_names)
+    both = JoinScope([left, right], qp.fallback)
+    residual = None
+    if residual_terms:
+        problems: list[Problem] = []
+        bound = bind(exp.and_(*residual_terms), both, problems)
+        if problems:
+            raise PlanError(problems)
+        residual = to_duckdb(bound, both.schema)
+        qp.describe(f"SELECT ({residual}) AS c FROM {INPUT}", both.schema, residual_terms[0])
+
+    append_inputs = left.stream.append_only and right.stream.append_only
+    changelog = not (append_inputs and join_type in ("inner", "semi"))
+    relations = [left] if join_type in ("semi", "anti") else [left, right]
+    scope = JoinScope(relations, qp.fallback)
+    schema = scope.schema
+    if changelog:
+        schema = schema.append(pa.field(ROW_KIND, ROW_KIND_TYPE))
+    ttl = state_ttl(qp.settings, select, left.alias, right.alias, qp)
+    config = {
+        "join_type": join_type,
+        "null_aware": null_aware,
+        "residual": residual,
+        "changelog": changelog,
+        "ttl_ms": ttl,
+        "left": {"schema": schema_to_json(_columns(left)), "keys": left_keys, "names": left.output_names[:len(_columns(left))]},
+        "right": {"schema": schema_to_json(_columns(right)), "keys": right_keys,
+                  "names": right.output_names[:len(_columns(right))]},
+    }
+    description = (f"Join(joinType=[{DESCRIBED_TYPES[join_type]}{', null-aware' if null_aware else ''}], "
+                   f"leftKeys=[{', '.join(left_keys)}], rightKeys=[{', '.join(right_keys)}]"
+                   + (f", where=[{residual}]" if residual else "")
+                   + (f", stateTtl=[{ttl} ms]" if any(ttl.values()) else "") + ")")
+    edges = [Edge(r.stream.node_id, "hash", tuple(k)) for r, k in ((left, left_keys), (right, right_keys))]
+    node = qp.builder.add(planner.pipeline, "stream_join", config, schema, edges, description, label="join")
+    joined = Stream(node.id, schema, frozenset(), f"{left.alias} JOIN {right.alias}", append_only=not changelog)
+    return project_joined(qp, select, joined, scope, remaining, planner.pipeline)
+
+
+def project_joined(qp, select: exp.Select, joined: Stream, scope: JoinScope, remaining: list[exp.Expression],
+                   pipeline: str) -> Stream:
+    """The SELECT list and the WHERE terms left over, as a calc over the join's output."""
+    outer = select.copy()
+    outer.set("joins", None)
+    outer.set("where", exp.Where(this=exp.and_(*remaining)) if remaining else None)
+    items = []
+    for item in outer.expressions:
+        if isinstance(item, exp.Star) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star)):
+            items.extend(scope.star(item))
+        else:
+            items.append(item)
+    outer.set("expressions", items)
+    if outer.args.get("group") is not None or any(contains_aggregate(e) for e in
+                                                    [*outer.expressions, outer.args.get("having") or exp.Null()]):
+        from planner.group_aggregate import plan_group_aggregate  # GROUP BY over the join: updating
+
+        return plan_group_aggregate(qp, outer, joined, scope, pipeline)
+    return qp._plan_calc(outer, joined, scope, pipeline)
+
+
+def _push_down(terms: list[exp.Expression], relations: tuple[Relation, Relation], qp, pipeline: str
+               ) -> list[exp.Expression]:
+    """Filter each input by the terms that read only its columns (less state, as Flink's
+    filter push-down); the terms left read both or neither."""
+    scope = JoinScope(list(relations), qp.fallback)
+    own: list[list[exp.Expression]] = [[], []]
+    rest = []
+    for term in terms:
+        read = {located[0] for column in term.find_all(exp.Column)
+                if (located := scope.locate(column, [])) is not None}
+        if len(read) == 1 and not any(isinstance(n, (exp.AggFunc, exp.Subquery)) for n in term.walk()):
+            own[read.pop()].append(term)
+        else:
+            rest.append(term)
+    for relation, mine in zip(relations, own):
+        if not mine:
+            continue
+        problems: list[Problem] = []
+        alone = JoinScope([relation], qp.fallback)
+        bound = bind(exp.and_(*mine), alone, problems)
+        if problems:
+            rest.extend(mine)
+            continue
+        relation.stream = qp.plan_pre_aggregate(relation.stream, to_duckdb(bound, relation.stream.schema), [],
+                                                pipeline, mine[0])
+    return rest
+
+
+def _drop_row_kind(relation: Relation) -> None:
+    """An updating input's ``_row_kind`` is the join's business, not a column of the join."""
+    relation.visible = [n for n in relation.visible if n != ROW_KIND]
+    names = relation.stream.schema.names
+    if ROW_KIND in names:
+        relation.output_names = [n for n in relation.output_names if n != ROW_KIND]
+
+
+def _columns(relation: Relation) -> pa.Schema:
+    return pa.schema([f for f in relation.stream.schema if f.name != ROW_KIND])
+
+
+def state_ttl_ms(qp) -> int:
+    """The job's 'table.exec.state.ttl' in milliseconds (0: state is kept for ever)."""
+    return _millis(qp.settings.get("table.exec.state.ttl") or "0", "'table.exec.state.ttl'", qp, None)
+
+
+def state_ttl(settings: dict[str, str], select: exp.Select, left: str, right: str, qp) -> dict[str, int]:
+    """Milliseconds each side's rows are kept (0: for ever): the job's 'table.exec.state.ttl',
+    overridden per input by ``/*+ STATE_TTL('alias' = '1h') */``."""
+    default = _millis(settings.get("table.exec.state.ttl") or "0", "'table.exec.state.ttl'", qp, select)
+    ttl = {"left": default, "right": default}
+    for comment in select.comments or []:
+        match = _HINT.search(comment)
+        if not match:
+            continue
+        for alias, value in _HINT_ITEM.findall(match.group(1)):
+            sides = [s for s, a in (("left", left), ("right", right)) if a.lower() == alias.lower()]
+            if not sides:
+                raise qp.fail(f"STATE_TTL names `{alias}`, which is not an input of this join", select,
+                              f"name the inputs by their aliases: `{left}`, `{right}`")
+            ttl[sides[0]] = _millis(value, f"STATE_TTL for `{alias}`", qp, select)
+    return ttl
+
+
+def _millis(text: str, what: str, qp, node: exp.Expression) -> int:
+    if text.strip() in ("0", "0s", "0 ms", "0ms"):
+        return 0
+    try:
+        return parse_duration(text) // 1000
+    except WeirSqlError as error:
+        raise qp.fail(f"{what}: {error.problems[0].message}", node, error.problems[0].hint) from None

@@ -1,0 +1,156 @@
+"""Planning joins with a table as of a time: lookup joins and event-time temporal joins.
+
+``FROM s JOIN t FOR SYSTEM_TIME AS OF s.x AS d ON s.k = d.k`` (INNER or LEFT), Flink's spelling:
+
+- when ``s.x`` is an event-time attribute of ``s`` (it has a watermark), ``t`` is a
+  versioned table — a stream whose every row is a new version of its key from its
+  time on — and each row of ``s`` is joined with the version valid at ``s.x``
+  (``temporal_join``, keyed by the join keys, emitting when the watermark passes);
+- otherwise (``s.x`` is ``PROCTIME()``, processing time) ``t`` is looked up as it is
+  when the row arrives (``lookup_join``: a ``duckdb`` table queried per batch, or a
+  file read once as a side input), and ``t`` is never read as a stream.
+
+Both keep the stream's time attributes: a window can follow.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+from sqlglot import exp
+
+from engine.changelog import ROW_KIND, ROW_KIND_TYPE
+from engine.graph import Edge, schema_to_json
+from planner.expressions import bind, to_duckdb
+from planner.graph_builder import Stream
+from planner.joins import JoinScope, Relation, _join_clause, _WindowJoinPlanner, output_names
+from planner.stream_joins import project_joined
+from sql.errors import Problem
+
+if TYPE_CHECKING:
+    from planner.queries import QueryPlanner
+
+
+def is_versioned_join(select: exp.Select) -> bool:
+    joins = select.args.get("joins") or []
+    return bool(joins) and isinstance(joins[0].this, exp.Table) and joins[0].this.args.get("version") is not None
+
+
+def plan_versioned_join(qp: "QueryPlanner", select: exp.Select, pipeline: str) -> Stream:
+    from planner.catalog import TableDef
+    from planner.queries import PlanError
+
+    joins = select.args["joins"]
+    if len(joins) > 1:
+        raise qp.fail("a SELECT may join two inputs; join a third in a query around it", joins[1])
+    join_type, table_node, condition = _join_clause(qp, joins[0])
+    if join_type not in ("inner", "left") or condition is None:
+        raise qp.fail("a join FOR SYSTEM_TIME AS OF is INNER or LEFT JOIN ... ON", joins[0],
+                      "JOIN t FOR SYSTEM_TIME AS OF s.time_column AS d ON s.k = d.k")
+    version = table_node.args["version"]
+    as_of = version.args.get("expression")
+    planner = _WindowJoinPlanner(qp, select, pipeline)
+    left = planner.plan_side(select.args["from_"].this)
+    left.visible = [n for n in left.visible if n != ROW_KIND]
+    problems: list[Problem] = []
+    time_column = JoinScope([left], qp.fallback).locate(as_of, problems) if isinstance(as_of, exp.Column) else None
+    if time_column is None:
+        raise PlanError(problems) if problems else qp.fail(
+            "FOR SYSTEM_TIME AS OF needs a time column of the joined stream", as_of,
+            "FOR SYSTEM_TIME AS OF s.proc_time (a lookup) or s.event_time (a temporal join)")
+    time_column = time_column[1]
+    found = qp.catalog.lookup(table_node.name)
+    event_time = time_column in left.stream.time_attributes
+    alias = table_node.alias or table_node.name
+    if event_time:
+        plain = table_node.copy()
+        plain.set("version", None)
+        right = planner.plan_side(plain)
+        if not right.stream.time_attributes:
+            raise qp.fail(f"`{alias}` has no watermark: an event-time temporal join needs a versioned table",
+                          table_node, f"declare WATERMARK FOR its version time in CREATE TABLE {table_node.name}")
+        if not right.stream.append_only:
+            raise qp.fail(f"`{alias}` is an updating stream; a temporal join reads versions from an append-only one",
+                          table_node)
+    else:
+        if not isinstance(found, TableDef):
+            raise qp.fail(f"`{table_node.name}` must be a table to look up (declared with CREATE TABLE)", table_node,
+                          "declare the lookup table with 'connector' = 'duckdb' or 'filesystem'")
+        fake = Stream("", found.schema, frozenset(), found.name)
+        right = Relation(alias, fake, list(found.schema.names), list(found.schema.names))
+    scope = JoinScope([left, right], qp.fallback)
+    pairs = planner.pairs_from_condition(condition, scope)
+    if planner.problems:
+        raise PlanError(planner.problems)
+    if not pairs:
+        raise qp.fail(f"the join with `{alias}` has no equality on its keys", condition,
+                      "join on equalities: ON s.k = d.k")
+    residual = [term for term, _ in planner.residual]
+    remaining = []
+    where = select.args.get("where")
+    if where is not None:
+        from planner.joins import conjuncts
+
+        remaining = conjuncts(where.this)
+    right_stream_before = right.stream
+    left_keys, right_keys = planner.key_columns(pairs, left, right)
+    if planner.problems:
+        raise PlanError(planner.problems)
+    if not event_time and right.stream is not right_stream_before:
+        raise qp.fail(f"the keys of the lookup table `{alias}` must be its columns, of the stream's key types",
+                      condition, "compute and CAST on the stream's side: ON CAST(s.k AS BIGINT) = d.id")
+    left.visible = [n for n in left.visible if n != ROW_KIND]
+    left_columns = pa.schema([f for f in left.stream.schema if f.name != ROW_KIND])
+    right.output_names = output_names(list(left_columns.names), list(right.stream.schema.names))
+    left.output_names = list(left_columns.names) + ([ROW_KIND] if ROW_KIND in left.stream.schema.names else [])
+    both = JoinScope([left, right], qp.fallback)
+    residual_sql = None
+    if residual and (join_type == "left" and not event_time):
+        bound = bind(exp.and_(*residual), both, problems)
+        if problems:
+            raise PlanError(problems)
+        residual_sql = to_duckdb(bound, both.schema)
+    elif residual and join_type == "left":
+        raise qp.fail("a LEFT temporal join's ON holds key equalities only", residual[0],
+                      "filter the versioned table in a subquery")
+    else:
+        remaining = [*residual, *remaining]
+    schema = pa.schema([*left_columns, *(f.with_name(n) for f, n in zip(right.stream.schema, right.output_names))])
+    updating = ROW_KIND in left.stream.schema.names
+    if event_time:
+        if updating:
+            raise qp.fail("a temporal join of an updating stream is not supported", select,
+                          "join the append-only stream, then aggregate")
+        right_time = next(iter(sorted(right.stream.time_attributes)))
+        config = {
+            "join_type": join_type,
+            "left": {"schema": schema_to_json(left_columns), "keys": left_keys, "time": time_column,
+                     "names": list(left_columns.names)},
+            "right": {"schema": schema_to_json(right.stream.schema), "keys": right_keys, "time": right_time,
+                      "names": right.output_names},
+        }
+        description = (f"TemporalJoin(joinType=[{'LeftOuterJoin' if join_type == 'left' else 'InnerJoin'}], "
+                       f"asOf=[{time_column}], version=[{alias}.{right_time}], leftKeys=[{', '.join(left_keys)}], "
+                       f"rightKeys=[{', '.join(right_keys)}])")
+        edges = [Edge(left.stream.node_id, "hash", tuple(left_keys)),
+                 Edge(right.stream.node_id, "hash", tuple(right_keys))]
+        node = qp.builder.add(pipeline, "temporal_join", config, schema, edges, description, label="temporal_join")
+    else:
+        if updating:
+            schema = schema.append(pa.field(ROW_KIND, ROW_KIND_TYPE))
+        config = {
+            "join_type": join_type,
+            "keys": left_keys,
+            "names": list(left_columns.names),
+            "lookup": {"table": found.name, "options": dict(found.options), "schema": schema_to_json(found.schema),
+                       "keys": right_keys, "names": right.output_names},
+            "residual": residual_sql,
+        }
+        description = (f"LookupJoin(table=[{found.name}], joinType=[{'LeftOuterJoin' if join_type == 'left' else 'InnerJoin'}], "
+                       f"lookup=[{', '.join(f'{r}={l}' for l, r in zip(left_keys, right_keys))}]"
+                       + (f", where=[{residual_sql}]" if residual_sql else "") + ")")
+        node = qp.builder.add(pipeline, "lookup_join", config, schema, [Edge(left.stream.node_id)], description,
+                              label="lookup_join")
+    joined = Stream(node.id, schema, left.stream.time_attributes, f"{left.alias} JOIN {alias}",
+                    append_only=not updating)
+    return project_joined(qp, select, joined, JoinScope([left, right], qp.fallback), remaining, pipeline)

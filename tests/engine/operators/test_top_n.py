@@ -1,0 +1,108 @@
+"""TopN (no window) driven directly: its changelog, applied to an empty multiset after any
+batch, equals DuckDB's ranking of what the input changelog leaves — through restores."""
+from __future__ import annotations
+
+from collections import Counter
+
+import duckdb
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER, UPDATE_BEFORE
+from engine.operators.base import OperatorContext
+from engine.operators.top_n import TopN
+
+SCHEMA = pa.schema([("k", pa.int64()), ("v", pa.int64())])
+
+
+def make(function="row_number", high=2, append_only=True, with_rank=True) -> TopN:
+    projection = [["k", '"k"'], ["v", '"v"']] + ([["rn", '"rn"']] if with_rank else [])
+    config = {"columns": ["k", "v"], "partition_keys": ["k"], "order_by": ['"v" DESC NULLS LAST'],
+              "function": function, "rank_column": "rn", "rank_range": [1, high], "filter": None,
+              "projection": projection, "append_only_input": append_only}
+    out = pa.schema([("k", pa.int64()), ("v", pa.int64())] + ([("rn", pa.int64())] if with_rank else [])
+                    + [(ROW_KIND, pa.int8())])
+    op = TopN(config, OperatorContext("top", out, max_parallelism=8))
+    op.open()
+    return op
+
+
+def apply(result: Counter, batches) -> None:
+    for b in batches:
+        for row in b.to_pylist():
+            kind = row.pop(ROW_KIND)
+            key = tuple(row.values())
+            if kind in (INSERT, UPDATE_AFTER):
+                result[key] += 1
+            else:
+                assert result[key] > 0, f"retraction of a row never emitted: {key}"
+                result[key] -= 1
+                if not result[key]:
+                    del result[key]
+
+
+def oracle(rows, function, high, with_rank):
+    con = duckdb.connect()
+    con.register("t", pa.table({"k": pa.array([r[0] for r in rows], pa.int64()),
+                                "v": pa.array([r[1] for r in rows], pa.int64())}))
+    order = "v DESC NULLS LAST" + (", k ASC NULLS FIRST, v ASC NULLS FIRST" if function == "row_number" else "")
+    cols = "k, v, rn" if with_rank else "k, v"
+    return Counter(con.sql(f"SELECT {cols} FROM (SELECT *, {function}() OVER (PARTITION BY k ORDER BY {order}) rn "
+                           f"FROM t) WHERE rn <= {high}").fetchall())
+
+
+@st.composite
+def changelogs(draw, retractions: bool):
+    live, out = [], []
+    for _ in range(draw(st.integers(1, 30))):
+        if retractions and live and draw(st.booleans()):
+            row = live.pop(draw(st.integers(0, len(live) - 1)))
+            out.append((row, draw(st.sampled_from([DELETE, UPDATE_BEFORE]))))
+        else:
+            row = (draw(st.sampled_from([1, 2, None])), draw(st.one_of(st.none(), st.integers(0, 5))))
+            live.append(row)
+            out.append((row, draw(st.sampled_from([INSERT, UPDATE_AFTER]))))
+    return out, live
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.booleans(), st.sampled_from(["row_number", "rank", "dense_rank"]), st.integers(1, 3), st.booleans(),
+       st.data())
+def test_top_n_changelog_equals_the_batch_ranking(retractions, function, high, with_rank, data):
+    changes, live = data.draw(changelogs(retractions))
+    chunk = data.draw(st.integers(1, 7))
+    restore_at = data.draw(st.integers(0, 10))
+    op = make(function, high, append_only=not retractions, with_rank=with_rank)
+    result = Counter()
+    for step, start in enumerate(range(0, len(changes), chunk)):
+        part = changes[start:start + chunk]
+        batch = pa.record_batch([pa.array([r[0] for r, _ in part], pa.int64()), pa.array([r[1] for r, _ in part], pa.int64()),
+                                 pa.array([k for _, k in part], pa.int8())], names=["k", "v", ROW_KIND])
+        apply(result, op.process_batch(batch))
+        if step == restore_at:
+            snap = op.snapshot()
+            op = make(function, high, append_only=not retractions, with_rank=with_rank)
+            op.restore(TopN.merge_snapshots([snap]))
+    assert result == oracle(live, function, high, with_rank)
+
+
+def test_append_only_input_keeps_only_the_top_rows():
+    op = make(high=2)
+    op.process_batch(pa.record_batch([pa.array([1] * 10, pa.int64()), pa.array(range(10), pa.int64())],
+                                     names=["k", "v"]))
+    assert op.state_rows() == 2
+
+
+def test_rows_older_than_the_retention_are_forgotten(monkeypatch):
+    from engine.operators import top_n
+
+    clock = [0]
+    monkeypatch.setattr(top_n, "now_ms", lambda: clock[0])
+    op = make(high=1)
+    op.ttl_ms = 1000
+    op.process_batch(pa.record_batch([pa.array([1], pa.int64()), pa.array([9], pa.int64())], names=["k", "v"]))
+    clock[0] = 5000
+    out = op.process_batch(pa.record_batch([pa.array([2], pa.int64()), pa.array([1], pa.int64())], names=["k", "v"]))
+    assert op.ctx.metrics["state_rows_expired"] == 1 and op.state_rows() == 1
+    assert [r["k"] for r in out[0].to_pylist()] == [2]
