@@ -66,6 +66,11 @@ def _key(node: OperatorNode) -> str:
         return f"{', '.join(left)} | {', '.join(right)}" if left else "- (one group per window)"
     if node.kind == "window_rank":
         return ", ".join(node.config["partition_keys"]) or "- (one ranking per window)"
+    if node.kind == "interval_join":
+        left, right = node.config["left"]["keys"], node.config["right"]["keys"]
+        return f"{', '.join(left)} | {', '.join(right)}" if left else "- (one group)"
+    if node.kind == "over_aggregate":
+        return ", ".join(node.config["partition_keys"]) or "- (one partition)"
     return "-"
 
 
@@ -91,6 +96,17 @@ def _state(node: OperatorNode) -> str:
         high = node.config["rank_range"][1]
         return (f"rows per ({per}), cut to those that can still rank within {high}, "
                 "dropped when the watermark passes window_end")
+    if node.kind == "union":
+        return "none"
+    if node.kind == "interval_join":
+        return ("rows of each input per key, dropped when the watermark passes the last time a row "
+                "of the other input could match them")
+    if node.kind == "over_aggregate":
+        frame = node.config["frame"]
+        kept = {"rows": f"the last {frame.get('preceding')} rows per key",
+                "range": "the rows of the last interval per key",
+                "unbounded": "one running accumulator per key"}[frame["kind"]]
+        return f"rows waiting for the watermark (sorted by time), and {kept}"
     if node.kind == "sink":
         spec = CONNECTORS.get(node.config["options"].get("connector", ""))
         if spec is not None and spec.sink is not None and not spec.sink.transactional:
@@ -103,6 +119,6 @@ def _changelog(node: OperatorNode) -> str:
     """Every operator weir plans today emits inserts only (+I): sources are append-only
     and a window aggregate, join or rank emits each window once, when the watermark passes its end."""
     if node.kind in ("source", "calc", "window_aggregate", "session_window", "window_join", "window_rank",
-                     "sink"):
+                     "sink", "union", "interval_join", "over_aggregate"):
         return "append-only"
     return "unknown"

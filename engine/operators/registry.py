@@ -10,6 +10,9 @@ from engine.operators.session_window import SessionWindow
 from engine.operators.window_aggregate import WindowAggregate
 from engine.operators.window_rank import WindowRank
 from engine.operators.window_join import WindowJoin
+from engine.operators.union import Union
+from engine.operators.interval_join import IntervalJoin
+from engine.operators.over_aggregate import OverAggregate
 
 OPERATORS: dict[str, type[Operator]] = {
     "calc": Calc,
@@ -17,6 +20,9 @@ OPERATORS: dict[str, type[Operator]] = {
     "window_rank": WindowRank,
     "window_join": WindowJoin,
     "session_window": SessionWindow,
+    "union": Union,
+    "interval_join": IntervalJoin,
+    "over_aggregate": OverAggregate,
 }
 
 
