@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
 from sqlglot import exp
 
 from engine.graph import Edge, JobGraph
@@ -76,8 +77,9 @@ def _comparisons(term: exp.Expression) -> list[tuple[str, exp.Expression, exp.Ex
     return [(op, term.this, term.expression)] if op else None
 
 
-def _linear(node: exp.Expression, scope: JoinScope) -> tuple[int, str, int] | None:
-    """(input index, time attribute, offset µs) for ``ts``, ``ts + INTERVAL ...``, ``ts - INTERVAL ...``."""
+def _linear(node: exp.Expression, scope: JoinScope, time_attributes: bool = True) -> tuple[int, str, int] | None:
+    """(input index, time attribute, offset µs) for ``ts``, ``ts + INTERVAL ...``, ``ts - INTERVAL ...``;
+    without ``time_attributes``, any timestamp column will do."""
     while isinstance(node, exp.Paren):
         node = node.this
     if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
@@ -85,14 +87,16 @@ def _linear(node: exp.Expression, scope: JoinScope) -> tuple[int, str, int] | No
         if located is None:
             return None
         index, declared = located
-        if declared not in scope.relations[index].stream.time_attributes:
+        stream = scope.relations[index].stream
+        if declared not in stream.time_attributes and (
+                time_attributes or not pa.types.is_timestamp(stream.schema.field(declared).type)):
             return None
         return index, declared, 0
     if isinstance(node, (exp.Add, exp.Sub)):
         sign = 1 if isinstance(node, exp.Add) else -1
         for column, interval, s in ((node.this, node.expression, sign), (node.expression, node.this, 1)):
             if isinstance(interval, exp.Interval) and (s == 1 or column is node.this):
-                inner = _linear(column, scope)
+                inner = _linear(column, scope, time_attributes)
                 if inner is None:
                     return None
                 try:
@@ -102,15 +106,17 @@ def _linear(node: exp.Expression, scope: JoinScope) -> tuple[int, str, int] | No
     return None
 
 
-def time_bounds(term: exp.Expression, scope: JoinScope) -> list[_Bound] | None:
+def time_bounds(term: exp.Expression, scope: JoinScope, time_attributes: bool = True) -> list[_Bound] | None:
     """The bounds a conjunct of ON puts on ``right.time - left.time``, or None when it is no
-    comparison between a time attribute of each input."""
+    comparison between a time attribute (any timestamp, without ``time_attributes``) of each input."""
     comparisons = _comparisons(term)
     if not comparisons:
         return None
     out = []
     for op, a, b in comparisons:
-        la, lb = _linear(a, scope), _linear(b, scope)
+        if op == "=" and not time_attributes:
+            return None  # equal timestamps that are no time attributes: window bounds or keys
+        la, lb = _linear(a, scope, time_attributes), _linear(b, scope, time_attributes)
         if la is None or lb is None or {la[0], lb[0]} != {0, 1}:
             return None
         if la[0] == 1:  # right.t + oa <op> left.t + ob
@@ -141,7 +147,7 @@ def is_interval_join(qp: "QueryPlanner", select: exp.Select) -> bool:
     except WeirSqlError:
         return False  # the join planner reports what is wrong with the inputs
     scope = JoinScope([left, right], qp.fallback)
-    return any(time_bounds(t, scope) for t in conjuncts(on))
+    return any(time_bounds(t, scope) or time_bounds(t, scope, time_attributes=False) for t in conjuncts(on))
 
 
 def plan_interval_join(qp: "QueryPlanner", select: exp.Select, pipeline: str) -> Stream:
@@ -165,15 +171,27 @@ def plan_interval_join(qp: "QueryPlanner", select: exp.Select, pipeline: str) ->
     bounds: list[_Bound] = []
     equalities: list[exp.Expression] = []
     residual: list[exp.Expression] = []
+    problems: list[Problem] = []
     for term in conjuncts(condition):
         found = time_bounds(term, scope)
         if found:
             bounds.extend(found)
+        elif time_bounds(term, scope, time_attributes=False):
+            columns = [c for c in term.find_all(exp.Column) if not _linear(c, scope)]
+            located = scope.locate(columns[0], [])
+            relation = scope.relations[located[0]]
+            problems.append(qp.fail(
+                f"`{columns[0].sql()}` is not a time attribute of `{relation.alias}`: an interval join bounds "
+                "the event times of its inputs", columns[0],
+                f"declare a watermark on it (WATERMARK FOR {located[1]} AS {located[1]} - INTERVAL '5' SECOND), "
+                f"or compare time attributes: {', '.join(sorted(relation.stream.time_attributes)) or 'none'}"
+            ).problems[0])
         elif isinstance(term, exp.EQ):
             equalities.append(term)
         else:
             residual.append(term)
-    problems: list[Problem] = []
+    if problems:
+        raise PlanError(problems)
     lower, upper = _interval(qp, bounds, scope, problems)
     if residual and join_type != "inner":
         problems.append(planner._problem(

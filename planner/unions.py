@@ -100,7 +100,7 @@ def plan_union(qp: "QueryPlanner", query: exp.Union, pipeline: str) -> Stream:
             if widened is None:
                 problems.append(qp.fail(
                     f"column {index + 1} (`{name}`) of the UNION ALL is {sql_name(wanted)} in one query and "
-                    f"{sql_name(other)} (`{stream.schema.names[index]}`) in another", branch,
+                    f"{sql_name(other)} (`{stream.schema.names[index]}`) in another", _item(branch, index),
                     f"CAST one of them, e.g. CAST({stream.schema.names[index]} AS {sql_name(wanted)})").problems[0])
                 break
             wanted = widened
@@ -121,6 +121,13 @@ def plan_union(qp: "QueryPlanner", query: exp.Union, pipeline: str) -> Stream:
     node = qp.builder.add(pipeline, "union", {"inputs": len(inputs)}, schema, [Edge(s.node_id) for s in inputs],
                           f"Union(all=[true], inputs=[{len(inputs)}])")
     return Stream(node.id, schema, times, " UNION ALL ".join(dict.fromkeys(s.name for s in streams)))
+
+
+def _item(query: exp.Expression, index: int) -> exp.Expression:
+    """The ``index``-th select item of a query (to point at), or the query."""
+    if isinstance(query, exp.Select) and index < len(query.expressions):
+        return query.expressions[index]
+    return query
 
 
 def _cast(qp: "QueryPlanner", stream: Stream, schema: pa.Schema, pipeline: str, node: exp.Expression) -> Stream:
