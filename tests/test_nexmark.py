@@ -69,6 +69,14 @@ ORACLES = {
         FROM bid
         WHERE lower(channel) IN ('apple', 'google', 'facebook', 'baidu')
            OR regexp_matches(url, '(&|^)channel_id=')""",
+    # Bids with their auction: the suite's regular join (weir's q20 is an interval join, whose
+    # bounds hold every bid's auction at the generator's rates).
+    "q20": """
+        SELECT B.auction, B.bidder, B.price, B.channel, B.url, B.date_time AS bid_date_time, B.extra AS bid_extra,
+               A.item_name, A.description, A.initial_bid, A.reserve, A.date_time AS auction_date_time, A.expires,
+               A.seller, A.category, A.extra AS auction_extra
+        FROM bid AS B JOIN auction AS A ON B.auction = A.id
+        WHERE A.category = 10""",
     "q22": """
         SELECT auction, bidder, price, channel,
                regexp_extract(url, '^https://[^/]+/([^/]+)/', 1) AS dir1,
