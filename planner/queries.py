@@ -118,10 +118,12 @@ class QueryPlanner:
         if found.name.lower() in self._expanding:
             raise self.fail(f"view `{found.name}` refers to itself", table)
         self._expanding.append(found.name.lower())
+        ctes, self.ctes = self.ctes, ()  # a view does not see the CTEs of the statement reading it
         try:
             return self.plan_query(found.query, pipeline)
         finally:
             self._expanding.pop()
+            self.ctes = ctes
 
     def source(self, table: TableDef) -> Stream:
         key = table.name.lower()

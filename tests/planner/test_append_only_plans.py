@@ -141,6 +141,16 @@ def test_cte_errors():
     assert "WITH RECURSIVE" in problem.message
 
 
+def test_a_view_does_not_see_the_ctes_of_the_statement_reading_it():
+    script = plan_script(parse(CATALOG + "CREATE VIEW ids AS SELECT id FROM a;\n"
+                               "CREATE MATERIALIZED VIEW out AS WITH a AS (SELECT id + 100 AS id FROM b) "
+                               "SELECT id FROM ids UNION ALL SELECT id FROM a;"))
+    reads = {n.inputs[0].source for n in nodes(script.graph, "calc")}
+    assert {"a.source", "b.source"} <= reads  # the view reads the table a, the query the CTE a
+    (plus_100,) = [n for n in nodes(script.graph, "calc") if ["id", '"id" + 100'] in n.config["projection"]]
+    assert plus_100.inputs[0].source == "b.source"
+
+
 def test_nested_subqueries_in_from():
     graph = plan("SELECT t.k FROM (SELECT u.id AS k FROM (SELECT id FROM a WHERE n > 1) AS u) AS t")
     assert sink_input(graph).output_schema.names == ["k"]
