@@ -34,7 +34,6 @@ from planner.graph_builder import GraphBuilder, Stream
 from planner.joins import (
     DESCRIBED_TYPES,
     JoinScope,
-    Relation,
     _check_partitioning,
     _join_clause,
     _WindowJoinPlanner,
@@ -168,28 +167,7 @@ def plan_interval_join(qp: "QueryPlanner", select: exp.Select, pipeline: str) ->
                           "supported; its rows may change after they were joined", select,
                           "join the append-only inputs and aggregate the joined rows instead")
     scope = JoinScope([left, right], qp.fallback)
-    bounds: list[_Bound] = []
-    equalities: list[exp.Expression] = []
-    residual: list[exp.Expression] = []
-    problems: list[Problem] = []
-    for term in conjuncts(condition):
-        found = time_bounds(term, scope)
-        if found:
-            bounds.extend(found)
-        elif time_bounds(term, scope, time_attributes=False):
-            columns = [c for c in term.find_all(exp.Column) if not _linear(c, scope)]
-            located = scope.locate(columns[0], [])
-            relation = scope.relations[located[0]]
-            problems.append(qp.fail(
-                f"`{columns[0].sql()}` is not a time attribute of `{relation.alias}`: an interval join bounds "
-                "the event times of its inputs", columns[0],
-                f"declare a watermark on it (WATERMARK FOR {located[1]} AS {located[1]} - INTERVAL '5' SECOND), "
-                f"or compare time attributes: {', '.join(sorted(relation.stream.time_attributes)) or 'none'}"
-            ).problems[0])
-        elif isinstance(term, exp.EQ):
-            equalities.append(term)
-        else:
-            residual.append(term)
+    bounds, equalities, residual, problems = _split_condition(qp, condition, scope)
     if problems:
         raise PlanError(problems)
     lower, upper = _interval(qp, bounds, scope, problems)
@@ -238,6 +216,34 @@ def plan_interval_join(qp: "QueryPlanner", select: exp.Select, pipeline: str) ->
             items.append(item)
     outer.set("expressions", items)
     return qp._plan_calc(outer, joined, scope, pipeline)
+
+
+def _split_condition(qp: "QueryPlanner", condition: exp.Expression, scope: JoinScope):
+    """The ON's conjuncts as time bounds, key equalities and other conditions, and the problems:
+    a bound on a timestamp that is no time attribute is one."""
+    bounds: list[_Bound] = []
+    equalities: list[exp.Expression] = []
+    residual: list[exp.Expression] = []
+    problems: list[Problem] = []
+    for term in conjuncts(condition):
+        found = time_bounds(term, scope)
+        if found:
+            bounds.extend(found)
+        elif time_bounds(term, scope, time_attributes=False):
+            column = next(c for c in term.find_all(exp.Column) if not _linear(c, scope))
+            index, declared = scope.locate(column, [])
+            relation = scope.relations[index]
+            problems.append(qp.fail(
+                f"`{column.sql()}` is not a time attribute of `{relation.alias}`: an interval join bounds "
+                "the event times of its inputs", column,
+                f"declare a watermark on it (WATERMARK FOR {declared} AS {declared} - INTERVAL '5' SECOND), "
+                f"or compare time attributes: {', '.join(sorted(relation.stream.time_attributes)) or 'none'}"
+            ).problems[0])
+        elif isinstance(term, exp.EQ):
+            equalities.append(term)
+        else:
+            residual.append(term)
+    return bounds, equalities, residual, problems
 
 
 def _interval(qp: "QueryPlanner", bounds: list[_Bound], scope: JoinScope,

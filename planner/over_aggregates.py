@@ -149,6 +149,45 @@ class _OverPlanner:
         return bound.name
 
 
+    def aggregates(self, windows: list[exp.Window], scope: Scope, stream: Stream,
+                   computed: list[list[str]]) -> tuple[list[dict], dict[str, str], list[str]]:
+        """The distinct aggregate calls (``_over0``, ...), each window's SQL -> its name, and their
+        EXPLAIN text; arguments that are expressions are added to ``computed``."""
+        aggregates: list[dict] = []
+        names: dict[str, str] = {}
+        described: list[str] = []
+        for window in windows:
+            call = _aggregate_of(window)
+            condition = window.this.expression.this if isinstance(window.this, exp.Filter) else None
+            argument = call.this
+            if isinstance(argument, exp.Distinct):
+                self.problem(f"{call.sql_name()}(DISTINCT ...) OVER is not supported", call,
+                             "aggregate distinct values in a window aggregate instead")
+                continue
+            if isinstance(argument, exp.Star):
+                argument = None
+            if condition is not None:  # FILTER (WHERE c): only the rows where c holds count
+                argument = exp.Case(ifs=[exp.If(this=condition.copy(),
+                                                true=(argument or exp.Literal.number(1)).copy())])
+            text = window.sql()
+            if text in names:
+                continue
+            name = f"_over{len(aggregates)}"
+            names[text] = name
+            arg_name = None
+            if argument is not None:
+                bound = bind(argument, scope, self.problems)
+                if isinstance(bound, exp.Column):
+                    arg_name = bound.name
+                else:
+                    arg_name = f"_arg{len(aggregates)}"
+                    computed.append([arg_name, to_duckdb(bound, stream.schema)])
+            function = AGGREGATES[type(call)]
+            aggregates.append({"name": name, "function": function, "argument": arg_name})
+            described.append(f"{name}={function}({arg_name or '*'})")
+        return aggregates, names, described
+
+
 def plan_over_aggregate(qp: "QueryPlanner", select: exp.Select, pipeline: str) -> Stream:
     from planner.queries import PlanError
 
@@ -202,37 +241,7 @@ def plan_over_aggregate(qp: "QueryPlanner", select: exp.Select, pipeline: str) -
             computed.append([name, to_duckdb(bound, stream.schema)])
             keys.append(name)
 
-    aggregates: list[dict] = []
-    names: dict[str, str] = {}
-    described: list[str] = []
-    for window in windows:
-        call = _aggregate_of(window)
-        condition = window.this.expression.this if isinstance(window.this, exp.Filter) else None
-        argument = call.this
-        if isinstance(argument, exp.Distinct):
-            planner.problem(f"{call.sql_name()}(DISTINCT ...) OVER is not supported", call,
-                            "aggregate distinct values in a window aggregate instead")
-            continue
-        if isinstance(argument, exp.Star):
-            argument = None
-        if condition is not None:  # FILTER (WHERE c): only the rows where c holds count
-            argument = exp.Case(ifs=[exp.If(this=condition.copy(), true=(argument or exp.Literal.number(1)).copy())])
-        text = window.sql()
-        if text in names:
-            continue
-        name = f"_over{len(aggregates)}"
-        names[text] = name
-        arg_name = None
-        if argument is not None:
-            bound = bind(argument, scope, planner.problems)
-            if isinstance(bound, exp.Column):
-                arg_name = bound.name
-            else:
-                arg_name = f"_arg{len(aggregates)}"
-                computed.append([arg_name, to_duckdb(bound, stream.schema)])
-        function = AGGREGATES[type(call)]
-        aggregates.append({"name": name, "function": function, "argument": arg_name})
-        described.append(f"{name}={function}({arg_name or '*'})")
+    aggregates, names, described = planner.aggregates(windows, scope, stream, computed)
 
     where = select.args.get("where")
     filter_sql = to_duckdb(bind(where.this, scope, planner.problems), stream.schema) if where is not None else None
@@ -257,6 +266,13 @@ def plan_over_aggregate(qp: "QueryPlanner", select: exp.Select, pipeline: str) -
     node = qp.builder.add(pipeline, "over_aggregate", config, schema, [edge], description)
     over = Stream(node.id, schema, stream.time_attributes, stream.name)
 
+    return _project(qp, select, over, visible, names, pipeline)
+
+
+def _project(qp: "QueryPlanner", select: exp.Select, over: Stream, visible: list[str], names: dict[str, str],
+             pipeline: str) -> Stream:
+    """The SELECT's projection over the aggregated rows: each OVER call becomes its column;
+    ``*`` is the input's columns (not the computed keys and arguments)."""
     outer = select.copy()
     outer.set("where", None)
     outer.set("windows", None)
@@ -269,7 +285,7 @@ def plan_over_aggregate(qp: "QueryPlanner", select: exp.Select, pipeline: str) -
         item = item.transform(lambda n: exp.column(names[n.sql()], quoted=True) if isinstance(n, exp.Window) else n)
         items.append(item if named else exp.alias_(item, f"EXPR${index}", quoted=True))
     outer.set("expressions", items)
-    return qp._plan_calc(outer, over, Scope(schema, stream.name, qp.fallback), pipeline)
+    return qp._plan_calc(outer, over, Scope(over.schema, over.name, qp.fallback), pipeline)
 
 
 def _frame_text(frame: dict) -> str:
