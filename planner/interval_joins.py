@@ -40,6 +40,7 @@ from planner.joins import (
     conjuncts,
     output_names,
 )
+from planner.expressions import Scope, bind, to_duckdb
 from planner.windows import format_duration as _format_duration
 from sql.errors import Problem, WeirSqlError
 from sql.intervals import interval_micros
@@ -171,11 +172,7 @@ def plan_interval_join(qp: "QueryPlanner", select: exp.Select, pipeline: str) ->
     if problems:
         raise PlanError(problems)
     lower, upper = _interval(qp, bounds, scope, problems)
-    if residual and join_type != "inner":
-        problems.append(planner._problem(
-            f"the condition `{residual[0].sql()}` of an outer interval join is neither a key equality nor "
-            "a time bound", residual[0],
-            "filter each input in a subquery, or use an INNER join (its other conditions filter the joined rows)"))
+    residual = _push_down(qp, residual, scope, join_type, problems, pipeline, select)
     pairs = planner.pairs_from_condition(exp.and_(*equalities), scope) if equalities else []
     problems += planner.problems
     if problems:
@@ -239,11 +236,55 @@ def _split_condition(qp: "QueryPlanner", condition: exp.Expression, scope: JoinS
                 f"declare a watermark on it (WATERMARK FOR {declared} AS {declared} - INTERVAL '5' SECOND), "
                 f"or compare time attributes: {', '.join(sorted(relation.stream.time_attributes)) or 'none'}"
             ).problems[0])
-        elif isinstance(term, exp.EQ):
+        elif isinstance(term, exp.EQ) and _compares_the_inputs(term, scope):
             equalities.append(term)
         else:
             residual.append(term)
     return bounds, equalities, residual, problems
+
+
+#: The inputs whose rows a condition on them alone may filter before the join: the inner join's
+#: both, an outer join's side that is padded with NULLs (its kept side's rows must come out anyway).
+_FILTERABLE = {"inner": (0, 1), "left": (1,), "right": (0,), "full": ()}
+
+
+def _push_down(qp: "QueryPlanner", residual: list[exp.Expression], scope: JoinScope, join_type: str,
+               problems: list[Problem], pipeline: str, select: exp.Select) -> list[exp.Expression]:
+    """Filter each input by the ON's conditions on it alone (a calc before the exchange, so less
+    state); what is left filters the joined rows of an INNER join, and is refused for an outer one."""
+    pushed: dict[int, list[exp.Expression]] = {0: [], 1: []}
+    left_over = []
+    for term in residual:
+        sides = {found[0] if found else -1 for found in (scope.locate(c, []) for c in term.find_all(exp.Column))}
+        if len(sides) == 1 and next(iter(sides)) in _FILTERABLE[join_type]:
+            pushed[next(iter(sides))].append(term)
+        elif join_type == "inner":
+            left_over.append(term)
+        else:
+            problems.append(qp.fail(
+                f"the condition `{term.sql()}` of a {join_type.upper()} interval join is neither a key equality, "
+                "a time bound nor a filter of the input padded with NULLs", term,
+                "filter the other input in a subquery, or use an INNER join (its other conditions filter the "
+                "joined rows)").problems[0])
+    for index, terms in pushed.items():
+        if not terms:
+            continue
+        relation = scope.relations[index]
+        own = Scope(relation.stream.schema, relation.alias, qp.fallback)
+        filter_sql = to_duckdb(bind(exp.and_(*terms), own, problems), relation.stream.schema)
+        if not problems:
+            relation.stream = qp.plan_pre_aggregate(relation.stream, filter_sql, [], pipeline, select)
+    return left_over
+
+
+def _compares_the_inputs(term: exp.EQ, scope: JoinScope) -> bool:
+    """True for ``l = r`` where one side reads only the left input and the other only the right
+    (a key equality); an equality within one input (``a.w = 0``) filters instead."""
+    def sides(operand: exp.Expression) -> set[int]:
+        located = [scope.locate(c, []) for c in operand.find_all(exp.Column)]
+        return {found[0] if found else -1 for found in located}
+
+    return {frozenset(sides(term.this)), frozenset(sides(term.expression))} == {frozenset({0}), frozenset({1})}
 
 
 def _interval(qp: "QueryPlanner", bounds: list[_Bound], scope: JoinScope,

@@ -201,6 +201,14 @@ def test_an_inner_interval_joins_other_conditions_filter_the_joined_rows():
     assert sink_input(graph).config["filter"] == '"n" > 2 AND "v" <> "w"'
 
 
+def test_an_equality_within_one_input_filters_an_inner_interval_join():
+    graph = plan("SELECT a.id FROM a JOIN b ON a.id = b.id AND b.ts BETWEEN a.ts AND a.ts + INTERVAL '1' MINUTE "
+                 "AND a.n = 3 AND b.w = a.v")
+    (join,) = nodes(graph, "interval_join")
+    assert (join.config["left"]["keys"], join.config["right"]["keys"]) == (["id", "v"], ["id", "w"])
+    assert graph.node(join.inputs[0].source).config["filter"] == '"n" = 3'
+
+
 def test_an_interval_join_needs_both_bounds():
     query = "SELECT a.id FROM a JOIN b ON a.id = b.id AND b.ts >= a.ts"
     (problem,) = problems(query)
@@ -214,7 +222,25 @@ def test_interval_join_bound_errors():
     assert problem.message == "the interval join's bounds leave no interval: 1 h to 0 s"
     (problem,) = problems("SELECT a.id FROM a LEFT JOIN b ON a.id = b.id AND b.ts BETWEEN a.ts AND a.ts "
                           "+ INTERVAL '1' HOUR AND a.v <> b.w")
-    assert "of an outer interval join is neither a key equality nor a time bound" in problem.message
+    assert problem.message == ("the condition `a.v <> b.w` of a LEFT interval join is neither a key equality, "
+                               "a time bound nor a filter of the input padded with NULLs")
+    (problem,) = problems("SELECT a.id FROM a LEFT JOIN b ON a.id = b.id AND b.ts BETWEEN a.ts AND a.ts "
+                          "+ INTERVAL '1' HOUR AND a.n > 1")
+    assert "`a.n > 1` of a LEFT interval join" in problem.message
+
+
+@pytest.mark.parametrize(("spelling", "filtered"), [("JOIN", ["a", "b"]), ("LEFT JOIN", ["b"]),
+                                                    ("RIGHT JOIN", ["a"])])
+def test_conditions_on_one_input_filter_it_before_the_join(spelling, filtered):
+    condition = "a.n > 1" if filtered != ["b"] else "b.x > 1"
+    condition += " AND b.x > 1" if filtered == ["a", "b"] else ""
+    graph = plan(f"SELECT a.id FROM a {spelling} b ON a.id = b.id AND b.ts BETWEEN a.ts AND a.ts "
+                 f"+ INTERVAL '1' HOUR AND {condition}")
+    (join,) = nodes(graph, "interval_join")
+    inputs = [graph.node(e.source) for e in join.inputs]
+    assert [n.config.get("filter") for n in inputs] == [
+        '"n" > 1' if "a" in filtered else None, '"x" > 1' if "b" in filtered else None]
+    assert sink_input(graph).config["filter"] is None
 
 
 def test_an_interval_join_on_a_column_without_watermark_names_it():

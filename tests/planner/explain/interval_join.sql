@@ -1,5 +1,5 @@
 -- An interval join: keys hashed on both sides, the interval as a bound on the difference of the two
--- time attributes; the projection and the ON's other condition are a calc after the join.
+-- time attributes; the ON's condition on one input filters it before the join, the projection is a calc after it.
 CREATE TABLE orders (order_time TIMESTAMP(3), order_id BIGINT, amount INT,
   WATERMARK FOR order_time AS order_time - INTERVAL '2' SECOND) WITH ('connector' = 'nexmark', 'table' = 'bid');
 CREATE TABLE shipments (ship_time TIMESTAMP(3), order_id INT, carrier VARCHAR,
