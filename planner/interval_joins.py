@@ -14,9 +14,11 @@ input with one of the other (the inputs are planned on a scratch graph to
 know their time attributes); otherwise it stays with ``planner/joins.py``.
 
 Plan: each side is planned as any relation; key expressions are computed
-before a hash edge on each side (``planner.joins`` machinery); an
-``interval_join`` node joins both; the projection, WHERE and, for an INNER
-join, the ON's other conditions become a ``calc`` over its output. The
+before a hash edge on each side (``planner.joins`` machinery), after a
+filter by the ON's conditions on that input alone (either input of an INNER
+join, the NULL-padded input of an outer one); an ``interval_join`` node joins
+both; the projection, WHERE and, for an INNER join, the ON's other conditions
+become a ``calc`` over its output. The
 output holds the left columns, then the right ones (a clashing right name
 gets a suffix, as in window joins); both time columns stay time attributes,
 and the operator holds the watermark back by the interval's reach.
