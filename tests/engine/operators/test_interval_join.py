@@ -1,7 +1,7 @@
 """IntervalJoin driven directly, against DuckDB's batch join of the same rows.
 
-Each side's rows arrive in time order, in batches of random sizes, the two
-sides interleaved at random; after a batch its input's watermark is just
+Each side's rows arrive in batches of random sizes, out of order within a
+batch, the two sides interleaved at random; after a batch its input's watermark is just
 below its last row's time, so no row is late and the streaming result must
 equal the batch join over all rows. Snapshots are restored anywhere in
 between, also at another parallelism.
@@ -79,15 +79,17 @@ def result(batches: list[pa.RecordBatch]) -> list[tuple]:
 
 
 def interleave(rng: random.Random, left: pa.RecordBatch, right: pa.RecordBatch, max_batch: int) -> list:
-    """Steps ``(input, batch)`` and ``(input, watermark)``; a batch's watermark is 1 µs below its
-    last row's time (rows are in time order on each side, so none is late)."""
+    """Steps ``(input, batch)`` and ``(input, watermark)``; each batch shuffled, its watermark 1 µs
+    below its latest time (rows are in time order across batches on each side, so none is late)."""
     queues = []
     for index, batch in enumerate((left, right)):
         steps, at = [], 0
         while at < batch.num_rows:
             n = rng.randint(1, max_batch)
             piece = batch.slice(at, n)
-            steps += [(index, piece), (index, piece.column(2)[-1].value - 1)]
+            order = list(range(piece.num_rows))
+            rng.shuffle(order)  # out of order within the batch, never behind the watermark
+            steps += [(index, piece.take(order)), (index, piece.column(2)[-1].value - 1)]
             at += n
         queues.append(steps)
     out = []
