@@ -73,6 +73,11 @@ def _key(node: OperatorNode) -> str:
         return ", ".join(node.config["partition_keys"]) or "- (one ranking of the whole stream)"
     if node.kind in ("stream_join", "temporal_join"):
         return f"{', '.join(node.config['left']['keys'])} | {', '.join(node.config['right']['keys'])}"
+    if node.kind == "interval_join":
+        left, right = node.config["left"]["keys"], node.config["right"]["keys"]
+        return f"{', '.join(left)} | {', '.join(right)}" if left else "- (one group)"
+    if node.kind == "over_aggregate":
+        return ", ".join(node.config["partition_keys"]) or "- (one partition)"
     return "-"
 
 
@@ -121,6 +126,17 @@ def _state(node: OperatorNode) -> str:
         if node.config["lookup"]["options"].get("connector") == "duckdb":
             return f"none (`{node.config['lookup']['table']}` is queried for every batch)"
         return f"`{node.config['lookup']['table']}`, read once when the job starts"
+    if node.kind == "union":
+        return "none"
+    if node.kind == "interval_join":
+        return ("rows of each input per key, dropped when the watermark passes the last time a row "
+                "of the other input could match them")
+    if node.kind == "over_aggregate":
+        frame = node.config["frame"]
+        kept = {"rows": f"the last {frame.get('preceding')} rows per key",
+                "range": "the rows of the last interval per key",
+                "unbounded": "one running accumulator per key"}[frame["kind"]]
+        return f"rows waiting for the watermark (sorted by time), and {kept}"
     if node.kind == "sink":
         spec = CONNECTORS.get(node.config["options"].get("connector", ""))
         if spec is not None and spec.sink is not None and not spec.sink.transactional:

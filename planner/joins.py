@@ -52,7 +52,9 @@ BOUNDS = ("window_start", "window_end")
 #: A window as EXPLAIN describes it: ``TUMBLE(date_time, 10 s)``, ``HOP(ts, 1 min, slide 10 s)``.
 _WINDOW_TEXT = re.compile(r"\b(TUMBLE|HOP|CUMULATE|SESSION)\(([^,()]+)([^()]*)\)")
 REGULAR_JOIN_HINT = ("a window join equates both L.window_start = R.window_start and "
-                     "L.window_end = R.window_end; a regular join equates neither")
+                     "L.window_end = R.window_end, a regular join neither; for an interval join, bound one "
+                     "input's time attribute by the other's: R.ts BETWEEN L.ts - INTERVAL '1' HOUR AND "
+                     "L.ts + INTERVAL '10' MINUTE")
 
 
 def is_window_join(select: exp.Select) -> bool:
@@ -615,7 +617,8 @@ def _exists_side(planner: _WindowJoinPlanner, left: Relation,
     return right, planner.pairs_from_condition(condition, scope) if correlated else []
 
 
-def _check_partitioning(qp: "QueryPlanner", select: exp.Select, *sides: tuple[Relation, list[str]]) -> None:
+def _check_partitioning(qp: "QueryPlanner", select: exp.Select, *sides: tuple[Relation, list[str]],
+                        what_join: str = "window join") -> None:
     """Refuse a parallel join whose input is already partitioned by other columns than its join keys.
 
     A parallel job has no exchange between workers: each reads every source and keeps
@@ -632,7 +635,7 @@ def _check_partitioning(qp: "QueryPlanner", select: exp.Select, *sides: tuple[Re
             continue
         what = f"its keys ({', '.join(held_by)})" if held_by else "another key"
         raise qp.fail(
-            f"at parallelism {parallelism}, `{relation.alias}` is partitioned by {what}, the window join "
+            f"at parallelism {parallelism}, `{relation.alias}` is partitioned by {what}, the {what_join} "
             f"by ({', '.join(keys)}): their rows would meet in different workers", select,
             f"GROUP BY exactly the join keys in `{relation.alias}`, or run at parallelism 1 "
             "(weir does not exchange rows between workers yet)",

@@ -67,6 +67,8 @@ class QueryPlanner:
         self.settings = settings
         self.fallback = fallback
         self._expanding: list[str] = []  # views being expanded, to catch cycles
+        #: Common table expressions in scope (planner/ctes.py), innermost last.
+        self.ctes: tuple = ()
 
     def fail(self, message: str, node: exp.Expression | None = None, hint: str | None = None) -> PlanError:
         line, col = position(node, self.fallback)
@@ -76,6 +78,14 @@ class QueryPlanner:
     def plan_query(self, query: exp.Expression, pipeline: str) -> Stream:
         if isinstance(query, exp.Subquery):
             return self.plan_query(query.this, pipeline)
+        if query.args.get("with_") is not None:
+            from planner.ctes import plan_with  # WITH a AS (...) SELECT ...
+
+            return plan_with(self, query, pipeline)
+        if isinstance(query, exp.SetOperation):
+            from planner.unions import plan_union  # UNION ALL
+
+            return plan_union(self, query, pipeline)
         if isinstance(query, exp.Select):
             return self._plan_select(query, pipeline)
         kind = type(query).__name__.upper()
@@ -90,6 +100,11 @@ class QueryPlanner:
         raise self.fail(f"unsupported relation in FROM: {relation.sql()}", relation)
 
     def _plan_named(self, table: exp.Table, pipeline: str) -> Stream:
+        from planner.ctes import plan_cte_reference
+
+        cte = plan_cte_reference(self, table, pipeline)
+        if cte is not None:
+            return cte
         found = self.catalog.lookup(table.name)
         if found is None:
             known = self.catalog.names()
@@ -104,10 +119,12 @@ class QueryPlanner:
         if found.name.lower() in self._expanding:
             raise self.fail(f"view `{found.name}` refers to itself", table)
         self._expanding.append(found.name.lower())
+        ctes, self.ctes = self.ctes, ()  # a view does not see the CTEs of the statement reading it
         try:
             return self.plan_query(found.query, pipeline)
         finally:
             self._expanding.pop()
+            self.ctes = ctes
 
     def source(self, table: TableDef) -> Stream:
         key = table.name.lower()
@@ -135,14 +152,22 @@ class QueryPlanner:
 
     # -- SELECT ------------------------------------------------------------------
     def _plan_select(self, select: exp.Select, pipeline: str) -> Stream:
+        from planner.over_aggregates import is_over_aggregate, plan_over_aggregate, ranks_below
+
+        if is_over_aggregate(select):  # SUM(x) OVER (PARTITION BY k ORDER BY ts ...)
+            return plan_over_aggregate(self, select, pipeline)
         from planner.ranking import plan_window_rank, uses_ranking  # window Top-N and deduplication
 
-        if uses_ranking(select):
+        if uses_ranking(select) and ranks_below(select):
             return plan_window_rank(self, select, pipeline)
         from planner.versioned_joins import is_versioned_join, plan_versioned_join  # FOR SYSTEM_TIME AS OF
 
         if is_versioned_join(select):
             return plan_versioned_join(self, select, pipeline)
+        from planner.interval_joins import is_interval_join, plan_interval_join  # time-bounded joins
+
+        if is_interval_join(self, select):
+            return plan_interval_join(self, select, pipeline)
         from planner.joins import is_window_join, plan_window_join  # two windowed inputs, or a regular join
 
         if is_window_join(select):

@@ -131,6 +131,53 @@ PIPELINES = {
         """SELECT n, count(*) AS keys FROM (SELECT k, w, count(*) AS n FROM events WHERE v > 100 GROUP BY k, w)
            GROUP BY n""",
     ),
+    "over_rows": (
+        """SELECT id, k, ts, SUM(v) OVER w AS total, COUNT(v) OVER w AS n_v, MAX(v) OVER w AS high,
+                  MIN(w) OVER w AS low_w
+           FROM events
+           WINDOW w AS (PARTITION BY k ORDER BY ts ROWS BETWEEN 5 PRECEDING AND CURRENT ROW)""",
+        """SELECT id, k, ts, sum(v) OVER w::BIGINT AS total, count(v) OVER w AS n_v, max(v) OVER w AS high,
+                  min(w) OVER w AS low_w
+           FROM events
+           WINDOW w AS (PARTITION BY k ORDER BY ts, id ROWS BETWEEN 5 PRECEDING AND CURRENT ROW)""",
+    ),
+    "over_range_and_unbounded": (
+        """SELECT id, COUNT(*) OVER (PARTITION BY w ORDER BY ts RANGE BETWEEN INTERVAL '10' SECOND PRECEDING
+                                     AND CURRENT ROW) AS last_10s,
+                  SUM(v) FILTER (WHERE v > 500) OVER (PARTITION BY w ORDER BY ts RANGE BETWEEN INTERVAL '10'
+                                     SECOND PRECEDING AND CURRENT ROW) AS big_10s
+           FROM events WHERE k <> 'k1'""",
+        """SELECT id, count(*) OVER w AS last_10s, sum(v) FILTER (WHERE v > 500) OVER w::BIGINT AS big_10s
+           FROM events WHERE k <> 'k1'
+           WINDOW w AS (PARTITION BY w ORDER BY ts RANGE BETWEEN INTERVAL '10 seconds' PRECEDING AND CURRENT ROW)""",
+    ),
+    "over_so_far": (
+        """SELECT id, COUNT(*) OVER (ORDER BY ts ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS rank_in_time,
+                  MAX(v) OVER (ORDER BY ts ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS high
+           FROM events""",
+        """SELECT id, count(*) OVER w AS rank_in_time, max(v) OVER w AS high
+           FROM events WINDOW w AS (ORDER BY ts, id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)""",
+    ),
+    "interval_self_join": (
+        """SELECT a.id AS a_id, b.id AS b_id, b.ts AS b_ts
+           FROM events a LEFT JOIN events b
+           ON a.k = b.k AND b.w = 1 AND b.ts BETWEEN a.ts - INTERVAL '1' SECOND AND a.ts + INTERVAL '500' MILLISECOND
+           WHERE a.w = 0""",
+        """SELECT a.id AS a_id, b.id AS b_id, b.ts AS b_ts
+           FROM events a LEFT JOIN (SELECT * FROM events WHERE w = 1) b
+           ON a.k = b.k AND b.ts BETWEEN a.ts - INTERVAL '1 second' AND a.ts + INTERVAL '500 milliseconds'
+           WHERE a.w = 0""",
+    ),
+    "union_windowed": (
+        """SELECT window_start, k, COUNT(*) AS n, SUM(v) AS total
+           FROM TABLE(TUMBLE(TABLE (SELECT k, v, ts FROM events WHERE w < 5
+                                    UNION ALL SELECT k, v * 2, ts FROM events WHERE w >= 3),
+                             DESCRIPTOR(ts), INTERVAL '10' SECOND))
+           GROUP BY window_start, window_end, k""",
+        """SELECT time_bucket(INTERVAL '10 s', ts) AS window_start, k, count(*) AS n, sum(v)::BIGINT AS total
+           FROM (SELECT k, v, ts FROM events WHERE w < 5 UNION ALL SELECT k, v * 2, ts FROM events WHERE w >= 3)
+           GROUP BY ALL""",
+    ),
 }
 
 #: Filesystem sinks at scale: the same per-key minute, through csv and parquet files.

@@ -68,6 +68,11 @@ class Operator:
         """The combined input watermark advanced to ``watermark`` (µs)."""
         return []
 
+    def output_watermark(self, watermark: int) -> int:
+        """The watermark passed downstream once this operator has processed ``watermark``: the
+        same, unless the operator emits rows older than its watermark (an interval join)."""
+        return watermark
+
     def snapshot(self) -> Any:
         """A consistent copy of the state (the synchronous part of a checkpoint)."""
         return None

@@ -15,6 +15,9 @@ from engine.operators.top_n import TopN
 from engine.operators.window_aggregate import WindowAggregate
 from engine.operators.window_rank import WindowRank
 from engine.operators.window_join import WindowJoin
+from engine.operators.union import Union
+from engine.operators.interval_join import IntervalJoin
+from engine.operators.over_aggregate import OverAggregate
 
 OPERATORS: dict[str, type[Operator]] = {
     "calc": Calc,
@@ -27,6 +30,9 @@ OPERATORS: dict[str, type[Operator]] = {
     "lookup_join": LookupJoin,
     "temporal_join": TemporalJoin,
     "top_n": TopN,
+    "union": Union,
+    "interval_join": IntervalJoin,
+    "over_aggregate": OverAggregate,
 }
 
 

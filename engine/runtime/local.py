@@ -216,10 +216,12 @@ class LocalExecutor:
         if combined <= task.watermark:
             return
         task.watermark = combined
+        forwarded = combined
         if task.operator is not None:
             self._emit(task, self._call(task, task.operator.process_watermark, combined))
+            forwarded = task.operator.output_watermark(combined)
         for consumer, consumer_index in task.consumers:
-            self._advance(consumer, consumer_index, combined)
+            self._advance(consumer, consumer_index, forwarded)
 
     def _call(self, task: _Task, method, *args):
         return self._call_for(task.node, method, *args)

@@ -28,7 +28,10 @@ from engine.graph import JobGraph, OperatorNode
 from engine.state.key_groups import subtasks
 
 #: Operators whose state is keyed: they see only their key groups' rows.
-KEYED_KINDS = frozenset({"window_aggregate", "window_join", "window_rank", "session_window", "group_aggregate"})
+KEYED_KINDS = frozenset({"window_aggregate", "window_join", "window_rank", "session_window", "group_aggregate",
+                         "interval_join", "over_aggregate", "stream_join", "temporal_join", "top_n"})
+#: A node's rows are divided by different keys on different inputs (a union of such inputs).
+MIXED = ("<rows divided by several keys>",)
 
 Selector = Callable[[pa.RecordBatch, int], pa.RecordBatch | None]
 
@@ -68,8 +71,9 @@ def _partition_keys(graph: JobGraph) -> dict[str, tuple[str, ...] | None]:
             out[node.id] = None
         elif node.kind in KEYED_KINDS:
             out[node.id] = tuple(hashed[0].keys) if hashed else ()
-        else:
-            out[node.id] = out[node.inputs[0].source] if node.inputs else None
+        else:  # a union: divided as its divided inputs are (replicated inputs follow any division)
+            divisions = {out[e.source] for e in node.inputs} - {None}
+            out[node.id] = divisions.pop() if len(divisions) == 1 else (MIXED if divisions else None)
     return out
 
 

@@ -1,0 +1,300 @@
+"""OverAggregate: aggregates OVER a frame of preceding rows ordered by event time (Flink's OVER).
+
+Config::
+
+    {
+      "columns": [name, ...],             # the input's columns (passed through, in order)
+      "partition_keys": [column, ...],    # PARTITION BY (empty: one partition)
+      "time_column": column,              # ORDER BY, a time attribute, ascending
+      "frame": {"kind": "rows", "preceding": n}          # ROWS BETWEEN n PRECEDING AND CURRENT ROW
+             | {"kind": "range", "preceding": µs}        # RANGE BETWEEN INTERVAL ... PRECEDING AND CURRENT ROW
+             | {"kind": "unbounded", "mode": "rows" | "range"},  # UNBOUNDED PRECEDING AND CURRENT ROW
+      "aggregates": [{"name": "_over0", "function": "count" | "sum" | "min" | "max" | "avg",
+                      "argument": column or null}, ...]
+    }
+
+Output: the input's columns, then one column per aggregate.
+
+As in Flink, a row is emitted once the watermark passes its time, with the
+aggregates over its frame; rows wait in ``pending`` until then, and rows at or
+behind the watermark when they arrive are late: dropped and counted. The
+output is therefore append-only and in time order per partition. Rows with
+equal times are ordered by all their columns, so a ROWS frame never depends on
+arrival order; a RANGE frame includes rows with the current row's time (peers).
+
+Per watermark, one DuckDB statement runs the window functions over the
+retained ``history`` and the newly complete rows, and emits the new ones.
+Aggregates are kept as per-row partials (count: 1 or 0, sum/min/max: the value,
+avg: both) merged by the window function (SUM, MIN, MAX), so ``history``
+keeps only what future frames need: the last n rows per key (ROWS), the rows
+of the last interval per key (RANGE), or one row per key holding the merged
+partials so far (UNBOUNDED: a running accumulator). Its result equals DuckDB's
+own window function over all rows when no row is late.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.errors import EngineError
+from engine.messages import MIN_WATERMARK
+from engine.operators.accumulators import AGGREGATE_FUNCTIONS
+from engine.operators.base import Operator, OperatorContext
+from engine.operators.batches import conform
+from engine.operators.clock import EventTimeClock
+from engine.operators.duckdb_sql import create_table_from_arrow, execute, int_literal, query_arrow
+from engine.state.key_groups import key_groups
+from engine.state.keyed_tables import merge_snapshots, owned_tables
+
+STATE_TABLES = ("pending", "history")
+TIME = "__t"
+INPUT_VIEW = "over_input"
+SNAPSHOT_VERSION = 1
+FRAME_KINDS = ("rows", "range", "unbounded")
+#: The time of an UNBOUNDED frame's accumulator row: before every real row.
+ACCUMULATOR_TIME = MIN_WATERMARK
+
+
+class OverAggregate(Operator):
+    def __init__(self, config: dict[str, Any], ctx: OperatorContext):
+        super().__init__(config, ctx)
+        oid = ctx.operator_id
+        try:
+            self.columns: list[str] = list(config["columns"])
+            self.keys: list[str] = list(config.get("partition_keys") or [])
+            self.time_column: str = config["time_column"]
+            self.frame: dict = dict(config["frame"])
+            self.aggregates: list[dict] = [dict(a) for a in config["aggregates"]]
+        except (KeyError, TypeError) as exc:
+            raise EngineError(f"over_aggregate config lacks {exc}", operator_id=oid) from None
+        missing = [c for c in (*self.keys, self.time_column, *(a.get("argument") for a in self.aggregates))
+                   if c is not None and c not in self.columns]
+        if missing:
+            raise EngineError(f"over_aggregate names columns its input does not have: {missing}",
+                              hint=f"its columns: {self.columns}", operator_id=oid)
+        if self.frame.get("kind") not in FRAME_KINDS:
+            raise EngineError(f"unknown OVER frame {self.frame.get('kind')!r}", hint=f"one of: {', '.join(FRAME_KINDS)}",
+                              operator_id=oid)
+        if self.frame["kind"] != "unbounded" and int(self.frame.get("preceding", -1)) < 0:
+            raise EngineError("an OVER frame needs a non-negative 'preceding'", operator_id=oid)
+        for agg in self.aggregates:
+            if agg.get("function") not in AGGREGATE_FUNCTIONS:
+                raise EngineError(f"OVER aggregate {agg.get('name')!r}: unknown function {agg.get('function')!r}",
+                                  hint=f"supported: {', '.join(AGGREGATE_FUNCTIONS)}", operator_id=oid)
+            if agg.get("argument") is None and agg["function"] != "count":
+                raise EngineError(f"OVER aggregate {agg.get('name')!r}: {agg['function']} needs an argument",
+                                  operator_id=oid)
+        if len(ctx.output_schema) != len(self.columns) + len(self.aggregates):
+            raise EngineError(f"over_aggregate's output has {len(ctx.output_schema)} columns, not the input's "
+                              f"{len(self.columns)} and {len(self.aggregates)} aggregates", operator_id=oid)
+        self.clock = EventTimeClock()
+        self.con = None
+        self._earliest_pending: int | None = None
+
+    # -- names ---------------------------------------------------------------
+    def _c(self, name: str) -> str:
+        return f"c{self.columns.index(name)}"
+
+    def _partials(self, index: int) -> list[tuple[str, str, str]]:
+        """(column, per-row SQL, merging window function) of aggregate ``index``'s partials."""
+        agg = self.aggregates[index]
+        arg = self._c(agg["argument"]) if agg.get("argument") else None
+        counted = (f"CAST(CASE WHEN {arg} IS NULL THEN 0 ELSE 1 END AS BIGINT)" if arg else "CAST(1 AS BIGINT)")
+        function = agg["function"]
+        if function == "count":
+            return [(f"p{index}_count", counted, "SUM")]
+        if function == "avg":
+            return [(f"p{index}_sum", f"CAST({arg} AS DOUBLE)", "SUM"), (f"p{index}_count", counted, "SUM")]
+        return [(f"p{index}_{function}", arg, function.upper())]
+
+    def _all_partials(self) -> list[tuple[str, str, str]]:
+        return [p for i in range(len(self.aggregates)) for p in self._partials(i)]
+
+    # -- lifecycle -----------------------------------------------------------
+    def open(self) -> None:
+        if self.con is None:
+            self.con = self.ctx.state_connection()
+            self._create_tables()
+
+    def _create_tables(self) -> None:
+        inputs = list(self.ctx.output_schema)[:len(self.columns)]
+        outputs = list(self.ctx.output_schema)[len(self.columns):]
+        base = [pa.field("key_group", pa.int64()), pa.field(TIME, pa.int64()),
+                *(f.with_name(f"c{i}") for i, f in enumerate(inputs))]
+        partial_fields = []
+        for index, agg in enumerate(self.aggregates):
+            for column, _, _ in self._partials(index):
+                if column.endswith("_count"):
+                    kind = pa.int64()
+                elif agg["function"] == "avg":
+                    kind = pa.float64()
+                else:
+                    kind = outputs[index].type
+                partial_fields.append(pa.field(column, kind))
+        oid = self.ctx.operator_id
+        create_table_from_arrow(self.con, "pending", pa.schema(base).empty_table(), oid)
+        create_table_from_arrow(self.con, "history", pa.schema(base + partial_fields).empty_table(), oid)
+
+    def close(self) -> None:
+        if self.con is not None:
+            self.con.close()
+            self.con = None
+
+    def _run(self, sql: str) -> list[tuple]:
+        return execute(self.con, sql, self.ctx.operator_id)
+
+    # -- batches -------------------------------------------------------------
+    def process_batch(self, batch: pa.RecordBatch, input_index: int = 0) -> list[pa.RecordBatch]:
+        self.open()
+        self.ctx.count("rows_in", batch.num_rows)
+        if batch.num_rows == 0:
+            return []
+        if batch.num_columns != len(self.columns):
+            raise EngineError(f"the input has {batch.num_columns} columns, over_aggregate expects "
+                              f"{len(self.columns)}: {self.columns}", operator_id=self.ctx.operator_id)
+        times = self._times(batch)
+        keep = pc.is_valid(times)
+        nulls = batch.num_rows - (pc.sum(keep).as_py() or 0) if times.null_count else 0
+        if nulls:
+            self.ctx.count("null_time_rows_dropped", nulls)
+        if self.clock.started:
+            late = pc.fill_null(pc.less_equal(times, self.clock.watermark), False)
+            late_count = pc.sum(late).as_py() or 0
+            if late_count:
+                self.ctx.count("late_rows_dropped", late_count)
+                keep = pc.and_(keep, pc.invert(late))
+        groups = key_groups(batch, self.keys, self.ctx.max_parallelism).cast(pa.int64())
+        rows = pa.RecordBatch.from_arrays([groups, times, *batch.columns],
+                                          names=["key_group", TIME, *(f"c{i}" for i in range(batch.num_columns))])
+        if not pc.all(keep).as_py():
+            rows = rows.filter(keep)
+        if rows.num_rows == 0:
+            return []
+        earliest = pc.min(rows.column(1)).as_py()
+        if self._earliest_pending is None or earliest < self._earliest_pending:
+            self._earliest_pending = earliest
+        self.con.register(INPUT_VIEW, rows)
+        try:
+            self._run(f"INSERT INTO pending SELECT * FROM {INPUT_VIEW}")
+        finally:
+            self.con.unregister(INPUT_VIEW)
+        return []
+
+    def _times(self, batch: pa.RecordBatch) -> pa.Array:
+        column = batch.column(self.columns.index(self.time_column))
+        if not pa.types.is_timestamp(column.type):
+            raise EngineError(f"the time column {self.time_column!r} is {column.type}, not a timestamp",
+                              operator_id=self.ctx.operator_id)
+        if column.type.unit != "us":
+            column = column.cast(pa.timestamp("us", column.type.tz))
+        return column.view(pa.int64())
+
+    # -- watermarks ----------------------------------------------------------
+    def _order(self, descending: bool = False) -> str:
+        """Time, then every input column: rows with equal times in an order independent of arrival."""
+        direction = " DESC NULLS FIRST" if descending else " ASC NULLS LAST"  # exactly reversed
+        return ", ".join([f"{TIME}{direction}", *(f"c{i}{direction}" for i in range(len(self.columns)))])
+
+    def _window(self) -> str:
+        partition = f"PARTITION BY {', '.join(self._c(k) for k in self.keys)} " if self.keys else ""
+        kind = self.frame["kind"]
+        if kind == "rows":
+            return (f"{partition}ORDER BY {self._order()} "
+                    f"ROWS BETWEEN {int(self.frame['preceding'])} PRECEDING AND CURRENT ROW")
+        if kind == "range":
+            return (f"{partition}ORDER BY {TIME} "
+                    f"RANGE BETWEEN {int(self.frame['preceding'])} PRECEDING AND CURRENT ROW")
+        if self.frame.get("mode") == "rows":
+            return f"{partition}ORDER BY {self._order()} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW"
+        return f"{partition}ORDER BY {TIME} RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW"
+
+    def _final(self, index: int) -> str:
+        merged = [f"{fn}({column}) OVER w" for column, _, fn in self._partials(index)]
+        if self.aggregates[index]["function"] == "avg":
+            total, count = merged
+            return f"CASE WHEN {count} = 0 THEN NULL ELSE {total} / {count} END"
+        return merged[0]
+
+    def process_watermark(self, watermark: int) -> list[pa.RecordBatch]:
+        self.open()
+        if not self.clock.advance(watermark):
+            return []
+        if self._earliest_pending is None or self._earliest_pending > watermark:
+            return []
+        upto = int_literal(watermark)
+        inputs = ", ".join(f"c{i}" for i in range(len(self.columns)))
+        partials = self._all_partials()
+        ready = (f"SELECT key_group, {TIME}, {inputs}, {', '.join(f'{sql} AS {c}' for c, sql, _ in partials)} "
+                 f"FROM pending WHERE {TIME} <= {upto}")
+        finals = ", ".join(f"{self._final(i)} AS a{i}" for i in range(len(self.aggregates)))
+        sql = (f"SELECT {inputs}, {', '.join(f'a{i}' for i in range(len(self.aggregates)))} FROM ("
+               f"SELECT *, {finals} FROM ("
+               f"SELECT *, false AS __history FROM ({ready}) UNION ALL BY NAME "
+               f"SELECT *, true AS __history FROM history) "
+               f"WINDOW w AS ({self._window()})) WHERE NOT __history ORDER BY {self._order()}")
+        table = query_arrow(self.con, sql, self.ctx.operator_id)
+        self._run(f"INSERT INTO history BY NAME {ready}")
+        self._run(f"DELETE FROM pending WHERE {TIME} <= {upto}")
+        self._prune(watermark)
+        remaining = self._run(f"SELECT min({TIME}) FROM pending")[0][0]
+        self._earliest_pending = remaining
+        self.ctx.count("rows_out", table.num_rows)
+        return conform(table, self.ctx.output_schema, self.ctx.operator_id)
+
+    def _prune(self, watermark: int) -> None:
+        """Keep only the history a future row's frame can reach."""
+        kind = self.frame["kind"]
+        partition = f"PARTITION BY {', '.join(self._c(k) for k in self.keys)} " if self.keys else ""
+        if kind == "rows":
+            keep = int(self.frame["preceding"])
+            self._run(f"DELETE FROM history WHERE rowid IN (SELECT rowid FROM (SELECT rowid, row_number() OVER "
+                      f"({partition}ORDER BY {self._order(descending=True)}) AS n FROM history) WHERE n > {keep})")
+        elif kind == "range":
+            self._run(f"DELETE FROM history WHERE {TIME} <= {int_literal(watermark - int(self.frame['preceding']))}")
+        else:
+            self._compact()
+
+    def _compact(self) -> None:
+        """UNBOUNDED: one accumulator row per key, its partials merged."""
+        keys = [self._c(k) for k in self.keys]
+        partials = self._all_partials()
+        merged = ", ".join(f"{fn}({column}) AS {column}" for column, _, fn in partials)
+        group = f" GROUP BY key_group, {', '.join(keys)}" if keys else " GROUP BY key_group"
+        self._run(f"CREATE OR REPLACE TEMP TABLE compacted AS SELECT key_group, "
+                  f"{''.join(f'{k}, ' for k in keys)}{merged} FROM history{group}")
+        self._run("DELETE FROM history")
+        self._run(f"INSERT INTO history BY NAME SELECT {int_literal(ACCUMULATOR_TIME)} AS {TIME}, * FROM compacted")
+        self._run("DROP TABLE compacted")
+
+    def state_rows(self) -> dict[str, int]:
+        self.open()
+        return {name: self._run(f"SELECT count(*) FROM {name}")[0][0] for name in STATE_TABLES}
+
+    # -- checkpoints ---------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        self.open()
+        tables = {name: query_arrow(self.con, f"SELECT * FROM {name} ORDER BY key_group", self.ctx.operator_id)
+                  for name in STATE_TABLES}
+        return {"version": SNAPSHOT_VERSION, "watermark": self.clock.watermark,
+                "max_parallelism": self.ctx.max_parallelism, "tables": tables}
+
+    @staticmethod
+    def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
+        return merge_snapshots(snapshots, version=SNAPSHOT_VERSION, what="OVER aggregate")
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.open()
+        tables = owned_tables(state, version=SNAPSHOT_VERSION, max_parallelism=self.ctx.max_parallelism,
+                              key_groups=self.ctx.owned_key_groups(), what="OVER aggregate",
+                              operator_id=self.ctx.operator_id, known=set(STATE_TABLES))
+        for name, table in tables.items():
+            self._run(f"DELETE FROM {name}")
+            self.con.register("restored_state", table)
+            try:
+                self._run(f"INSERT INTO {name} BY NAME SELECT * FROM restored_state")
+            finally:
+                self.con.unregister("restored_state")
+        self.clock = EventTimeClock(state["watermark"])
+        self._earliest_pending = self._run(f"SELECT min({TIME}) FROM pending")[0][0]

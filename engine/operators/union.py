@@ -1,0 +1,42 @@
+"""Union: UNION ALL of several append-only inputs.
+
+Config: ``{"inputs": n}``. Every input already has the output's column types
+(the planner casts where the inputs' types differ, before the union); the
+union renames each batch's columns to the output's names and passes it on.
+It keeps no state. Its watermark is the minimum of its inputs' watermarks,
+which the executor computes for every operator with several inputs.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from engine.errors import EngineError
+from engine.operators.base import Operator, OperatorContext
+
+
+class Union(Operator):
+    def __init__(self, config: dict[str, Any], ctx: OperatorContext):
+        super().__init__(config, ctx)
+        self.inputs = int(config.get("inputs", 2))
+
+    def process_batch(self, batch: pa.RecordBatch, input_index: int = 0) -> list[pa.RecordBatch]:
+        schema = self.ctx.output_schema
+        if not 0 <= input_index < self.inputs:
+            raise EngineError(f"union has {self.inputs} inputs, got a batch on input {input_index}",
+                              operator_id=self.ctx.operator_id)
+        if batch.num_columns != len(schema):
+            raise EngineError(f"union input {input_index} has {batch.num_columns} columns, the union "
+                              f"{len(schema)}: {schema.names}", operator_id=self.ctx.operator_id)
+        if batch.num_rows == 0:
+            return []
+        if batch.schema.equals(schema):
+            return [batch]
+        try:
+            return [pa.RecordBatch.from_arrays([c.cast(f.type) for c, f in zip(batch.columns, schema)],
+                                               schema=schema)]
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise EngineError(f"union input {input_index} does not fit the union's columns: {exc}",
+                              hint=f"input: {batch.schema}; union: {schema}",
+                              operator_id=self.ctx.operator_id) from exc

@@ -1,0 +1,1 @@
+SELECT order_id, amount AS total, CASE WHEN amount >= 400 THEN 'huge' ELSE 'big' END AS label FROM read_csv('data/orders.csv', header = true, columns = {'order_time': 'TIMESTAMP', 'order_id': 'BIGINT', 'customer': 'VARCHAR', 'amount': 'INTEGER'}) WHERE amount >= 250

@@ -1,0 +1,1 @@
+SELECT time_bucket(INTERVAL '1 hour', order_time) AS window_start, customer, sum(amount * 2)::INTEGER AS doubled_total FROM read_csv('data/orders.csv', header = true, columns = {'order_time': 'TIMESTAMP', 'order_id': 'BIGINT', 'customer': 'VARCHAR', 'amount': 'INTEGER'}) GROUP BY ALL

@@ -1,0 +1,1 @@
+SELECT customer, amount * 100 AS cents FROM read_csv('data/orders.csv', header = true, columns = {'order_time': 'TIMESTAMP', 'order_id': 'BIGINT', 'customer': 'VARCHAR', 'amount': 'INTEGER'}) WHERE customer <> 'dee' AND amount > 50

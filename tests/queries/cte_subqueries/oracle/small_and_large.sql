@@ -1,0 +1,2 @@
+SELECT 'small' AS size, order_id FROM read_csv('data/orders.csv', header = true, columns = {'order_time': 'TIMESTAMP', 'order_id': 'BIGINT', 'customer': 'VARCHAR', 'amount': 'INTEGER'}) WHERE amount < 100
+UNION ALL SELECT 'large', order_id FROM read_csv('data/orders.csv', header = true, columns = {'order_time': 'TIMESTAMP', 'order_id': 'BIGINT', 'customer': 'VARCHAR', 'amount': 'INTEGER'}) WHERE amount > 400

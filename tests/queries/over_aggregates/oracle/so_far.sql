@@ -1,0 +1,1 @@
+SELECT ts, sensor, count(*) OVER (ORDER BY ts) AS readings_so_far, max(temp) OVER (ORDER BY ts) - min(temp) OVER (ORDER BY ts) AS spread FROM read_csv('data/readings.csv', header = true, columns = {'ts': 'TIMESTAMP', 'sensor': 'VARCHAR', 'temp': 'DOUBLE'})

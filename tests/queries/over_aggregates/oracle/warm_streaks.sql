@@ -1,0 +1,1 @@
+SELECT * FROM (SELECT sensor, ts, sum(CASE WHEN temp > 20 THEN 1 ELSE 0 END) OVER (PARTITION BY sensor ORDER BY ts ROWS 2 PRECEDING)::BIGINT AS warm_in_last_3 FROM read_csv('data/readings.csv', header = true, columns = {'ts': 'TIMESTAMP', 'sensor': 'VARCHAR', 'temp': 'DOUBLE'})) WHERE warm_in_last_3 = 3
