@@ -8,7 +8,8 @@ Config::
       "keys": [[name, sql], ...],
       "aggregates": [{"name", "function", "argument", "distinct", "filter"}, ...],
       "having": sql_or_null,
-      "projection": [[name, sql], ...]
+      "projection": [[name, sql], ...],
+      "grouping_sets": {"column": "_e", "count": n}   (optional)
     }
 
 Sizes and offsets are µs. ``keys``, aggregate arguments and filters are SQL
@@ -17,6 +18,11 @@ names, ``window_start``, ``window_end``, ``window_time`` and the aggregate
 names. The result equals DuckDB's batch query
 ``SELECT <projection> FROM input GROUP BY keys, window HAVING <having>``
 over the rows that were not late.
+
+With ``grouping_sets`` the input holds every row once per grouping set (the
+planner's Expand), numbered by ``column``, which is also the last key; the
+copies of a row share its time, so they are late together, and only copy 0
+is counted.
 
 The operator is three parts: the clock (``EventTimeClock``: the watermark),
 the assigner (``windows.py``: row → slice, slice → windows, watermark → what
@@ -82,6 +88,8 @@ class WindowAggregate(Operator):
                 self.accumulators.append(Accumulator(call, i))
         self.having: str | None = config.get("having")
         self.projection: list[tuple[str, str]] = [tuple(p) for p in config["projection"]]
+        #: The column numbering the copies of a row, one per grouping set (GROUPING SETS).
+        self.copy_column: str | None = (config.get("grouping_sets") or {}).get("column")
         self.state: WindowState | None = None
         #: The earliest slice that may hold state (None: no state); saves a query per watermark.
         self._earliest_slice: int | None = None
@@ -120,7 +128,7 @@ class WindowAggregate(Operator):
         batch, ts = self._event_times(batch)
         dropped = ts.null_count
         if dropped:
-            self.ctx.count("null_time_rows_dropped", dropped)
+            self.ctx.count("null_time_rows_dropped", self._originals(batch, pc.is_null(ts)))
         cutoff = self.assigner.first_open_slice(self.clock.watermark) if self.clock.started else None
         earliest = pc.min(ts).as_py()
         if earliest is None:
@@ -128,7 +136,7 @@ class WindowAggregate(Operator):
         if cutoff is not None and earliest < cutoff:
             late = pc.less(ts, cutoff)
             late_count = pc.sum(late).as_py()
-            self.ctx.count("late_rows_dropped", late_count)
+            self.ctx.count("late_rows_dropped", self._originals(batch, late))
             dropped += late_count
             if dropped == batch.num_rows:
                 return []
@@ -143,6 +151,12 @@ class WindowAggregate(Operator):
         finally:
             self.state.con.unregister(INPUT_VIEW)
         return []
+
+    def _originals(self, batch: pa.RecordBatch, mask: pa.BooleanArray) -> int:
+        """How many input rows ``mask`` selects, counting a row expanded per grouping set once."""
+        if self.copy_column is not None:
+            mask = pc.and_(mask, pc.equal(batch.column(self.copy_column), 0))
+        return pc.sum(mask).as_py() or 0
 
     def _key_groups(self, batch: pa.RecordBatch) -> pa.Int32Array:
         """The stable key group of every row's key (``engine.state.key_groups``).
