@@ -51,7 +51,8 @@ def run(args, script: Script) -> int:
         return 1
     if show_progress:
         print("\r\x1b[2K", end="", file=sys.stderr, flush=True)
-    print(render.summary(result, db_path=args.db, views=script.materialized_views))
+    print(render.summary(result, db_path=args.db, views=script.materialized_views,
+                         late_rows_tables=script.late_rows_tables))
     return 0
 
 
