@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from engine.connectors.registry import CONNECTORS
-from engine.graph import Edge, JobGraph, OperatorNode
+from engine.graph import LATE_ROWS_PORT, Edge, JobGraph, OperatorNode
 from planner.types import sql_name
 
 
@@ -50,6 +50,8 @@ def _node(node: OperatorNode) -> list[str]:
 
 
 def _edge(edge: Edge) -> str:
+    if edge.port == LATE_ROWS_PORT:
+        return f"{edge.source} (late rows)"
     if edge.partitioning == "hash":
         return f"{edge.source} by hash({', '.join(edge.keys)})"
     return f"{edge.source} ({edge.partitioning})"
