@@ -70,7 +70,8 @@ def plan_late_rows_tables(planner: "Planner") -> list[str]:
                         f"drop '{OPTION}' from `{table.name}`, or window it with TUMBLE, HOP or CUMULATE"))
                 columns = graph.node(edge.source).output_schema
                 node.config.setdefault("late_rows", {})[str(index)] = _projection(table.schema, columns)
-                readers.append(Edge(node.id, "forward", (), LATE_ROWS_PORT))
+                if not any(r.source == node.id for r in readers):  # a self-join: one edge for both sides
+                    readers.append(Edge(node.id, "forward", (), LATE_ROWS_PORT))
         if not readers:  # no window reads the source: no row can be late
             continue
         options = {"connector": "duckdb", "path": planner.db_path, "table-name": name, "sink.mode": "replace"}

@@ -74,3 +74,13 @@ def test_an_unknown_sibling_option_is_still_refused():
     with pytest.raises(WeirSqlError) as raised:
         plan(text + COUNTS.format(relation="bids"))
     assert "source.late-rows.table" in raised.value.problems[0].hint
+
+
+def test_a_self_join_keeps_both_sides_late_rows_through_one_edge():
+    join = """CREATE MATERIALIZED VIEW pairs AS SELECT L.auction, L.window_start
+FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(date_time), INTERVAL '10' SECOND)) L
+JOIN TABLE(TUMBLE(TABLE bids, DESCRIPTOR(date_time), INTERVAL '10' SECOND)) R
+ON L.auction = R.auction AND L.window_start = R.window_start AND L.window_end = R.window_end;"""
+    script = plan(SOURCE.format(table="late_bids") + join)
+    assert set(script.graph.node("pairs.window_join").config["late_rows"]) == {"0", "1"}
+    assert [e.source for e in script.graph.node("late_bids.sink").inputs] == ["pairs.window_join"]
