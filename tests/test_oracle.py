@@ -57,7 +57,7 @@ SOURCE_DDL = """
 CREATE TABLE events (
   id BIGINT, k VARCHAR, v BIGINT, w BIGINT, ts TIMESTAMP(3),
   WATERMARK FOR ts AS ts - INTERVAL '2' SECOND
-) WITH ('connector' = 'filesystem', 'path' = '{path}', 'format' = 'parquet');
+) WITH ('connector' = 'filesystem', 'path' = '{path}', 'format' = 'parquet'{options});
 """
 
 #: name -> (weir query, DuckDB batch query over the table `events`).
@@ -201,10 +201,10 @@ class Job:
         return {name: 0 if late == "-" else int(late.replace(",", "")) for name, late in found}
 
 
-def run_job(directory: Path, source_path: str, statements: list[str], batch_size: int) -> str:
+def run_job(directory: Path, source_path: str, statements: list[str], batch_size: int, options: str = "") -> str:
     """Run the job with ``weir run``; its standard output (the summary)."""
     job = directory / "job.sql"
-    job.write_text(SOURCE_DDL.format(path=source_path) + ";\n".join(statements) + ";\n")
+    job.write_text(SOURCE_DDL.format(path=source_path, options=options) + ";\n".join(statements) + ";\n")
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(["run", str(job), "--db", str(directory / "weir.duckdb"), "--no-progress",
@@ -260,7 +260,8 @@ def late_job(request, tmp_path_factory) -> Job:
     write_events(directory / "events.parquet", f"{EVENTS_SQL} UNION ALL {LATE_SQL}")
     statements = [f"CREATE MATERIALIZED VIEW {name} AS {PIPELINES[name][0]}"
                   for name in ("tvf_aggregates", "legacy_group_window", "tumble_grouping_sets")]
-    out = run_job(directory, str(directory / "events.parquet"), statements, request.param)
+    out = run_job(directory, str(directory / "events.parquet"), statements, request.param,
+                  options=", 'source.late-rows.table' = 'late_events'")
     return Job(directory, out, f"read_parquet('{directory / 'events.parquet'}')")
 
 
@@ -341,3 +342,14 @@ def test_late_rows_are_counted_exactly(late_job):
         "tumble_grouping_sets.window_aggregate": LATE_ROWS,  # each row once, though expanded per set
     }
     assert late_job.late_rows_dropped() == 3 * LATE_ROWS
+    assert f"late rows dropped per source: events {3 * LATE_ROWS}" in late_job.stdout
+
+
+def test_late_rows_are_kept_once_per_operator(late_job):
+    kept = late_job.view("late_events").aggregate("weir_operator, count(*) AS n, min(id) AS low, max(id) AS high")
+    assert sorted(kept.fetchall()) == sorted(
+        (f"{name}.window_aggregate", LATE_ROWS, ROWS, ROWS + LATE_ROWS - 1)
+        for name in ("tvf_aggregates", "legacy_group_window", "tumble_grouping_sets"))
+    columns = "id, k, v, w, ts"
+    assert sorted_rows(late_job.view("late_events").select(columns).distinct()) == \
+        sorted_rows(late_job.oracle(f"SELECT {columns} FROM events", where=f"id >= {ROWS}"))
