@@ -172,13 +172,15 @@ def plan_window_aggregate(qp: "QueryPlanner", select: exp.Select, stream: Stream
 
     if sets:
         stream = _plan_expand(qp, stream, keys, sets, filter_sql, input_scope, pipeline, group)
-        key_sql = [[name, quote(f"_key{i}")] for i, (name, _) in enumerate(keys)] + [[SET_ID, quote(SET_ID)]]
+        hashed = [*(f"_key{i}" for i in range(len(keys))), SET_ID]  # the Expand's columns
+        key_sql = [[name, quote(column)] for name, column in zip([*(n for n, _ in keys), SET_ID], hashed)]
     else:
         computed = [[name, to_duckdb(key, input_scope.schema)] for name, key in keys
                     if not isinstance(key, exp.Column)]
         if filter_sql or computed:
             stream = qp.plan_pre_aggregate(stream, filter_sql, computed, pipeline, where or group)
         key_sql = [[name, quote(name)] for name, _ in keys]
+        hashed = [name for name, _ in keys]
     grouped = _grouped_schema(qp, key_sql, aggregates, stream, select)
     projection = [[name, to_duckdb(expression, grouped)] for name, expression in final_items]
     having_sql = to_duckdb(having_final, grouped) if having_final is not None else None
@@ -199,8 +201,7 @@ def plan_window_aggregate(qp: "QueryPlanner", select: exp.Select, stream: Stream
         f"aggregates=[{aggregate_list}], select=[{select_list}]"
         + (f", having=[{having_sql}]" if having_sql else "") + ")"
     )
-    hashed = tuple(sql.strip('"') for _, sql in key_sql)  # the input columns holding the keys
-    edge = Edge(stream.node_id, "hash", hashed) if key_sql else Edge(stream.node_id)
+    edge = Edge(stream.node_id, "hash", tuple(hashed)) if key_sql else Edge(stream.node_id)
     node = qp.builder.add(pipeline, "window_aggregate", config, schema, [edge], description)
     times = frozenset(n for n, s in projection if s == quote("window_time"))
     return Stream(node.id, schema, times, stream.name)
