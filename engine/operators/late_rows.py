@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.operators.base import OperatorContext
-from engine.operators.duckdb_sql import int_literal, query_arrow, quote_ident
+from engine.operators.duckdb_sql import int_literal, query_arrow, quote_ident, string_literal
 
 LATE_INPUT = "late_input"
 OPERATOR_COLUMN = "weir_operator"
@@ -54,7 +54,7 @@ class LateRows:
         if self._con is None:
             self._con = duckdb.connect(":memory:")
         columns = [f"{sql} AS {quote_ident(name)}" for name, sql in projection]
-        columns += [f"'{self.ctx.operator_id.replace(chr(39), chr(39) * 2)}' AS {OPERATOR_COLUMN}",
+        columns += [f"{string_literal(self.ctx.operator_id)} AS {OPERATOR_COLUMN}",
                     f"make_timestamp({int_literal(watermark)}) AS {WATERMARK_COLUMN}"]
         self._con.register(LATE_INPUT, rows)
         try:
