@@ -3,8 +3,10 @@
 Operators have stable ids derived from the plan, a ``kind`` naming the
 operator class, a JSON-able ``config`` and an output schema. Edges say how
 rows move from an upstream operator: ``forward`` (same subtask), ``hash``
-(by key columns, into key groups) or ``broadcast``. The graph serialises to
-JSON, and its fingerprint identifies it in checkpoints.
+(by key columns, into key groups) or ``broadcast``; an edge reads the
+upstream operator's main output (port 0) or its late rows (``LATE_ROWS_PORT``:
+rows a windowed operator dropped as late, for a source's late-rows table).
+The graph serialises to JSON, and its fingerprint identifies it in checkpoints.
 """
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ from typing import Any
 import pyarrow as pa
 
 PARTITIONINGS = ("forward", "hash", "broadcast")
+#: The output port of a windowed operator that carries the rows it dropped as late.
+LATE_ROWS_PORT = 1
 
 
 @dataclass(frozen=True)
@@ -24,6 +28,8 @@ class Edge:
     source: str
     partitioning: str = "forward"
     keys: tuple[str, ...] = ()
+    #: Which output of the source operator: 0 its result, LATE_ROWS_PORT its late rows.
+    port: int = 0
 
     def __post_init__(self) -> None:
         if self.partitioning not in PARTITIONINGS:
@@ -46,7 +52,8 @@ class OperatorNode:
             "kind": self.kind,
             "config": self.config,
             "output_schema": schema_to_json(self.output_schema),
-            "inputs": [[e.source, e.partitioning, list(e.keys)] for e in self.inputs],
+            "inputs": [[e.source, e.partitioning, list(e.keys), *([e.port] if e.port else [])]
+                       for e in self.inputs],
             "description": self.description,
         }
 
@@ -57,7 +64,7 @@ class OperatorNode:
             kind=data["kind"],
             config=data["config"],
             output_schema=schema_from_json(data["output_schema"]),
-            inputs=[Edge(s, p, tuple(k)) for s, p, k in data["inputs"]],
+            inputs=[Edge(s, p, tuple(k), *port) for s, p, k, *port in data["inputs"]],
             description=data.get("description", ""),
         )
 
@@ -91,6 +98,20 @@ class JobGraph:
         return [
             (n, i) for n in self.nodes for i, e in enumerate(n.inputs) if e.source == node_id
         ]
+
+    def source_tables(self, node_id: str) -> tuple[str, ...]:
+        """The source tables whose rows flow into ``node_id``'s output, sorted."""
+        tables: set[str] = set()
+        pending, seen = [node_id], set()
+        while pending:
+            node = self.node(pending.pop())
+            if node.id in seen:
+                continue
+            seen.add(node.id)
+            if node.kind == "source":
+                tables.add(node.config.get("table", node.id))
+            pending.extend(e.source for e in node.inputs)
+        return tuple(sorted(tables))
 
     def to_json(self) -> dict[str, Any]:
         return {

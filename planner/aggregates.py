@@ -15,6 +15,8 @@ from engine.graph import Edge
 from engine.sql_eval import INPUT
 from planner.expressions import AGGREGATES, Scope, bind, is_aggregate, output_name, quote, to_duckdb
 from planner.graph_builder import Stream
+from planner.grouping_sets import (CONSTRUCTS, MAX_SETS, SET_ID, construct_sets, describe_sets, grouping_value,
+                                   multiply)
 from planner.windows import WINDOW_COLUMNS, WindowSpec
 from sql.errors import Problem
 
@@ -65,17 +67,45 @@ def plan_window_aggregate(qp: "QueryPlanner", select: exp.Select, stream: Stream
 
     keys: list[tuple[str, exp.Expression]] = []
     grouped_windows: set[str] = set()
+    #: Grouping sets as key indices; None without GROUPING SETS, ROLLUP or CUBE.
+    sets: list[tuple[int, ...]] | None = None
     group = select.args.get("group")
-    for item in group.expressions if group else []:
+
+    def key_index(item: exp.Expression, in_construct: bool) -> int | None:
         bound = bind(item, scope, problems)
         if isinstance(bound, exp.Column) and bound.name in WINDOW_COLUMNS:
+            if in_construct:
+                problems.append(Problem(
+                    f"{bound.name} inside GROUPING SETS, ROLLUP or CUBE", *_pos(item, bound.name, qp.fallback),
+                    "group by window_start, window_end outside the sets: GROUP BY window_start, window_end, "
+                    "GROUPING SETS (...)"))
             grouped_windows.add(bound.name)
-        elif isinstance(bound, exp.Column):
-            keys.append((bound.name, bound))
+            return None
+        for index, (_, key) in enumerate(keys):
+            if key == bound:
+                return index
+        keys.append((bound.name if isinstance(bound, exp.Column) else f"_key{len(keys)}", bound))
+        return len(keys) - 1
+
+    common: list[int] = []
+    constructs: list[list[tuple[int, ...]]] = []
+    for item in group.expressions if group else []:
+        if isinstance(item, CONSTRUCTS):
+            constructs.append([tuple(i for i in (key_index(e, True) for e in members) if i is not None)
+                               for members in construct_sets(item)])
         else:
-            keys.append((f"_key{len(keys)}", bound))
+            index = key_index(item, False)
+            if index is not None:
+                common.append(index)
     if problems:
         raise _error(problems)
+    if constructs:
+        sets = [tuple(dict.fromkeys(common))]
+        for more in constructs:
+            sets = multiply(sets, more)
+            if len(sets) > MAX_SETS:
+                raise qp.fail(f"GROUP BY has more than {MAX_SETS} grouping sets", group,
+                              "group by fewer sets: each set is one more copy of every row")
     if not {"window_start", "window_end"} <= grouped_windows:
         raise qp.fail(
             "a window aggregate must GROUP BY window_start and window_end", group or select,
@@ -87,9 +117,29 @@ def plan_window_aggregate(qp: "QueryPlanner", select: exp.Select, stream: Stream
                           "window_end may be grouped", key)
 
     aggregates = _Aggregates(qp, input_scope, problems)
-    allowed = {name for name, _ in keys} | set(WINDOW_COLUMNS)
+    allowed = {name for name, _ in keys} | set(WINDOW_COLUMNS) | ({SET_ID} if sets else set())
+
+    def grouping(node: exp.Expression) -> exp.Expression:
+        """GROUPING(k) / GROUPING_ID(k, ...): which of its keys the row's grouping set leaves out."""
+        arguments = node.expressions or [node.this]
+        indices: list[int | None] = []
+        for argument in arguments:
+            text = argument.name if isinstance(argument, exp.Column) else argument.sql()  # bound: quoted
+            bound = bind(argument, scope, problems)
+            if isinstance(bound, exp.Column) and bound.name in WINDOW_COLUMNS:
+                indices.append(None)
+                continue
+            found = [i for i, (_, key) in enumerate(keys) if key == bound]
+            if not found:
+                problems.append(Problem(f"{node.sql_name()} of `{text}`, which is not a GROUP BY key",
+                                        *_pos(select, text, qp.fallback),
+                                        "GROUPING and GROUPING_ID take GROUP BY keys"))
+            indices.append(found[0] if found else None)
+        return grouping_value(sets or [tuple(range(len(keys)))], indices)
 
     def rewrite(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, (exp.Grouping, exp.GroupingId)):
+            return grouping(node)
         if is_aggregate(node):
             return exp.column(aggregates.name_for(node), quoted=True)
         for name, key in keys:
@@ -120,10 +170,17 @@ def plan_window_aggregate(qp: "QueryPlanner", select: exp.Select, stream: Stream
     if problems:
         raise _error(problems)
 
-    computed = [[name, to_duckdb(key, input_scope.schema)] for name, key in keys if not isinstance(key, exp.Column)]
-    if filter_sql or computed:
-        stream = qp.plan_pre_aggregate(stream, filter_sql, computed, pipeline, where or group)
-    key_sql = [[name, quote(name)] for name, _ in keys]
+    if sets:
+        stream = _plan_expand(qp, stream, keys, sets, filter_sql, input_scope, pipeline, group)
+        hashed = [*(f"_key{i}" for i in range(len(keys))), SET_ID]  # the Expand's columns
+        key_sql = [[name, quote(column)] for name, column in zip([*(n for n, _ in keys), SET_ID], hashed)]
+    else:
+        computed = [[name, to_duckdb(key, input_scope.schema)] for name, key in keys
+                    if not isinstance(key, exp.Column)]
+        if filter_sql or computed:
+            stream = qp.plan_pre_aggregate(stream, filter_sql, computed, pipeline, where or group)
+        key_sql = [[name, quote(name)] for name, _ in keys]
+        hashed = [name for name, _ in keys]
     grouped = _grouped_schema(qp, key_sql, aggregates, stream, select)
     projection = [[name, to_duckdb(expression, grouped)] for name, expression in final_items]
     having_sql = to_duckdb(having_final, grouped) if having_final is not None else None
@@ -135,6 +192,8 @@ def plan_window_aggregate(qp: "QueryPlanner", select: exp.Select, stream: Stream
         "having": having_sql,
         "projection": projection,
     }
+    if sets:
+        config["grouping_sets"] = {"column": SET_ID, "count": len(sets)}
     aggregate_list = ", ".join(f"{c['name']}={sql}" for c, sql in zip(aggregates.calls, aggregates.sql))
     select_list = ", ".join(name if sql == quote(name) else f"{name}={sql}" for name, sql in projection)
     description = (
@@ -142,10 +201,33 @@ def plan_window_aggregate(qp: "QueryPlanner", select: exp.Select, stream: Stream
         f"aggregates=[{aggregate_list}], select=[{select_list}]"
         + (f", having=[{having_sql}]" if having_sql else "") + ")"
     )
-    edge = Edge(stream.node_id, "hash", tuple(n for n, _ in key_sql)) if key_sql else Edge(stream.node_id)
+    edge = Edge(stream.node_id, "hash", tuple(hashed)) if key_sql else Edge(stream.node_id)
     node = qp.builder.add(pipeline, "window_aggregate", config, schema, [edge], description)
     times = frozenset(n for n, s in projection if s == quote("window_time"))
     return Stream(node.id, schema, times, stream.name)
+
+
+def _plan_expand(qp, stream: Stream, keys, sets, filter_sql, input_scope: Scope, pipeline: str,
+                 node: exp.Expression) -> Stream:
+    """The Expand before the exchange: every row once per grouping set (``_e``), each key as
+    ``_key<i>``, NULL in the sets without it; the input columns pass unchanged (aggregates read them)."""
+    projection = [[name, quote(name)] for name in stream.schema.names]
+    for index, (_, key) in enumerate(keys):
+        value = to_duckdb(key, input_scope.schema)
+        holding = [str(n) for n, members in enumerate(sets) if index in members]
+        if len(holding) < len(sets):  # every key is in some set: it came from one
+            value = f"CASE WHEN {quote(SET_ID)} IN ({', '.join(holding)}) THEN {value} END"
+        projection.append([f"_key{index}", value])
+    projection.append([SET_ID, quote(SET_ID)])
+    scope_schema = pa.schema([*stream.schema, pa.field(SET_ID, pa.int64())])
+    schema = qp.describe_projection(projection, filter_sql, scope_schema, node)
+    config = {"projection": projection, "filter": filter_sql, "expand": {"column": SET_ID, "count": len(sets)}}
+    names = [name for name, _ in keys]
+    description = f"Expand(groupingSets=[{describe_sets(sets, names)}], " + ", ".join(
+        [f"{SET_ID}=0..{len(sets) - 1}"] + [f"_key{i}={to_duckdb(k, input_scope.schema)}" for i, (_, k) in enumerate(keys)]
+        + ([f"where=[{filter_sql}]"] if filter_sql else [])) + ")"
+    added = qp.builder.add(pipeline, "calc", config, schema, [Edge(stream.node_id)], description, label="expand")
+    return Stream(added.id, schema, stream.time_attributes, stream.name)
 
 
 def _grouped_schema(qp, key_sql, aggregates: _Aggregates, stream: Stream, select) -> pa.Schema:

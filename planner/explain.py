@@ -16,17 +16,43 @@ from __future__ import annotations
 import re
 
 from engine.connectors.registry import CONNECTORS
-from engine.graph import Edge, JobGraph, OperatorNode
+from engine.graph import LATE_ROWS_PORT, Edge, JobGraph, OperatorNode
+from engine.operators.base import late_counter
 from planner.changelog import changelog_mode
 from planner.types import sql_name
 
 
-def explain(graph: JobGraph, title: str | None = None) -> str:
-    """The plan of ``graph``, under the heading ``== <title> ==`` (default: ``job <name>``)."""
+def explain(graph: JobGraph, title: str | None = None, metrics: dict | None = None) -> str:
+    """The plan of ``graph``, under the heading ``== <title> ==`` (default: ``job <name>``).
+
+    With ``metrics`` (operator id -> the run's ``OperatorMetrics``: ``rows_in``, ``rows_out``,
+    ``counters``), each operator also says what it did (``weir run --analyze``)."""
     lines = [f"== {title or f'job {graph.name}'} =="]
     for node in graph.nodes:
         lines.extend(_node(node))
+        if metrics is not None and node.id in metrics:
+            lines.append(f"  actual:    {_actual(node, metrics[node.id])}")
     return "\n".join(lines) + "\n"
+
+
+def _actual(node: OperatorNode, m) -> str:
+    """Rows in and out, and the rows dropped as late per source table."""
+    parts = [] if node.kind == "source" else [f"rows in {m.rows_in:,}"]
+    if node.kind != "sink":
+        parts.append(f"rows out {m.rows_out:,}")
+    late = m.counters.get("late_rows_dropped", 0)
+    if late or node.kind in _WINDOWED:
+        prefix = late_counter("")[:-1]  # 'late_rows_dropped['
+        by_source = [f"{name[len(prefix):-1]} {n:,}" for name, n in sorted(m.counters.items())
+                     if name.startswith(prefix) and n]
+        parts.append(f"late rows dropped {late:,}" + (f" ({', '.join(by_source)})" if by_source else ""))
+    for name, n in sorted(m.counters.items()):
+        if name in ("null_time_rows_dropped", "malformed_rows_skipped") and n:
+            parts.append(f"{name.replace('_', ' ')} {n:,}")
+    return ", ".join(parts)
+
+
+_WINDOWED = ("window_aggregate", "window_join", "window_rank", "session_window")
 
 
 _QUOTED_NAME = re.compile(r'"([A-Za-z_][A-Za-z0-9_]*)"')
@@ -51,6 +77,8 @@ def _node(node: OperatorNode) -> list[str]:
 
 
 def _edge(edge: Edge) -> str:
+    if edge.port == LATE_ROWS_PORT:
+        return f"{edge.source} (late rows)"
     if edge.partitioning == "hash":
         return f"{edge.source} by hash({', '.join(edge.keys)})"
     return f"{edge.source} ({edge.partitioning})"

@@ -22,6 +22,7 @@ from planner.connectors import check_connector
 from planner.expressions import Scope, bind, position
 from planner.explain import explain
 from planner.graph_builder import GraphBuilder, Stream
+from planner.late_rows import plan_late_rows_tables
 from planner.locate import locate, name, quoted
 from planner.queries import QueryPlanner
 from planner.settings import check_setting
@@ -40,6 +41,8 @@ class Script:
     explains: list[str] = field(default_factory=list)
     #: Names of the materialized views the job maintains.
     materialized_views: list[str] = field(default_factory=list)
+    #: Names of the late-rows tables of its sources ('source.late-rows.table').
+    late_rows_tables: list[str] = field(default_factory=list)
 
 
 class Planner:
@@ -72,10 +75,11 @@ class Planner:
 
     def script(self) -> Script:
         graph = self.builder.graph
+        late_rows_tables = plan_late_rows_tables(self)
         graph.settings = dict(self.settings)
         if "pipeline.name" in self.settings:
             graph.name = self.settings["pipeline.name"]
-        return Script(graph, self.catalog, self.explains, self.materialized_views)
+        return Script(graph, self.catalog, self.explains, self.materialized_views, late_rows_tables)
 
     def _create_table(self, s: st.CreateTable) -> None:
         if self.catalog.lookup(s.name) is not None:

@@ -202,7 +202,15 @@ class QueryPlanner:
 
                 return plan_group_aggregate(self, select, stream, scope, pipeline)
             if window.kind == "session":
+                from planner.grouping_sets import grouping_construct
                 from planner.sessions import plan_session_window
+
+                construct = grouping_construct(select)
+                if construct is not None:
+                    raise self.fail(f"{construct.key.upper().replace('GROUPINGSETS', 'GROUPING SETS')} over a "
+                                    "SESSION window is not supported", construct,
+                                    "aggregate the sessions once per set in separate queries, or use TUMBLE, HOP "
+                                    "or CUMULATE")
 
                 return plan_session_window(self, select, window_tvf, stream, window, scope, pipeline)
             return plan_window_aggregate(self, select, stream, window, scope, pipeline)

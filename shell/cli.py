@@ -49,6 +49,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="checkpoint every DURATION, e.g. 5s (as SET 'execution.checkpointing.interval')")
     run.add_argument("--parallelism", metavar="N", help="as SET 'parallelism.default'")
     run.add_argument("--from-savepoint", metavar="PATH", help="start from a savepoint")
+    run.add_argument("--analyze", action="store_true",
+                     help="after the summary, print the plan with what each operator did (EXPLAIN ANALYZE)")
     run.set_defaults(handler=cmd_run)
 
     for name, handler, text in (("savepoint", cmd_savepoint, "take a savepoint of a running job"),

@@ -9,6 +9,7 @@ from engine.checkpoint.coordinator import CheckpointEvent
 from engine.errors import EngineError
 from engine.runtime import control
 from engine.runtime.job import JobOptions, run_job
+from planner.explain import explain
 from planner.planner import Script, default_job_name
 from shell import render
 
@@ -51,7 +52,11 @@ def run(args, script: Script) -> int:
         return 1
     if show_progress:
         print("\r\x1b[2K", end="", file=sys.stderr, flush=True)
-    print(render.summary(result, db_path=args.db, views=script.materialized_views))
+    print(render.summary(result, db_path=args.db, views=script.materialized_views,
+                         late_rows_tables=script.late_rows_tables))
+    if getattr(args, "analyze", False) and not result.already_finished:
+        print()
+        print(explain(script.graph, f"job {script.graph.name}, as run", {m.id: m for m in result.operators}), end="")
     return 0
 
 

@@ -93,7 +93,7 @@ def checkpoint_text(event) -> str:
     return f"{event.kind} {event.checkpoint_id} ({size_text(event.size_bytes)}, {event.duration:.2f} s)"
 
 
-def summary(result: JobResult, *, db_path: str | None, views: list[str]) -> str:
+def summary(result: JobResult, *, db_path: str | None, views: list[str], late_rows_tables: list[str] = ()) -> str:
     if result.already_finished:
         return f"job {result.name} had already finished; the output of its final checkpoint is now committed"
     ended = f"stopped with {checkpoint_text(result.stopped_with)} at {result.stopped_with.path}" \
@@ -112,6 +112,9 @@ def summary(result: JobResult, *, db_path: str | None, views: list[str]) -> str:
         out.append("  " + r[0].ljust(widths[0]) + "  " + "  ".join(c.rjust(w) for c, w in zip(r[1:], widths[1:])))
     out.append(f"  late rows dropped: {result.counter('late_rows_dropped'):,}; "
                f"malformed rows skipped: {result.counter('malformed_rows_skipped'):,}")
+    by_source = {source: n for source, n in result.late_rows_by_source().items() if n}
+    if by_source:
+        out.append("  late rows dropped per source: " + ", ".join(f"{s} {n:,}" for s, n in by_source.items()))
     periodic = [c for c in result.checkpoints if c.kind == "checkpoint"]
     if len(periodic) > 1:  # more than the final one: checkpointing was on
         sizes = sum(c.size_bytes for c in periodic)
@@ -124,6 +127,8 @@ def summary(result: JobResult, *, db_path: str | None, views: list[str]) -> str:
     if views:
         out.append(f"  materialized views in {db_path}: {', '.join(views)}")
         out.append(f'  query them with: weir query "SELECT * FROM {views[0]} LIMIT 10" --db {db_path}')
+    if late_rows_tables:
+        out.append(f"  late rows kept in {db_path}: {', '.join(late_rows_tables)}")
     return "\n".join(out)
 
 

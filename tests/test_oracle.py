@@ -57,7 +57,7 @@ SOURCE_DDL = """
 CREATE TABLE events (
   id BIGINT, k VARCHAR, v BIGINT, w BIGINT, ts TIMESTAMP(3),
   WATERMARK FOR ts AS ts - INTERVAL '2' SECOND
-) WITH ('connector' = 'filesystem', 'path' = '{path}', 'format' = 'parquet');
+) WITH ('connector' = 'filesystem', 'path' = '{path}', 'format' = 'parquet'{options});
 """
 
 #: name -> (weir query, DuckDB batch query over the table `events`).
@@ -178,6 +178,41 @@ PIPELINES = {
            FROM (SELECT k, v, ts FROM events WHERE w < 5 UNION ALL SELECT k, v * 2, ts FROM events WHERE w >= 3)
            GROUP BY ALL""",
     ),
+    # GROUPING SETS, ROLLUP and CUBE over each sliced window kind; DuckDB's own GROUPING SETS is the oracle.
+    "tumble_grouping_sets": (
+        """SELECT window_start, window_end, k, w, GROUPING(k) AS g_k, GROUPING_ID(k, w) AS gid,
+                  COUNT(*) AS n, SUM(v) AS total, MAX(v) AS high, COUNT(DISTINCT w) AS distinct_w
+           FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(ts), INTERVAL '10' SECOND))
+           GROUP BY window_start, window_end, GROUPING SETS ((k, w), (k), ())""",
+        """SELECT time_bucket(INTERVAL '10 s', ts) AS window_start,
+                  time_bucket(INTERVAL '10 s', ts) + INTERVAL '10 s' AS window_end,
+                  k, w, grouping(k) AS g_k, grouping(k, w) AS gid,
+                  count(*) AS n, sum(v)::BIGINT AS total, max(v) AS high, count(DISTINCT w) AS distinct_w
+           FROM events GROUP BY GROUPING SETS ((1, 2, k, w), (1, 2, k), (1, 2))""",
+    ),
+    "hop_rollup": (
+        """SELECT window_start, window_end, w, v % 3 AS r, COUNT(*) AS n, AVG(v) AS mean, MIN(ts) AS first_ts
+           FROM TABLE(HOP(TABLE events, DESCRIPTOR(ts), INTERVAL '10' SECOND, INTERVAL '30' SECOND))
+           WHERE k <> 'k1'
+           GROUP BY window_start, window_end, ROLLUP (w, v % 3)""",
+        """SELECT window_start, window_start + INTERVAL '30 s' AS window_end, w, v % 3 AS r,
+                  count(*) AS n, avg(v) AS mean, min(ts) AS first_ts
+           FROM (SELECT *, time_bucket(INTERVAL '10 s', ts) - INTERVAL '10 s' * j AS window_start
+                 FROM events, range(3) AS hops(j) WHERE k <> 'k1')
+           GROUP BY window_start, ROLLUP (w, v % 3)""",
+    ),
+    "cumulate_cube_having": (
+        """SELECT window_start, window_end, k, w, GROUPING_ID(w, k) AS gid, COUNT(*) AS n, SUM(v) AS total
+           FROM TABLE(CUMULATE(TABLE events, DESCRIPTOR(ts), INTERVAL '10' SECOND, INTERVAL '30' SECOND))
+           GROUP BY window_start, window_end, CUBE (k, w)
+           HAVING COUNT(*) > 5""",
+        """SELECT window_start, window_end, k, w, grouping(w, k) AS gid, count(*) AS n, sum(v)::BIGINT AS total
+           FROM (SELECT *, time_bucket(INTERVAL '30 s', ts) AS window_start,
+                        time_bucket(INTERVAL '30 s', ts) + INTERVAL '10 s' * (j + 1) AS window_end
+                 FROM events, range(3) AS steps(j))
+           WHERE window_end > ts
+           GROUP BY window_start, window_end, CUBE (k, w) HAVING count(*) > 5""",
+    ),
 }
 
 #: Filesystem sinks at scale: the same per-key minute, through csv and parquet files.
@@ -229,10 +264,10 @@ class Job:
         return {name: 0 if late == "-" else int(late.replace(",", "")) for name, late in found}
 
 
-def run_job(directory: Path, source_path: str, statements: list[str], batch_size: int) -> str:
+def run_job(directory: Path, source_path: str, statements: list[str], batch_size: int, options: str = "") -> str:
     """Run the job with ``weir run``; its standard output (the summary)."""
     job = directory / "job.sql"
-    job.write_text(SOURCE_DDL.format(path=source_path) + ";\n".join(statements) + ";\n")
+    job.write_text(SOURCE_DDL.format(path=source_path, options=options) + ";\n".join(statements) + ";\n")
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(["run", str(job), "--db", str(directory / "weir.duckdb"), "--no-progress",
@@ -287,8 +322,9 @@ def late_job(request, tmp_path_factory) -> Job:
     directory = tmp_path_factory.mktemp("late")
     write_events(directory / "events.parquet", f"{EVENTS_SQL} UNION ALL {LATE_SQL}")
     statements = [f"CREATE MATERIALIZED VIEW {name} AS {PIPELINES[name][0]}"
-                  for name in ("tvf_aggregates", "legacy_group_window")]
-    out = run_job(directory, str(directory / "events.parquet"), statements, request.param)
+                  for name in ("tvf_aggregates", "legacy_group_window", "tumble_grouping_sets")]
+    out = run_job(directory, str(directory / "events.parquet"), statements, request.param,
+                  options=", 'source.late-rows.table' = 'late_events'")
     return Job(directory, out, f"read_parquet('{directory / 'events.parquet'}')")
 
 
@@ -357,7 +393,7 @@ def test_directory_source_equals_batch_query(directory_job):
 
 
 def test_late_rows_are_excluded_from_every_window(late_job):
-    for name in ("tvf_aggregates", "legacy_group_window"):
+    for name in ("tvf_aggregates", "legacy_group_window", "tumble_grouping_sets"):
         expected = late_job.oracle(PIPELINES[name][1], where=f"id < {ROWS}")
         assert_same_result(late_job.view(name), expected)
 
@@ -366,5 +402,17 @@ def test_late_rows_are_counted_exactly(late_job):
     assert late_job.late_by_operator() == {
         "tvf_aggregates.window_aggregate": LATE_ROWS,
         "legacy_group_window.window_aggregate": LATE_ROWS,
+        "tumble_grouping_sets.window_aggregate": LATE_ROWS,  # each row once, though expanded per set
     }
-    assert late_job.late_rows_dropped() == 2 * LATE_ROWS
+    assert late_job.late_rows_dropped() == 3 * LATE_ROWS
+    assert f"late rows dropped per source: events {3 * LATE_ROWS}" in late_job.stdout
+
+
+def test_late_rows_are_kept_once_per_operator(late_job):
+    kept = late_job.view("late_events").aggregate("weir_operator, count(*) AS n, min(id) AS low, max(id) AS high")
+    assert sorted(kept.fetchall()) == sorted(
+        (f"{name}.window_aggregate", LATE_ROWS, ROWS, ROWS + LATE_ROWS - 1)
+        for name in ("tvf_aggregates", "legacy_group_window", "tumble_grouping_sets"))
+    columns = "id, k, v, w, ts"
+    assert sorted_rows(late_job.view("late_events").select(columns).distinct()) == \
+        sorted_rows(late_job.oracle(f"SELECT {columns} FROM events", where=f"id >= {ROWS}"))

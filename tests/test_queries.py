@@ -17,8 +17,9 @@ A folder holds:
 - ``expected/print.txt`` (optional): the lines the print sinks write, in any
   order; without it, a job must print no row at all;
 - ``expected/summary.json`` (optional): ``late_rows_dropped`` and
-  ``malformed_rows_skipped`` (both 0 unless given) and ``sink_rows_in``
-  (``{table: rows}``) as the job's summary reports them;
+  ``malformed_rows_skipped`` (both 0 unless given), ``late_rows_by_source``
+  (``{table: rows}``, none unless given) and ``sink_rows_in`` (``{table: rows}``)
+  as the job's summary reports them;
 - ``oracle/<name>.sql``: the DuckDB batch query over ``data/`` that confirms
   ``expected/<name>.csv`` independently of weir (``oracle/print.sql``: one
   column, the lines of ``expected/print.txt``).
@@ -67,6 +68,7 @@ FOLDERS = sorted(p.name for p in QUERIES.iterdir() if (p / "query.sql").is_file(
 DATABASE = "weir.duckdb"
 PRINTED_ROW = re.compile(r"^(\S+> )?[+-][IUD]\[.*\]$")
 SUMMARY_COUNTS = re.compile(r"late rows dropped: ([\d,]+); malformed rows skipped: ([\d,]+)")
+LATE_BY_SOURCE = re.compile(r"late rows dropped per source: (.*)$", re.M)
 OPERATOR_LINE = re.compile(r"^\s+(\S+)\s+([\d,]+|-)\s+([\d,]+|-)\s+([\d,]+|-)$")
 READERS = {"csv": "read_csv", "json": "read_json", "parquet": "read_parquet"}
 
@@ -338,6 +340,12 @@ def check_summary(expected: Path, stdout: str) -> None:
     late, malformed = summary_counts(stdout)
     assert late == summary.get("late_rows_dropped", 0), "late rows dropped"
     assert malformed == summary.get("malformed_rows_skipped", 0), "malformed rows skipped"
+    by_source = {}
+    for line in LATE_BY_SOURCE.findall(stdout):
+        for item in line.split(", "):
+            source, count = item.rsplit(" ", 1)
+            by_source[source] = int(count.replace(",", ""))
+    assert by_source == summary.get("late_rows_by_source", {}), "late rows dropped per source"
     reported = sink_rows_in(stdout)
     for table, rows in summary.get("sink_rows_in", {}).items():
         assert reported.get(table) == rows, f"rows into the sink {table}: {reported}"

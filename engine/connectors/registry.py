@@ -32,6 +32,8 @@ ROLES = ("source", "sink")
 SOURCE_OPTIONS = {
     "source.idle-timeout": OptionSpec(
         "a split with no rows for this long stops holding the watermark back", value_type="duration"),
+    "source.late-rows.table": OptionSpec(
+        "rows a window drops as late land in this table of the job's result database"),
 }
 
 

@@ -15,6 +15,11 @@ import pyarrow as pa
 from engine.state.key_groups import range_for_subtask
 
 
+def late_counter(source: str) -> str:
+    """The counter of rows from ``source`` dropped as late (summed over operators and workers)."""
+    return f"late_rows_dropped[{source}]"
+
+
 @dataclass
 class OperatorContext:
     operator_id: str
@@ -29,9 +34,21 @@ class OperatorContext:
     state_backend: str = "duckdb"
     spill_dir: str | None = None
     memory_limit: str | None = None
+    #: Per input: the source tables its rows come from ('bids'; 'auctions+bids' after a join).
+    input_sources: list[str] = field(default_factory=list)
+    #: Late rows handed to ``LATE_ROWS_PORT`` since the executor last collected them.
+    late_output: list[pa.RecordBatch] = field(default_factory=list)
 
     def count(self, name: str, n: int) -> None:
         self.metrics[name] = self.metrics.get(name, 0) + n
+
+    def count_late(self, n: int, input_index: int = 0) -> None:
+        """``n`` rows of input ``input_index`` dropped as late: counted in ``late_rows_dropped``
+        and per source table in ``late_rows_dropped[<table>]`` (``late_counter``)."""
+        if n:
+            self.count("late_rows_dropped", n)
+            if input_index < len(self.input_sources):
+                self.count(late_counter(self.input_sources[input_index]), n)
 
     def owned_key_groups(self) -> range:
         """The key groups this subtask owns."""

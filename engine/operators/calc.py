@@ -2,9 +2,13 @@
 
 Config::
 
-    {"projection": [[name, sql], ...], "filter": sql_or_null}
+    {"projection": [[name, sql], ...], "filter": sql_or_null,
+     "expand": {"column": name, "count": n}}   (optional)
 
 computes ``SELECT <sql> AS <name>, ... FROM batch WHERE <filter>`` per batch.
+With ``expand`` (Flink's Expand, for GROUPING SETS) every row is read ``n``
+times, numbered 0..n-1 in the BIGINT column ``column``:
+``... FROM batch CROSS JOIN range(n) AS expand(column) WHERE <filter>``.
 """
 from __future__ import annotations
 
@@ -32,6 +36,9 @@ class Calc(Operator):
             )
         columns = ", ".join(f"{sql} AS {quote_ident(name)}" for name, sql in projection)
         self.query = f"SELECT {columns} FROM {quote_ident(INPUT_VIEW)}"
+        expand = config.get("expand")
+        if expand:
+            self.query += f" CROSS JOIN range({int(expand['count'])}) AS expand({quote_ident(expand['column'])})"
         if config.get("filter"):
             self.query += f" WHERE {config['filter']}"
         self._con: duckdb.DuckDBPyConnection | None = None

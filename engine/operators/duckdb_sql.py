@@ -19,6 +19,11 @@ def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def string_literal(value: str) -> str:
+    """``value`` as a SQL string literal."""
+    return "'" + value.replace("'", "''") + "'"
+
+
 def int_literal(value: int) -> str:
     """A BIGINT literal, clamped to the BIGINT range."""
     return str(max(-(2**63), min(2**63 - 1, int(value))))

@@ -163,7 +163,7 @@ class OverAggregate(Operator):
             late = pc.fill_null(pc.less_equal(times, self.clock.watermark), False)
             late_count = pc.sum(late).as_py() or 0
             if late_count:
-                self.ctx.count("late_rows_dropped", late_count)
+                self.ctx.count_late(late_count, input_index)
                 keep = pc.and_(keep, pc.invert(late))
         groups = key_groups(batch, self.keys, self.ctx.max_parallelism).cast(pa.int64())
         rows = pa.RecordBatch.from_arrays([groups, times, *batch.columns],

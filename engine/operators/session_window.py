@@ -236,8 +236,7 @@ class SessionWindow(Operator):
         closed = f"__merged_end - {LAG} <= {int_literal(self.clock.watermark)}"
         if self.clock.started:
             (late,) = self._run(f"SELECT CAST(coalesce(sum(__rows), 0) AS BIGINT) FROM candidates WHERE {closed}")[0]
-            if late:
-                self.ctx.count("late_rows_dropped", late)
+            self.ctx.count_late(late)  # counted per source; not kept (no per-row verdict here)
         else:
             closed = "false"
         merges = ["CAST(SUM(__rows) AS BIGINT) AS __rows"]

@@ -100,7 +100,7 @@ class TemporalJoin(Operator):
             late = pc.fill_null(pc.less_equal(times, self.clock.watermark), False)
             late_count = pc.sum(late).as_py() or 0
             if late_count:
-                self.ctx.count("late_rows_dropped", late_count)
+                self.ctx.count_late(late_count, input_index)
                 keep = pc.and_(keep, pc.invert(late))
         rows = pa.RecordBatch.from_arrays(
             [key_groups(batch, side.keys, self.ctx.max_parallelism), times,

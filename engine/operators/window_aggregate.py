@@ -8,7 +8,8 @@ Config::
       "keys": [[name, sql], ...],
       "aggregates": [{"name", "function", "argument", "distinct", "filter"}, ...],
       "having": sql_or_null,
-      "projection": [[name, sql], ...]
+      "projection": [[name, sql], ...],
+      "grouping_sets": {"column": "_e", "count": n}   (optional)
     }
 
 Sizes and offsets are µs. ``keys``, aggregate arguments and filters are SQL
@@ -17,6 +18,11 @@ names, ``window_start``, ``window_end``, ``window_time`` and the aggregate
 names. The result equals DuckDB's batch query
 ``SELECT <projection> FROM input GROUP BY keys, window HAVING <having>``
 over the rows that were not late.
+
+With ``grouping_sets`` the input holds every row once per grouping set (the
+planner's Expand), numbered by ``column``, which is also the last key; the
+copies of a row share its time, so they are late together, and only copy 0
+is counted.
 
 The operator is three parts: the clock (``EventTimeClock``: the watermark),
 the assigner (``windows.py``: row → slice, slice → windows, watermark → what
@@ -42,6 +48,7 @@ from engine.operators.accumulators import Accumulator, AggregateCall, DistinctAc
 from engine.operators.base import Operator, OperatorContext
 from engine.operators.batches import conform
 from engine.operators.clock import EventTimeClock
+from engine.operators.late_rows import LateRows
 from engine.operators.duckdb_sql import int_literal, query_arrow, quote_ident
 from engine.operators.window_state import SLICE, WINDOW_END, WINDOW_START, WindowState
 from engine.operators.windows import WINDOW_TIME_LAG_US, window_assigner
@@ -82,6 +89,9 @@ class WindowAggregate(Operator):
                 self.accumulators.append(Accumulator(call, i))
         self.having: str | None = config.get("having")
         self.projection: list[tuple[str, str]] = [tuple(p) for p in config["projection"]]
+        #: The column numbering the copies of a row, one per grouping set (GROUPING SETS).
+        self.copy_column: str | None = (config.get("grouping_sets") or {}).get("column")
+        self.late_rows = LateRows(config, ctx)
         self.state: WindowState | None = None
         #: The earliest slice that may hold state (None: no state); saves a query per watermark.
         self._earliest_slice: int | None = None
@@ -107,6 +117,7 @@ class WindowAggregate(Operator):
             )
 
     def close(self) -> None:
+        self.late_rows.close()
         if self.state is not None:
             self.state.con.close()
             self.state = None
@@ -120,7 +131,7 @@ class WindowAggregate(Operator):
         batch, ts = self._event_times(batch)
         dropped = ts.null_count
         if dropped:
-            self.ctx.count("null_time_rows_dropped", dropped)
+            self.ctx.count("null_time_rows_dropped", pc.sum(self._first_copies(batch, pc.is_null(ts))).as_py())
         cutoff = self.assigner.first_open_slice(self.clock.watermark) if self.clock.started else None
         earliest = pc.min(ts).as_py()
         if earliest is None:
@@ -128,7 +139,7 @@ class WindowAggregate(Operator):
         if cutoff is not None and earliest < cutoff:
             late = pc.less(ts, cutoff)
             late_count = pc.sum(late).as_py()
-            self.ctx.count("late_rows_dropped", late_count)
+            self.late_rows.drop(batch, self._first_copies(batch, late), self.clock.watermark)
             dropped += late_count
             if dropped == batch.num_rows:
                 return []
@@ -143,6 +154,12 @@ class WindowAggregate(Operator):
         finally:
             self.state.con.unregister(INPUT_VIEW)
         return []
+
+    def _first_copies(self, batch: pa.RecordBatch, mask: pa.BooleanArray) -> pa.BooleanArray:
+        """``mask`` keeping one copy of each row expanded per grouping set: the row itself."""
+        if self.copy_column is not None:
+            mask = pc.and_(mask, pc.equal(batch.column(self.copy_column), 0))
+        return mask
 
     def _key_groups(self, batch: pa.RecordBatch) -> pa.Int32Array:
         """The stable key group of every row's key (``engine.state.key_groups``).

@@ -40,6 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.errors import EngineError
+from engine.operators.late_rows import LateRows
 from engine.operators.base import Operator, OperatorContext
 from engine.operators.batches import conform
 from engine.operators.clock import EventTimeClock
@@ -86,6 +87,7 @@ class _Side:
 class WindowJoin(Operator):
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
+        self.late_rows = LateRows(config, ctx)
         oid = ctx.operator_id
         self.join_type = str(config.get("join_type", "")).lower()
         if self.join_type not in JOIN_TYPES:
@@ -108,6 +110,7 @@ class WindowJoin(Operator):
             self.con = self.ctx.state_connection()
 
     def close(self) -> None:
+        self.late_rows.close()
         if self.con is not None:
             self.con.close()
             self.con = None
@@ -136,9 +139,8 @@ class WindowJoin(Operator):
         if self.clock.started:
             fired_upto = min(self.clock.watermark + WINDOW_TIME_LAG_US, MAX_BIGINT)
             late = pc.fill_null(pc.less_equal(ends, fired_upto), False)
-            late_count = pc.sum(late).as_py() or 0
+            late_count = self.late_rows.drop(batch, late, self.clock.watermark, input_index)
             if late_count:
-                self.ctx.count("late_rows_dropped", late_count)
                 self.ctx.count(f"late_rows_dropped_{side.name}", late_count)
                 keep = pc.and_(keep, pc.invert(late))
         groups = key_groups(batch, side.keys, self.ctx.max_parallelism).cast(pa.int64())

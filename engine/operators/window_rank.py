@@ -43,6 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.errors import EngineError
+from engine.operators.late_rows import LateRows
 from engine.operators.base import Operator, OperatorContext
 from engine.operators.batches import conform
 from engine.operators.clock import EventTimeClock
@@ -61,6 +62,7 @@ PRUNE_MIN_ROWS = 65_536
 class WindowRank(Operator):
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
+        self.late_rows = LateRows(config, ctx)
         oid = ctx.operator_id
         for required in ("order_by", "rank_range", "projection", "rank_column"):
             if not config.get(required):
@@ -94,6 +96,7 @@ class WindowRank(Operator):
             self.con = self.ctx.state_connection()
 
     def close(self) -> None:
+        self.late_rows.close()
         if self.con is not None:
             self.con.close()
             self.con = None
@@ -115,9 +118,7 @@ class WindowRank(Operator):
             self.ctx.count("null_time_rows_dropped", nulls)
         if self.clock.started:
             open_ = pc.greater(ends, self.clock.watermark + WINDOW_TIME_LAG_US)
-            late = pc.sum(pc.and_(keep, pc.invert(open_))).as_py() or 0
-            if late:
-                self.ctx.count("late_rows_dropped", late)
+            self.late_rows.drop(batch, pc.and_(keep, pc.invert(open_)), self.clock.watermark)
             keep = pc.and_(keep, open_)
         if nulls or self.clock.started:
             batch, ends = batch.filter(keep), ends.filter(keep)

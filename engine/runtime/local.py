@@ -17,9 +17,9 @@ import pyarrow as pa
 from engine.connectors.options import parse_duration_seconds
 from engine.connectors.registry import create_sink, create_source
 from engine.errors import EngineError, JobCancelled
-from engine.graph import JobGraph, OperatorNode
+from engine.graph import LATE_ROWS_PORT, JobGraph, OperatorNode
 from engine.messages import MIN_WATERMARK
-from engine.operators.base import Operator, OperatorContext
+from engine.operators.base import Operator, OperatorContext, late_counter
 from engine.operators.registry import build_operator
 from engine import faults
 from engine.checkpoint.coordinator import CheckpointConfig, CheckpointEvent, Coordinator, RestorePoint
@@ -68,6 +68,17 @@ class JobResult:
 
     def counter(self, name: str) -> int:
         return sum(m.counters.get(name, 0) for m in self.operators)
+
+    def late_rows_by_source(self) -> dict[str, int]:
+        """Rows dropped as late, per source table ('a+b' for rows of a join of a and b)."""
+        prefix, _ = late_counter("").split("[")
+        totals: dict[str, int] = {}
+        for m in self.operators:
+            for name, value in m.counters.items():
+                if name.startswith(prefix + "[") and name.endswith("]"):
+                    source = name[len(prefix) + 1:-1]
+                    totals[source] = totals.get(source, 0) + value
+        return dict(sorted(totals.items()))
 
 
 class _Task:
@@ -168,7 +179,8 @@ class LocalExecutor:
             ctx = OperatorContext(operator_id=node.id, output_schema=node.output_schema,
                                   max_parallelism=int(self.graph.settings.get("pipeline.max-parallelism", 128)),
                                   state_backend=self.state_backend, spill_dir=self.spill_dir,
-                                  subtask_index=self.subtask, parallelism=self.parallelism)
+                                  subtask_index=self.subtask, parallelism=self.parallelism,
+                                  input_sources=["+".join(self.graph.source_tables(e.source)) for e in node.inputs])
             operator, reader = self._call_for(node, self._instantiate, node, ctx)
             self.tasks[node.id] = _Task(node, ctx, operator, reader)
         for task in self.tasks.values():
@@ -194,12 +206,15 @@ class LocalExecutor:
         return build_operator(node.kind, node.config, ctx), None
 
     # -- data flow -----------------------------------------------------------
-    def _emit(self, task: _Task, batches: list[pa.RecordBatch]) -> None:
+    def _emit(self, task: _Task, batches: list[pa.RecordBatch], port: int = 0) -> None:
         for batch in batches:
             if batch.num_rows == 0:
                 continue
-            task.metrics.rows_out += batch.num_rows
+            if port == 0:
+                task.metrics.rows_out += batch.num_rows
             for consumer, index in task.consumers:
+                if consumer.node.inputs[index].port != port:
+                    continue
                 selected = batch
                 select = self._selectors.get((consumer.node.id, index))
                 if select is not None:
@@ -224,7 +239,11 @@ class LocalExecutor:
             self._advance(consumer, consumer_index, forwarded)
 
     def _call(self, task: _Task, method, *args):
-        return self._call_for(task.node, method, *args)
+        out = self._call_for(task.node, method, *args)
+        if task.ctx.late_output:  # rows the operator dropped as late, for its source's late-rows table
+            late, task.ctx.late_output = task.ctx.late_output, []
+            self._emit(task, late, LATE_ROWS_PORT)
+        return out
 
     @staticmethod
     def _call_for(node: OperatorNode, method, *args):

@@ -279,3 +279,39 @@ def test_select_distinct_is_a_group_aggregate():
     script = plan_script(parse(CATALOG + "INSERT INTO counts SELECT DISTINCT auction, price FROM bids;"))
     [node] = [n for n in script.graph.nodes if n.kind == "group_aggregate"]
     assert [k for k, _ in node.config["keys"]] == ["auction", "price"] and node.config["aggregates"] == []
+
+
+# -- GROUPING SETS, ROLLUP, CUBE ------------------------------------------------------------
+
+
+def test_window_bounds_inside_grouping_sets_are_refused():
+    sql = (f"CREATE MATERIALIZED VIEW v AS SELECT COUNT(*) FROM {WINDOW}\n"
+           "GROUP BY window_end, GROUPING SETS ((window_start, auction), ())")
+    p = the_problem(sql)
+    assert p.message == "window_start inside GROUPING SETS, ROLLUP or CUBE"
+    assert (p.line, p.col) == at(sql, "window_start")
+    assert "outside the sets" in p.hint
+
+
+def test_grouping_of_a_column_that_is_not_a_key():
+    sql = (f"CREATE MATERIALIZED VIEW v AS SELECT GROUPING(channel) AS g, COUNT(*) FROM {WINDOW}\n"
+           "GROUP BY window_start, window_end, ROLLUP (auction)")
+    p = the_problem(sql)
+    assert p.message == "GROUPING of `channel`, which is not a GROUP BY key"
+    assert (p.line, p.col) == at(sql, "channel")
+
+
+def test_column_outside_every_set_is_neither_grouped_nor_aggregated():
+    sql = (f"CREATE MATERIALIZED VIEW v AS SELECT channel, COUNT(*) FROM {WINDOW}\n"
+           "GROUP BY window_start, window_end, CUBE (auction)")
+    assert the_problem(sql).message == "column `channel` is neither grouped nor aggregated"
+
+
+def test_grouping_sets_over_a_session_window_are_refused():
+    sql = ("CREATE MATERIALIZED VIEW v AS SELECT auction, COUNT(*)\n"
+           "FROM TABLE(SESSION(TABLE bids PARTITION BY auction, DESCRIPTOR(date_time), INTERVAL '10' SECOND))\n"
+           "GROUP BY window_start, window_end, ROLLUP (auction)")
+    p = the_problem(sql)
+    assert p.message == "ROLLUP over a SESSION window is not supported"
+    assert (p.line, p.col) == at(sql, "auction", "ROLLUP")  # sqlglot places ROLLUP at its first key
+    assert "TUMBLE, HOP or CUMULATE" in p.hint

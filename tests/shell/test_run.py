@@ -70,6 +70,27 @@ def test_run_counts_late_rows_dropped(weir):
     # 00:00:04 arrives after the watermark passed 00:00:12, so its window [0 s, 10 s) has fired.
     assert summary_rows(result.out)["per_user.window_aggregate"] == ["5", "3", "1"]
     assert "late rows dropped: 1;" in result.out
+    assert "late rows dropped per source: clicks 1" in result.out
+
+
+def test_run_keeps_late_rows_and_analyze_shows_them_per_operator(weir):
+    Path("late.sql").write_text(LATE_JOB.replace("'format' = 'csv'",
+                                                 "'format' = 'csv', 'source.late-rows.table' = 'late_clicks'"))
+    Path("clicks.csv").write_text(CLICKS)
+    result = weir("run", "late.sql", "--db", "late.duckdb", "--analyze")
+    assert result.code == 0, result.err
+    assert "late rows kept in late.duckdb: late_clicks" in result.out
+    plan = result.out[result.out.index("== job late, as run =="):]
+    assert "per_user.window_aggregate\n" in plan
+    assert "  actual:    rows in 5, rows out 3, late rows dropped 1 (clicks 1)\n" in plan
+    late_sink = plan[plan.index("late_clicks.sink"):]
+    assert "  input:     per_user.window_aggregate (late rows)\n" in late_sink
+    assert late_sink.endswith("  actual:    rows in 1\n")
+
+    kept = weir("query", "SELECT user_id, ts, weir_operator, weir_watermark FROM late_clicks",
+                "--db", "late.duckdb", "--format", "csv")
+    assert kept.code == 0, kept.err
+    assert kept.out.splitlines()[1:] == ["1,2024-01-01 00:00:04.000,per_user.window_aggregate,2024-01-01 00:00:12.000"]
 
 
 BAD_JOB = BIDS + """CREATE MATERIALIZED VIEW v AS

@@ -1,0 +1,97 @@
+"""A source's late-rows table: ``'source.late-rows.table' = 'late_bids'`` in its WITH clause.
+
+Every row of the source that a window operator drops as late (its windows
+fired already) lands in the DuckDB table ``late_bids`` of the job's result
+database, next to the materialized views: the source's columns, then
+``weir_operator`` (the operator that dropped it) and ``weir_watermark`` (the
+watermark it was behind). A row late at two operators (two pipelines) is there
+twice, once per operator.
+
+Planned once the whole script is: each window operator input whose rows come
+from that source alone gets the table's columns as SQL over its input rows
+(config ``late_rows``, see ``engine/operators/late_rows.py``) and an edge from
+its late-rows port into one ``duckdb`` sink, exactly-once like a view's. A
+source column the query dropped or replaced before the window is NULL there.
+SESSION windows cannot say which rows were late and are refused.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from engine.graph import LATE_ROWS_PORT, Edge
+from engine.operators.late_rows import OPERATOR_COLUMN, WATERMARK_COLUMN
+from planner.expressions import quote
+from planner.locate import locate, quoted
+from planner.types import sql_name
+from sql.errors import Problem, WeirSqlError
+
+if TYPE_CHECKING:
+    from planner.catalog import TableDef
+    from planner.planner import Planner
+
+OPTION = "source.late-rows.table"
+WINDOWED = ("window_aggregate", "window_join", "window_rank", "session_window")
+
+
+def late_rows_schema(table: "TableDef") -> pa.Schema:
+    return pa.schema([*table.schema, pa.field(OPERATOR_COLUMN, pa.string()),
+                      pa.field(WATERMARK_COLUMN, pa.timestamp("ms"))])
+
+
+def plan_late_rows_tables(planner: "Planner") -> list[str]:
+    """Wire the late-rows table of every source the job reads that has one; their names."""
+    graph = planner.builder.graph
+    names = []
+    for key in planner.builder.sources:
+        table = planner.catalog.tables[key]
+        name = table.options.get(OPTION)
+        if not name:
+            continue
+        where = locate(table.statement, quoted(OPTION) + r"\s*=", after=r"\bWITH\b")
+        if planner.catalog.lookup(name) is not None:
+            raise WeirSqlError(Problem(f"the late-rows table of `{table.name}` is `{name}`, which is already a "
+                                       "table or view", *where, "name the late-rows table something else"))
+        if any(n.id == f"{name}.sink" for n in graph.nodes):  # planned already (script() asked twice)
+            names.append(name)
+            continue
+        readers = []
+        for node in graph.nodes:
+            if node.kind not in WINDOWED:
+                continue
+            for index, edge in enumerate(node.inputs):
+                if edge.port != 0 or graph.source_tables(edge.source) != (table.name,):
+                    continue
+                if node.kind == "session_window":
+                    raise WeirSqlError(Problem(
+                        f"`{table.name}` keeps its late rows in `{name}`, but the SESSION window of {node.id} "
+                        "cannot tell which rows were late", *where,
+                        f"drop '{OPTION}' from `{table.name}`, or window it with TUMBLE, HOP or CUMULATE"))
+                columns = graph.node(edge.source).output_schema
+                node.config.setdefault("late_rows", {})[str(index)] = _projection(table.schema, columns)
+                if not any(r.source == node.id for r in readers):  # a self-join: one edge for both sides
+                    readers.append(Edge(node.id, "forward", (), LATE_ROWS_PORT))
+        if not readers:  # no window reads the source: no row can be late
+            continue
+        options = {"connector": "duckdb", "path": planner.db_path, "table-name": name, "sink.mode": "replace"}
+        planner.builder.add(name, "sink", {"options": options, "table": name}, late_rows_schema(table), readers,
+                            f"Sink(late rows of=[{table.name}], table=[{name}], connector=[duckdb])")
+        names.append(name)
+    return names
+
+
+def _projection(source: pa.Schema, columns: pa.Schema) -> list[list[str]]:
+    """The source's columns from the window operator's input rows: by name where the input still
+    has the column with its type, else NULL."""
+    projection = []
+    for field in source:
+        index = columns.get_field_index(field.name)
+        kept = index >= 0 and (columns.field(index).type == field.type or (
+            pa.types.is_timestamp(field.type) and pa.types.is_timestamp(columns.field(index).type)))
+        projection.append([field.name, quote(field.name) if kept else f"CAST(NULL AS {_duckdb_type(field.type)})"])
+    return projection
+
+
+def _duckdb_type(t: pa.DataType) -> str:
+    return {"BYTES": "BLOB", "TIMESTAMP(3)": "TIMESTAMP"}.get(sql_name(t), sql_name(t))
