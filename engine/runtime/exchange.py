@@ -10,7 +10,8 @@ go to the workers owning them.
 
 Between two workers every channel is multiplexed on one pipe, in order: a
 message is a fixed header (kind, consumer, input, value) followed, for data,
-by the batch as Arrow IPC stream bytes. A worker never blocks on a send: each
+by the batch's Arrow IPC body; a channel's schema travels once before its
+first batch (``Encoder``, ``Decoder``). A worker never blocks on a send: each
 peer has an ``Outbox`` whose thread writes to the pipe, while the worker's own
 loop keeps draining its incoming pipes — so two workers sending to each other
 cannot deadlock. A worker reads new source batches only while its outboxes are
@@ -33,9 +34,11 @@ KEYED_KINDS = frozenset({"window_aggregate", "window_join", "window_rank", "sess
 #: The routing of an edge whose rows go to every subtask.
 BROADCAST = "broadcast"
 
-DATA, WATERMARK, BARRIER, SAVEPOINT_BARRIER, END = range(5)
+DATA, WATERMARK, BARRIER, SAVEPOINT_BARRIER, END, SCHEMA = range(6)
 #: kind, consumer operator (its index in the graph), input index, watermark or checkpoint id.
-_HEADER = struct.Struct("<BHBq")
+HEADER = struct.Struct("<BHBq")
+#: Bytes a pipe between two workers holds (Linux's default is 64 KiB: a batch would need many round trips).
+PIPE_BYTES = 1 << 20
 
 
 def routing(consumer: OperatorNode, edge: Edge) -> tuple[str, ...] | str | None:
@@ -48,26 +51,52 @@ def routing(consumer: OperatorNode, edge: Edge) -> tuple[str, ...] | str | None:
     return () if consumer.kind in KEYED_KINDS else None
 
 
-def encode(kind: int, consumer: int, input_index: int, value: int = 0,
-           batch: pa.RecordBatch | None = None) -> pa.Buffer | bytes:
-    header = _HEADER.pack(kind, consumer, input_index, value)
-    if batch is None:
-        return header
-    sink = pa.BufferOutputStream()
-    sink.write(header)
-    with pa.ipc.new_stream(sink, batch.schema) as writer:
-        writer.write_batch(batch)
-    return sink.getvalue()
+def widen(conn: Connection) -> None:
+    """Let the pipe behind ``conn`` hold PIPE_BYTES, where the system allows it."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(conn.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
+    except (ImportError, OSError):
+        pass  # not Linux, or above /proc/sys/fs/pipe-max-size: the default works, more slowly
 
 
-def decode(message: bytes) -> tuple[int, int, int, int, pa.RecordBatch | None]:
-    """(kind, consumer, input index, value, batch or None) of one message."""
-    kind, consumer, input_index, value = _HEADER.unpack_from(message)
-    batch = None
-    if kind == DATA:
-        reader = pa.ipc.open_stream(pa.py_buffer(message).slice(_HEADER.size))
-        batch = reader.read_next_batch()
-    return kind, consumer, input_index, value, batch
+class Encoder:
+    """Messages to one peer. A channel's schema goes once (and again if it changes); a
+    batch is then its IPC record-batch body alone, serialised in one allocation."""
+
+    def __init__(self) -> None:
+        self._schemas: dict[tuple[int, int], pa.Schema] = {}
+
+    def control(self, kind: int, consumer: int, input_index: int, value: int) -> list:
+        return [HEADER.pack(kind, consumer, input_index, value)]
+
+    def data(self, consumer: int, input_index: int, batch: pa.RecordBatch) -> list:
+        out = []
+        if self._schemas.get((consumer, input_index)) != batch.schema:
+            self._schemas[consumer, input_index] = batch.schema
+            out += [HEADER.pack(SCHEMA, consumer, input_index, 0), batch.schema.serialize()]
+        return out + [HEADER.pack(DATA, consumer, input_index, 0), batch.serialize()]
+
+
+class Decoder:
+    """Messages from one peer, as ``Encoder`` wrote them."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self._schemas: dict[tuple[int, int], pa.Schema] = {}
+
+    def receive(self) -> tuple[int, int, int, int | pa.RecordBatch]:
+        """(kind, consumer, input index, watermark, checkpoint id or batch) of the next message."""
+        while True:
+            kind, consumer, input_index, value = HEADER.unpack(self.conn.recv_bytes())
+            if kind == SCHEMA:
+                self._schemas[consumer, input_index] = pa.ipc.read_schema(pa.py_buffer(self.conn.recv_bytes()))
+                continue
+            if kind == DATA:
+                body = pa.py_buffer(self.conn.recv_bytes())
+                return kind, consumer, input_index, pa.ipc.read_record_batch(body, self._schemas[consumer, input_index])
+            return kind, consumer, input_index, value
 
 
 class Outbox:
@@ -86,10 +115,11 @@ class Outbox:
     def pending_bytes(self) -> int:
         return self._queued - self._sent
 
-    def put(self, message: pa.Buffer | bytes) -> None:
-        size = len(message) if isinstance(message, bytes) else message.size
+    def put(self, parts: list) -> None:
+        """Queue one message: its parts are written one after another."""
+        size = sum(len(p) if isinstance(p, bytes) else p.size for p in parts)
         self._queued += size
-        self._queue.put((message, size))
+        self._queue.put((parts, size))
 
     def close(self) -> None:
         """Send what is queued, then close the pipe (the peer sees its end)."""
@@ -102,10 +132,11 @@ class Outbox:
             item = self._queue.get()
             if item is None:
                 return
-            message, size = item
+            parts, size = item
             if not self.broken:
                 try:
-                    self.conn.send_bytes(message)
+                    for part in parts:
+                        self.conn.send_bytes(part)
                 except (BrokenPipeError, OSError):
                     self.broken = True  # the peer is gone: the coordinator fails or stops the job
             self._sent += size

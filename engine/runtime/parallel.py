@@ -47,6 +47,7 @@ from engine.state.key_groups import range_for_subtask
 # -- the worker's side ---------------------------------------------------------
 def _worker(conn: Connection, graph_json: dict, subtask: int, parallelism: int, restore: dict | None,
             backend: str, spill_dir: str | None, peers_in: dict, peers_out: dict) -> None:
+    conn.send(("ready", subtask))  # the interpreter has started and imported the engine
     graph = JobGraph.from_json(graph_json)
     try:
         executor = SubtaskExecutor(graph, subtask=subtask, parallelism=parallelism, control=conn,
@@ -101,6 +102,7 @@ class ProcessExecutor:
         self._final_event: CheckpointEvent | None = None
         self._last_barrier_step = 0
         self._started = time.perf_counter()
+        self._ready: set[int] = set()
 
     def cancel(self) -> None:
         self._cancelled = True
@@ -198,6 +200,11 @@ class ProcessExecutor:
         kind, subtask = message[0], message[1]
         if kind == "progress":
             self._progress[subtask] = message[2:]
+        elif kind == "ready":
+            self._ready.add(subtask)
+            if len(self._ready) == self.parallelism:
+                # Like the local executor's, the clock runs from when the engine is loaded.
+                self._started = time.perf_counter()
         elif kind == "snapshot":
             self._collect(subtask, *message[2:])
         elif kind == "done":

@@ -44,7 +44,7 @@ from engine.connectors.options import parse_size
 from engine.errors import JobCancelled
 from engine.messages import MAX_WATERMARK, MIN_WATERMARK, Barrier
 from engine.runtime.exchange import (
-    BARRIER, BROADCAST, DATA, END, SAVEPOINT_BARRIER, WATERMARK, Outbox, decode, encode, routing,
+    BARRIER, BROADCAST, DATA, END, SAVEPOINT_BARRIER, WATERMARK, Decoder, Encoder, Outbox, routing, widen,
 )
 from engine.runtime.local import JobResult, LocalExecutor, _Task
 from engine.state.key_groups import partition
@@ -75,6 +75,11 @@ class _Inputs:
     watermarks: list[int]
     aligner: BarrierAligner
     buffers: list[deque]
+    #: Input index -> rows from exchange channels not yet given to the operator (see ``_flush``).
+    pending: dict[int, list] = field(default_factory=dict)
+    pending_rows: int = 0
+    #: Inputs whose channels come from every worker.
+    exchanged: frozenset = frozenset()
     ended: set[int] = field(default_factory=set)
 
 
@@ -98,9 +103,15 @@ class SubtaskExecutor(LocalExecutor):
                          spill_dir=spill_dir, sinks_prepared=True)
         self.conn = control
         self.peers_in = dict(peers_in)
+        self.decoders = {j: Decoder(conn) for j, conn in peers_in.items()}
+        for conn in [*peers_in.values(), *peers_out.values()]:
+            widen(conn)
         self.outboxes = {j: Outbox(conn, f"weir-send-{subtask}-{j}") for j, conn in peers_out.items()}
+        self.encoders = {j: Encoder() for j in peers_out}
         self._restore_payload = restore
         self.max_parallelism = int(graph.settings.get("pipeline.max-parallelism", 128))
+        #: Rows gathered from exchange channels before an operator sees them (at most).
+        self.coalesce_rows = int(graph.settings.get("weir.source.batch-size", 65536))
         self.outbox_limit = parse_size("weir.exchange.buffer-size",
                                        graph.settings.get("weir.exchange.buffer-size", OUTBOX_LIMIT))
         self._records: dict[int, _Record] = {}
@@ -121,14 +132,16 @@ class SubtaskExecutor(LocalExecutor):
             if not task.node.inputs:
                 task.inputs = None
                 continue
-            input_of, offsets = [], []
+            input_of, offsets, exchanged = [], [], set()
             for i, edge in enumerate(task.node.inputs):
                 offsets.append(len(input_of))
                 width = 1 if routing(task.node, edge) is None else self.parallelism
                 input_of += [i] * width
+                if width > 1:
+                    exchanged.add(i)
             task.offsets = offsets
             task.inputs = _Inputs(input_of, [MIN_WATERMARK] * len(input_of), BarrierAligner(len(input_of)),
-                                  [deque() for _ in input_of])
+                                  [deque() for _ in input_of], exchanged=frozenset(exchanged))
         for task in self._order:
             for i, edge in enumerate(task.node.inputs):
                 self.tasks[edge.source].routes.append(_Route(task, i, routing(task.node, edge), task.offsets[i]))
@@ -163,7 +176,7 @@ class SubtaskExecutor(LocalExecutor):
         next_progress = 0.0
         while not self._final_committed:
             self._control()
-            if self._stop_requested:
+            if self._stop_requested or self._final_committed:
                 return
             while self._to_inject:
                 self._inject(*self._to_inject.pop(0))
@@ -276,6 +289,7 @@ class SubtaskExecutor(LocalExecutor):
     def _pass_barrier(self, task: _Task, barrier: Barrier) -> None:
         n = barrier.checkpoint_id
         self._records.setdefault(n, _Record("savepoint" if barrier.is_savepoint else "checkpoint"))
+        self._flush(task)
         self._snapshot(task, n)
         self._control_out(task, SAVEPOINT_BARRIER if barrier.is_savepoint else BARRIER, n)
         self._drain(task)
@@ -295,13 +309,12 @@ class SubtaskExecutor(LocalExecutor):
             peer = next(j for j, c in self.peers_in.items() if c is conn)
             for _ in range(RECEIVE_BURST):
                 try:
-                    message = conn.recv_bytes()
+                    kind, wire, input_index, value = self.decoders[peer].receive()
                 except (EOFError, OSError):
                     del self.peers_in[peer]  # the peer finished (or died: the coordinator sees that)
                     break
-                kind, wire, input_index, value, batch = decode(message)
                 task = self._order[wire]
-                self._deliver(task, task.offsets[input_index] + peer, kind, batch if kind == DATA else value)
+                self._deliver(task, task.offsets[input_index] + peer, kind, value)
                 if not conn.poll():
                     break
 
@@ -315,8 +328,14 @@ class SubtaskExecutor(LocalExecutor):
     def _handle(self, task: _Task, channel: int, kind: int, value) -> None:
         inputs = task.inputs
         if kind == DATA:
-            task.metrics.rows_in += value.num_rows
-            self._output(task, self._call(task, task.operator.process_batch, value, inputs.input_of[channel]))
+            index = inputs.input_of[channel]
+            if index not in inputs.exchanged:
+                self._process(task, value, index)
+                return
+            inputs.pending.setdefault(index, []).append(value)
+            inputs.pending_rows += value.num_rows
+            if inputs.pending_rows >= self.coalesce_rows:
+                self._flush(task)
         elif kind == WATERMARK:
             self._channel_watermark(task, channel, value)
         elif kind in (BARRIER, SAVEPOINT_BARRIER):
@@ -332,6 +351,24 @@ class SubtaskExecutor(LocalExecutor):
             if len(inputs.ended) == len(inputs.input_of) and not task.finished:
                 self._finish(task)  # (draining after the barrier above may have finished it)
 
+    def _process(self, task: _Task, batch: pa.RecordBatch, index: int) -> None:
+        task.metrics.rows_in += batch.num_rows
+        self._output(task, self._call(task, task.operator.process_batch, batch, index))
+
+    def _flush(self, task: _Task) -> None:
+        """Hand the rows gathered from exchange channels to the operator as one batch per input.
+
+        An exchange cuts each source batch into N parts; without this an operator would be
+        called N times as often, and its cost is mostly per call. Rows wait only while the
+        task's watermark stands still, and never past a barrier or its end: they are flushed
+        before either, so the operator sees them exactly when it would have otherwise."""
+        inputs = task.inputs
+        if not inputs.pending_rows:
+            return
+        pending, inputs.pending, inputs.pending_rows = inputs.pending, {}, 0
+        for index, batches in sorted(pending.items()):
+            self._process(task, batches[0] if len(batches) == 1 else pa.concat_batches(batches), index)
+
     def _channel_watermark(self, task: _Task, channel: int, watermark: int) -> None:
         marks = task.inputs.watermarks
         if watermark <= marks[channel]:
@@ -341,6 +378,7 @@ class SubtaskExecutor(LocalExecutor):
         if combined <= task.watermark:
             return
         task.watermark = combined
+        self._flush(task)
         self._output(task, self._call(task, task.operator.process_watermark, combined))
         self._control_out(task, WATERMARK, combined)
 
@@ -348,6 +386,8 @@ class SubtaskExecutor(LocalExecutor):
         """Every input of ``task`` ended: flush it, take part in open checkpoints with its
         final state, and end its output channels."""
         task.finished = True
+        if task.inputs is not None:
+            self._flush(task)
         if task.operator is not None and task.node.kind != "sink":
             self._output(task, self._call(task, task.operator.finish))
         for checkpoint_id, record in list(self._records.items()):
@@ -387,7 +427,8 @@ class SubtaskExecutor(LocalExecutor):
         if subtask == self.subtask:
             self._deliver(route.consumer, route.offset + subtask, kind, value)
         elif kind == DATA:
-            self.outboxes[subtask].put(encode(DATA, route.consumer.wire, route.input_index, batch=value))
+            self.outboxes[subtask].put(self.encoders[subtask].data(route.consumer.wire, route.input_index, value))
         else:
-            self.outboxes[subtask].put(encode(kind, route.consumer.wire, route.input_index, value))
+            self.outboxes[subtask].put(self.encoders[subtask].control(kind, route.consumer.wire, route.input_index,
+                                                                      value))
 
