@@ -53,6 +53,8 @@ from engine.state.key_groups import partition
 FINAL = 2**62
 #: Read no new source batch while this many bytes wait to be sent to one peer (the default).
 OUTBOX_LIMIT = "32MB"
+#: Source steps after which a task fed by an exchange hands over what it gathered (see ``_flush``).
+FLUSH_STEPS = 4
 #: Messages taken from one peer before the worker looks at its own sources again.
 RECEIVE_BURST = 16
 
@@ -78,6 +80,10 @@ class _Inputs:
     #: Input index -> rows from exchange channels not yet given to the operator (see ``_flush``).
     pending: dict[int, list] = field(default_factory=dict)
     pending_rows: int = 0
+    #: The minimum over the channels' watermarks, once it has passed the operator's.
+    watermark_due: int = MIN_WATERMARK
+    #: The worker's source step at the last flush.
+    flushed_at: int = 0
     #: Inputs whose channels come from every worker.
     exchanged: frozenset = frozenset()
     ended: set[int] = field(default_factory=set)
@@ -183,11 +189,14 @@ class SubtaskExecutor(LocalExecutor):
             self._receive()
             if self._streams and self._room():
                 self._read_step()
+                self._flush_all(older_than=FLUSH_STEPS)
                 faults.reach("batch")
                 if time.perf_counter() >= next_progress:
                     self._progress()
                     next_progress = time.perf_counter() + self._progress_every
                 continue
+            if self._flush_all():
+                continue  # nothing to read: hand over what was gathered before waiting
             if not self._final_sent and all(t.finished for t in self._order):
                 self._progress()
                 self._send_final()
@@ -356,31 +365,55 @@ class SubtaskExecutor(LocalExecutor):
         self._output(task, self._call(task, task.operator.process_batch, batch, index))
 
     def _flush(self, task: _Task) -> None:
-        """Hand the rows gathered from exchange channels to the operator as one batch per input.
+        """Hand the operator the rows gathered from exchange channels — one batch per input —
+        and then the watermark they have reached.
 
-        An exchange cuts each source batch into N parts; without this an operator would be
-        called N times as often, and its cost is mostly per call. Rows wait only while the
-        task's watermark stands still, and never past a barrier or its end: they are flushed
-        before either, so the operator sees them exactly when it would have otherwise."""
+        An exchange cuts every source batch into N parts and the channels' watermarks take
+        turns at being the minimum; called for each, an operator (whose cost is mostly per
+        call) would work N times as often as at parallelism 1. So a task fed by an exchange
+        gathers rows and watermark until it holds a batch's worth of rows, the worker has
+        read ``FLUSH_STEPS`` source steps, has nothing else to do, or a barrier or the end
+        comes. Rows are always processed before the watermark that follows them, and a
+        watermark applied later can only find fewer rows late, never more."""
         inputs = task.inputs
-        if not inputs.pending_rows:
-            return
-        pending, inputs.pending, inputs.pending_rows = inputs.pending, {}, 0
-        for index, batches in sorted(pending.items()):
-            self._process(task, batches[0] if len(batches) == 1 else pa.concat_batches(batches), index)
+        inputs.flushed_at = self.step
+        if inputs.pending_rows:
+            pending, inputs.pending, inputs.pending_rows = inputs.pending, {}, 0
+            for index, batches in sorted(pending.items()):
+                self._process(task, batches[0] if len(batches) == 1 else pa.concat_batches(batches), index)
+        if inputs.watermark_due > task.watermark:
+            self._apply_watermark(task, inputs.watermark_due)
+
+    def _due(self, task: _Task) -> bool:
+        inputs = task.inputs
+        return inputs is not None and bool(inputs.pending_rows or inputs.watermark_due > task.watermark)
+
+    def _flush_all(self, *, older_than: int = 0) -> bool:
+        """Flush every task with something gathered (upstream first); True if any had."""
+        flushed = False
+        for task in self._order:
+            if self._due(task) and self.step - task.inputs.flushed_at >= older_than:
+                self._flush(task)
+                flushed = True
+        return flushed
 
     def _channel_watermark(self, task: _Task, channel: int, watermark: int) -> None:
-        marks = task.inputs.watermarks
-        if watermark <= marks[channel]:
+        inputs = task.inputs
+        if watermark <= inputs.watermarks[channel]:
             return
-        marks[channel] = watermark
-        combined = min(marks)
+        inputs.watermarks[channel] = watermark
+        combined = min(inputs.watermarks)
         if combined <= task.watermark:
             return
-        task.watermark = combined
-        self._flush(task)
-        self._output(task, self._call(task, task.operator.process_watermark, combined))
-        self._control_out(task, WATERMARK, combined)
+        if inputs.exchanged:
+            inputs.watermark_due = max(inputs.watermark_due, combined)  # applied by _flush
+        else:
+            self._apply_watermark(task, combined)
+
+    def _apply_watermark(self, task: _Task, watermark: int) -> None:
+        task.watermark = watermark
+        self._output(task, self._call(task, task.operator.process_watermark, watermark))
+        self._control_out(task, WATERMARK, watermark)
 
     def _finish(self, task: _Task) -> None:
         """Every input of ``task`` ended: flush it, take part in open checkpoints with its
