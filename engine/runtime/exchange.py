@@ -21,6 +21,7 @@ everything (all keys in its key groups).
 from __future__ import annotations
 
 import queue
+import re
 import struct
 import threading
 from multiprocessing.connection import Connection
@@ -49,6 +50,31 @@ def routing(consumer: OperatorNode, edge: Edge) -> tuple[str, ...] | str | None:
     if edge.partitioning == "hash":
         return tuple(edge.keys)
     return () if consumer.kind in KEYED_KINDS else None
+
+
+_IDENTIFIER = re.compile(r'"((?:[^"]|"")*)"|([A-Za-z_][A-Za-z0-9_$]*)')
+
+
+def needed_columns(consumer: OperatorNode, schema: pa.Schema) -> list[str] | None:
+    """The input columns a window aggregate reads (keys, aggregate arguments and filters,
+    time column), so that only they cross the exchange; None to send every column.
+
+    Conservative: a column stays if its name appears as an identifier in any of those
+    expressions; an expression with ``*`` keeps them all."""
+    if consumer.kind != "window_aggregate":
+        return None
+    config = consumer.config
+    texts = [sql for _, sql in config.get("keys") or []]
+    texts += [a.get(k) or "" for a in config.get("aggregates") or [] for k in ("argument", "filter")]
+    texts.append(config["window"]["time_column"])
+    if any("*" in text for text in texts):
+        return None
+    names = set()
+    for text in texts:
+        for quoted, bare in _IDENTIFIER.findall(text):
+            names.add(quoted.replace('""', '"') if quoted else bare.lower())
+    keep = [n for n in schema.names if n in names or n.lower() in names]
+    return keep if len(keep) < len(schema.names) else None
 
 
 def widen(conn: Connection) -> None:

@@ -44,7 +44,8 @@ from engine.connectors.options import parse_size
 from engine.errors import JobCancelled
 from engine.messages import MAX_WATERMARK, MIN_WATERMARK, Barrier
 from engine.runtime.exchange import (
-    BARRIER, BROADCAST, DATA, END, SAVEPOINT_BARRIER, WATERMARK, Decoder, Encoder, Outbox, routing, widen,
+    BARRIER, BROADCAST, DATA, END, SAVEPOINT_BARRIER, WATERMARK, Decoder, Encoder, Outbox, needed_columns, routing,
+    widen,
 )
 from engine.runtime.local import JobResult, LocalExecutor, _Task
 from engine.state.key_groups import partition
@@ -67,6 +68,8 @@ class _Route:
     keys: tuple[str, ...] | str | None
     #: The consumer's first channel for this input.
     offset: int
+    #: The columns that cross the exchange (None: all; see ``exchange.needed_columns``).
+    columns: list[str] | None = None
 
 
 @dataclass
@@ -150,7 +153,12 @@ class SubtaskExecutor(LocalExecutor):
                                   [deque() for _ in input_of], exchanged=frozenset(exchanged))
         for task in self._order:
             for i, edge in enumerate(task.node.inputs):
-                self.tasks[edge.source].routes.append(_Route(task, i, routing(task.node, edge), task.offsets[i]))
+                keys = routing(task.node, edge)
+                schema = self.tasks[edge.source].node.output_schema
+                columns = None if keys is None else needed_columns(task.node, schema)
+                if columns is not None and keys != BROADCAST:
+                    columns = [n for n in schema.names if n in columns or n in keys]
+                self.tasks[edge.source].routes.append(_Route(task, i, keys, task.offsets[i], columns))
 
     # -- the job ---------------------------------------------------------------------
     def run(self) -> JobResult:
@@ -438,11 +446,13 @@ class SubtaskExecutor(LocalExecutor):
             for route in task.routes:
                 if route.keys is None:
                     self._deliver(route.consumer, route.offset, DATA, batch)
-                elif route.keys == BROADCAST:
+                    continue
+                sent = batch if route.columns is None else batch.select(route.columns)
+                if route.keys == BROADCAST:
                     for j in range(self.parallelism):
-                        self._send(j, route, DATA, batch)
+                        self._send(j, route, DATA, sent)
                 else:
-                    parts = partition(batch, list(route.keys), self.parallelism, self.max_parallelism)
+                    parts = partition(sent, list(route.keys), self.parallelism, self.max_parallelism)
                     for j, part in enumerate(parts):
                         if part.num_rows:
                             self._send(j, route, DATA, part)

@@ -163,3 +163,38 @@ def test_a_worker_killed_mid_run_recovers_from_a_checkpoint_taken_with_rows_in_f
     assert straight[0] and straight[1]
     if written:
         assert resumed.rows_read < 36_800  # it resumed rather than started afresh
+
+
+# -- the wire and what crosses it -------------------------------------------------------
+
+def test_messages_cross_a_pipe_in_order_with_each_channels_schema_once():
+    import multiprocessing
+
+    from engine.runtime.exchange import DATA, WATERMARK, Decoder, Encoder
+
+    receiving, sending = multiprocessing.Pipe(duplex=False)
+    encoder, decoder = Encoder(), Decoder(receiving)
+    first = pa.record_batch({"a": [1, 2], "s": ["x", None]})
+    wider = pa.record_batch({"a": [3], "s": ["y"], "b": [1.5]})
+    messages = [encoder.data(4, 1, first), encoder.control(WATERMARK, 4, 1, -5), encoder.data(4, 1, first),
+                encoder.data(4, 1, wider)]
+    assert [len(m) for m in messages] == [4, 1, 2, 4]  # a schema goes again only when it changes
+    for message in messages:
+        for part in message:
+            sending.send_bytes(part)
+    received = [decoder.receive() for _ in messages]
+    assert received[1] == (WATERMARK, 4, 1, -5)
+    assert [(k, c, i) for k, c, i, _ in received] == [(DATA, 4, 1), (WATERMARK, 4, 1), (DATA, 4, 1), (DATA, 4, 1)]
+    assert received[0][3].equals(first) and received[2][3].equals(first) and received[3][3].equals(wider)
+
+
+def test_only_the_columns_a_window_aggregate_reads_cross_the_exchange(tmp_path):
+    from engine.runtime.exchange import needed_columns
+
+    sql = SKEWED.format(path=tmp_path / "none.parquet").replace(
+        "COUNT(*) AS n, SUM(v)", "COUNT(*) AS n, SUM(\"v\") FILTER (WHERE k2 > 'a')", 1)
+    graph = plan_script(parse(sql), db_path=str(tmp_path / "v.duckdb")).graph
+    source = graph.node("events.source").output_schema
+    assert needed_columns(graph.node("by_k1.window_aggregate"), source) is None  # it reads every column
+    assert needed_columns(graph.node("by_k2.window_aggregate"), source) == ["k2", "v", "ts"]  # not k1
+    assert needed_columns(graph.node("by_k2.sink"), source) is None
