@@ -20,6 +20,7 @@ everything (all keys in its key groups).
 """
 from __future__ import annotations
 
+import functools
 import queue
 import re
 import struct
@@ -27,11 +28,15 @@ import threading
 from multiprocessing.connection import Connection
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.graph import Edge, OperatorNode
+from engine.state.key_groups import key_groups, subtask_for_key_group
 
 #: Operators whose state is keyed: every edge into them is an exchange by the edge's keys.
 KEYED_KINDS = frozenset({"window_aggregate", "window_join", "window_rank", "session_window"})
+#: The column in which rows cross to a window aggregate with their key groups (its own input column).
+KEY_GROUP_COLUMN = "__weir_key_group"
 #: The routing of an edge whose rows go to every subtask.
 BROADCAST = "broadcast"
 
@@ -75,6 +80,49 @@ def needed_columns(consumer: OperatorNode, schema: pa.Schema) -> list[str] | Non
             names.add(quoted.replace('""', '"') if quoted else bare.lower())
     keep = [n for n in schema.names if n in names or n.lower() in names]
     return keep if len(keep) < len(schema.names) else None
+
+
+def carries_key_groups(consumer: OperatorNode, keys: tuple[str, ...]) -> bool:
+    """True where ``consumer`` is a window aggregate keyed by exactly the exchange's key
+    columns: the key groups the exchange computes are then the operator's, and travel with
+    the rows (column ``KEY_GROUP_COLUMN``) instead of being hashed a second time."""
+    if consumer.kind != "window_aggregate" or not keys:
+        return False
+    referenced = []
+    for _, sql in consumer.config.get("keys") or []:
+        match = re.fullmatch(r'"((?:[^"]|"")*)"|([A-Za-z_][A-Za-z0-9_$]*)', sql.strip())
+        if match is None:
+            return False
+        referenced.append(match.group(1).replace('""', '"') if match.group(1) is not None else match.group(2))
+    return tuple(referenced) == tuple(keys)
+
+
+def split(batch: pa.RecordBatch, keys: tuple[str, ...], parallelism: int, max_parallelism: int,
+          with_key_groups: bool = False) -> list[pa.RecordBatch]:
+    """``batch`` cut by key group into one part per subtask (rows in order), like
+    ``key_groups.partition``; with ``with_key_groups`` each part carries its rows' groups."""
+    groups = key_groups(batch, list(keys), max_parallelism)
+    if with_key_groups:
+        batch = batch.append_column(KEY_GROUP_COLUMN, groups)
+    targets = pc.take(_owners(parallelism, max_parallelism), groups)
+    if parallelism <= 8:
+        return [batch.filter(pc.equal(targets, j)) for j in range(parallelism)]
+    order = pc.sort_indices(targets)
+    ordered, sorted_targets = batch.take(order), targets.take(order)
+    bounds = [pc.index(sorted_targets, j).as_py() for j in range(parallelism)]
+    out = []
+    for j in range(parallelism):
+        start = next((b for b in bounds[j:] if b >= 0), batch.num_rows)
+        end = next((b for b in bounds[j + 1:] if b >= 0), batch.num_rows)
+        out.append(ordered.slice(start, end - start if bounds[j] >= 0 else 0))
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _owners(parallelism: int, max_parallelism: int) -> pa.Array:
+    """Key group -> the subtask owning it."""
+    return pa.array([subtask_for_key_group(g, parallelism, max_parallelism) for g in range(max_parallelism)],
+                    pa.int32())
 
 
 def widen(conn: Connection) -> None:

@@ -44,11 +44,10 @@ from engine.connectors.options import parse_size
 from engine.errors import JobCancelled
 from engine.messages import MAX_WATERMARK, MIN_WATERMARK, Barrier
 from engine.runtime.exchange import (
-    BARRIER, BROADCAST, DATA, END, SAVEPOINT_BARRIER, WATERMARK, Decoder, Encoder, Outbox, needed_columns, routing,
-    widen,
+    BARRIER, BROADCAST, DATA, END, SAVEPOINT_BARRIER, WATERMARK, Decoder, Encoder, Outbox, carries_key_groups,
+    needed_columns, routing, split, widen,
 )
 from engine.runtime.local import JobResult, LocalExecutor, _Task
-from engine.state.key_groups import partition
 
 #: The id under which a worker stages its final output.
 FINAL = 2**62
@@ -70,6 +69,8 @@ class _Route:
     offset: int
     #: The columns that cross the exchange (None: all; see ``exchange.needed_columns``).
     columns: list[str] | None = None
+    #: The rows' key groups go along (``exchange.carries_key_groups``).
+    with_key_groups: bool = False
 
 
 @dataclass
@@ -158,7 +159,8 @@ class SubtaskExecutor(LocalExecutor):
                 columns = None if keys is None else needed_columns(task.node, schema)
                 if columns is not None and keys != BROADCAST:
                     columns = [n for n in schema.names if n in columns or n in keys]
-                self.tasks[edge.source].routes.append(_Route(task, i, keys, task.offsets[i], columns))
+                carry = keys not in (None, BROADCAST) and carries_key_groups(task.node, keys)
+                self.tasks[edge.source].routes.append(_Route(task, i, keys, task.offsets[i], columns, carry))
 
     # -- the job ---------------------------------------------------------------------
     def run(self) -> JobResult:
@@ -452,7 +454,7 @@ class SubtaskExecutor(LocalExecutor):
                     for j in range(self.parallelism):
                         self._send(j, route, DATA, sent)
                 else:
-                    parts = partition(sent, list(route.keys), self.parallelism, self.max_parallelism)
+                    parts = split(sent, route.keys, self.parallelism, self.max_parallelism, route.with_key_groups)
                     for j, part in enumerate(parts):
                         if part.num_rows:
                             self._send(j, route, DATA, part)

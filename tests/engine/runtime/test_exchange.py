@@ -198,3 +198,26 @@ def test_only_the_columns_a_window_aggregate_reads_cross_the_exchange(tmp_path):
     assert needed_columns(graph.node("by_k1.window_aggregate"), source) is None  # it reads every column
     assert needed_columns(graph.node("by_k2.window_aggregate"), source) == ["k2", "v", "ts"]  # not k1
     assert needed_columns(graph.node("by_k2.sink"), source) is None
+
+
+@pytest.mark.parametrize("parallelism", [2, 3, 11])
+def test_split_cuts_by_the_stable_key_groups_and_can_carry_them(parallelism):
+    from engine.runtime.exchange import KEY_GROUP_COLUMN, split
+    from engine.state.key_groups import key_groups, partition
+
+    batch = pa.record_batch({"k": [f"key-{i % 37}" for i in range(500)], "v": list(range(500))})
+    parts = split(batch, ("k",), parallelism, 128)
+    assert [p.to_pylist() for p in parts] == [p.to_pylist() for p in partition(batch, ["k"], parallelism, 128)]
+    carried = split(batch, ("k",), parallelism, 128, with_key_groups=True)
+    for part in carried:
+        assert part.column(KEY_GROUP_COLUMN).to_pylist() == key_groups(part, ["k"], 128).to_pylist()
+
+
+def test_key_groups_travel_only_to_an_aggregate_keyed_by_the_exchange_keys(tmp_path):
+    from engine.runtime.exchange import carries_key_groups
+
+    graph = plan_script(parse(SKEWED.format(path=tmp_path / "none.parquet")), db_path=str(tmp_path / "v.duckdb")).graph
+    aggregate = graph.node("by_k1.window_aggregate")
+    assert carries_key_groups(aggregate, ("k1",))
+    assert not carries_key_groups(aggregate, ("k2",))
+    assert not carries_key_groups(graph.node("by_k1.sink"), ("k1",))
