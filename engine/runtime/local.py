@@ -99,7 +99,6 @@ class LocalExecutor:
         spill_dir: str | None = None,
         subtask: int = 0,
         parallelism: int = 1,
-        coordinator=None,
         sinks_prepared: bool = False,
     ):
         self.graph = graph
@@ -109,8 +108,8 @@ class LocalExecutor:
         self.control = control
         self.state_backend = state_backend
         self.spill_dir = spill_dir
-        #: Given by the parallel executor (a RemoteCoordinator); else made from ``checkpoints``.
-        self.coordinator = coordinator
+        #: Made from ``checkpoints`` when the job runs (a parallel worker has none: see subtask.py).
+        self.coordinator = None
         self.subtask = subtask
         self.parallelism = parallelism
         #: The sinks were readied by another process (the parallel coordinator): keep their output.
