@@ -45,6 +45,7 @@ class FileSystemSource(Source):
         ignore_key = f"{self.format}.ignore-parse-errors"
         self.ignore_parse_errors = parse_bool(ignore_key, option_value(options, SPEC, ignore_key) or "false")
         self.delimiter = parse_char("csv.field-delimiter", option_value(options, SPEC, "csv.field-delimiter"))
+        self._open_file: tuple[str, pq.ParquetFile] | None = None
 
     def splits(self) -> list[str]:
         files = list_files(self.path, self.format)
@@ -87,6 +88,9 @@ class FileSystemSource(Source):
             return READERS[self.format](split, self.schema, self.batch_size)
         reader = READERS[self.format](path, self.schema, self.batch_size)
         reader.row_group = int(group)
+        if self._open_file is None or self._open_file[0] != path:
+            self._open_file = (path, pq.ParquetFile(path))  # one footer read for all its row groups
+        reader.file = self._open_file[1]
         return reader
 
     def _account_bad_rows(self, split: str, block: Block, emitted: int, offset: int) -> None:
