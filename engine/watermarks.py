@@ -40,10 +40,15 @@ class WatermarkGenerator:
 
 
 class SplitWatermarks:
-    """Tracks one watermark per split and their minimum over unfinished splits."""
+    """Tracks one watermark per split and their minimum over the splits being read.
 
-    def __init__(self, splits: list[str]):
+    Splits come in chains (``Source.chain``) read one after another: only the first
+    unfinished split of each chain holds the watermark back; the later ones are
+    pending. A split that is every split of its own chain is read from the start."""
+
+    def __init__(self, splits: list[str], chains: list[list[str]] | None = None):
         self._by_split = {s: MIN_WATERMARK for s in splits}
+        self._chains = chains if chains is not None else [[s] for s in splits]
         self._finished: set[str] = set()
         self._idle: set[str] = set()
         self.current = MIN_WATERMARK
@@ -56,7 +61,7 @@ class SplitWatermarks:
             if split in self._by_split:
                 self._by_split[split] = int(mark)
         self._finished = {s for s in state.get("finished_splits", []) if s in self._by_split}
-        active = [w for s, w in self._by_split.items() if s not in self._finished]
+        active = [self._by_split[s] for s in self._heads()]
         self.current = min(active) if active else MAX_WATERMARK
 
     def observe(self, split: str, candidate: int | None) -> int | None:
@@ -76,10 +81,20 @@ class SplitWatermarks:
         self._finished.add(split)
         return self._advance()
 
+    def _heads(self) -> list[str]:
+        """The split each chain is reading: its first unfinished one."""
+        heads = []
+        for chain in self._chains:
+            head = next((s for s in chain if s not in self._finished), None)
+            if head is not None:
+                heads.append(head)
+        return heads
+
     def _advance(self) -> int | None:
-        active = [w for s, w in self._by_split.items() if s not in self._finished and s not in self._idle]
-        if not active and len(self._finished) < len(self._by_split):
-            return None  # every unfinished split is idle: the watermark waits
+        heads = self._heads()
+        active = [self._by_split[s] for s in heads if s not in self._idle]
+        if not active and heads:
+            return None  # every split being read is idle: the watermark waits
         combined = min(active) if active else MAX_WATERMARK
         if combined > self.current:
             self.current = combined

@@ -36,7 +36,6 @@ from planner.graph_builder import GraphBuilder, Stream
 from planner.joins import (
     DESCRIBED_TYPES,
     JoinScope,
-    _check_partitioning,
     _join_clause,
     _WindowJoinPlanner,
     conjuncts,
@@ -186,7 +185,6 @@ def plan_interval_join(qp: "QueryPlanner", select: exp.Select, pipeline: str) ->
     left_keys, right_keys = planner.key_columns(pairs, left, right)
     if planner.problems:
         raise PlanError(planner.problems)
-    _check_partitioning(qp, select, (left, left_keys), (right, right_keys), what_join="interval join")
     right.output_names = output_names(left.stream.schema.names, right.stream.schema.names)
     scope = JoinScope([left, right], qp.fallback)
     left_time, right_time = bounds[0].left_time, bounds[0].right_time

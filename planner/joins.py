@@ -33,7 +33,6 @@ from sqlglot import exp
 
 from engine.changelog import ROW_KIND
 from engine.graph import Edge, JobGraph
-from engine.runtime.partitioning import replicated_nodes
 from engine.sql_eval import INPUT
 from planner.changelog import require_append_only
 from planner.expressions import Scope, position, quote, to_duckdb
@@ -217,35 +216,6 @@ def _window_identity(text: str) -> str:
     """The window without its time column: two inputs may window different columns alike."""
     match = _WINDOW_TEXT.match(text)
     return f"{match.group(1)}({match.group(3).lstrip(', ')})" if match else text
-
-
-# -- partitioning ---------------------------------------------------------------------------
-
-
-def partition_columns(graph: JobGraph, node_id: str) -> tuple[str, ...] | None | bool:
-    """The output columns whose key group decides which worker of a parallel job holds a row:
-    None when every worker holds every row (nothing keyed upstream), False when unknown."""
-    if node_id in replicated_nodes(graph):
-        return None
-    node = graph.node(node_id)
-    projection = node.config.get("projection") or []
-
-    def renamed(columns) -> tuple[str, ...] | bool:
-        out = []
-        for column in columns:
-            names = [name for name, sql in projection if sql == quote(column)]
-            if not names:
-                return False
-            out.append(names[0])
-        return tuple(out)
-
-    if node.kind == "window_aggregate":
-        edge = node.inputs[0]
-        return renamed(edge.keys) if edge.partitioning == "hash" else ()
-    if node.kind == "calc" and len(node.inputs) == 1:
-        upstream = partition_columns(graph, node.inputs[0].source)
-        return upstream if upstream is None or upstream is False else renamed(upstream)
-    return False
 
 
 # -- planning -------------------------------------------------------------------------------
@@ -516,7 +486,6 @@ def plan_window_join(qp: "QueryPlanner", select: exp.Select, pipeline: str) -> S
     if planner.problems:
         raise PlanError(planner.problems)
 
-    _check_partitioning(qp, select, (left, left_keys), (right, right_keys))
     right.output_names = output_names(left.stream.schema.names, right.stream.schema.names)
     relations = [left] if join_type in ("semi", "anti") else [left, right]
     scope = JoinScope(relations, qp.fallback)
@@ -615,28 +584,3 @@ def _exists_side(planner: _WindowJoinPlanner, left: Relation,
     scope = JoinScope([left, right], planner.qp.fallback)
     condition = exp.and_(*correlated) if correlated else exp.true()
     return right, planner.pairs_from_condition(condition, scope) if correlated else []
-
-
-def _check_partitioning(qp: "QueryPlanner", select: exp.Select, *sides: tuple[Relation, list[str]],
-                        what_join: str = "window join") -> None:
-    """Refuse a parallel join whose input is already partitioned by other columns than its join keys.
-
-    A parallel job has no exchange between workers: each reads every source and keeps
-    the rows of its key groups. An input keyed upstream (a window aggregate) holds its
-    rows by the key groups of its own keys; the join finds its rows only when those are
-    its join keys.
-    """
-    parallelism = int(qp.settings.get("parallelism.default", "1") or 1)
-    if parallelism <= 1:
-        return
-    for relation, keys in sides:
-        held_by = partition_columns(qp.builder.graph, relation.stream.node_id)
-        if held_by is None or held_by == tuple(keys):
-            continue
-        what = f"its keys ({', '.join(held_by)})" if held_by else "another key"
-        raise qp.fail(
-            f"at parallelism {parallelism}, `{relation.alias}` is partitioned by {what}, the {what_join} "
-            f"by ({', '.join(keys)}): their rows would meet in different workers", select,
-            f"GROUP BY exactly the join keys in `{relation.alias}`, or run at parallelism 1 "
-            "(weir does not exchange rows between workers yet)",
-        )

@@ -25,6 +25,7 @@ SETTINGS: dict[str, tuple[str | None, str]] = {
     "sql-client.execution.result-mode": ("table", "'table', 'changelog' or 'tableau'"),
     "weir.source.batch-size": ("65536", "rows per batch read from a source"),
     "weir.checkpointing.interval-batches": (None, "checkpoint every this many source batches (deterministic, for tests)"),
+    "weir.exchange.buffer-size": ("32MB", "bytes queued for another worker before a worker stops reading its sources"),
     "execution.savepoint.path": (None, "start the next job from this savepoint"),
     "state.checkpoints.dir": (None, "the job's state directory (default .weir/<job name>)"),
 }

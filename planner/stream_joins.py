@@ -34,7 +34,7 @@ from engine.graph import Edge, schema_to_json
 from engine.sql_eval import INPUT
 from planner.expressions import bind, contains_aggregate, to_duckdb
 from planner.graph_builder import Stream
-from planner.joins import DESCRIBED_TYPES, JoinScope, Relation, _check_partitioning, output_names
+from planner.joins import DESCRIBED_TYPES, JoinScope, Relation, output_names
 from sql.errors import Problem, WeirSqlError
 from sql.intervals import parse_duration
 
@@ -65,7 +65,6 @@ def plan_regular_join(planner: "_WindowJoinPlanner", join_type: str, left: Relat
         raise PlanError(planner.problems)
     for relation in (left, right):
         _drop_row_kind(relation)  # a key calc passes it through again
-    _check_partitioning(qp, select, (left, left_keys), (right, right_keys))
     right.output_names = output_names(left.output_names, right.output_names)
     both = JoinScope([left, right], qp.fallback)
     residual = None

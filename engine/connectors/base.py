@@ -58,8 +58,9 @@ def option_value(options: dict[str, str], spec: ConnectorSpec, key: str) -> str 
 class Source(ABC):
     """A bounded or unbounded source of Arrow batches, split into splits.
 
-    The runtime reads all splits of a source round-robin, one batch at a time,
-    keeps a watermark per split and combines them by minimum.
+    The runtime reads the splits of a source round-robin, one batch at a time
+    (splits of one chain one after another), keeps a watermark per split and
+    combines them by minimum. A parallel job divides the splits among its workers.
     """
 
     def __init__(self, options: dict[str, str], schema: pa.Schema, *, batch_size: int = DEFAULT_BATCH_SIZE):
@@ -72,6 +73,12 @@ class Source(ABC):
     @abstractmethod
     def splits(self) -> list[str]:
         """Stable split ids (a file path, a generator number)."""
+
+    def chain(self, split: str) -> str:
+        """Splits with the same chain are read one after another (the row groups of one
+        file, in order); only the one being read holds the watermark back. By default
+        every split is a chain of its own, and all are read round-robin."""
+        return split
 
     @abstractmethod
     def read(self, split: str, offset: Any = None) -> Iterator[tuple[pa.RecordBatch, Any]]:

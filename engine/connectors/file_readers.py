@@ -306,10 +306,15 @@ class JsonReader(FileReader):
 
 
 class ParquetReader(FileReader):
+    #: Read only this row group (a split of its own), or every row group when None.
+    row_group: int | None = None
+    #: The file already opened (its footer read) for another row group of it, if any.
+    file: pq.ParquetFile | None = None
+
     def blocks(self, skip: int = 0) -> Iterator[Block]:
-        file = pq.ParquetFile(self.path)
+        file = self.file or pq.ParquetFile(self.path)
         self._missing_columns(file.schema_arrow.names)
-        groups = list(range(file.num_row_groups))
+        groups = list(range(file.num_row_groups)) if self.row_group is None else [self.row_group]
         self.rows_passed_over = 0
         while groups and self.rows_passed_over + file.metadata.row_group(groups[0]).num_rows <= skip:
             self.rows_passed_over += file.metadata.row_group(groups.pop(0)).num_rows

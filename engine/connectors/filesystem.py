@@ -1,7 +1,11 @@
 """The ``filesystem`` connector: csv (with a header), JSON lines and parquet files.
 
-As a source, 'path' is a file or a directory; each file is a split, read in
-order, and a split's offset is the number of its rows already emitted. As a
+As a source, 'path' is a file or a directory; each csv or json file is a
+split, and so is each row group of a parquet file with several
+(``<path>#rg<k>``), so that one big file is read in parallel. A split's
+offset is the number of its rows already emitted. The row groups of one file
+form a chain (``Source.chain``): a reader reads them one after another, and
+only the one it is reading holds the watermark back. As a
 sink, 'path' is a directory of part files (see ``filesystem_sink``).
 
 Malformed rows (wrong number of fields, a value that does not convert, a line
@@ -15,6 +19,7 @@ import os
 from typing import Any, Iterator
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from engine.connectors.base import ConnectorSpec, OptionSpec, Source, option_value
 from engine.connectors.file_readers import READERS, Block, FileReader
@@ -25,6 +30,8 @@ from engine.errors import SourceError
 FORMATS = ("csv", "json", "parquet")
 #: A sink format only: each change as a Debezium envelope (see ``filesystem_sink``).
 DEBEZIUM_JSON = "debezium-json"
+#: Splits a parquet file with several row groups: '<path>#rg<k>'.
+ROW_GROUP_MARK = "#rg"
 EXTENSIONS = {
     "csv": (".csv",),
     "json": (".json", ".jsonl", ".ndjson"),
@@ -40,9 +47,20 @@ class FileSystemSource(Source):
         ignore_key = f"{self.format}.ignore-parse-errors"
         self.ignore_parse_errors = parse_bool(ignore_key, option_value(options, SPEC, ignore_key) or "false")
         self.delimiter = parse_char("csv.field-delimiter", option_value(options, SPEC, "csv.field-delimiter"))
+        self._open_file: tuple[str, pq.ParquetFile] | None = None
 
     def splits(self) -> list[str]:
-        return list_files(self.path, self.format)
+        files = list_files(self.path, self.format)
+        if self.format != "parquet":
+            return files
+        out = []
+        for path in files:
+            groups = _row_groups(path)
+            out += [path] if groups <= 1 else [f"{path}{ROW_GROUP_MARK}{k}" for k in range(groups)]
+        return out
+
+    def chain(self, split: str) -> str:
+        return split.rpartition(ROW_GROUP_MARK)[0] or split
 
     def read(self, split: str, offset: Any = None) -> Iterator[tuple[pa.RecordBatch, Any]]:
         """Batches of ``split`` after its first ``offset`` emitted rows."""
@@ -67,7 +85,15 @@ class FileSystemSource(Source):
     def _reader(self, split: str) -> FileReader:
         if self.format == "csv":
             return READERS["csv"](split, self.schema, self.batch_size, delimiter=self.delimiter)
-        return READERS[self.format](split, self.schema, self.batch_size)
+        path, mark, group = split.rpartition(ROW_GROUP_MARK)
+        if not mark:
+            return READERS[self.format](split, self.schema, self.batch_size)
+        reader = READERS[self.format](path, self.schema, self.batch_size)
+        reader.row_group = int(group)
+        if self._open_file is None or self._open_file[0] != path:
+            self._open_file = (path, pq.ParquetFile(path))  # one footer read for all its row groups
+        reader.file = self._open_file[1]
+        return reader
 
     def _account_bad_rows(self, split: str, block: Block, emitted: int, offset: int) -> None:
         if not block.bad:
@@ -80,6 +106,14 @@ class FileSystemSource(Source):
             )
         # Rows before a resumed offset were counted by the run that emitted them.
         self.skipped_rows += sum(1 for bad in block.bad if emitted + bad.good_before >= offset)
+
+
+def _row_groups(path: str) -> int:
+    try:
+        return pq.ParquetFile(path).metadata.num_row_groups
+    except (OSError, pa.ArrowException) as error:
+        raise SourceError(f"cannot read the parquet file '{path}': {error}",
+                          hint="check that the file is complete and in the parquet format") from error
 
 
 def list_files(path: str, fmt: str) -> list[str]:

@@ -147,7 +147,8 @@ class WindowAggregate(Operator):
         slice_start = self.assigner.slice_start(earliest)
         if self._earliest_slice is None or slice_start < self._earliest_slice:
             self._earliest_slice = slice_start
-        batch = batch.append_column(KEY_GROUP_INPUT, self._key_groups(batch))
+        if batch.schema.get_field_index(KEY_GROUP_INPUT) < 0:  # else a parallel exchange computed them
+            batch = batch.append_column(KEY_GROUP_INPUT, self._key_groups(batch))
         self.state.con.register(INPUT_VIEW, batch)
         try:
             self.state.append(self._prepared_rows_sql(cutoff))

@@ -24,7 +24,6 @@ from engine.operators.registry import build_operator
 from engine import faults
 from engine.checkpoint.coordinator import CheckpointConfig, CheckpointEvent, Coordinator, RestorePoint
 from engine.runtime.control import ControlChannel
-from engine.runtime.partitioning import selectors
 from engine.runtime.sink_writer import SinkWriter
 from engine.runtime.source_reader import SourceReader
 
@@ -111,7 +110,6 @@ class LocalExecutor:
         spill_dir: str | None = None,
         subtask: int = 0,
         parallelism: int = 1,
-        coordinator=None,
         sinks_prepared: bool = False,
     ):
         self.graph = graph
@@ -121,13 +119,13 @@ class LocalExecutor:
         self.control = control
         self.state_backend = state_backend
         self.spill_dir = spill_dir
-        #: Given by the parallel executor (a RemoteCoordinator); else made from ``checkpoints``.
-        self.coordinator = coordinator
+        #: Made from ``checkpoints`` when the job runs (a parallel worker has none: see subtask.py).
+        self.coordinator = None
         self.subtask = subtask
         self.parallelism = parallelism
         #: The sinks were readied by another process (the parallel coordinator): keep their output.
         self.sinks_prepared = sinks_prepared
-        #: Source steps read so far: the same sequence in every subtask.
+        #: Source steps read so far.
         self.step = 0
         #: Sink id -> handles pre-committed and not yet committed.
         self.uncommitted: dict[str, list] = {}
@@ -189,8 +187,6 @@ class LocalExecutor:
         for task in self.tasks.values():
             if task.node.kind == "sink":
                 task.operator.resuming = self.sinks_prepared
-        max_parallelism = int(self.graph.settings.get("pipeline.max-parallelism", 128))
-        self._selectors = selectors(self.graph, self.subtask, self.parallelism, max_parallelism)
 
     @staticmethod
     def _instantiate(node: OperatorNode, ctx: OperatorContext) -> tuple[Operator | None, SourceReader | None]:
@@ -199,7 +195,8 @@ class LocalExecutor:
             bounded = node.config.get("watermark_bounded")
             idle = node.config["options"].get("source.idle-timeout") or node.config.get("idle_timeout")
             return None, SourceReader(source, node.config.get("watermark"), bounded=tuple(bounded) if bounded else None,
-                                      idle_timeout=parse_duration_seconds("source.idle-timeout", idle) if idle else None)
+                                      idle_timeout=parse_duration_seconds("source.idle-timeout", idle) if idle else None,
+                                      subtask=ctx.subtask_index, parallelism=ctx.parallelism)
         if node.kind == "sink":
             sink = create_sink(node.config["options"], node.output_schema, subtask_index=ctx.subtask_index)
             return SinkWriter(sink, ctx), None
@@ -215,14 +212,8 @@ class LocalExecutor:
             for consumer, index in task.consumers:
                 if consumer.node.inputs[index].port != port:
                     continue
-                selected = batch
-                select = self._selectors.get((consumer.node.id, index))
-                if select is not None:
-                    selected = select(batch, self.step)
-                    if selected is None or selected.num_rows == 0:
-                        continue
-                consumer.metrics.rows_in += selected.num_rows
-                out = self._call(consumer, consumer.operator.process_batch, selected, index)
+                consumer.metrics.rows_in += batch.num_rows
+                out = self._call(consumer, consumer.operator.process_batch, batch, index)
                 self._emit(consumer, out)
 
     def _advance(self, task: _Task, index: int, watermark: int) -> None:

@@ -1,16 +1,17 @@
 """Running a job at parallelism N: N worker processes, one coordinator.
 
-Worker i runs subtask i of every operator (a ``LocalExecutor`` in subtask
-mode; how rows are divided is in ``partitioning.py``). The coordinator, in
-the calling process, owns checkpoints:
+Worker i runs subtask i of every operator (``subtask.SubtaskExecutor``): it
+reads its share of the source splits and exchanges rows with the other
+workers over pipes (``exchange.py``). The coordinator, in the calling
+process, owns checkpoints:
 
-1. It picks checkpoint n and a source step s a little ahead of every worker,
-   and sends ``barrier(n, s)``. Every worker reads the same steps in the same
-   order, so at step s they all stand at the same cut of the input.
-2. Each worker, at the end of step s, snapshots its operators, pre-commits
-   its sinks and sends the lot. A worker already past s answers ``missed``:
-   n is abandoned (its pre-committed output rides along with the next one).
-3. With all N snapshots the coordinator writes checkpoint n in the background
+1. It picks checkpoint n and sends ``barrier(n)`` to every worker; each
+   injects it at its sources at its next batch boundary, and barrier n flows
+   through the channels, aligned at every task with several (see
+   ``subtask.py``).
+2. Each worker, once every task of its own has passed n, sends its sources'
+   positions, its operators' snapshots and its sinks' handles.
+3. With all N the coordinator writes checkpoint n in the background
    (``Coordinator.take``), metadata last. Once it is durable it sends
    ``complete(n)`` and each worker commits its sinks' output.
 4. At the end of input each worker sends a final snapshot; the coordinator
@@ -18,16 +19,18 @@ the calling process, owns checkpoints:
    and report their metrics.
 
 On recovery the coordinator publishes the restored checkpoint's sink output
-once, and hands each worker the state of the key groups it owns — whatever
-the parallelism the checkpoint was taken at.
+once, and hands each worker every source position (a worker reads only its
+splits) and the state of the key groups it owns — whatever the parallelism
+the checkpoint was taken at.
 """
 from __future__ import annotations
 
 import multiprocessing
 import time
+import traceback
+from pathlib import Path
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
-from pathlib import Path
 from typing import Any, Callable
 
 from engine.checkpoint.coordinator import CheckpointConfig, CheckpointEvent, Coordinator, RestorePoint
@@ -36,126 +39,20 @@ from engine.errors import EngineError, JobCancelled
 from engine.graph import JobGraph
 from engine.messages import MIN_WATERMARK
 from engine.runtime.control import ControlChannel
-from engine.runtime.local import JobResult, LocalExecutor, OperatorMetrics, Progress
-from engine.runtime.partitioning import check_no_repartitioning
+from engine.runtime.local import JobResult, OperatorMetrics, Progress
+from engine.runtime.subtask import SubtaskExecutor
 from engine.state.key_groups import range_for_subtask
-
-#: The id under which a worker stages its final output.
-FINAL = 2**62
-#: How many source steps ahead of the fastest worker a barrier is placed.
-BARRIER_LEAD = 2
 
 
 # -- the worker's side ---------------------------------------------------------
-class RemoteCoordinator:
-    """What a worker's executor sees of the coordinator: barriers arrive over a pipe."""
-
-    def __init__(self, conn: Connection, subtask: int, restore: dict | None):
-        self.conn = conn
-        self.subtask = subtask
-        self.executor: LocalExecutor | None = None
-        self.completed: list[CheckpointEvent] = []
-        self._restore = restore
-        self._barrier: tuple[int, int, str] | None = None  # (id, step, kind)
-        self._taken: int | None = None  # the local id of the snapshot awaiting completion
-        self._complete: list[tuple[int, bool]] = []
-        self._stop = False
-
-    # what LocalExecutor calls
-    def restore_point(self) -> RestorePoint | None:
-        if self._restore is None:
-            return None
-        states = self._restore["states"]
-        return RestorePoint(self._restore["event"], self._restore["sources"], False, None,
-                            lambda operator_id: states.get(operator_id, []))
-
-    @property
-    def next_id(self) -> int:
-        return self._barrier[0] if self._barrier is not None else FINAL
-
-    def on_batch(self) -> None:
-        ex = self.executor
-        readers = [t.reader for t in ex.tasks.values() if t.reader]
-        watermark = min((t.watermark for t in ex.tasks.values() if t.reader), default=MIN_WATERMARK)
-        self.conn.send(("progress", self.subtask, ex.step, sum(r.rows_read for r in readers), watermark))
-
-    def due(self) -> str | None:
-        self._receive()
-        if self._barrier is None or self._taken is not None:
-            return None
-        checkpoint_id, step, kind = self._barrier
-        if self.executor.step == step:
-            return kind
-        if self.executor.step > step:
-            self._miss()
-        return None
-
-    def take(self, kind, sources, snapshots, handles, *, finished=False, checkpoint_id=None) -> int:
-        if finished and self._barrier is not None:
-            self._miss()  # the input ended before the barrier's step
-        self._taken = FINAL if finished else checkpoint_id
-        self.conn.send(("snapshot", self.subtask, None if finished else checkpoint_id, kind, finished,
-                        sources, {op: by[0] for op, by in snapshots.items()},
-                        {sink: by[0] for sink, by in handles.items()}))
-        self._barrier = None
-        return self._taken
-
-    def poll(self, commit: Callable[[int], None], *, wait: bool = False) -> CheckpointEvent | None:
-        self._receive(block=wait and self._taken is not None)
-        while wait and self._taken is not None and not self._complete:
-            self._receive(block=True)
-        event = None
-        while self._complete:
-            checkpoint_id, final = self._complete.pop(0)
-            if self._taken is None:
-                continue
-            commit(self._taken)
-            event = CheckpointEvent(checkpoint_id, "checkpoint", 0, 0.0, Path())
-            self._taken = None
-        if self._stop:
-            self.executor._stop_requested = True
-        return event
-
-    def mark_committed(self, event: CheckpointEvent) -> None:
-        """The coordinator keeps the marker."""
-
-    @property
-    def in_flight(self) -> bool:
-        return self._taken is not None
-
-    # the pipe
-    def _miss(self) -> None:
-        self.conn.send(("missed", self.subtask, self._barrier[0]))
-        self._barrier = None
-
-    def _receive(self, block: bool = False) -> None:
-        while block or self.conn.poll():
-            block = False
-            message = self.conn.recv()
-            kind = message[0]
-            if kind == "barrier":
-                self._barrier = tuple(message[1:])
-            elif kind == "abort":
-                if self._barrier is not None and self._barrier[0] == message[1]:
-                    self._barrier = None
-                if self._taken == message[1]:
-                    self._taken = None  # its pre-committed output goes with the next checkpoint
-            elif kind == "complete":
-                self._complete.append((message[1], message[2]))
-            elif kind == "stop":
-                self._stop = True  # after committing what completed before it (see poll)
-            elif kind == "cancel":
-                self.executor.cancel()
-
-
 def _worker(conn: Connection, graph_json: dict, subtask: int, parallelism: int, restore: dict | None,
-            backend: str, spill_dir: str | None) -> None:
+            backend: str, spill_dir: str | None, peers_in: dict, peers_out: dict) -> None:
+    conn.send(("ready", subtask))  # the interpreter has started and imported the engine
     graph = JobGraph.from_json(graph_json)
-    remote = RemoteCoordinator(conn, subtask, restore)
-    executor = LocalExecutor(graph, subtask=subtask, parallelism=parallelism, coordinator=remote,
-                             state_backend=backend, spill_dir=spill_dir, sinks_prepared=True)
-    remote.executor = executor
     try:
+        executor = SubtaskExecutor(graph, subtask=subtask, parallelism=parallelism, control=conn,
+                                   peers_in=peers_in, peers_out=peers_out, restore=restore,
+                                   state_backend=backend, spill_dir=spill_dir)
         result = executor.run()
         conn.send(("done", subtask, result))
     except JobCancelled:
@@ -163,7 +60,9 @@ def _worker(conn: Connection, graph_json: dict, subtask: int, parallelism: int, 
     except EngineError as error:
         conn.send(("error", subtask, error.message, error.hint, error.operator_id))
     except BaseException as error:  # a bug: say what it was rather than die silently
-        conn.send(("error", subtask, f"{type(error).__name__}: {error}", None, None))
+        where = traceback.extract_tb(error.__traceback__)[-1]
+        conn.send(("error", subtask, f"{type(error).__name__}: {error} ({Path(where.filename).name}:{where.lineno})",
+                   None, None))
 
 
 # -- the coordinator's side ------------------------------------------------------
@@ -203,12 +102,12 @@ class ProcessExecutor:
         self._final_event: CheckpointEvent | None = None
         self._last_barrier_step = 0
         self._started = time.perf_counter()
+        self._ready: set[int] = set()
 
     def cancel(self) -> None:
         self._cancelled = True
 
     def run(self) -> JobResult:
-        check_no_repartitioning(self.graph, self.parallelism)  # before any worker starts
         restore = self.coordinator.restore_point()
         if restore is None:
             self._prepare_sinks()
@@ -250,6 +149,9 @@ class ProcessExecutor:
     def _start_workers(self, restore: RestorePoint | None) -> None:
         context = multiprocessing.get_context("spawn")
         checkpoint = self.coordinator.restored
+        # One pipe per ordered pair of workers: (sender, receiver) -> (receiving end, sending end).
+        ends = {(i, j): context.Pipe(duplex=False) for i in range(self.parallelism)
+                for j in range(self.parallelism) if i != j}
         for subtask in range(self.parallelism):
             payload = None
             if restore is not None:
@@ -261,11 +163,16 @@ class ProcessExecutor:
             spill = f"{self.spill_dir}/subtask-{subtask}" if self.spill_dir else None
             process = context.Process(
                 target=_worker, name=f"weir-{self.graph.name}-{subtask}", daemon=True,
-                args=(child, self.graph.to_json(), subtask, self.parallelism, payload, self.state_backend, spill))
+                args=(child, self.graph.to_json(), subtask, self.parallelism, payload, self.state_backend, spill,
+                      {i: ends[i, subtask][0] for i in range(self.parallelism) if i != subtask},
+                      {j: ends[subtask, j][1] for j in range(self.parallelism) if j != subtask}))
             process.start()
             child.close()
             self._conns.append(parent)
             self._processes.append(process)
+        for receiving, sending in ends.values():  # the workers hold them now
+            receiving.close()
+            sending.close()
 
     # -- the loop --------------------------------------------------------------
     def _loop(self) -> None:
@@ -275,7 +182,7 @@ class ProcessExecutor:
             for conn in wait(live, timeout=0.05):
                 try:
                     message = conn.recv()
-                except EOFError:
+                except (EOFError, OSError):
                     subtask = self._conns.index(conn)
                     raise EngineError(f"worker {subtask} of job {self.graph.name} died "
                                       f"(exit code {self._processes[subtask].exitcode})",
@@ -293,10 +200,13 @@ class ProcessExecutor:
         kind, subtask = message[0], message[1]
         if kind == "progress":
             self._progress[subtask] = message[2:]
+        elif kind == "ready":
+            self._ready.add(subtask)
+            if len(self._ready) == self.parallelism:
+                # Like the local executor's, the clock runs from when the engine is loaded.
+                self._started = time.perf_counter()
         elif kind == "snapshot":
             self._collect(subtask, *message[2:])
-        elif kind == "missed":
-            self._abort(message[2])
         elif kind == "done":
             self._results[subtask] = message[2]
         elif kind == "cancelled":
@@ -309,8 +219,12 @@ class ProcessExecutor:
         key = "final" if finished else checkpoint_id
         collect = self._collecting.setdefault(key, _Collect(kind, finished))
         collect.arrived.add(subtask)
-        if subtask == 0:
-            collect.sources = sources
+        for source_id, position in sources.items():  # each worker read its own splits
+            merged = collect.sources.setdefault(source_id, {"offsets": {}, "split_watermarks": {},
+                                                            "finished_splits": []})
+            merged["offsets"].update(position.get("offsets", {}))
+            merged["split_watermarks"].update(position.get("split_watermarks", {}))
+            merged["finished_splits"] = sorted({*merged["finished_splits"], *position.get("finished_splits", [])})
         for op, state in snapshots.items():
             collect.snapshots.setdefault(op, {})[subtask] = state
         for sink, sink_handles in handles.items():
@@ -326,12 +240,6 @@ class ProcessExecutor:
                               checkpoint_id=checkpoint_id)
         self._pending_barrier = None
 
-    def _abort(self, checkpoint_id: int) -> None:
-        if checkpoint_id in self._collecting or self._pending_barrier == checkpoint_id:
-            self._collecting.pop(checkpoint_id, None)
-            self._pending_barrier = None
-            self._broadcast(("abort", checkpoint_id))
-
     def _checkpoints(self) -> None:
         coordinator = self.coordinator
         # complete(n) goes out before a stop that the savepoint's callback may send.
@@ -341,26 +249,23 @@ class ProcessExecutor:
                 self._final_event = event
             if self.on_checkpoint:
                 self.on_checkpoint(event)
-        if not coordinator.in_flight and "final" in self._collecting \
-                and len(self._collecting["final"].arrived) == self.parallelism:
+        all_final = "final" in self._collecting and len(self._collecting["final"].arrived) == self.parallelism
+        if all_final and not coordinator.in_flight and self._pending_barrier is None:
             self._final_id = coordinator.next_id
             self._write("final")
         if self.control is not None:
             for request in self.control.poll():
                 self._request(request)
-        if self._pending_barrier is None and not coordinator.in_flight and not self._stopping:
+        if self._pending_barrier is None and not coordinator.in_flight and not self._stopping \
+                and not all_final and self._final_id is None:
             kind = coordinator.due()
             if kind is None and coordinator.config.interval_batches:
                 kind = self._batches_due()
             if kind is not None and self._progress:
                 checkpoint_id = coordinator.next_id
-                step = max(p[0] for p in self._progress.values()) + BARRIER_LEAD
-                if coordinator.config.interval_batches and kind == "checkpoint":
-                    every = coordinator.config.interval_batches
-                    step = -(-step // every) * every
                 self._pending_barrier = checkpoint_id
                 coordinator.next_id += 1
-                self._broadcast(("barrier", checkpoint_id, step, kind))
+                self._broadcast(("barrier", checkpoint_id, kind))
 
     def _batches_due(self) -> str | None:
         every = self.coordinator.config.interval_batches
@@ -393,24 +298,20 @@ class ProcessExecutor:
 
     # -- reporting ---------------------------------------------------------------
     def progress(self) -> Progress:
-        first = self._progress.get(0, (0, 0, MIN_WATERMARK))
         watermark = min((p[2] for p in self._progress.values()), default=MIN_WATERMARK)
-        return Progress(rows_read=first[1], elapsed=time.perf_counter() - self._started, watermark=watermark)
+        return Progress(rows_read=sum(p[1] for p in self._progress.values()),
+                        elapsed=time.perf_counter() - self._started, watermark=watermark)
 
     def _result(self) -> JobResult:
-        """Every worker read the whole input: rows read and source counters are worker 0's;
-        the rest is summed over workers."""
+        """Each worker read its own splits: every figure is the sum over workers."""
         merged: dict[str, OperatorMetrics] = {}
         for subtask in sorted(self._results):
             for m in self._results[subtask].operators:
                 total = merged.setdefault(m.id, OperatorMetrics(m.id, m.kind))
-                if m.kind == "source" and subtask > 0:
-                    continue
                 total.rows_in += m.rows_in
                 total.rows_out += m.rows_out
                 for name, value in m.counters.items():
                     total.counters[name] = total.counters.get(name, 0) + value
-        first = self._results.get(0)
-        return JobResult(self.graph.name, list(merged.values()), first.rows_read if first else 0,
+        return JobResult(self.graph.name, list(merged.values()), sum(r.rows_read for r in self._results.values()),
                          time.perf_counter() - self._started, list(self.coordinator.completed),
                          self._stopped_with, False)

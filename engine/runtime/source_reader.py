@@ -1,7 +1,11 @@
 """Reads a source's splits round-robin and derives its watermark.
 
-Reading one batch from each split in turn keeps the splits' event times
-close together, so that the minimum of their watermarks advances steadily.
+Reading one batch from each chain of splits in turn keeps the splits' event
+times close together, so that the minimum of their watermarks advances
+steadily; the splits of one chain (the row groups of a parquet file) are read
+one after another. In a parallel job subtask i of N reads the splits whose
+position in the source's split list is i modulo N; offsets are per split, so
+a checkpoint restores at any parallelism.
 """
 from __future__ import annotations
 
@@ -17,12 +21,16 @@ from engine.watermarks import SplitWatermarks, WatermarkGenerator
 
 class SourceReader:
     def __init__(self, source: Source, watermark_sql: str | None, offsets: dict[str, Any] | None = None,
-                 bounded: tuple[str, int] | None = None, idle_timeout: float | None = None):
+                 bounded: tuple[str, int] | None = None, idle_timeout: float | None = None,
+                 subtask: int = 0, parallelism: int = 1):
         self.source = source
-        self.splits = source.splits()
+        self.splits = [s for k, s in enumerate(source.splits()) if k % parallelism == subtask]
+        self.chains: dict[str, list[str]] = {}
+        for split in self.splits:
+            self.chains.setdefault(source.chain(split), []).append(split)
         self.offsets: dict[str, Any] = dict(offsets or {})
         self._generator = WatermarkGenerator(watermark_sql, bounded) if watermark_sql else None
-        self.watermarks = SplitWatermarks(self.splits)
+        self.watermarks = SplitWatermarks(self.splits, list(self.chains.values()))
         self.rows_read = 0
         #: Seconds without rows after which a split stops holding the watermark back.
         self.idle_timeout = idle_timeout
@@ -50,12 +58,19 @@ class SourceReader:
         the watermark, and only then may a barrier cut the stream — so a checkpoint's
         offsets and split watermarks always describe the same rows.
         The last step carries MAX_WATERMARK."""
-        readers = {s: iter(self.source.read(s, self.offsets.get(s))) for s in self.splits}
-        while readers:
-            for split in list(readers):
+        chains = {key: list(splits) for key, splits in self.chains.items()}
+        readers: dict[str, Iterator] = {}
+        while chains:
+            for key in list(chains):
+                split = chains[key][0]
+                if split not in readers:
+                    readers[split] = iter(self.source.read(split, self.offsets.get(split)))
                 step = next(readers[split], None)
                 if step is None:
                     del readers[split]
+                    chains[key].pop(0)
+                    if not chains[key]:
+                        del chains[key]
                     batch, advanced = None, self.watermarks.finish(split)
                 else:
                     batch, self.offsets[split] = step

@@ -97,12 +97,20 @@ def test_offsets_resume_exactly(tmp_path, fmt):
     assert list(src.read(split, 1000)) == []
 
 
-def test_parquet_offset_skips_whole_row_groups(tmp_path):
+def test_each_parquet_row_group_is_a_split_of_one_chain(tmp_path):
+    """A parquet file with several row groups offers one split per row group (read in
+    parallel by the workers of a parallel job); offsets resume within a row group."""
     import pyarrow.parquet as pq
     pq.write_table(pa.Table.from_batches([sample(0, 1000)]), tmp_path / "t.parquet", row_group_size=100)
     src = source(tmp_path / "t.parquet", "parquet", batch_size=64)
-    rows = pa.Table.from_batches([b for b, _ in src.read(src.splits()[0], 450)])
-    assert rows.column("id").to_pylist() == list(range(450, 1000))
+    splits = src.splits()
+    assert splits == [f"{tmp_path / 't.parquet'}#rg{k}" for k in range(10)]
+    assert {src.chain(s) for s in splits} == {str(tmp_path / "t.parquet")}
+    whole = [b for s in splits for b, _ in src.read(s)]
+    assert pa.Table.from_batches(whole).column("id").to_pylist() == list(range(1000))
+    resumed = list(src.read(splits[4], 50))
+    assert pa.Table.from_batches([b for b, _ in resumed]).column("id").to_pylist() == list(range(450, 500))
+    assert resumed[-1][1] == 100  # the offset is rows emitted within the row group
 
 
 def test_missing_column_names_file_and_columns_found(tmp_path):

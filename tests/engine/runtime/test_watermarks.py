@@ -18,6 +18,40 @@ def test_combined_watermark_is_the_minimum_of_unfinished_splits():
     assert marks.finish("b") == MAX_WATERMARK
 
 
+def test_only_the_split_a_chain_is_reading_holds_the_watermark_back():
+    """The row groups of one parquet file (a chain: rg0, rg1) and another file (c): rg1
+    waits behind rg0 and does not hold the watermark back until rg0 is finished."""
+    marks = SplitWatermarks(["rg0", "rg1", "c"], [["rg0", "rg1"], ["c"]])
+    assert marks.observe("c", 8 * SECOND) is None  # rg0 has seen nothing yet
+    assert marks.observe("rg0", 5 * SECOND) == 5 * SECOND
+    assert marks.finish("rg0") is None  # rg1 is read now, and has seen nothing
+    assert marks.observe("rg1", 9 * SECOND) == 8 * SECOND
+    assert marks.finish("c") == 9 * SECOND
+    restored = SplitWatermarks(["rg0", "rg1", "c"], [["rg0", "rg1"], ["c"]])
+    restored.restore(marks.state())
+    assert restored.current == 9 * SECOND
+    assert restored.finish("rg1") == MAX_WATERMARK
+
+
+def test_a_parallel_reader_reads_every_nth_split():
+    from engine.runtime.source_reader import SourceReader
+
+    from engine.connectors.base import Source
+
+    class Splits(Source):
+        def splits(self):
+            return ["s0", "s1", "s2", "s3", "s4"]
+
+        def read(self, split, offset=None):
+            yield pa.record_batch({"ts": pa.array([SECOND], pa.timestamp("us"))}), 1
+
+    schema = pa.schema([("ts", pa.timestamp("us"))])
+    readers = [SourceReader(Splits({}, schema), "ts", subtask=i, parallelism=2) for i in range(2)]
+    assert [r.splits for r in readers] == [["s0", "s2", "s4"], ["s1", "s3"]]
+    lonely = SourceReader(Splits({}, schema), "ts", subtask=5, parallelism=6)
+    assert lonely.splits == [] and list(lonely)[-1][1].timestamp == MAX_WATERMARK  # no split: MAX at once
+
+
 def test_watermark_never_moves_back():
     marks = SplitWatermarks(["a"])
     assert marks.observe("a", 10 * SECOND) == 10 * SECOND

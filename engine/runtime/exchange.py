@@ -1,0 +1,217 @@
+"""Channels between the workers of a parallel job: where rows go, and how they travel.
+
+An edge into subtask j of an operator is one *channel* per upstream subtask:
+forward edges stay in the worker (one channel), exchange edges — ``hash`` and
+``broadcast`` edges, and every edge into a keyed operator — have one channel
+from each of the N upstream subtasks. At a hash edge the upstream subtask
+splits each batch by key group (the stable hash of ``engine/state/key_groups``)
+into N parts; its own part goes straight into the local operator, the others
+go to the workers owning them.
+
+Between two workers every channel is multiplexed on one pipe, in order: a
+message is a fixed header (kind, consumer, input, value) followed, for data,
+by the batch's Arrow IPC body; a channel's schema travels once before its
+first batch (``Encoder``, ``Decoder``). A worker never blocks on a send: each
+peer has an ``Outbox`` whose thread writes to the pipe, while the worker's own
+loop keeps draining its incoming pipes — so two workers sending to each other
+cannot deadlock. A worker reads new source batches only while its outboxes are
+short (``Outbox.pending_bytes``), which bounds memory when one worker receives
+everything (all keys in its key groups).
+"""
+from __future__ import annotations
+
+import functools
+import queue
+import re
+import struct
+import threading
+from multiprocessing.connection import Connection
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.graph import Edge, OperatorNode
+from engine.state.key_groups import key_groups, subtask_for_key_group
+
+#: Operators whose state is keyed: every edge into them is an exchange by the edge's keys.
+KEYED_KINDS = frozenset({"window_aggregate", "window_join", "window_rank", "session_window", "group_aggregate",
+                         "interval_join", "over_aggregate", "stream_join", "temporal_join", "top_n"})
+#: The column in which rows cross to a window aggregate with their key groups (its own input column).
+KEY_GROUP_COLUMN = "__weir_key_group"
+#: The routing of an edge whose rows go to every subtask.
+BROADCAST = "broadcast"
+
+DATA, WATERMARK, BARRIER, SAVEPOINT_BARRIER, END, SCHEMA = range(6)
+#: kind, consumer operator (its index in the graph), input index, watermark or checkpoint id.
+HEADER = struct.Struct("<BHBq")
+#: Bytes a pipe between two workers holds (Linux's default is 64 KiB: a batch would need many round trips).
+PIPE_BYTES = 1 << 20
+
+
+def routing(consumer: OperatorNode, edge: Edge) -> tuple[str, ...] | str | None:
+    """How rows cross ``edge`` into ``consumer``: None (forward: they stay in the worker),
+    ``BROADCAST``, or the key columns of a hash exchange (``()``: every row to one subtask)."""
+    if edge.partitioning == "broadcast":
+        return BROADCAST
+    if edge.partitioning == "hash":
+        return tuple(edge.keys)
+    return () if consumer.kind in KEYED_KINDS else None
+
+
+_IDENTIFIER = re.compile(r'"((?:[^"]|"")*)"|([A-Za-z_][A-Za-z0-9_$]*)')
+
+
+def needed_columns(consumer: OperatorNode, schema: pa.Schema) -> list[str] | None:
+    """The input columns a window aggregate reads (keys, aggregate arguments and filters,
+    time column), so that only they cross the exchange; None to send every column.
+
+    Conservative: a column stays if its name appears as an identifier in any of those
+    expressions; an expression with ``*`` keeps them all."""
+    if consumer.kind != "window_aggregate":
+        return None
+    config = consumer.config
+    texts = [sql for _, sql in config.get("keys") or []]
+    texts += [a.get(k) or "" for a in config.get("aggregates") or [] for k in ("argument", "filter")]
+    texts.append(config["window"]["time_column"])
+    if any("*" in text for text in texts):
+        return None
+    names = set()
+    for text in texts:
+        for quoted, bare in _IDENTIFIER.findall(text):
+            names.add(quoted.replace('""', '"') if quoted else bare.lower())
+    keep = [n for n in schema.names if n in names or n.lower() in names]
+    return keep if len(keep) < len(schema.names) else None
+
+
+def carries_key_groups(consumer: OperatorNode, keys: tuple[str, ...]) -> bool:
+    """True where ``consumer`` is a window aggregate keyed by exactly the exchange's key
+    columns: the key groups the exchange computes are then the operator's, and travel with
+    the rows (column ``KEY_GROUP_COLUMN``) instead of being hashed a second time."""
+    if consumer.kind != "window_aggregate" or not keys:
+        return False
+    referenced = []
+    for _, sql in consumer.config.get("keys") or []:
+        match = re.fullmatch(r'"((?:[^"]|"")*)"|([A-Za-z_][A-Za-z0-9_$]*)', sql.strip())
+        if match is None:
+            return False
+        referenced.append(match.group(1).replace('""', '"') if match.group(1) is not None else match.group(2))
+    return tuple(referenced) == tuple(keys)
+
+
+def split(batch: pa.RecordBatch, keys: tuple[str, ...], parallelism: int, max_parallelism: int,
+          with_key_groups: bool = False) -> list[pa.RecordBatch]:
+    """``batch`` cut by key group into one part per subtask (rows in order), like
+    ``key_groups.partition``; with ``with_key_groups`` each part carries its rows' groups."""
+    groups = key_groups(batch, list(keys), max_parallelism)
+    if with_key_groups:
+        batch = batch.append_column(KEY_GROUP_COLUMN, groups)
+    targets = pc.take(_owners(parallelism, max_parallelism), groups)
+    if parallelism <= 8:
+        return [batch.filter(pc.equal(targets, j)) for j in range(parallelism)]
+    order = pc.sort_indices(targets)
+    ordered, sorted_targets = batch.take(order), targets.take(order)
+    bounds = [pc.index(sorted_targets, j).as_py() for j in range(parallelism)]
+    out = []
+    for j in range(parallelism):
+        start = next((b for b in bounds[j:] if b >= 0), batch.num_rows)
+        end = next((b for b in bounds[j + 1:] if b >= 0), batch.num_rows)
+        out.append(ordered.slice(start, end - start if bounds[j] >= 0 else 0))
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _owners(parallelism: int, max_parallelism: int) -> pa.Array:
+    """Key group -> the subtask owning it."""
+    return pa.array([subtask_for_key_group(g, parallelism, max_parallelism) for g in range(max_parallelism)],
+                    pa.int32())
+
+
+def widen(conn: Connection) -> None:
+    """Let the pipe behind ``conn`` hold PIPE_BYTES, where the system allows it."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(conn.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
+    except (ImportError, OSError):
+        pass  # not Linux, or above /proc/sys/fs/pipe-max-size: the default works, more slowly
+
+
+class Encoder:
+    """Messages to one peer. A channel's schema goes once (and again if it changes); a
+    batch is then its IPC record-batch body alone, serialised in one allocation."""
+
+    def __init__(self) -> None:
+        self._schemas: dict[tuple[int, int], pa.Schema] = {}
+
+    def control(self, kind: int, consumer: int, input_index: int, value: int) -> list:
+        return [HEADER.pack(kind, consumer, input_index, value)]
+
+    def data(self, consumer: int, input_index: int, batch: pa.RecordBatch) -> list:
+        out = []
+        if self._schemas.get((consumer, input_index)) != batch.schema:
+            self._schemas[consumer, input_index] = batch.schema
+            out += [HEADER.pack(SCHEMA, consumer, input_index, 0), batch.schema.serialize()]
+        return out + [HEADER.pack(DATA, consumer, input_index, 0), batch.serialize()]
+
+
+class Decoder:
+    """Messages from one peer, as ``Encoder`` wrote them."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self._schemas: dict[tuple[int, int], pa.Schema] = {}
+
+    def receive(self) -> tuple[int, int, int, int | pa.RecordBatch]:
+        """(kind, consumer, input index, watermark, checkpoint id or batch) of the next message."""
+        while True:
+            kind, consumer, input_index, value = HEADER.unpack(self.conn.recv_bytes())
+            if kind == SCHEMA:
+                self._schemas[consumer, input_index] = pa.ipc.read_schema(pa.py_buffer(self.conn.recv_bytes()))
+                continue
+            if kind == DATA:
+                body = pa.py_buffer(self.conn.recv_bytes())
+                return kind, consumer, input_index, pa.ipc.read_record_batch(body, self._schemas[consumer, input_index])
+            return kind, consumer, input_index, value
+
+
+class Outbox:
+    """Messages to one peer worker, written to its pipe by a thread of their own."""
+
+    def __init__(self, conn: Connection, name: str):
+        self.conn = conn
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._queued = 0  # bytes put (main thread only)
+        self._sent = 0  # bytes written (sender thread only)
+        self.broken = False
+        self._thread = threading.Thread(target=self._send_all, name=name, daemon=True)
+        self._thread.start()
+
+    @property
+    def pending_bytes(self) -> int:
+        return self._queued - self._sent
+
+    def put(self, parts: list) -> None:
+        """Queue one message: its parts are written one after another."""
+        size = sum(len(p) if isinstance(p, bytes) else p.size for p in parts)
+        self._queued += size
+        self._queue.put((parts, size))
+
+    def close(self) -> None:
+        """Send what is queued, then close the pipe (the peer sees its end)."""
+        self._queue.put(None)
+        self._thread.join()
+        self.conn.close()
+
+    def _send_all(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            parts, size = item
+            if not self.broken:
+                try:
+                    for part in parts:
+                        self.conn.send_bytes(part)
+                except (BrokenPipeError, OSError):
+                    self.broken = True  # the peer is gone: the coordinator fails or stops the job
+            self._sent += size

@@ -1,0 +1,480 @@
+"""One worker of a parallel job: subtask i of every operator, with channels to the others.
+
+The worker reads its share of the source splits (``SourceReader`` with
+subtask and parallelism), pushes each batch depth first through its
+operators, and at an exchange edge (``exchange.routing``) keeps its own part
+and queues the others for the workers owning them. Each task (an operator in
+this worker) has input channels, one per upstream subtask at an exchange;
+its watermark is the minimum over them, so it never passes a row still on its
+way from another worker.
+
+Checkpoint n, with aligned barriers (Chandy–Lamport, as in Flink):
+
+1. The coordinator asks every worker for barrier n. At its next batch boundary
+   the worker *injects* it: each source records its splits' offsets and
+   watermarks and passes the barrier to its consumers.
+2. A task passes barrier n once n has arrived on every input channel (a
+   channel that ended counts; ``BarrierAligner``). Until then a channel that
+   delivered n is blocked: what it brings is buffered, since it belongs after
+   the snapshot. Passing n: the task snapshots its operator (a sink
+   pre-commits), sends n down every output channel, then drains its buffers.
+3. A task that has finished (every input ended) takes part with its final
+   state, which no later input can change.
+4. When every task of the worker has passed n, the worker sends the lot to
+   the coordinator; when the coordinator has written n it sends ``complete``
+   and the worker commits its sinks' output.
+
+At the end of the input every task finishes once all its channels have
+ended; the worker sends its final snapshot and, once the coordinator has
+written the final checkpoint, commits and reports its metrics.
+"""
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+
+import pyarrow as pa
+
+from engine import faults
+from engine.checkpoint.alignment import BarrierAligner
+from engine.checkpoint.coordinator import RestorePoint
+from engine.connectors.options import parse_size
+from engine.errors import JobCancelled
+from engine.messages import MAX_WATERMARK, MIN_WATERMARK, Barrier
+from engine.runtime.exchange import (
+    BARRIER, BROADCAST, DATA, END, SAVEPOINT_BARRIER, WATERMARK, Decoder, Encoder, Outbox, carries_key_groups,
+    needed_columns, routing, split, widen,
+)
+from engine.runtime.local import JobResult, LocalExecutor, _Task
+
+#: The id under which a worker stages its final output.
+FINAL = 2**62
+#: Read no new source batch while this many bytes wait to be sent to one peer (the default).
+OUTBOX_LIMIT = "32MB"
+#: Source steps after which a task fed by an exchange hands over what it gathered (see ``_flush``).
+FLUSH_STEPS = 4
+#: Messages taken from one peer before the worker looks at its own sources again.
+RECEIVE_BURST = 16
+
+
+@dataclass
+class _Route:
+    consumer: _Task
+    input_index: int
+    #: None (forward), BROADCAST, or the hash keys.
+    keys: tuple[str, ...] | str | None
+    #: The consumer's first channel for this input.
+    offset: int
+    #: The columns that cross the exchange (None: all; see ``exchange.needed_columns``).
+    columns: list[str] | None = None
+    #: The rows' key groups go along (``exchange.carries_key_groups``).
+    with_key_groups: bool = False
+
+
+@dataclass
+class _Inputs:
+    """A task's input channels: their watermarks, barrier alignment and held-back messages."""
+
+    input_of: list[int]
+    watermarks: list[int]
+    aligner: BarrierAligner
+    buffers: list[deque]
+    #: Input index -> rows from exchange channels not yet given to the operator (see ``_flush``).
+    pending: dict[int, list] = field(default_factory=dict)
+    pending_rows: int = 0
+    #: The minimum over the channels' watermarks, once it has passed the operator's.
+    watermark_due: int = MIN_WATERMARK
+    #: The worker's source step at the last flush.
+    flushed_at: int = 0
+    #: Inputs whose channels come from every worker.
+    exchanged: frozenset = frozenset()
+    ended: set[int] = field(default_factory=set)
+
+
+@dataclass
+class _Record:
+    """What this worker hands over for checkpoint n."""
+
+    kind: str
+    passed: set[str] = field(default_factory=set)
+    sources: dict = field(default_factory=dict)
+    snapshots: dict = field(default_factory=dict)
+    #: The coordinator's request reached this worker (a barrier from a peer may come first).
+    injected: bool = False
+
+
+class SubtaskExecutor(LocalExecutor):
+    def __init__(self, graph, *, subtask: int, parallelism: int, control: Connection,
+                 peers_in: dict[int, Connection], peers_out: dict[int, Connection],
+                 restore: dict | None = None, state_backend: str = "duckdb", spill_dir: str | None = None):
+        super().__init__(graph, subtask=subtask, parallelism=parallelism, state_backend=state_backend,
+                         spill_dir=spill_dir, sinks_prepared=True)
+        self.conn = control
+        self.peers_in = dict(peers_in)
+        self.decoders = {j: Decoder(conn) for j, conn in peers_in.items()}
+        for conn in [*peers_in.values(), *peers_out.values()]:
+            widen(conn)
+        self.outboxes = {j: Outbox(conn, f"weir-send-{subtask}-{j}") for j, conn in peers_out.items()}
+        self.encoders = {j: Encoder() for j in peers_out}
+        self._restore_payload = restore
+        self.max_parallelism = int(graph.settings.get("pipeline.max-parallelism", 128))
+        #: Rows gathered from exchange channels before an operator sees them: two source batches
+        #: worth (measured on the tumble bench: 1x calls the operators too often, 4x is slower again).
+        self.coalesce_rows = 2 * int(graph.settings.get("weir.source.batch-size", 65536))
+        self.outbox_limit = parse_size("weir.exchange.buffer-size",
+                                       graph.settings.get("weir.exchange.buffer-size", OUTBOX_LIMIT))
+        self._records: dict[int, _Record] = {}
+        self._to_inject: list[tuple[int, str]] = []
+        self._final_sent = False
+        self._final_committed = False
+        self._streams: dict[str, object] = {}
+        #: The coordinator counts batches for 'weir.checkpointing.interval-batches': report every step.
+        self._progress_every = 0.0 if graph.settings.get("weir.checkpointing.interval-batches") else 0.1
+
+    # -- setup ---------------------------------------------------------------------
+    def _wire(self) -> None:
+        self._order = list(self.tasks.values())
+        for index, task in enumerate(self._order):
+            task.wire = index
+            task.finished = False
+            task.routes = []
+            if not task.node.inputs:
+                task.inputs = None
+                continue
+            input_of, offsets, exchanged = [], [], set()
+            for i, edge in enumerate(task.node.inputs):
+                offsets.append(len(input_of))
+                width = 1 if routing(task.node, edge) is None else self.parallelism
+                input_of += [i] * width
+                if width > 1:
+                    exchanged.add(i)
+            task.offsets = offsets
+            task.inputs = _Inputs(input_of, [MIN_WATERMARK] * len(input_of), BarrierAligner(len(input_of)),
+                                  [deque() for _ in input_of], exchanged=frozenset(exchanged))
+        for task in self._order:
+            for i, edge in enumerate(task.node.inputs):
+                keys = routing(task.node, edge)
+                schema = self.tasks[edge.source].node.output_schema
+                columns = None if keys is None else needed_columns(task.node, schema)
+                if columns is not None and keys != BROADCAST:
+                    columns = [n for n in schema.names if n in columns or n in keys]
+                carry = keys not in (None, BROADCAST) and carries_key_groups(task.node, keys)
+                self.tasks[edge.source].routes.append(_Route(task, i, keys, task.offsets[i], columns, carry))
+
+    # -- the job ---------------------------------------------------------------------
+    def run(self) -> JobResult:
+        self._build()
+        self._wire()
+        started = self._started = time.perf_counter()
+        operators = [t for t in self._order if t.operator is not None]
+        try:
+            if self._restore_payload is not None:
+                states = self._restore_payload["states"]
+                self._restore(RestorePoint(None, self._restore_payload["sources"], False, {},
+                                           lambda operator_id: states.get(operator_id, [])))
+            for task in self.tasks.values():
+                if task.node.kind == "sink":
+                    task.operator.resuming = True
+            for task in operators:
+                self._call(task, task.operator.open)
+            self._streams = {t.node.id: iter(t.reader) for t in self._order if t.reader}
+            self._loop()
+        finally:
+            for task in operators:
+                task.operator.close()
+        if self._final_committed:
+            for outbox in self.outboxes.values():
+                outbox.close()
+        return self._result(time.perf_counter() - started)
+
+    def _loop(self) -> None:
+        next_progress = 0.0
+        while not self._final_committed:
+            self._control()
+            if self._stop_requested or self._final_committed:
+                return
+            while self._to_inject:
+                self._inject(*self._to_inject.pop(0))
+            self._receive()
+            if self._streams and self._room():
+                self._read_step()
+                self._flush_all(older_than=FLUSH_STEPS)
+                faults.reach("batch")
+                if time.perf_counter() >= next_progress:
+                    self._progress()
+                    next_progress = time.perf_counter() + self._progress_every
+                continue
+            if self._flush_all():
+                continue  # nothing to read: hand over what was gathered before waiting
+            if not self._final_sent and all(t.finished for t in self._order):
+                self._progress()
+                self._send_final()
+            # Nothing to read: wait for a peer or the coordinator (briefly, if only the outboxes are full).
+            timeout = 0.002 if self._streams else 1.0
+            wait([*self.peers_in.values(), self.conn], timeout=timeout)
+
+    def _room(self) -> bool:
+        return all(o.pending_bytes < self.outbox_limit for o in self.outboxes.values())
+
+    def _read_step(self) -> None:
+        self.step += 1
+        for node_id in list(self._streams):
+            task = self.tasks[node_id]
+            step = self._call(task, next, self._streams[node_id], None)
+            if step is None:
+                del self._streams[node_id]
+                self._finish(task)
+                continue
+            batch, watermark = step
+            if batch is not None:
+                self._output(task, [batch])
+            if watermark is not None and watermark.timestamp > task.watermark:
+                task.watermark = watermark.timestamp
+                self._control_out(task, WATERMARK, watermark.timestamp)
+
+    # -- the coordinator ----------------------------------------------------------------
+    def _control(self) -> None:
+        while self.conn.poll():
+            message = self.conn.recv()
+            kind = message[0]
+            if kind == "barrier":
+                self._to_inject.append((message[1], message[2]))
+            elif kind == "complete":
+                checkpoint_id, final = message[1], message[2]
+                self.commit(FINAL if final else checkpoint_id)
+                if final:
+                    self._final_committed = True
+            elif kind == "stop":
+                self._stop_requested = True
+            elif kind == "cancel":
+                raise JobCancelled(f"job {self.graph.name} was cancelled")
+
+    def _progress(self) -> None:
+        readers = [t.reader for t in self._order if t.reader]
+        watermark = min((t.watermark for t in self._order if t.reader), default=MIN_WATERMARK)
+        self.conn.send(("progress", self.subtask, self.step, sum(r.rows_read for r in readers), watermark))
+
+    def _handles(self) -> dict:
+        return {sink_id: list(handles) for sink_id, handles in self.uncommitted.items()}
+
+    def _send_final(self) -> None:
+        self._final_sent = True
+        sources = {t.node.id: t.reader.position() for t in self._order if t.reader}
+        snapshots = {t.node.id: self._call(t, t.operator.snapshot)
+                     for t in self._order if t.operator is not None and t.node.kind != "sink"}
+        for task in self._order:
+            if task.node.kind == "sink":
+                self._pre_commit(task, FINAL)
+        self.conn.send(("snapshot", self.subtask, None, "checkpoint", True, sources, snapshots, self._handles()))
+
+    # -- checkpoints ----------------------------------------------------------------------
+    def _inject(self, checkpoint_id: int, kind: str) -> None:
+        """Barrier n enters this worker at its sources; finished tasks take part as they are."""
+        record = self._records.setdefault(checkpoint_id, _Record(kind))
+        barrier = Barrier(checkpoint_id, kind == "savepoint")
+        record.injected = True
+        for task in self._order:
+            if task.finished and task.node.id not in record.passed:
+                self._snapshot(task, checkpoint_id)
+        for task in self._order:
+            if task.reader is not None and task.node.id not in record.passed:
+                self._snapshot(task, checkpoint_id)
+                self._control_out(task, SAVEPOINT_BARRIER if barrier.is_savepoint else BARRIER, checkpoint_id)
+        self._maybe_done(checkpoint_id)
+
+    def _snapshot(self, task: _Task, checkpoint_id: int) -> None:
+        record = self._records[checkpoint_id]
+        if task.reader is not None:
+            record.sources[task.node.id] = task.reader.position()
+        elif task.node.kind == "sink":
+            self._pre_commit(task, checkpoint_id)
+        else:
+            record.snapshots[task.node.id] = self._call(task, task.operator.snapshot)
+        record.passed.add(task.node.id)
+
+    def _pre_commit(self, task: _Task, checkpoint_id: int) -> None:
+        handle = self._call(task, task.operator.sink.pre_commit, checkpoint_id)
+        self.uncommitted.setdefault(task.node.id, []).append(handle)
+
+    def _maybe_done(self, checkpoint_id: int) -> None:
+        record = self._records.get(checkpoint_id)
+        if record is None or not record.injected or len(record.passed) < len(self._order):
+            return
+        del self._records[checkpoint_id]
+        self.conn.send(("snapshot", self.subtask, checkpoint_id, record.kind, False, record.sources,
+                        record.snapshots, self._handles()))
+
+    def _pass_barrier(self, task: _Task, barrier: Barrier) -> None:
+        n = barrier.checkpoint_id
+        self._records.setdefault(n, _Record("savepoint" if barrier.is_savepoint else "checkpoint"))
+        self._flush(task)
+        self._snapshot(task, n)
+        self._control_out(task, SAVEPOINT_BARRIER if barrier.is_savepoint else BARRIER, n)
+        self._drain(task)
+        self._maybe_done(n)
+
+    def _drain(self, task: _Task) -> None:
+        inputs = task.inputs
+        for channel, buffer in enumerate(inputs.buffers):
+            while buffer and not inputs.aligner.is_blocked(channel):
+                kind, value = buffer.popleft()
+                self._handle(task, channel, kind, value)
+
+    # -- channels -----------------------------------------------------------------------
+    def _receive(self) -> None:
+        ready = wait(list(self.peers_in.values()), timeout=0)
+        for conn in ready:
+            peer = next(j for j, c in self.peers_in.items() if c is conn)
+            for _ in range(RECEIVE_BURST):
+                try:
+                    kind, wire, input_index, value = self.decoders[peer].receive()
+                except (EOFError, OSError):
+                    del self.peers_in[peer]  # the peer finished (or died: the coordinator sees that)
+                    break
+                task = self._order[wire]
+                self._deliver(task, task.offsets[input_index] + peer, kind, value)
+                if not conn.poll():
+                    break
+
+    def _deliver(self, task: _Task, channel: int, kind: int, value) -> None:
+        inputs = task.inputs
+        if inputs.aligner.is_blocked(channel):
+            inputs.buffers[channel].append((kind, value))
+        else:
+            self._handle(task, channel, kind, value)
+
+    def _handle(self, task: _Task, channel: int, kind: int, value) -> None:
+        inputs = task.inputs
+        if kind == DATA:
+            index = inputs.input_of[channel]
+            if index not in inputs.exchanged:
+                self._process(task, value, index)
+                return
+            inputs.pending.setdefault(index, []).append(value)
+            inputs.pending_rows += value.num_rows
+            if inputs.pending_rows >= self.coalesce_rows:
+                self._flush(task)
+        elif kind == WATERMARK:
+            self._channel_watermark(task, channel, value)
+        elif kind in (BARRIER, SAVEPOINT_BARRIER):
+            aligned = inputs.aligner.on_barrier(channel, Barrier(value, kind == SAVEPOINT_BARRIER))
+            if aligned is not None:
+                self._pass_barrier(task, aligned)
+        elif kind == END:
+            inputs.ended.add(channel)
+            self._channel_watermark(task, channel, MAX_WATERMARK)
+            aligned = inputs.aligner.on_end_of_input(channel)
+            if aligned is not None:
+                self._pass_barrier(task, aligned)
+            if len(inputs.ended) == len(inputs.input_of) and not task.finished:
+                self._finish(task)  # (draining after the barrier above may have finished it)
+
+    def _process(self, task: _Task, batch: pa.RecordBatch, index: int) -> None:
+        task.metrics.rows_in += batch.num_rows
+        self._output(task, self._call(task, task.operator.process_batch, batch, index))
+
+    def _flush(self, task: _Task) -> None:
+        """Hand the operator the rows gathered from exchange channels — one batch per input —
+        and then the watermark they have reached.
+
+        An exchange cuts every source batch into N parts and the channels' watermarks take
+        turns at being the minimum; called for each, an operator (whose cost is mostly per
+        call) would work N times as often as at parallelism 1. So a task fed by an exchange
+        gathers rows and watermark until it holds two source batches' worth of rows, the
+        worker has read ``FLUSH_STEPS`` source steps, has nothing else to do, or a barrier or
+        the end comes. Rows are always processed before the watermark that follows them, and a
+        watermark applied later can only find fewer rows late, never more."""
+        inputs = task.inputs
+        inputs.flushed_at = self.step
+        if inputs.pending_rows:
+            pending, inputs.pending, inputs.pending_rows = inputs.pending, {}, 0
+            for index, batches in sorted(pending.items()):
+                self._process(task, batches[0] if len(batches) == 1 else pa.concat_batches(batches), index)
+        if inputs.watermark_due > task.watermark:
+            self._apply_watermark(task, inputs.watermark_due)
+
+    def _due(self, task: _Task) -> bool:
+        inputs = task.inputs
+        return inputs is not None and bool(inputs.pending_rows or inputs.watermark_due > task.watermark)
+
+    def _flush_all(self, *, older_than: int = 0) -> bool:
+        """Flush every task with something gathered (upstream first); True if any had."""
+        flushed = False
+        for task in self._order:
+            if self._due(task) and self.step - task.inputs.flushed_at >= older_than:
+                self._flush(task)
+                flushed = True
+        return flushed
+
+    def _channel_watermark(self, task: _Task, channel: int, watermark: int) -> None:
+        inputs = task.inputs
+        if watermark <= inputs.watermarks[channel]:
+            return
+        inputs.watermarks[channel] = watermark
+        combined = min(inputs.watermarks)
+        if combined <= task.watermark:
+            return
+        if inputs.exchanged:
+            inputs.watermark_due = max(inputs.watermark_due, combined)  # applied by _flush
+        else:
+            self._apply_watermark(task, combined)
+
+    def _apply_watermark(self, task: _Task, watermark: int) -> None:
+        task.watermark = watermark
+        self._output(task, self._call(task, task.operator.process_watermark, watermark))
+        self._control_out(task, WATERMARK, watermark)
+
+    def _finish(self, task: _Task) -> None:
+        """Every input of ``task`` ended: flush it, take part in open checkpoints with its
+        final state, and end its output channels."""
+        task.finished = True
+        if task.inputs is not None:
+            self._flush(task)
+        if task.operator is not None and task.node.kind != "sink":
+            self._output(task, self._call(task, task.operator.finish))
+        for checkpoint_id, record in list(self._records.items()):
+            if task.node.id not in record.passed:
+                self._snapshot(task, checkpoint_id)
+        self._control_out(task, END, 0)
+        for checkpoint_id in list(self._records):
+            self._maybe_done(checkpoint_id)
+
+    def _output(self, task: _Task, batches: list[pa.RecordBatch]) -> None:
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            task.metrics.rows_out += batch.num_rows
+            for route in task.routes:
+                if route.keys is None:
+                    self._deliver(route.consumer, route.offset, DATA, batch)
+                    continue
+                sent = batch if route.columns is None else batch.select(route.columns)
+                if route.keys == BROADCAST:
+                    for j in range(self.parallelism):
+                        self._send(j, route, DATA, sent)
+                else:
+                    parts = split(sent, route.keys, self.parallelism, self.max_parallelism, route.with_key_groups)
+                    for j, part in enumerate(parts):
+                        if part.num_rows:
+                            self._send(j, route, DATA, part)
+
+    def _control_out(self, task: _Task, kind: int, value: int) -> None:
+        """A watermark, barrier or end of input down every output channel of ``task``."""
+        for route in task.routes:
+            if route.keys is None:
+                self._deliver(route.consumer, route.offset, kind, value)
+            else:
+                for j in range(self.parallelism):
+                    self._send(j, route, kind, value)
+
+    def _send(self, subtask: int, route: _Route, kind: int, value) -> None:
+        if subtask == self.subtask:
+            self._deliver(route.consumer, route.offset + subtask, kind, value)
+        elif kind == DATA:
+            self.outboxes[subtask].put(self.encoders[subtask].data(route.consumer.wire, route.input_index, value))
+        else:
+            self.outboxes[subtask].put(self.encoders[subtask].control(kind, route.consumer.wire, route.input_index,
+                                                                      value))
+
