@@ -67,8 +67,8 @@ def needed_columns(consumer: OperatorNode, schema: pa.Schema) -> list[str] | Non
 
     Conservative: a column stays if its name appears as an identifier in any of those
     expressions; an expression with ``*`` keeps them all."""
-    if consumer.kind != "window_aggregate":
-        return None
+    if consumer.kind != "window_aggregate" or consumer.config.get("late_rows"):
+        return None  # a late-rows table keeps the rows as they came
     config = consumer.config
     texts = [sql for _, sql in config.get("keys") or []]
     texts += [a.get(k) or "" for a in config.get("aggregates") or [] for k in ("argument", "filter")]

@@ -71,6 +71,8 @@ class _Route:
     columns: list[str] | None = None
     #: The rows' key groups go along (``exchange.carries_key_groups``).
     with_key_groups: bool = False
+    #: The upstream's output port the edge reads (``engine.graph.LATE_ROWS_PORT`` for late rows).
+    port: int = 0
 
 
 @dataclass
@@ -161,7 +163,8 @@ class SubtaskExecutor(LocalExecutor):
                 if columns is not None and keys != BROADCAST:
                     columns = [n for n in schema.names if n in columns or n in keys]
                 carry = keys not in (None, BROADCAST) and carries_key_groups(task.node, keys)
-                self.tasks[edge.source].routes.append(_Route(task, i, keys, task.offsets[i], columns, carry))
+                self.tasks[edge.source].routes.append(_Route(task, i, keys, task.offsets[i], columns, carry,
+                                                             edge.port))
 
     # -- the job ---------------------------------------------------------------------
     def run(self) -> JobResult:
@@ -441,12 +444,19 @@ class SubtaskExecutor(LocalExecutor):
         for checkpoint_id in list(self._records):
             self._maybe_done(checkpoint_id)
 
-    def _output(self, task: _Task, batches: list[pa.RecordBatch]) -> None:
+    def _emit(self, task: _Task, batches: list[pa.RecordBatch], port: int = 0) -> None:
+        """Late rows an operator dropped (``LocalExecutor._call``) go down its late-rows routes."""
+        self._output(task, batches, port)
+
+    def _output(self, task: _Task, batches: list[pa.RecordBatch], port: int = 0) -> None:
         for batch in batches:
             if batch.num_rows == 0:
                 continue
-            task.metrics.rows_out += batch.num_rows
+            if port == 0:
+                task.metrics.rows_out += batch.num_rows
             for route in task.routes:
+                if route.port != port:
+                    continue
                 if route.keys is None:
                     self._deliver(route.consumer, route.offset, DATA, batch)
                     continue

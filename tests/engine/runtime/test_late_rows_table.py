@@ -84,4 +84,7 @@ def test_late_rows_of_a_topn_and_a_join_land_in_the_table(inputs, tmp_path, para
 def test_parallelism_does_not_change_the_late_rows(inputs, tmp_path):
     one, _ = run(inputs, tmp_path / "p1", 1)
     two, _ = run(inputs, tmp_path / "p2", 2)
-    assert one == two
+    # The same rows, each behind the watermark; how far behind depends on how the workers'
+    # splits interleave (the watermark a row met is the minimum over the exchange's channels).
+    assert [row[:5] for row in one] == [row[:5] for row in two]
+    assert all(row[5] > row[3] for row in two)
