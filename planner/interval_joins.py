@@ -40,6 +40,7 @@ from planner.joins import (
     _WindowJoinPlanner,
     conjuncts,
     output_names,
+    project_joined,
 )
 from planner.expressions import Scope, bind, to_duckdb
 from planner.windows import format_duration as _format_duration
@@ -204,19 +205,8 @@ def plan_interval_join(qp: "QueryPlanner", select: exp.Select, pipeline: str) ->
     node = qp.builder.add(pipeline, "interval_join", config, scope.schema, edges, description)
     joined = Stream(node.id, scope.schema, frozenset({left_time, right_out}), f"{left.alias} JOIN {right.alias}")
 
-    outer = select.copy()
-    outer.set("joins", None)
     where = select.args.get("where")
-    filters = ([where.this] if where is not None else []) + residual
-    outer.set("where", exp.Where(this=exp.and_(*filters)) if filters else None)
-    items = []
-    for item in outer.expressions:
-        if isinstance(item, exp.Star) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star)):
-            items.extend(scope.star(item))
-        else:
-            items.append(item)
-    outer.set("expressions", items)
-    return qp._plan_calc(outer, joined, scope, pipeline)
+    return project_joined(qp, select, joined, scope, ([where.this] if where is not None else []) + residual, pipeline)
 
 
 def _split_condition(qp: "QueryPlanner", condition: exp.Expression, scope: JoinScope):

@@ -35,7 +35,7 @@ from engine.changelog import ROW_KIND
 from engine.graph import Edge, JobGraph
 from engine.sql_eval import INPUT
 from planner.changelog import require_append_only
-from planner.expressions import Scope, position, quote, to_duckdb
+from planner.expressions import Scope, contains_aggregate, position, quote, to_duckdb
 from planner.graph_builder import Stream
 from planner.types import sql_name
 from sql.errors import Problem
@@ -506,7 +506,12 @@ def plan_window_join(qp: "QueryPlanner", select: exp.Select, pipeline: str) -> S
              for r, k in ((left, left_keys), (right, right_keys))]
     node = qp.builder.add(pipeline, "window_join", config, scope.schema, edges, description)
     joined = Stream(node.id, scope.schema, frozenset(), f"{left.alias} JOIN {right.alias}")
+    return project_joined(qp, select, joined, scope, remaining, pipeline)
 
+
+def project_joined(qp: "QueryPlanner", select: exp.Select, joined: Stream, scope: JoinScope, remaining: list[exp.Expression],
+                   pipeline: str) -> Stream:
+    """The SELECT list and the WHERE terms left over, as a calc over the join's output."""
     outer = select.copy()
     outer.set("joins", None)
     outer.set("where", exp.Where(this=exp.and_(*remaining)) if remaining else None)
@@ -517,7 +522,13 @@ def plan_window_join(qp: "QueryPlanner", select: exp.Select, pipeline: str) -> S
         else:
             items.append(item)
     outer.set("expressions", items)
+    if outer.args.get("group") is not None or any(contains_aggregate(e) for e in
+                                                    [*outer.expressions, outer.args.get("having") or exp.Null()]):
+        from planner.group_aggregate import plan_group_aggregate  # GROUP BY over the join: updating
+
+        return plan_group_aggregate(qp, outer, joined, scope, pipeline)
     return qp._plan_calc(outer, joined, scope, pipeline)
+
 
 
 def _join_clause(qp: "QueryPlanner", join: exp.Join) -> tuple[str, exp.Expression, exp.Expression]:

@@ -32,9 +32,9 @@ from sqlglot import exp
 from engine.changelog import ROW_KIND, ROW_KIND_TYPE
 from engine.graph import Edge, schema_to_json
 from engine.sql_eval import INPUT
-from planner.expressions import bind, contains_aggregate, to_duckdb
+from planner.expressions import bind, to_duckdb
 from planner.graph_builder import Stream
-from planner.joins import DESCRIBED_TYPES, JoinScope, Relation, output_names
+from planner.joins import DESCRIBED_TYPES, JoinScope, Relation, output_names, project_joined
 from sql.errors import Problem, WeirSqlError
 from sql.intervals import parse_duration
 
@@ -102,27 +102,6 @@ def plan_regular_join(planner: "_WindowJoinPlanner", join_type: str, left: Relat
     node = qp.builder.add(planner.pipeline, "stream_join", config, schema, edges, description, label="join")
     joined = Stream(node.id, schema, frozenset(), f"{left.alias} JOIN {right.alias}", append_only=not changelog)
     return project_joined(qp, select, joined, scope, remaining, planner.pipeline)
-
-
-def project_joined(qp, select: exp.Select, joined: Stream, scope: JoinScope, remaining: list[exp.Expression],
-                   pipeline: str) -> Stream:
-    """The SELECT list and the WHERE terms left over, as a calc over the join's output."""
-    outer = select.copy()
-    outer.set("joins", None)
-    outer.set("where", exp.Where(this=exp.and_(*remaining)) if remaining else None)
-    items = []
-    for item in outer.expressions:
-        if isinstance(item, exp.Star) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star)):
-            items.extend(scope.star(item))
-        else:
-            items.append(item)
-    outer.set("expressions", items)
-    if outer.args.get("group") is not None or any(contains_aggregate(e) for e in
-                                                    [*outer.expressions, outer.args.get("having") or exp.Null()]):
-        from planner.group_aggregate import plan_group_aggregate  # GROUP BY over the join: updating
-
-        return plan_group_aggregate(qp, outer, joined, scope, pipeline)
-    return qp._plan_calc(outer, joined, scope, pipeline)
 
 
 def _push_down(terms: list[exp.Expression], relations: tuple[Relation, Relation], qp, pipeline: str

@@ -23,8 +23,7 @@ from engine.changelog import ROW_KIND, ROW_KIND_TYPE
 from engine.graph import Edge, schema_to_json
 from planner.expressions import bind, to_duckdb
 from planner.graph_builder import Stream
-from planner.joins import JoinScope, Relation, _join_clause, _WindowJoinPlanner, output_names
-from planner.stream_joins import project_joined
+from planner.joins import JoinScope, Relation, _join_clause, _WindowJoinPlanner, output_names, project_joined
 from sql.errors import Problem
 
 if TYPE_CHECKING:

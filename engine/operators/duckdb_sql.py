@@ -53,6 +53,14 @@ def create_table_from_arrow(con: duckdb.DuckDBPyConnection, name: str, table: pa
         con.unregister("restored_state")
 
 
+def snapshot_tables(con: duckdb.DuckDBPyConnection, names, ctx, *, version: int, watermark: int,
+                    order: str = "key_group") -> dict[str, Any]:
+    """A keyed operator's snapshot: its state tables ordered by key group (then ``order``'s other
+    columns), with the snapshot version, watermark and max parallelism (``engine.state.keyed_tables``)."""
+    tables = {name: query_arrow(con, f"SELECT * FROM {name} ORDER BY {order}", ctx.operator_id) for name in names}
+    return {"version": version, "watermark": watermark, "max_parallelism": ctx.max_parallelism, "tables": tables}
+
+
 def _failure(exc: duckdb.Error, sql: str, operator_id: str) -> EngineError:
     return EngineError(
         f"DuckDB failed: {exc}",

@@ -50,7 +50,7 @@ from engine.errors import EngineError
 from engine.operators.accumulators import AggregateCall
 from engine.operators.base import Operator, OperatorContext
 from engine.operators.batches import conform
-from engine.operators.duckdb_sql import create_table_from_arrow, execute, query_arrow, quote_ident
+from engine.operators.duckdb_sql import create_table_from_arrow, execute, query_arrow, quote_ident, snapshot_tables
 from engine.state.key_groups import key_groups
 from engine.state.keyed_tables import merge_snapshots, owned_tables
 
@@ -315,10 +315,8 @@ class GroupAggregate(Operator):
         """``{"version", "watermark", "max_parallelism", "tables": {name: pa.Table}}``;
         every table has a ``key_group`` column and is ordered by it."""
         self.open()
-        tables = {name: query_arrow(self.con, f"SELECT * FROM {name} ORDER BY key_group", self.ctx.operator_id)
-                  for name in self._tables() if self._exists(name)}
-        return {"version": SNAPSHOT_VERSION, "watermark": 0, "max_parallelism": self.ctx.max_parallelism,
-                "tables": tables}
+        return snapshot_tables(self.con, [n for n in self._tables() if self._exists(n)], self.ctx,
+                               version=SNAPSHOT_VERSION, watermark=0)
 
     @staticmethod
     def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:

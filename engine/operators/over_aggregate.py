@@ -44,7 +44,7 @@ from engine.operators.accumulators import AGGREGATE_FUNCTIONS
 from engine.operators.base import Operator, OperatorContext
 from engine.operators.batches import conform
 from engine.operators.clock import EventTimeClock
-from engine.operators.duckdb_sql import create_table_from_arrow, execute, int_literal, query_arrow
+from engine.operators.duckdb_sql import create_table_from_arrow, execute, int_literal, query_arrow, snapshot_tables
 from engine.state.key_groups import key_groups
 from engine.state.keyed_tables import merge_snapshots, owned_tables
 
@@ -275,10 +275,8 @@ class OverAggregate(Operator):
     # -- checkpoints ---------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
         self.open()
-        tables = {name: query_arrow(self.con, f"SELECT * FROM {name} ORDER BY key_group", self.ctx.operator_id)
-                  for name in STATE_TABLES}
-        return {"version": SNAPSHOT_VERSION, "watermark": self.clock.watermark,
-                "max_parallelism": self.ctx.max_parallelism, "tables": tables}
+        return snapshot_tables(self.con, STATE_TABLES, self.ctx, version=SNAPSHOT_VERSION,
+                               watermark=self.clock.watermark)
 
     @staticmethod
     def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:

@@ -53,7 +53,14 @@ from engine.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER
 from engine.errors import EngineError
 from engine.operators.base import Operator, OperatorContext
 from engine.operators.batches import conform
-from engine.operators.duckdb_sql import create_table_from_arrow, execute, int_literal, query_arrow, quote_ident
+from engine.operators.duckdb_sql import (
+    create_table_from_arrow,
+    execute,
+    int_literal,
+    query_arrow,
+    quote_ident,
+    snapshot_tables,
+)
 from engine.graph import schema_from_json
 from engine.state.key_groups import key_groups
 from engine.state.keyed_tables import merge_snapshots, owned_tables
@@ -307,10 +314,8 @@ class StreamJoin(Operator):
     def snapshot(self) -> dict[str, Any]:
         """``{"version", "watermark", "max_parallelism", "tables"}``, tables ordered by key group."""
         self.open()
-        tables = {side.table: query_arrow(self.con, f"SELECT * FROM {side.table} ORDER BY key_group, _rid",
-                                          self.ctx.operator_id) for side in self.sides}
-        return {"version": SNAPSHOT_VERSION, "watermark": 0, "max_parallelism": self.ctx.max_parallelism,
-                "tables": tables}
+        return snapshot_tables(self.con, STATE_TABLES, self.ctx, version=SNAPSHOT_VERSION, watermark=0,
+                               order="key_group, _rid")
 
     @staticmethod
     def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:

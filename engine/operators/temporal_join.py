@@ -32,7 +32,14 @@ from engine.graph import schema_from_json
 from engine.operators.base import Operator, OperatorContext
 from engine.operators.batches import conform
 from engine.operators.clock import EventTimeClock
-from engine.operators.duckdb_sql import create_table_from_arrow, execute, int_literal, query_arrow, quote_ident
+from engine.operators.duckdb_sql import (
+    create_table_from_arrow,
+    execute,
+    int_literal,
+    query_arrow,
+    quote_ident,
+    snapshot_tables,
+)
 from engine.state.key_groups import key_groups
 from engine.state.keyed_tables import merge_snapshots, owned_tables
 
@@ -138,10 +145,8 @@ class TemporalJoin(Operator):
 
     def snapshot(self) -> dict[str, Any]:
         self.open()
-        tables = {t: query_arrow(self.con, f"SELECT * FROM {t} ORDER BY key_group, _ts", self.ctx.operator_id)
-                  for t in TABLES}
-        return {"version": SNAPSHOT_VERSION, "watermark": self.clock.watermark,
-                "max_parallelism": self.ctx.max_parallelism, "tables": tables}
+        return snapshot_tables(self.con, TABLES, self.ctx, version=SNAPSHOT_VERSION, watermark=self.clock.watermark,
+                               order="key_group, _ts")
 
     @staticmethod
     def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:

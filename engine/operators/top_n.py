@@ -42,7 +42,7 @@ from engine.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER
 from engine.errors import EngineError
 from engine.operators.base import Operator, OperatorContext
 from engine.operators.batches import conform
-from engine.operators.duckdb_sql import execute, int_literal, query_arrow, quote_ident
+from engine.operators.duckdb_sql import execute, int_literal, query_arrow, quote_ident, snapshot_tables
 from engine.state.key_groups import key_groups
 from engine.state.keyed_tables import merge_snapshots, owned_tables
 
@@ -192,12 +192,8 @@ class TopN(Operator):
     # -- checkpoints ------------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
         self.open()
-        tables = {}
-        if self._created:
-            tables[TABLE] = query_arrow(self.con, f"SELECT * FROM {TABLE} ORDER BY key_group, _rid",
-                                        self.ctx.operator_id)
-        return {"version": SNAPSHOT_VERSION, "watermark": 0, "max_parallelism": self.ctx.max_parallelism,
-                "tables": tables}
+        return snapshot_tables(self.con, [TABLE] if self._created else [], self.ctx, version=SNAPSHOT_VERSION,
+                               watermark=0, order="key_group, _rid")
 
     @staticmethod
     def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
