@@ -12,6 +12,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from engine.operators.duckdb_sql import execute
 from engine.state.key_groups import range_for_subtask
 
 
@@ -103,3 +104,29 @@ class Operator:
 
     def close(self) -> None:
         """Release resources; called after finish or on failure."""
+
+
+class StateOperator(Operator):
+    """An operator whose state lives in tables of a private DuckDB database
+    (``OperatorContext.state_connection``), opened on first use."""
+
+    def __init__(self, config: dict[str, Any], ctx: OperatorContext):
+        super().__init__(config, ctx)
+        self.con: duckdb.DuckDBPyConnection | None = None
+
+    def open(self) -> None:
+        if self.con is None:
+            self.con = self.ctx.state_connection()
+            self.create_state()
+
+    def create_state(self) -> None:
+        """Create what a fresh connection needs (state tables, a side input); nothing by default."""
+
+    def close(self) -> None:
+        if self.con is not None:
+            self.con.close()
+            self.con = None
+
+    def _run(self, sql: str) -> list[tuple[Any, ...]]:
+        """Run a statement on the state connection (errors name the operator)."""
+        return execute(self.con, sql, self.ctx.operator_id)

@@ -48,9 +48,9 @@ import pyarrow as pa
 from engine.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER, UPDATE_BEFORE
 from engine.errors import EngineError
 from engine.operators.accumulators import AggregateCall
-from engine.operators.base import Operator, OperatorContext
+from engine.operators.base import OperatorContext, StateOperator
 from engine.operators.batches import conform
-from engine.operators.duckdb_sql import create_table_from_arrow, execute, query_arrow, quote_ident, snapshot_tables
+from engine.operators.duckdb_sql import create_table_from_arrow, query_arrow, quote_ident, snapshot_tables
 from engine.state.key_groups import key_groups
 from engine.state.keyed_tables import merge_snapshots, owned_tables
 
@@ -74,7 +74,7 @@ class _ValueSet:
         self.filter_column = f"__df{index}" if filter is not None else None
 
 
-class GroupAggregate(Operator):
+class GroupAggregate(StateOperator):
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
         oid = ctx.operator_id
@@ -98,7 +98,6 @@ class GroupAggregate(Operator):
         # A global aggregate has one group: the constant key 0.
         self.key_sql = [sql for _, sql in self.keys] or ["0"]
         self.key_columns = [f"__k{i}" for i in range(len(self.key_sql))]
-        self.con = None
 
     def _value_set(self, call: AggregateCall) -> _ValueSet:
         for v in self.value_sets:
@@ -109,18 +108,6 @@ class GroupAggregate(Operator):
         return v
 
     # -- lifecycle -----------------------------------------------------------
-    def open(self) -> None:
-        if self.con is None:
-            self.con = self.ctx.state_connection()
-
-    def close(self) -> None:
-        if self.con is not None:
-            self.con.close()
-            self.con = None
-
-    def _run(self, sql: str) -> None:
-        execute(self.con, sql, self.ctx.operator_id)
-
     def _tables(self) -> list[str]:
         return [ACCUMULATORS, *(v.table for v in self.value_sets)]
 

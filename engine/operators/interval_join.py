@@ -47,10 +47,10 @@ import pyarrow.compute as pc
 
 from engine.errors import EngineError
 from engine.messages import MAX_WATERMARK, MIN_WATERMARK
-from engine.operators.base import Operator, OperatorContext
+from engine.operators.base import OperatorContext, StateOperator
 from engine.operators.batches import conform
 from engine.operators.clock import EventTimeClock
-from engine.operators.duckdb_sql import create_table_from_arrow, execute, int_literal, query_arrow, snapshot_tables
+from engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow, snapshot_tables
 from engine.state.key_groups import key_groups
 from engine.state.keyed_tables import merge_snapshots, owned_tables
 
@@ -87,7 +87,7 @@ class _Side:
         return f"c{self.columns.index(name)}"
 
 
-class IntervalJoin(Operator):
+class IntervalJoin(StateOperator):
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
         oid = ctx.operator_id
@@ -113,15 +113,9 @@ class IntervalJoin(Operator):
         #: Which sides keep their unmatched rows (padded with NULLs).
         self.outer = [self.join_type in ("left", "full"), self.join_type in ("right", "full")]
         self.clock = EventTimeClock()
-        self.con = None
 
     # -- lifecycle -----------------------------------------------------------
-    def open(self) -> None:
-        if self.con is None:
-            self.con = self.ctx.state_connection()
-            self._create_tables()
-
-    def _create_tables(self) -> None:
+    def create_state(self) -> None:
         fields = list(self.ctx.output_schema)
         start = 0
         for side in self.sides:
@@ -131,14 +125,6 @@ class IntervalJoin(Operator):
                                 pa.field(MATCHED, pa.bool_()),
                                 *(f.with_name(f"c{i}") for i, f in enumerate(own))])
             create_table_from_arrow(self.con, side.table, schema.empty_table(), self.ctx.operator_id)
-
-    def close(self) -> None:
-        if self.con is not None:
-            self.con.close()
-            self.con = None
-
-    def _run(self, sql: str) -> list[tuple]:
-        return execute(self.con, sql, self.ctx.operator_id)
 
     def output_watermark(self, watermark: int) -> int:
         """Rows emitted at watermark ``w`` are no older than ``w - max(hi, -lo, 0)``."""

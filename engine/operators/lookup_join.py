@@ -33,7 +33,7 @@ import pyarrow as pa
 from engine.changelog import ROW_KIND
 from engine.errors import EngineError
 from engine.graph import schema_from_json
-from engine.operators.base import Operator, OperatorContext
+from engine.operators.base import OperatorContext, StateOperator
 from engine.operators.batches import conform
 from engine.operators.duckdb_sql import execute, query_arrow, quote_ident
 
@@ -42,7 +42,7 @@ SIDE_INPUT = "lookup_rows"
 DATABASE = "lookup_db"
 
 
-class LookupJoin(Operator):
+class LookupJoin(StateOperator):
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
         oid = ctx.operator_id
@@ -62,21 +62,11 @@ class LookupJoin(Operator):
             raise EngineError(f"a lookup join is INNER or LEFT, not {self.join_type!r}", operator_id=oid)
         self.residual = config.get("residual") or None
         self.connector = self.options.get("connector")
-        self.con = None
 
-    def open(self) -> None:
-        if self.con is not None:
+    def create_state(self) -> None:
+        """A file is read once, as a side input; a duckdb table is queried per batch."""
+        if self.connector == "duckdb":
             return
-        self.con = self.ctx.state_connection()
-        if self.connector != "duckdb":
-            self._load_side_input()
-
-    def close(self) -> None:
-        if self.con is not None:
-            self.con.close()
-            self.con = None
-
-    def _load_side_input(self) -> None:
         from engine.connectors.registry import create_source
 
         source = create_source(self.options, self.schema)

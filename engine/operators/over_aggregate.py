@@ -41,10 +41,10 @@ import pyarrow.compute as pc
 from engine.errors import EngineError
 from engine.messages import MIN_WATERMARK
 from engine.operators.accumulators import AGGREGATE_FUNCTIONS
-from engine.operators.base import Operator, OperatorContext
+from engine.operators.base import OperatorContext, StateOperator
 from engine.operators.batches import conform
 from engine.operators.clock import EventTimeClock
-from engine.operators.duckdb_sql import create_table_from_arrow, execute, int_literal, query_arrow, snapshot_tables
+from engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow, snapshot_tables
 from engine.state.key_groups import key_groups
 from engine.state.keyed_tables import merge_snapshots, owned_tables
 
@@ -57,7 +57,7 @@ FRAME_KINDS = ("rows", "range", "unbounded")
 ACCUMULATOR_TIME = MIN_WATERMARK
 
 
-class OverAggregate(Operator):
+class OverAggregate(StateOperator):
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
         oid = ctx.operator_id
@@ -90,7 +90,6 @@ class OverAggregate(Operator):
             raise EngineError(f"over_aggregate's output has {len(ctx.output_schema)} columns, not the input's "
                               f"{len(self.columns)} and {len(self.aggregates)} aggregates", operator_id=oid)
         self.clock = EventTimeClock()
-        self.con = None
         self._earliest_pending: int | None = None
 
     # -- names ---------------------------------------------------------------
@@ -113,12 +112,7 @@ class OverAggregate(Operator):
         return [p for i in range(len(self.aggregates)) for p in self._partials(i)]
 
     # -- lifecycle -----------------------------------------------------------
-    def open(self) -> None:
-        if self.con is None:
-            self.con = self.ctx.state_connection()
-            self._create_tables()
-
-    def _create_tables(self) -> None:
+    def create_state(self) -> None:
         inputs = list(self.ctx.output_schema)[:len(self.columns)]
         outputs = list(self.ctx.output_schema)[len(self.columns):]
         base = [pa.field("key_group", pa.int64()), pa.field(TIME, pa.int64()),
@@ -136,14 +130,6 @@ class OverAggregate(Operator):
         oid = self.ctx.operator_id
         create_table_from_arrow(self.con, "pending", pa.schema(base).empty_table(), oid)
         create_table_from_arrow(self.con, "history", pa.schema(base + partial_fields).empty_table(), oid)
-
-    def close(self) -> None:
-        if self.con is not None:
-            self.con.close()
-            self.con = None
-
-    def _run(self, sql: str) -> list[tuple]:
-        return execute(self.con, sql, self.ctx.operator_id)
 
     # -- batches -------------------------------------------------------------
     def process_batch(self, batch: pa.RecordBatch, input_index: int = 0) -> list[pa.RecordBatch]:

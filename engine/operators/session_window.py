@@ -47,17 +47,10 @@ import pyarrow as pa
 
 from engine.errors import EngineError
 from engine.operators.accumulators import Accumulator, AggregateCall, DistinctAccumulator
-from engine.operators.base import Operator, OperatorContext
+from engine.operators.base import OperatorContext, StateOperator
 from engine.operators.batches import conform
 from engine.operators.clock import EventTimeClock
-from engine.operators.duckdb_sql import (
-    create_table_from_arrow,
-    execute,
-    int_literal,
-    query_arrow,
-    quote_ident,
-    snapshot_tables,
-)
+from engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow, quote_ident, snapshot_tables
 from engine.operators.windows import WINDOW_TIME_LAG_US
 from engine.state.key_groups import key_groups
 from engine.state.keyed_tables import merge_snapshots, owned_tables
@@ -70,7 +63,7 @@ SNAPSHOT_VERSION = 1
 LAG = WINDOW_TIME_LAG_US
 
 
-class SessionWindow(Operator):
+class SessionWindow(StateOperator):
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
         oid = ctx.operator_id
@@ -100,7 +93,6 @@ class SessionWindow(Operator):
         self.having: str | None = config.get("having")
         self.projection: list[tuple[str, str]] = [tuple(p) for p in config["projection"]]
         self.clock = EventTimeClock()
-        self.con = None
         #: The smallest window_end of an open session (None: no session): saves a query per watermark.
         self._earliest_end: int | None = None
         self._tables: set[str] = set()
@@ -114,18 +106,6 @@ class SessionWindow(Operator):
         return d
 
     # -- lifecycle -----------------------------------------------------------
-    def open(self) -> None:
-        if self.con is None:
-            self.con = self.ctx.state_connection()
-
-    def close(self) -> None:
-        if self.con is not None:
-            self.con.close()
-            self.con = None
-
-    def _run(self, sql: str) -> list[tuple]:
-        return execute(self.con, sql, self.ctx.operator_id)
-
     # -- SQL pieces ------------------------------------------------------------
     def _keys(self, prefix: str = "") -> str:
         return "".join(f"{prefix}{k}, " for k in self.key_columns)

@@ -51,16 +51,9 @@ import pyarrow.compute as pc
 
 from engine.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER
 from engine.errors import EngineError
-from engine.operators.base import Operator, OperatorContext
+from engine.operators.base import OperatorContext, StateOperator
 from engine.operators.batches import conform
-from engine.operators.duckdb_sql import (
-    create_table_from_arrow,
-    execute,
-    int_literal,
-    query_arrow,
-    quote_ident,
-    snapshot_tables,
-)
+from engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow, quote_ident, snapshot_tables
 from engine.graph import schema_from_json
 from engine.state.key_groups import key_groups
 from engine.state.keyed_tables import merge_snapshots, owned_tables
@@ -124,7 +117,7 @@ class _Side:
         return pa.schema(fields).empty_table()
 
 
-class StreamJoin(Operator):
+class StreamJoin(StateOperator):
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
         oid = ctx.operator_id
@@ -140,7 +133,6 @@ class StreamJoin(Operator):
         self.changelog = bool(config.get("changelog", True))
         ttl = config.get("ttl_ms") or 0
         self.ttl_ms = [int(ttl.get(s, 0) if isinstance(ttl, dict) else ttl) for s in SIDES]
-        self.con = None
         self._last_expiry: int | None = None
 
     def preserved(self, side: _Side) -> bool:
@@ -154,19 +146,9 @@ class StreamJoin(Operator):
         return self.join_type in ("semi", "anti")
 
     # -- lifecycle --------------------------------------------------------------------
-    def open(self) -> None:
-        if self.con is None:
-            self.con = self.ctx.state_connection()
-            for side in self.sides:
-                create_table_from_arrow(self.con, side.table, side.empty_state(), self.ctx.operator_id)
-
-    def close(self) -> None:
-        if self.con is not None:
-            self.con.close()
-            self.con = None
-
-    def _run(self, sql: str) -> list[tuple]:
-        return execute(self.con, sql, self.ctx.operator_id)
+    def create_state(self) -> None:
+        for side in self.sides:
+            create_table_from_arrow(self.con, side.table, side.empty_state(), self.ctx.operator_id)
 
     # -- batches ------------------------------------------------------------------------
     def process_batch(self, batch: pa.RecordBatch, input_index: int = 0) -> list[pa.RecordBatch]:

@@ -29,17 +29,10 @@ import pyarrow.compute as pc
 
 from engine.errors import EngineError
 from engine.graph import schema_from_json
-from engine.operators.base import Operator, OperatorContext
+from engine.operators.base import OperatorContext, StateOperator
 from engine.operators.batches import conform
 from engine.operators.clock import EventTimeClock
-from engine.operators.duckdb_sql import (
-    create_table_from_arrow,
-    execute,
-    int_literal,
-    query_arrow,
-    quote_ident,
-    snapshot_tables,
-)
+from engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow, quote_ident, snapshot_tables
 from engine.state.key_groups import key_groups
 from engine.state.keyed_tables import merge_snapshots, owned_tables
 
@@ -71,7 +64,7 @@ class _Side:
         return pa.schema(fields + [pa.field(f"c{i}", f.type) for i, f in enumerate(self.schema)]).empty_table()
 
 
-class TemporalJoin(Operator):
+class TemporalJoin(StateOperator):
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
         self.join_type = config.get("join_type")
@@ -80,21 +73,10 @@ class TemporalJoin(Operator):
                               operator_id=ctx.operator_id)
         self.sides = [_Side(i, config.get(name) or {}, ctx.operator_id) for i, name in enumerate(("left", "right"))]
         self.clock = EventTimeClock()
-        self.con = None
 
-    def open(self) -> None:
-        if self.con is None:
-            self.con = self.ctx.state_connection()
-            for side in self.sides:
-                create_table_from_arrow(self.con, side.table, side.empty(), self.ctx.operator_id)
-
-    def close(self) -> None:
-        if self.con is not None:
-            self.con.close()
-            self.con = None
-
-    def _run(self, sql: str) -> list[tuple]:
-        return execute(self.con, sql, self.ctx.operator_id)
+    def create_state(self) -> None:
+        for side in self.sides:
+            create_table_from_arrow(self.con, side.table, side.empty(), self.ctx.operator_id)
 
     def process_batch(self, batch: pa.RecordBatch, input_index: int = 0) -> list[pa.RecordBatch]:
         self.open()

@@ -40,9 +40,9 @@ import pyarrow.compute as pc
 
 from engine.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER
 from engine.errors import EngineError
-from engine.operators.base import Operator, OperatorContext
+from engine.operators.base import OperatorContext, StateOperator
 from engine.operators.batches import conform
-from engine.operators.duckdb_sql import execute, int_literal, query_arrow, quote_ident, snapshot_tables
+from engine.operators.duckdb_sql import int_literal, query_arrow, quote_ident, snapshot_tables
 from engine.state.key_groups import key_groups
 from engine.state.keyed_tables import merge_snapshots, owned_tables
 
@@ -56,7 +56,7 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class TopN(Operator):
+class TopN(StateOperator):
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
         try:
@@ -75,22 +75,12 @@ class TopN(Operator):
         self.append_only_input = bool(config.get("append_only_input", True))
         self.ttl_ms = int(config.get("ttl_ms") or 0)
         self._last_expiry: int | None = None
-        self.con = None
         self._next_rid = 0
         self._created = False
 
-    def open(self) -> None:
-        if self.con is None:
-            self.con = self.ctx.state_connection()
-
     def close(self) -> None:
-        if self.con is not None:
-            self.con.close()
-            self.con = None
-            self._created = False
-
-    def _run(self, sql: str) -> list[tuple]:
-        return execute(self.con, sql, self.ctx.operator_id)
+        super().close()
+        self._created = False
 
     # -- SQL pieces ---------------------------------------------------------------
     def _quoted(self, names: list[str], relation: str = "") -> str:

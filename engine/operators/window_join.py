@@ -41,10 +41,10 @@ import pyarrow.compute as pc
 
 from engine.errors import EngineError
 from engine.operators.late_rows import LateRows
-from engine.operators.base import Operator, OperatorContext
+from engine.operators.base import OperatorContext, StateOperator
 from engine.operators.batches import conform
 from engine.operators.clock import EventTimeClock
-from engine.operators.duckdb_sql import create_table_from_arrow, execute, int_literal, query_arrow
+from engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow
 from engine.operators.windows import WINDOW_TIME_LAG_US
 from engine.state.key_groups import key_groups
 from engine.state.keyed_tables import merge_snapshots, owned_tables
@@ -84,7 +84,7 @@ class _Side:
         return f"c{self.columns.index(name)}"
 
 
-class WindowJoin(Operator):
+class WindowJoin(StateOperator):
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
         self.late_rows = LateRows(config, ctx)
@@ -99,24 +99,14 @@ class WindowJoin(Operator):
             raise EngineError("window_join needs as many keys on the left as on the right",
                               operator_id=oid)
         self.clock = EventTimeClock()
-        self.con = None
         #: Tables created so far; the earliest window_end held (None: no state).
         self._created: set[str] = set()
         self._earliest_end: int | None = None
 
     # -- lifecycle -----------------------------------------------------------
-    def open(self) -> None:
-        if self.con is None:
-            self.con = self.ctx.state_connection()
-
     def close(self) -> None:
         self.late_rows.close()
-        if self.con is not None:
-            self.con.close()
-            self.con = None
-
-    def _run(self, sql: str) -> list[tuple]:
-        return execute(self.con, sql, self.ctx.operator_id)
+        super().close()
 
     # -- batches -------------------------------------------------------------
     def process_batch(self, batch: pa.RecordBatch, input_index: int = 0) -> list[pa.RecordBatch]:

@@ -44,10 +44,10 @@ import pyarrow.compute as pc
 
 from engine.errors import EngineError
 from engine.operators.late_rows import LateRows
-from engine.operators.base import Operator, OperatorContext
+from engine.operators.base import OperatorContext, StateOperator
 from engine.operators.batches import conform
 from engine.operators.clock import EventTimeClock
-from engine.operators.duckdb_sql import create_table_from_arrow, execute, int_literal, query_arrow, quote_ident
+from engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow, quote_ident
 from engine.operators.windows import WINDOW_TIME_LAG_US
 from engine.state.key_groups import key_groups
 from engine.state.keyed_tables import KEY_GROUP, merge_snapshots, owned_tables
@@ -59,7 +59,7 @@ SNAPSHOT_VERSION = 1
 PRUNE_MIN_ROWS = 65_536
 
 
-class WindowRank(Operator):
+class WindowRank(StateOperator):
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
         self.late_rows = LateRows(config, ctx)
@@ -81,7 +81,6 @@ class WindowRank(Operator):
         self.filter: str | None = config.get("filter")
         self.projection: list[tuple[str, str]] = [tuple(p) for p in config["projection"]]
         self.clock = EventTimeClock()
-        self.con = None
         self._has_table = False  # window_rows exists
         #: Input column names, known from the first batch or the restored state.
         self.columns: list[str] | None = None
@@ -91,18 +90,9 @@ class WindowRank(Operator):
         self._earliest_end: int | None = None
 
     # -- lifecycle -----------------------------------------------------------
-    def open(self) -> None:
-        if self.con is None:
-            self.con = self.ctx.state_connection()
-
     def close(self) -> None:
         self.late_rows.close()
-        if self.con is not None:
-            self.con.close()
-            self.con = None
-
-    def _run(self, sql: str) -> list[tuple]:
-        return execute(self.con, sql, self.ctx.operator_id)
+        super().close()
 
     # -- batches -------------------------------------------------------------
     def process_batch(self, batch: pa.RecordBatch, input_index: int = 0) -> list[pa.RecordBatch]:
