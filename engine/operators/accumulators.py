@@ -146,3 +146,19 @@ class DistinctAccumulator:
     def empty_value(call: AggregateCall) -> str:
         """The value when the window has rows but none reached this table."""
         return "0" if call.function == "count" else "NULL"
+
+
+def argument_columns(accumulators: list[Accumulator], distincts: list[DistinctAccumulator]) -> list[str]:
+    """``(SQL) AS column`` for every aggregate argument and FILTER condition over input rows,
+    as the window and session aggregates compute them before aggregating a batch."""
+    columns = []
+    for acc in accumulators:
+        if acc.argument_column:
+            columns.append(f"({acc.call.argument}) AS {acc.argument_column}")
+        if acc.filter_column:
+            columns.append(f"({acc.call.filter}) AS {acc.filter_column}")
+    for d in distincts:
+        columns.append(f"({d.argument}) AS {d.argument_column}")
+        if d.filter_column:
+            columns.append(f"({d.filter}) AS {d.filter_column}")
+    return columns

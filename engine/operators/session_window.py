@@ -46,7 +46,7 @@ from typing import Any
 import pyarrow as pa
 
 from engine.errors import EngineError
-from engine.operators.accumulators import Accumulator, AggregateCall, DistinctAccumulator
+from engine.operators.accumulators import Accumulator, AggregateCall, DistinctAccumulator, argument_columns
 from engine.operators.base import OperatorContext, StateOperator
 from engine.operators.batches import conform
 from engine.operators.clock import EventTimeClock
@@ -172,15 +172,7 @@ class SessionWindow(StateOperator):
         columns = [f"CAST({quote_ident(KEY_GROUP_INPUT)} AS BIGINT) AS key_group"]
         columns += [f"({sql}) AS __k{i}" for i, (_, sql) in enumerate(self.keys)]
         columns.append(f"{ts} AS __ts")
-        for acc in self.accumulators:
-            if acc.argument_column:
-                columns.append(f"({acc.call.argument}) AS {acc.argument_column}")
-            if acc.filter_column:
-                columns.append(f"({acc.call.filter}) AS {acc.filter_column}")
-        for d in self.distincts:
-            columns.append(f"({d.argument}) AS {d.argument_column}")
-            if d.filter_column:
-                columns.append(f"({d.filter}) AS {d.filter_column}")
+        columns += argument_columns(self.accumulators, self.distincts)
         prepared = (f"SELECT {', '.join(columns)} FROM {quote_ident(INPUT_VIEW)} "
                     f"WHERE {quote_ident(self.time_column)} IS NOT NULL")
         order = f"OVER ({self._partition()}ORDER BY __ts)"

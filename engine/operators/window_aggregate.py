@@ -44,7 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.errors import EngineError
-from engine.operators.accumulators import Accumulator, AggregateCall, DistinctAccumulator
+from engine.operators.accumulators import Accumulator, AggregateCall, DistinctAccumulator, argument_columns
 from engine.operators.base import Operator, OperatorContext
 from engine.operators.batches import conform
 from engine.operators.clock import EventTimeClock
@@ -210,15 +210,7 @@ class WindowAggregate(Operator):
         columns = [f"CAST({quote_ident(KEY_GROUP_INPUT)} AS BIGINT) AS key_group"]
         columns += [f"({sql}) AS __k{i}" for i, (_, sql) in enumerate(self.keys)]
         columns.append(f"{self.assigner.slice_start_sql(ts_us)} AS {SLICE}")
-        for acc in self.accumulators:
-            if acc.argument_column:
-                columns.append(f"({acc.call.argument}) AS {acc.argument_column}")
-            if acc.filter_column:
-                columns.append(f"({acc.call.filter}) AS {acc.filter_column}")
-        for d in self.distincts:
-            columns.append(f"({d.argument}) AS {d.argument_column}")
-            if d.filter_column:
-                columns.append(f"({d.filter}) AS {d.filter_column}")
+        columns += argument_columns(self.accumulators, self.distincts)
         where = f"{ts_col} IS NOT NULL"
         if cutoff is not None:
             where += f" AND {ts_us} >= {int_literal(cutoff)}"
