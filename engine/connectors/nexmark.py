@@ -29,6 +29,7 @@ from engine.connectors.nexmark_model import (
 )
 from engine.connectors.options import parse_int, parse_timestamp_us
 from engine.errors import ConnectorOptionError
+from engine.operators.batches import positions
 
 _TS = pa.timestamp("us")
 COLUMNS: dict[str, dict[str, pa.DataType]] = {
@@ -93,7 +94,6 @@ class NexmarkSource(Source):
         self.bidder_shift = number("bid.bidder-id-shift", minimum=0)
         self._check_schema()
         self._pools = StringPools(self.seed)
-        self._row_numbers = pa.array(range(self.batch_size), pa.int64())
 
     def _check_schema(self) -> None:
         valid = COLUMNS[self.table]
@@ -127,7 +127,7 @@ class NexmarkSource(Source):
             end_row = timeline.row_at_or_after(events_in_split)
         while end_row is None or row < end_row:
             count = self.batch_size if end_row is None else min(self.batch_size, end_row - row)
-            rows = pc.add(self._row_numbers.slice(0, count), row)
+            rows = positions(count, row)
             k = timeline.events(rows)
             batch = self.generate(k, index)
             row += count

@@ -2,8 +2,22 @@
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.errors import EngineError
+
+#: 0, 1, 2, ...: grown by doubling, so that no batch builds its positions in a Python loop.
+_POSITIONS = pa.array([], pa.int64())
+
+
+def positions(count: int, start: int = 0) -> pa.Array:
+    """``start, start + 1, ..., start + count - 1`` as int64 (row positions, row ids)."""
+    global _POSITIONS
+    cached = _POSITIONS
+    if len(cached) < count:
+        cached = _POSITIONS = pa.array(range(max(count, 2 * len(cached))), pa.int64())
+    head = cached.slice(0, count)
+    return pc.add(head, start) if start else head
 
 
 def conform(table: pa.Table, schema: pa.Schema, operator_id: str) -> list[pa.RecordBatch]:

@@ -34,7 +34,7 @@ from engine.changelog import ROW_KIND
 from engine.errors import EngineError
 from engine.graph import schema_from_json
 from engine.operators.base import OperatorContext, StateOperator
-from engine.operators.batches import conform
+from engine.operators.batches import conform, positions
 from engine.operators.duckdb_sql import execute, query_arrow, quote_ident
 
 BATCH = "lookup_batch"
@@ -97,7 +97,7 @@ class LookupJoin(StateOperator):
         changelog = ROW_KIND in batch.schema.names
         stream_columns = [c for c in batch.schema.names if c != ROW_KIND]
         named = ", ".join(f"{quote_ident(c)} AS {quote_ident(n)}" for c, n in zip(stream_columns, self.names))
-        ordered = pa.RecordBatch.from_arrays([pa.array(range(batch.num_rows), pa.int64()), *batch.columns],
+        ordered = pa.RecordBatch.from_arrays([positions(batch.num_rows), *batch.columns],
                                              names=["_ord", *batch.schema.names])
         condition = " AND ".join(
             f"s.{quote_ident(self.names[stream_columns.index(k)])} = t.{quote_ident(self.lookup_names[self.schema.names.index(lk)])}"

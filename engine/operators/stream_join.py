@@ -52,7 +52,7 @@ import pyarrow.compute as pc
 from engine.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER
 from engine.errors import EngineError
 from engine.operators.base import OperatorContext, StateOperator
-from engine.operators.batches import conform
+from engine.operators.batches import conform, positions
 from engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow, quote_ident, snapshot_tables
 from engine.graph import schema_from_json
 from engine.state.key_groups import key_groups
@@ -188,7 +188,7 @@ class StreamJoin(StateOperator):
         else:
             sign = pa.repeat(pa.scalar(1, pa.int8()), batch.num_rows)
         groups = key_groups(batch, side.keys, self.ctx.max_parallelism)
-        order = pa.array(range(batch.num_rows), pa.int64())
+        order = positions(batch.num_rows)
         data = [batch.column(names.index(c)) for c in side.columns]
         return pa.RecordBatch.from_arrays([order, sign, groups, *data],
                                           names=["_ord", "_sign", "key_group", *side.data()])

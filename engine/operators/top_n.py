@@ -41,7 +41,7 @@ import pyarrow.compute as pc
 from engine.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER
 from engine.errors import EngineError
 from engine.operators.base import OperatorContext, StateOperator
-from engine.operators.batches import conform
+from engine.operators.batches import conform, positions
 from engine.operators.duckdb_sql import int_literal, query_arrow, quote_ident, snapshot_tables
 from engine.state.key_groups import key_groups
 from engine.state.keyed_tables import merge_snapshots, owned_tables
@@ -124,7 +124,7 @@ class TopN(StateOperator):
         now = now_ms()
         delta = pa.RecordBatch.from_arrays(
             [key_groups(batch, self.keys, self.ctx.max_parallelism),
-             pa.array(range(self._next_rid, self._next_rid + batch.num_rows), pa.int64()),
+             positions(batch.num_rows, self._next_rid),
              pa.repeat(pa.scalar(now, pa.int64()), batch.num_rows),
              *(batch.column(names.index(c)) for c in self.columns), sign],
             names=["key_group", "_rid", "_t", *self.columns, "_sign"])
