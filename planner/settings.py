@@ -21,6 +21,7 @@ SETTINGS: dict[str, tuple[str | None, str]] = {
     "restart-strategy.fixed-delay.attempts": ("3", "restarts before giving up"),
     "restart-strategy.fixed-delay.delay": ("1s", "pause before a restart"),
     "table.exec.state.ttl": ("0", "idle state retention for updating operators"),
+    "table.optimizer.agg-phase-strategy": ("AUTO", "'AUTO'/'TWO_PHASE': window aggregates pre-aggregate before a parallel exchange; 'ONE_PHASE': they do not"),
     "table.exec.source.idle-timeout": ("0", "a split with no data this long stops holding the watermark"),
     "sql-client.execution.result-mode": ("table", "'table', 'changelog' or 'tableau'"),
     "weir.source.batch-size": ("65536", "rows per batch read from a source"),

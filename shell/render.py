@@ -112,6 +112,10 @@ def summary(result: JobResult, *, db_path: str | None, views: list[str], late_ro
         out.append("  " + r[0].ljust(widths[0]) + "  " + "  ".join(c.rjust(w) for c, w in zip(r[1:], widths[1:])))
     out.append(f"  late rows dropped: {result.counter('late_rows_dropped'):,}; "
                f"malformed rows skipped: {result.counter('malformed_rows_skipped'):,}")
+    partials = result.counter("pre_aggregated_rows")
+    if partials:
+        combined = sum(m.rows_in for m in result.operators if m.counters.get("pre_aggregated_rows"))
+        out.append(f"  two-phase aggregation: {combined:,} rows crossed the exchange as {partials:,} partial rows")
     by_source = {source: n for source, n in result.late_rows_by_source().items() if n}
     if by_source:
         out.append("  late rows dropped per source: " + ", ".join(f"{s} {n:,}" for s, n in by_source.items()))

@@ -35,6 +35,16 @@ many windows overlap. Per watermark: every window with ``window_end - 1 ms``
 between the previous watermark (exclusive) and this one (inclusive) merges the
 partials of its slices and is emitted (ordered by window_end, then keys);
 slices whose windows have all fired are deleted.
+
+Two phases (Flink's local-global aggregation). At a parallel exchange the
+upstream subtask calls ``pre_aggregate`` on its own subtask of this operator:
+each batch becomes its partials per (key, slice) — the rows the state would
+append — and only those cross to the subtask owning the key, which appends
+them (``process_batch`` of a batch marked ``PARTIALS``). The state, its
+snapshots and the results are the same as with one phase; the exchange carries
+a row per key and slice instead of a row per event, and the grouping is done
+by every upstream subtask in parallel. Whether a late partial is late is
+decided where it lands, by its slice, exactly as for its rows.
 """
 from __future__ import annotations
 
@@ -56,6 +66,8 @@ from engine.state.key_groups import key_groups
 from engine.state.keyed_tables import merge_snapshots, owned_tables
 
 INPUT_VIEW = "window_input"
+#: Schema metadata marking a batch of partial aggregates (``pre_aggregate``).
+PARTIALS = {b"weir.window_partials": b"1"}
 #: The column of key groups added to each input batch.
 KEY_GROUP_INPUT = "__weir_key_group"
 SNAPSHOT_VERSION = 1
@@ -123,8 +135,70 @@ class WindowAggregate(Operator):
             self.state = None
 
     # -- batches -------------------------------------------------------------
+    @property
+    def combinable(self) -> bool:
+        """Whether the rows may be pre-aggregated before the exchange (``pre_aggregate``): not
+        with DISTINCT aggregates (their values must meet in one place) nor a late-rows table
+        (which keeps the rows themselves)."""
+        return not self.distincts and not self.late_rows.projections
+
+    def pre_aggregate(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """The local phase: ``batch``'s partial aggregates per (key, slice), with their key
+        groups in ``KEY_GROUP_INPUT`` (hashed from the keys' values), marked ``PARTIALS``.
+        Rows with a NULL time are counted and dropped here; lateness is decided by the
+        subtask that receives the partials."""
+        self.open()
+        self.ctx.count("rows_in", batch.num_rows)
+        batch, ts = self._event_times(batch)
+        if ts.null_count:
+            self.ctx.count("null_time_rows_dropped", pc.sum(self._first_copies(batch, pc.is_null(ts))).as_py())
+        self.state.con.register(INPUT_VIEW, batch)
+        try:
+            sql = self.state.partials_sql(self._prepared_rows_sql(None, key_group=False), key_group=False)
+            partials = query_arrow(self.state.con, sql, self.ctx.operator_id)
+        finally:
+            self.state.con.unregister(INPUT_VIEW)
+        self.ctx.count("pre_aggregated_rows", partials.num_rows)
+        groups = key_groups(partials, self.state.keys, self.ctx.max_parallelism)
+        partials = partials.append_column(KEY_GROUP_INPUT, groups).replace_schema_metadata(PARTIALS)
+        if partials.num_rows == 0:
+            return pa.RecordBatch.from_pylist([], partials.schema)
+        return partials.combine_chunks().to_batches()[0]
+
+    def _append_partials(self, batch: pa.RecordBatch) -> list[pa.RecordBatch]:
+        """The global phase: partials from ``pre_aggregate`` (of any subtask) into the state,
+        but those of slices that are late by now, which count their rows as late."""
+        if batch.num_rows == 0:
+            return []
+        slices = batch.column(SLICE)
+        cutoff = self.assigner.first_open_slice(self.clock.watermark) if self.clock.started else None
+        where = ""
+        if cutoff is not None and pc.min(slices).as_py() < cutoff:
+            late = pc.less(slices, cutoff)
+            rows = pc.if_else(late, batch.column("__rows"), 0)
+            if self.copy_column is not None:  # count each row once, not once per grouping set
+                rows = pc.if_else(pc.equal(batch.column(f"__k{len(self.keys) - 1}"), 0), rows, 0)
+            self.ctx.count_late(pc.sum(rows).as_py() or 0)
+            if pc.all(late).as_py():
+                return []
+            slices = pc.filter(slices, pc.invert(late))
+            where = f" WHERE {SLICE} >= {int_literal(cutoff)}"
+        earliest = pc.min(slices).as_py()
+        if self._earliest_slice is None or earliest < self._earliest_slice:
+            self._earliest_slice = earliest
+        columns = [f"CAST({quote_ident(KEY_GROUP_INPUT)} AS BIGINT) AS key_group"]
+        columns += [quote_ident(n) for n in batch.schema.names if n != KEY_GROUP_INPUT]
+        self.state.con.register(INPUT_VIEW, batch)
+        try:
+            self.state.append_partials(f"SELECT {', '.join(columns)} FROM {quote_ident(INPUT_VIEW)}{where}")
+        finally:
+            self.state.con.unregister(INPUT_VIEW)
+        return []
+
     def process_batch(self, batch: pa.RecordBatch, input_index: int = 0) -> list[pa.RecordBatch]:
         self.open()
+        if batch.schema.metadata == PARTIALS:
+            return self._append_partials(batch)
         self.ctx.count("rows_in", batch.num_rows)
         if batch.num_rows == 0:
             return []
@@ -203,11 +277,11 @@ class WindowAggregate(Operator):
             batch = batch.set_column(index, batch.schema.field(index).with_type(column.type), column)
         return batch, column.view(pa.int64())
 
-    def _prepared_rows_sql(self, cutoff: int | None) -> str:
+    def _prepared_rows_sql(self, cutoff: int | None, *, key_group: bool = True) -> str:
         """The batch's rows that count, with keys, slice, arguments and filters computed."""
         ts_col = quote_ident(self.assigner.time_column)
         ts_us = f"epoch_us({ts_col})"
-        columns = [f"CAST({quote_ident(KEY_GROUP_INPUT)} AS BIGINT) AS key_group"]
+        columns = [f"CAST({quote_ident(KEY_GROUP_INPUT)} AS BIGINT) AS key_group"] if key_group else []
         columns += [f"({sql}) AS __k{i}" for i, (_, sql) in enumerate(self.keys)]
         columns.append(f"{self.assigner.slice_start_sql(ts_us)} AS {SLICE}")
         columns += argument_columns(self.accumulators, self.distincts)

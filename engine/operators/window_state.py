@@ -85,19 +85,22 @@ class WindowState:
             self._compact(table)
 
     # -- merging a batch ---------------------------------------------------
-    def append(self, prepared_sql: str) -> None:
-        """Add one batch's rows; ``prepared_sql`` selects ``key_group`` (BIGINT), the keys,
-        slice, arguments and filters."""
-        group = f"key_group, {self._group_columns()}"
+    def partials_sql(self, prepared_sql: str, *, key_group: bool = True) -> str:
+        """One batch's partial aggregates per (key, slice), in the columns of
+        ``window_accumulators`` (without ``key_group`` unless ``key_group``)."""
         partials = ["COUNT(*) AS __rows"]
         for acc in self.accumulators:
             partials += [f"{c.partial_sql} AS {c.name}" for c in acc.columns]
         # The key group is a function of the keys: any_value is exact, and cheaper than grouping.
-        self._append(
-            ACCUMULATORS,
-            f"SELECT any_value(key_group) AS key_group, {self._group_columns()}, "
-            f"{', '.join(partials)} FROM ({prepared_sql}) GROUP BY {self._group_columns()}",
-        )
+        group_key = "any_value(key_group) AS key_group, " if key_group else ""
+        return (f"SELECT {group_key}{self._group_columns()}, {', '.join(partials)} "
+                f"FROM ({prepared_sql}) GROUP BY {self._group_columns()}")
+
+    def append(self, prepared_sql: str) -> None:
+        """Add one batch's rows; ``prepared_sql`` selects ``key_group`` (BIGINT), the keys,
+        slice, arguments and filters."""
+        group = f"key_group, {self._group_columns()}"
+        self._append(ACCUMULATORS, self.partials_sql(prepared_sql))
         for d in self.distincts:
             where = f"{d.argument_column} IS NOT NULL"
             if d.filter_column:
@@ -107,6 +110,12 @@ class WindowState:
                 f"SELECT DISTINCT {group}, {d.argument_column} AS value "
                 f"FROM ({prepared_sql}) WHERE {where}",
             )
+
+    def append_partials(self, partials_sql: str) -> None:
+        """Add partial aggregates another subtask computed (``partials_sql`` selects the
+        columns of ``window_accumulators``, ``key_group`` first): the global phase of a
+        two-phase aggregate."""
+        self._append(ACCUMULATORS, partials_sql)
 
     def _merge_select(self, table: str) -> str:
         """Partials of ``table`` merged into one row per (key, slice), same columns."""

@@ -30,6 +30,7 @@ from multiprocessing.connection import Connection
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.errors import EngineError
 from engine.graph import Edge, OperatorNode
 from engine.state.key_groups import key_groups, subtask_for_key_group
 
@@ -98,6 +99,30 @@ def carries_key_groups(consumer: OperatorNode, keys: tuple[str, ...]) -> bool:
     return tuple(referenced) == tuple(keys)
 
 
+#: Flink's setting for local-global aggregation, and its values.
+AGG_PHASE_STRATEGY = "table.optimizer.agg-phase-strategy"
+AGG_PHASES = ("AUTO", "TWO_PHASE", "ONE_PHASE")
+
+
+def two_phase(settings: dict) -> bool:
+    """Whether window aggregates are pre-aggregated before a parallel exchange (see
+    ``pre_aggregates``): yes for ``AUTO`` (the default) and ``TWO_PHASE``, no for ``ONE_PHASE``."""
+    value = str(settings.get(AGG_PHASE_STRATEGY) or "AUTO").strip().upper()
+    if value not in AGG_PHASES:
+        raise EngineError(f"'{AGG_PHASE_STRATEGY}' is {value!r}",
+                          hint=f"use one of {', '.join(repr(v) for v in AGG_PHASES)}")
+    return value != "ONE_PHASE"
+
+
+def pre_aggregates(consumer, keys: tuple[str, ...] | str | None) -> bool:
+    """True where the upstream subtask turns its rows into ``consumer``'s partial aggregates
+    before they cross a hash exchange (Flink's local-global aggregation): ``consumer`` is a
+    window aggregate that can combine (``WindowAggregate.combinable``) and the exchange's
+    keys are its keys, so the partials' key groups are the rows'."""
+    return (keys not in (None, BROADCAST) and carries_key_groups(consumer.node, keys)
+            and getattr(consumer.operator, "combinable", False))
+
+
 def split(batch: pa.RecordBatch, keys: tuple[str, ...], parallelism: int, max_parallelism: int,
           with_key_groups: bool = False) -> list[pa.RecordBatch]:
     """``batch`` cut by key group into one part per subtask (rows in order), like
@@ -105,6 +130,12 @@ def split(batch: pa.RecordBatch, keys: tuple[str, ...], parallelism: int, max_pa
     groups = key_groups(batch, list(keys), max_parallelism)
     if with_key_groups:
         batch = batch.append_column(KEY_GROUP_COLUMN, groups)
+    return split_by_key_group(batch, groups, parallelism, max_parallelism)
+
+
+def split_by_key_group(batch: pa.RecordBatch, groups: pa.Array, parallelism: int,
+                       max_parallelism: int) -> list[pa.RecordBatch]:
+    """``batch`` cut into one part per subtask by its rows' key ``groups`` (rows in order)."""
     targets = pc.take(_owners(parallelism, max_parallelism), groups)
     if parallelism <= 8:
         return [batch.filter(pc.equal(targets, j)) for j in range(parallelism)]

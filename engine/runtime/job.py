@@ -14,6 +14,7 @@ from engine.connectors.options import parse_duration_seconds, parse_int
 from engine.errors import EngineError, JobCancelled
 from engine.graph import JobGraph
 from engine.runtime.control import ControlChannel
+from engine.runtime.exchange import two_phase
 from engine.runtime.local import JobResult, LocalExecutor, Progress
 from engine.runtime.parallel import ProcessExecutor
 
@@ -75,6 +76,7 @@ def run_job(graph: JobGraph, options: JobOptions) -> JobResult:
     backend = graph.settings.get("state.backend", "duckdb")
     if backend not in ("duckdb", "memory"):
         raise EngineError(f"unknown state backend '{backend}'", hint="use 'duckdb' (spills to disk) or 'memory'")
+    two_phase(graph.settings)  # a bad 'table.optimizer.agg-phase-strategy' fails before the job starts
     try:
         parallelism = parse_int("parallelism.default", graph.settings.get("parallelism.default", "1"), minimum=1)
         for attempt in range(attempts + 1):

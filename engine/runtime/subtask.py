@@ -44,8 +44,8 @@ from engine.connectors.options import parse_size
 from engine.errors import JobCancelled
 from engine.messages import MAX_WATERMARK, MIN_WATERMARK, Barrier
 from engine.runtime.exchange import (
-    BARRIER, BROADCAST, DATA, END, SAVEPOINT_BARRIER, WATERMARK, Decoder, Encoder, Outbox, carries_key_groups,
-    needed_columns, routing, split, widen,
+    BARRIER, BROADCAST, DATA, END, KEY_GROUP_COLUMN, SAVEPOINT_BARRIER, WATERMARK, Decoder, Encoder, Outbox,
+    carries_key_groups, needed_columns, pre_aggregates, routing, split, split_by_key_group, two_phase, widen,
 )
 from engine.runtime.local import JobResult, LocalExecutor, _Task
 
@@ -73,6 +73,8 @@ class _Route:
     with_key_groups: bool = False
     #: The upstream's output port the edge reads (``engine.graph.LATE_ROWS_PORT`` for late rows).
     port: int = 0
+    #: Rows become the consumer's partial aggregates before they cross (``exchange.pre_aggregates``).
+    combine: bool = False
 
 
 @dataclass
@@ -92,6 +94,8 @@ class _Inputs:
     flushed_at: int = 0
     #: Inputs whose channels come from every worker.
     exchanged: frozenset = frozenset()
+    #: Inputs that bring partial aggregates (their rows were counted where they were combined).
+    partials: set[int] = field(default_factory=set)
     ended: set[int] = field(default_factory=set)
 
 
@@ -134,6 +138,7 @@ class SubtaskExecutor(LocalExecutor):
         self._streams: dict[str, object] = {}
         #: The coordinator counts batches for 'weir.checkpointing.interval-batches': report every step.
         self._progress_every = 0.0 if graph.settings.get("weir.checkpointing.interval-batches") else 0.1
+        self.two_phase = two_phase(graph.settings)
 
     # -- setup ---------------------------------------------------------------------
     def _wire(self) -> None:
@@ -163,8 +168,12 @@ class SubtaskExecutor(LocalExecutor):
                 if columns is not None and keys != BROADCAST:
                     columns = [n for n in schema.names if n in columns or n in keys]
                 carry = keys not in (None, BROADCAST) and carries_key_groups(task.node, keys)
+                combine = self.two_phase and edge.port == 0 and pre_aggregates(task, keys)
+                if combine:
+                    columns, carry = None, False
+                    task.inputs.partials.add(i)
                 self.tasks[edge.source].routes.append(_Route(task, i, keys, task.offsets[i], columns, carry,
-                                                             edge.port))
+                                                             edge.port, combine))
 
     # -- the job ---------------------------------------------------------------------
     def run(self) -> JobResult:
@@ -375,7 +384,8 @@ class SubtaskExecutor(LocalExecutor):
                 self._finish(task)  # (draining after the barrier above may have finished it)
 
     def _process(self, task: _Task, batch: pa.RecordBatch, index: int) -> None:
-        task.metrics.rows_in += batch.num_rows
+        if index not in task.inputs.partials:
+            task.metrics.rows_in += batch.num_rows
         self._output(task, self._call(task, task.operator.process_batch, batch, index))
 
     def _flush(self, task: _Task) -> None:
@@ -465,7 +475,14 @@ class SubtaskExecutor(LocalExecutor):
                     for j in range(self.parallelism):
                         self._send(j, route, DATA, sent)
                 else:
-                    parts = split(sent, route.keys, self.parallelism, self.max_parallelism, route.with_key_groups)
+                    if route.combine:
+                        route.consumer.metrics.rows_in += batch.num_rows
+                        partials = self._call(route.consumer, route.consumer.operator.pre_aggregate, batch)
+                        parts = split_by_key_group(partials, partials.column(KEY_GROUP_COLUMN),
+                                                   self.parallelism, self.max_parallelism)
+                    else:
+                        parts = split(sent, route.keys, self.parallelism, self.max_parallelism,
+                                      route.with_key_groups)
                     for j, part in enumerate(parts):
                         if part.num_rows:
                             self._send(j, route, DATA, part)

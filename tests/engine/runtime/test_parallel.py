@@ -7,6 +7,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from engine.errors import EngineError
 from engine.runtime.job import JobOptions, run_job
 from planner.planner import plan_script
 from sql import parse
@@ -27,10 +28,10 @@ INSERT INTO cheap SELECT auction, price FROM bids WHERE price < 1000;
 
 
 def run(tmp: Path, parallelism: int, *, events: int | None = 60_000, savepoint: Path | None = None,
-        batch_size: int = 2000, on_executor=None):
+        batch_size: int = 2000, on_executor=None, settings: dict | None = None):
     sql = JOB.format(events=f", 'events' = '{events}'" if events else "", out=tmp / "out", cheap=tmp / "cheap")
     settings = {"parallelism.default": str(parallelism), "weir.source.batch-size": str(batch_size),
-                "weir.checkpointing.interval-batches": "5"}
+                "weir.checkpointing.interval-batches": "5", **(settings or {})}
     script = plan_script(parse(sql), db_path=str(tmp / "views.duckdb"), settings=settings)
     options = JobOptions(state_dir=tmp / "state", from_savepoint=savepoint, on_executor=on_executor)
     return run_job(script.graph, options)
@@ -66,6 +67,31 @@ def test_parallel_output_equals_one_worker(tmp_path, straight, parallelism):
     rows_in = {m.id: m.rows_in for m in result.operators}
     assert rows_in == {m.id: m.rows_in for m in one.operators}  # each row handled once, by one worker
     assert result.counter("late_rows_dropped") == one.counter("late_rows_dropped")
+
+
+def test_window_aggregates_pre_aggregate_before_the_exchange_unless_one_phase(tmp_path, straight):
+    """Flink's local-global aggregation: by default the rows of a window aggregate cross the
+    exchange as partial aggregates per key and slice; 'ONE_PHASE' sends the rows themselves."""
+    expected, one = straight
+    two_phase = run(tmp_path / "two", 2)
+    one_phase = run(tmp_path / "one", 2, settings={"table.optimizer.agg-phase-strategy": "ONE_PHASE"})
+    assert output(tmp_path / "two") == output(tmp_path / "one") == expected
+    windows = [m for m in two_phase.operators if m.kind == "window_aggregate"]
+    assert len(windows) == 2
+    for m in windows:
+        assert 0 < m.counters["pre_aggregated_rows"] < m.rows_in
+    assert {m.id: m.rows_in for m in two_phase.operators} == {m.id: m.rows_in for m in one.operators}
+    assert one_phase.counter("pre_aggregated_rows") == 0
+    assert one.counter("pre_aggregated_rows") == 0  # one worker has no exchange to save
+
+
+@pytest.mark.parametrize("parallelism", [1, 2])
+def test_an_unknown_agg_phase_strategy_is_refused(tmp_path, parallelism):
+    with pytest.raises(EngineError) as raised:
+        run(tmp_path, parallelism, settings={"table.optimizer.agg-phase-strategy": "THREE_PHASE"})
+    assert "'table.optimizer.agg-phase-strategy' is 'THREE_PHASE'" in raised.value.message
+    assert "'ONE_PHASE'" in raised.value.hint
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize(("before", "after"), [(2, 1), (2, 3), (1, 2)])
