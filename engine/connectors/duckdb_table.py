@@ -53,7 +53,7 @@ from engine.errors import EngineError
 COMMITS_TABLE = "_weir_sink_commits"
 #: The checkpoint id under which ``finish`` stages what is left.
 FINAL = 2**62
-RETRY_PAUSE_SECONDS = 0.05
+RETRY_PAUSE_SECONDS = 0.005
 #: How DuckDB says the file is open elsewhere: another process holds its lock,
 #: or this process has it open with another configuration (read-only).
 _HELD_ELSEWHERE = ("lock", "different configuration")

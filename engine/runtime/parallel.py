@@ -242,17 +242,19 @@ class ProcessExecutor:
 
     def _checkpoints(self) -> None:
         coordinator = self.coordinator
-        # complete(n) goes out before a stop that the savepoint's callback may send.
-        event = coordinator.poll(lambda n: self._broadcast(("complete", n, n == self._final_id)))
+        all_final = "final" in self._collecting and len(self._collecting["final"].arrived) == self.parallelism
+        if all_final and not coordinator.in_flight and self._pending_barrier is None:
+            self._final_id = coordinator.next_id
+            self._write("final")
+        # complete(n) goes out before a stop that the savepoint's callback may send. Once the
+        # final checkpoint is being written every worker is idle, waiting for it: wait with them.
+        event = coordinator.poll(lambda n: self._broadcast(("complete", n, n == self._final_id)),
+                                 wait=self._final_id is not None)
         if event is not None:
             if event.checkpoint_id == self._final_id:
                 self._final_event = event
             if self.on_checkpoint:
                 self.on_checkpoint(event)
-        all_final = "final" in self._collecting and len(self._collecting["final"].arrived) == self.parallelism
-        if all_final and not coordinator.in_flight and self._pending_barrier is None:
-            self._final_id = coordinator.next_id
-            self._write("final")
         if self.control is not None:
             for request in self.control.poll():
                 self._request(request)
