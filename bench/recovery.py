@@ -20,7 +20,9 @@ from pathlib import Path
 import duckdb
 
 HERE = Path(__file__).resolve().parent
-BATCH = 100_000
+#: Rows per row group of the input and per source batch: a row group is a split read in
+#: batches, so with equal sizes n batches are exactly n * BATCH rows.
+BATCH = 122_880
 
 JOB = """
 CREATE TABLE events (k BIGINT, v BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
@@ -43,10 +45,10 @@ def main() -> None:
     data = work / "events.parquet"
     # N distinct keys, then as many rows again, so that the job is still reading when killed.
     duckdb.sql(f"COPY (SELECT i % {args.keys} AS k, i AS v, TIMESTAMP '2024-01-01' + to_milliseconds(i // 1000) AS ts "
-               f"FROM range({2 * args.keys}) t(i)) TO '{data}' (FORMAT parquet)")
+               f"FROM range({2 * args.keys}) t(i)) TO '{data}' (FORMAT parquet, ROW_GROUP_SIZE {BATCH})")
     job = work / "job.sql"
     job.write_text(JOB.format(data=data))
-    batches = args.keys // BATCH
+    batches = -(-args.keys // BATCH)  # the first checkpoint comes once every key has been read
     command = [sys.executable, "-m", "shell.cli", "run", str(job), "--no-progress", "--state-dir", str(work / "state"),
                "--set", f"weir.source.batch-size={BATCH}", "--set", f"weir.checkpointing.interval-batches={batches}"]
     # Die at the step after the checkpoint holding every key has been written.
@@ -77,6 +79,7 @@ def main() -> None:
                                          on_executor=executors.append))
     except JobCancelled:
         pass
+    assert seen["rows"] >= args.keys, f"the restored state holds {seen['rows']:,} rows, not every key"
     checkpoint = sorted((work / "state" / "checkpoints").glob("chk-*"))[-1]
     size = sum(f.stat().st_size for f in checkpoint.rglob("*") if f.is_file())
     print(f"keys                  {args.keys:,}")
