@@ -150,8 +150,7 @@ class WindowAggregate(Operator):
         self.open()
         self.ctx.count("rows_in", batch.num_rows)
         batch, ts = self._event_times(batch)
-        if ts.null_count:
-            self.ctx.count("null_time_rows_dropped", pc.sum(self._first_copies(batch, pc.is_null(ts))).as_py())
+        self._count_null_times(batch, ts)
         self.state.con.register(INPUT_VIEW, batch)
         try:
             sql = self.state.partials_sql(self._prepared_rows_sql(None, key_group=False), key_group=False)
@@ -171,21 +170,18 @@ class WindowAggregate(Operator):
         if batch.num_rows == 0:
             return []
         slices = batch.column(SLICE)
-        cutoff = self.assigner.first_open_slice(self.clock.watermark) if self.clock.started else None
+        cutoff = self._late_cutoff()
         where = ""
         if cutoff is not None and pc.min(slices).as_py() < cutoff:
             late = pc.less(slices, cutoff)
-            rows = pc.if_else(late, batch.column("__rows"), 0)
-            if self.copy_column is not None:  # count each row once, not once per grouping set
-                rows = pc.if_else(pc.equal(batch.column(f"__k{len(self.keys) - 1}"), 0), rows, 0)
-            self.ctx.count_late(pc.sum(rows).as_py() or 0)
+            # in partials the copy column is the last key
+            counted = self._first_copies(batch, late, f"__k{len(self.keys) - 1}")
+            self.ctx.count_late(pc.sum(pc.if_else(counted, batch.column("__rows"), 0)).as_py() or 0)
             if pc.all(late).as_py():
                 return []
             slices = pc.filter(slices, pc.invert(late))
             where = f" WHERE {SLICE} >= {int_literal(cutoff)}"
-        earliest = pc.min(slices).as_py()
-        if self._earliest_slice is None or earliest < self._earliest_slice:
-            self._earliest_slice = earliest
+        self._extend_earliest_slice(pc.min(slices).as_py())
         columns = [f"CAST({quote_ident(KEY_GROUP_INPUT)} AS BIGINT) AS key_group"]
         columns += [quote_ident(n) for n in batch.schema.names if n != KEY_GROUP_INPUT]
         self.state.con.register(INPUT_VIEW, batch)
@@ -203,10 +199,8 @@ class WindowAggregate(Operator):
         if batch.num_rows == 0:
             return []
         batch, ts = self._event_times(batch)
-        dropped = ts.null_count
-        if dropped:
-            self.ctx.count("null_time_rows_dropped", pc.sum(self._first_copies(batch, pc.is_null(ts))).as_py())
-        cutoff = self.assigner.first_open_slice(self.clock.watermark) if self.clock.started else None
+        dropped = self._count_null_times(batch, ts)
+        cutoff = self._late_cutoff()
         earliest = pc.min(ts).as_py()
         if earliest is None:
             return []
@@ -218,9 +212,7 @@ class WindowAggregate(Operator):
             if dropped == batch.num_rows:
                 return []
             earliest = pc.min(pc.filter(ts, pc.invert(late))).as_py()
-        slice_start = self.assigner.slice_start(earliest)
-        if self._earliest_slice is None or slice_start < self._earliest_slice:
-            self._earliest_slice = slice_start
+        self._extend_earliest_slice(self.assigner.slice_start(earliest))
         if batch.schema.get_field_index(KEY_GROUP_INPUT) < 0:  # else a parallel exchange computed them
             batch = batch.append_column(KEY_GROUP_INPUT, self._key_groups(batch))
         self.state.con.register(INPUT_VIEW, batch)
@@ -230,11 +222,27 @@ class WindowAggregate(Operator):
             self.state.con.unregister(INPUT_VIEW)
         return []
 
-    def _first_copies(self, batch: pa.RecordBatch, mask: pa.BooleanArray) -> pa.BooleanArray:
-        """``mask`` keeping one copy of each row expanded per grouping set: the row itself."""
+    def _first_copies(self, batch: pa.RecordBatch, mask: pa.BooleanArray,
+                      copy_column: str | None = None) -> pa.BooleanArray:
+        """``mask`` keeping one copy of each row expanded per grouping set: the row itself
+        (copy 0 in ``copy_column``, by default the input's copy column)."""
         if self.copy_column is not None:
-            mask = pc.and_(mask, pc.equal(batch.column(self.copy_column), 0))
+            mask = pc.and_(mask, pc.equal(batch.column(copy_column or self.copy_column), 0))
         return mask
+
+    def _count_null_times(self, batch: pa.RecordBatch, ts: pa.Array) -> int:
+        """Count the rows of ``batch`` with a NULL time (dropped); how many there are."""
+        if ts.null_count:
+            self.ctx.count("null_time_rows_dropped", pc.sum(self._first_copies(batch, pc.is_null(ts))).as_py())
+        return ts.null_count
+
+    def _late_cutoff(self) -> int | None:
+        """Rows (and slices) before this are late: their windows fired. None before any watermark."""
+        return self.assigner.first_open_slice(self.clock.watermark) if self.clock.started else None
+
+    def _extend_earliest_slice(self, slice_start: int) -> None:
+        if self._earliest_slice is None or slice_start < self._earliest_slice:
+            self._earliest_slice = slice_start
 
     def _key_groups(self, batch: pa.RecordBatch) -> pa.Int32Array:
         """The stable key group of every row's key (``engine.state.key_groups``).

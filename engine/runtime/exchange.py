@@ -105,22 +105,13 @@ AGG_PHASES = ("AUTO", "TWO_PHASE", "ONE_PHASE")
 
 
 def two_phase(settings: dict) -> bool:
-    """Whether window aggregates are pre-aggregated before a parallel exchange (see
-    ``pre_aggregates``): yes for ``AUTO`` (the default) and ``TWO_PHASE``, no for ``ONE_PHASE``."""
+    """Whether window aggregates are pre-aggregated before a parallel exchange (Flink's
+    local-global aggregation; ``WindowAggregate.pre_aggregate``): yes for ``AUTO`` (the default) and ``TWO_PHASE``, no for ``ONE_PHASE``."""
     value = str(settings.get(AGG_PHASE_STRATEGY) or "AUTO").strip().upper()
     if value not in AGG_PHASES:
         raise EngineError(f"'{AGG_PHASE_STRATEGY}' is {value!r}",
                           hint=f"use one of {', '.join(repr(v) for v in AGG_PHASES)}")
     return value != "ONE_PHASE"
-
-
-def pre_aggregates(consumer, keys: tuple[str, ...] | str | None) -> bool:
-    """True where the upstream subtask turns its rows into ``consumer``'s partial aggregates
-    before they cross a hash exchange (Flink's local-global aggregation): ``consumer`` is a
-    window aggregate that can combine (``WindowAggregate.combinable``) and the exchange's
-    keys are its keys, so the partials' key groups are the rows'."""
-    return (keys not in (None, BROADCAST) and carries_key_groups(consumer.node, keys)
-            and getattr(consumer.operator, "combinable", False))
 
 
 def split(batch: pa.RecordBatch, keys: tuple[str, ...], parallelism: int, max_parallelism: int,

@@ -45,7 +45,7 @@ from engine.errors import JobCancelled
 from engine.messages import MAX_WATERMARK, MIN_WATERMARK, Barrier
 from engine.runtime.exchange import (
     BARRIER, BROADCAST, DATA, END, KEY_GROUP_COLUMN, SAVEPOINT_BARRIER, WATERMARK, Decoder, Encoder, Outbox,
-    carries_key_groups, needed_columns, pre_aggregates, routing, split, split_by_key_group, two_phase, widen,
+    carries_key_groups, needed_columns, routing, split, split_by_key_group, two_phase, widen,
 )
 from engine.runtime.local import JobResult, LocalExecutor, _Task
 
@@ -73,7 +73,7 @@ class _Route:
     with_key_groups: bool = False
     #: The upstream's output port the edge reads (``engine.graph.LATE_ROWS_PORT`` for late rows).
     port: int = 0
-    #: Rows become the consumer's partial aggregates before they cross (``exchange.pre_aggregates``).
+    #: Rows become the consumer's partial aggregates before they cross (``WindowAggregate.pre_aggregate``).
     combine: bool = False
 
 
@@ -168,7 +168,8 @@ class SubtaskExecutor(LocalExecutor):
                 if columns is not None and keys != BROADCAST:
                     columns = [n for n in schema.names if n in columns or n in keys]
                 carry = keys not in (None, BROADCAST) and carries_key_groups(task.node, keys)
-                combine = self.two_phase and edge.port == 0 and pre_aggregates(task, keys)
+                # A window aggregate keyed by the exchange's keys: its partials' key groups are the rows'.
+                combine = carry and self.two_phase and edge.port == 0 and task.operator.combinable
                 if combine:
                     columns, carry = None, False
                     task.inputs.partials.add(i)
