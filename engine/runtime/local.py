@@ -2,7 +2,10 @@
 
 Sources are read round-robin, one batch at a time. Each batch goes depth
 first through its consumers; a watermark follows the batches it covers.
-An operator with several inputs sees the minimum of their watermarks.
+What each task does with a batch, a watermark or a barrier is ``task.Task``'s,
+shared with the parallel executor's workers: this module is the driver that
+runs every task of a job in one process, where an edge is a direct call and
+a barrier reaches every task at a batch boundary (nothing is in flight there).
 """
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ import pyarrow as pa
 from engine.connectors.options import parse_duration_seconds
 from engine.connectors.registry import create_sink, create_source
 from engine.errors import EngineError, JobCancelled
-from engine.graph import LATE_ROWS_PORT, JobGraph, OperatorNode
+from engine.graph import JobGraph, OperatorNode
 from engine.messages import MIN_WATERMARK
 from engine.operators.base import Operator, OperatorContext, late_counter
 from engine.operators.registry import build_operator
@@ -26,15 +29,7 @@ from engine.checkpoint.coordinator import CheckpointConfig, CheckpointEvent, Coo
 from engine.runtime.control import ControlChannel
 from engine.runtime.sink_writer import SinkWriter
 from engine.runtime.source_reader import SourceReader
-
-
-@dataclass
-class OperatorMetrics:
-    id: str
-    kind: str
-    rows_in: int = 0
-    rows_out: int = 0
-    counters: dict[str, int] = field(default_factory=dict)
+from engine.runtime.task import OperatorMetrics, Task
 
 
 @dataclass
@@ -80,21 +75,6 @@ class JobResult:
         return dict(sorted(totals.items()))
 
 
-class _Task:
-    """One operator and what it needs to run: its metrics and input watermarks."""
-
-    def __init__(self, node: OperatorNode, ctx: OperatorContext, operator: Operator | None,
-                 reader: SourceReader | None):
-        self.node = node
-        self.ctx = ctx
-        self.operator = operator
-        self.reader = reader
-        self.metrics = OperatorMetrics(node.id, node.kind)
-        self.input_watermarks = [MIN_WATERMARK] * max(1, len(node.inputs))
-        self.watermark = MIN_WATERMARK
-        self.consumers: list[tuple[_Task, int]] = []
-
-
 class LocalExecutor:
     def __init__(
         self,
@@ -127,15 +107,13 @@ class LocalExecutor:
         self.sinks_prepared = sinks_prepared
         #: Source steps read so far.
         self.step = 0
-        #: Sink id -> handles pre-committed and not yet committed.
-        self.uncommitted: dict[str, list] = {}
         #: Why the job stopped early, if it did: 'stopped with savepoint ...'.
         self.stopped_with: CheckpointEvent | None = None
         self._stop_requested = False
         self._already_finished = False
         self.on_progress = on_progress
         self.progress_interval = progress_interval
-        self.tasks: dict[str, _Task] = {}
+        self.tasks: dict[str, Task] = {}
         self._cancelled = threading.Event()
         self._started = time.perf_counter()
         #: Savepoints asked for from another thread: (path, callback), taken at the next boundary.
@@ -179,8 +157,10 @@ class LocalExecutor:
                                   state_backend=self.state_backend, spill_dir=self.spill_dir,
                                   subtask_index=self.subtask, parallelism=self.parallelism,
                                   input_sources=["+".join(self.graph.source_tables(e.source)) for e in node.inputs])
-            operator, reader = self._call_for(node, self._instantiate, node, ctx)
-            self.tasks[node.id] = _Task(node, ctx, operator, reader)
+            operator, reader = Task.call_for(node, self._instantiate, node, ctx)
+            self.tasks[node.id] = task = Task(node, ctx, operator, reader)
+            task.consumers = []
+            self._connect(task)
         for task in self.tasks.values():
             for index, edge in enumerate(task.node.inputs):
                 self.tasks[edge.source].consumers.append((task, index))
@@ -202,50 +182,29 @@ class LocalExecutor:
             return SinkWriter(sink, ctx), None
         return build_operator(node.kind, node.config, ctx), None
 
-    # -- data flow -----------------------------------------------------------
-    def _emit(self, task: _Task, batches: list[pa.RecordBatch], port: int = 0) -> None:
+    # -- data flow: an edge is a direct call -----------------------------------
+    def _connect(self, task: Task) -> None:
+        task.emit = lambda batches, port=0: self._emit(task, batches, port)
+        task.forward = lambda watermark: self._forward(task, watermark)
+
+    def _emit(self, task: Task, batches: list[pa.RecordBatch], port: int = 0) -> None:
         for batch in batches:
             if batch.num_rows == 0:
                 continue
             if port == 0:
                 task.metrics.rows_out += batch.num_rows
             for consumer, index in task.consumers:
-                if consumer.node.inputs[index].port != port:
-                    continue
-                consumer.metrics.rows_in += batch.num_rows
-                out = self._call(consumer, consumer.operator.process_batch, batch, index)
-                self._emit(consumer, out)
+                if consumer.node.inputs[index].port == port:
+                    consumer.process(batch, index)
 
-    def _advance(self, task: _Task, index: int, watermark: int) -> None:
-        task.input_watermarks[index] = max(task.input_watermarks[index], watermark)
-        combined = min(task.input_watermarks)
-        if combined <= task.watermark:
-            return
-        task.watermark = combined
-        forwarded = combined
-        if task.operator is not None:
-            self._emit(task, self._call(task, task.operator.process_watermark, combined))
-            forwarded = task.operator.output_watermark(combined)
-        for consumer, consumer_index in task.consumers:
-            self._advance(consumer, consumer_index, forwarded)
+    def _forward(self, task: Task, watermark: int) -> None:
+        for consumer, index in task.consumers:
+            combined = consumer.combine(index, watermark)
+            if combined is not None:
+                consumer.advance(combined)
 
-    def _call(self, task: _Task, method, *args):
-        out = self._call_for(task.node, method, *args)
-        if task.ctx.late_output:  # rows the operator dropped as late, for its source's late-rows table
-            late, task.ctx.late_output = task.ctx.late_output, []
-            self._emit(task, late, LATE_ROWS_PORT)
-        return out
-
-    @staticmethod
-    def _call_for(node: OperatorNode, method, *args):
-        """Call into an operator, naming it in any error."""
-        try:
-            return method(*args)
-        except EngineError as error:
-            error.operator_id = error.operator_id or node.id
-            raise
-        except Exception as error:  # an operator bug or a DuckDB error in generated SQL
-            raise EngineError(f"{node.kind} failed: {error}", operator_id=node.id) from error
+    def _call(self, task: Task, method, *args):
+        return task.call(method, *args)
 
     # -- the job ---------------------------------------------------------------
     def run(self) -> JobResult:
@@ -271,8 +230,10 @@ class LocalExecutor:
             if self._stop_requested:
                 return self._result(time.perf_counter() - started)
             for task in operators:  # topological order: upstream finishes first
-                if task.node.kind != "sink" or self.coordinator is None:
-                    self._emit(task, self._call(task, task.operator.finish))
+                if task.node.kind != "sink":
+                    task.finish()
+                elif self.coordinator is None:  # no checkpoints: the sink publishes as it finishes
+                    task.emit(task.call(task.operator.finish), 0)
             if self.coordinator is not None:
                 self._final_checkpoint()
         finally:
@@ -303,15 +264,18 @@ class LocalExecutor:
     def barrier(self, checkpoint_id: int) -> tuple[dict, dict, dict]:
         """Barrier ``checkpoint_id`` passes every operator of this subtask: source positions,
         a consistent copy of each operator's state, and every sink's uncommitted handles."""
-        sources = {t.node.id: t.reader.position() for t in self.tasks.values() if t.reader}
-        snapshots = {t.node.id: self._call(t, t.operator.snapshot)
+        sources = {t.node.id: t.snapshot(checkpoint_id) for t in self.tasks.values() if t.reader}
+        snapshots = {t.node.id: t.snapshot(checkpoint_id)
                      for t in self.tasks.values() if t.operator is not None and t.node.kind != "sink"}
         for task in self.tasks.values():
             if task.node.kind == "sink":
-                handle = self._call(task, task.operator.sink.pre_commit, checkpoint_id)
-                self.uncommitted.setdefault(task.node.id, []).append(handle)
-        handles = {sink_id: list(handles) for sink_id, handles in self.uncommitted.items()}
-        return sources, snapshots, handles
+                task.snapshot(checkpoint_id)
+        return sources, snapshots, self.uncommitted
+
+    @property
+    def uncommitted(self) -> dict[str, list]:
+        """Sink id -> handles pre-committed and not yet committed."""
+        return {t.node.id: list(t.uncommitted) for t in self.tasks.values() if t.uncommitted}
 
     def _checkpoint(self, kind: str, *, finished: bool = False) -> int:
         checkpoint_id = self.coordinator.next_id
@@ -322,11 +286,8 @@ class LocalExecutor:
 
     def commit(self, checkpoint_id: int) -> None:
         """Checkpoint ``checkpoint_id`` is complete: publish every sink's output up to it."""
-        for sink_id, handles in list(self.uncommitted.items()):
-            task = self.tasks[sink_id]
-            for handle in handles:
-                self._call(task, task.operator.sink.commit, checkpoint_id, handle)
-            del self.uncommitted[sink_id]
+        for sink_id in self.uncommitted:
+            self.tasks[sink_id].commit(checkpoint_id)
             faults.reach("commit")
 
     def _final_checkpoint(self) -> None:
@@ -371,6 +332,7 @@ class LocalExecutor:
                 self._call(task, task.operator.sink.recover, [])
 
     def _restore(self, restore: RestorePoint) -> None:
+        faults.reach("restore")
         for task in self.tasks.values():
             if task.reader is not None and task.node.id in restore.sources:
                 task.reader.restore(restore.sources[task.node.id])
@@ -400,9 +362,9 @@ class LocalExecutor:
                     continue
                 batch, watermark = step
                 if batch is not None:
-                    self._emit(task, [batch])
-                if watermark is not None:
-                    self._advance(task, 0, watermark.timestamp)
+                    task.emit([batch], 0)
+                if watermark is not None and watermark.timestamp > task.watermark:
+                    task.advance(watermark.timestamp)
             self._at_boundary()
             if self.on_progress and time.perf_counter() >= next_report:
                 self.on_progress(self.progress(started))

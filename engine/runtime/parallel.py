@@ -26,6 +26,7 @@ the checkpoint was taken at.
 from __future__ import annotations
 
 import multiprocessing
+import resource
 import time
 import traceback
 from pathlib import Path
@@ -41,17 +42,51 @@ from engine.messages import MIN_WATERMARK
 from engine.runtime.control import ControlChannel
 from engine.runtime.local import JobResult, OperatorMetrics, Progress
 from engine.runtime.subtask import SubtaskExecutor
-from engine.state.key_groups import range_for_subtask
+
+
+#: Files a process has open beside its pipes (interpreter, DuckDB files, sockets): headroom.
+OTHER_FILES = 64
+
+
+def files_needed(parallelism: int) -> int:
+    """Open files the coordinator holds while it starts N workers: both ends of a pipe
+    between every ordered pair of workers and of each worker's control pipe, and spawn's own."""
+    return 2 * parallelism * (parallelism - 1) + 4 * parallelism + OTHER_FILES
+
+
+def check_parallelism(graph: JobGraph, parallelism: int) -> None:
+    """Refuse, before the job starts, a parallelism above 'pipeline.max-parallelism' (a
+    subtask would own no key group) or above the files this process may open. The soft
+    open-file limit is raised towards the hard one where that is enough, as a JVM does."""
+    max_parallelism = int(graph.settings.get("pipeline.max-parallelism", 128))
+    if parallelism > max_parallelism:
+        raise EngineError(f"'parallelism.default' is {parallelism}, above 'pipeline.max-parallelism' "
+                          f"({max_parallelism}): a subtask would own no key group",
+                          hint=f"set 'parallelism.default' to at most {max_parallelism}, or raise "
+                               "'pipeline.max-parallelism' (a new state directory: key groups are fixed per job)")
+    if parallelism <= 1:
+        return
+    needed = files_needed(parallelism)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        if hard == resource.RLIM_INFINITY or hard >= needed:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+            return
+        most = max(p for p in range(1, parallelism) if files_needed(p) <= hard) if files_needed(2) <= hard else 1
+        raise EngineError(f"'parallelism.default' is {parallelism}: its {parallelism} workers need about "
+                          f"{needed} open files (a pipe between every two), above this machine's limit of {hard}",
+                          hint=f"use a parallelism of at most {most}, or raise the open-file limit "
+                               "(`ulimit -n`, LimitNOFILE= in systemd)")
 
 
 # -- the worker's side ---------------------------------------------------------
-def _worker(conn: Connection, graph_json: dict, subtask: int, parallelism: int, restore: dict | None,
+def _worker(conn: Connection, graph_json: dict, subtask: int, parallelism: int, restore_from: str | None,
             backend: str, spill_dir: str | None, peers_in: dict, peers_out: dict) -> None:
     conn.send(("ready", subtask))  # the interpreter has started and imported the engine
     graph = JobGraph.from_json(graph_json)
     try:
         executor = SubtaskExecutor(graph, subtask=subtask, parallelism=parallelism, control=conn,
-                                   peers_in=peers_in, peers_out=peers_out, restore=restore,
+                                   peers_in=peers_in, peers_out=peers_out, restore_from=restore_from,
                                    state_backend=backend, spill_dir=spill_dir)
         result = executor.run()
         conn.send(("done", subtask, result))
@@ -147,23 +182,21 @@ class ProcessExecutor:
                     restore.sink_handles.get(node.id, []))
 
     def _start_workers(self, restore: RestorePoint | None) -> None:
+        """Start the N workers. A restoring worker is given the checkpoint's path, not its state:
+        it reads its own key groups from the checkpoint, so that nothing large is written to a
+        worker before it runs — a worker that dies then is seen at once by ``_loop`` (its pipe
+        ends) instead of blocking the write of its arguments for ever."""
         context = multiprocessing.get_context("spawn")
-        checkpoint = self.coordinator.restored
+        restore_from = str(self.coordinator.restored.path) if restore is not None else None
         # One pipe per ordered pair of workers: (sender, receiver) -> (receiving end, sending end).
         ends = {(i, j): context.Pipe(duplex=False) for i in range(self.parallelism)
                 for j in range(self.parallelism) if i != j}
         for subtask in range(self.parallelism):
-            payload = None
-            if restore is not None:
-                key_groups = range_for_subtask(subtask, self.parallelism, self.max_parallelism)
-                payload = {"event": restore.event, "sources": restore.sources,
-                           "states": {op: checkpoint.operator_state(op, key_groups)
-                                      for op in checkpoint.operator_ids}}
             parent, child = context.Pipe()
             spill = f"{self.spill_dir}/subtask-{subtask}" if self.spill_dir else None
             process = context.Process(
                 target=_worker, name=f"weir-{self.graph.name}-{subtask}", daemon=True,
-                args=(child, self.graph.to_json(), subtask, self.parallelism, payload, self.state_backend, spill,
+                args=(child, self.graph.to_json(), subtask, self.parallelism, restore_from, self.state_backend, spill,
                       {i: ends[i, subtask][0] for i in range(self.parallelism) if i != subtask},
                       {j: ends[subtask, j][1] for j in range(self.parallelism) if j != subtask}))
             process.start()

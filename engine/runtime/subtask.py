@@ -31,15 +31,15 @@ written the final checkpoint, commits and reports its metrics.
 from __future__ import annotations
 
 import time
-from collections import deque
+from pathlib import Path
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 
 import pyarrow as pa
 
 from engine import faults
-from engine.checkpoint.alignment import BarrierAligner
 from engine.checkpoint.coordinator import RestorePoint
+from engine.checkpoint.reader import Checkpoint, read_metadata
 from engine.connectors.options import parse_size
 from engine.errors import JobCancelled
 from engine.messages import MAX_WATERMARK, MIN_WATERMARK, Barrier
@@ -47,7 +47,9 @@ from engine.runtime.exchange import (
     BARRIER, BROADCAST, DATA, END, KEY_GROUP_COLUMN, SAVEPOINT_BARRIER, WATERMARK, Decoder, Encoder, Outbox,
     carries_key_groups, needed_columns, routing, split, split_by_key_group, two_phase, widen,
 )
-from engine.runtime.local import JobResult, LocalExecutor, _Task
+from engine.runtime.local import JobResult, LocalExecutor
+from engine.runtime.task import Task
+from engine.state.key_groups import range_for_subtask
 
 #: The id under which a worker stages its final output.
 FINAL = 2**62
@@ -61,7 +63,7 @@ RECEIVE_BURST = 16
 
 @dataclass
 class _Route:
-    consumer: _Task
+    consumer: Task
     input_index: int
     #: None (forward), BROADCAST, or the hash keys.
     keys: tuple[str, ...] | str | None
@@ -79,12 +81,9 @@ class _Route:
 
 @dataclass
 class _Inputs:
-    """A task's input channels: their watermarks, barrier alignment and held-back messages."""
+    """What this driver gathers for a task from its exchange channels (see ``_flush``); the
+    channels' watermarks, barrier alignment and held-back messages are the ``Task``'s."""
 
-    input_of: list[int]
-    watermarks: list[int]
-    aligner: BarrierAligner
-    buffers: list[deque]
     #: Input index -> rows from exchange channels not yet given to the operator (see ``_flush``).
     pending: dict[int, list] = field(default_factory=dict)
     pending_rows: int = 0
@@ -94,9 +93,6 @@ class _Inputs:
     flushed_at: int = 0
     #: Inputs whose channels come from every worker.
     exchanged: frozenset = frozenset()
-    #: Inputs that bring partial aggregates (their rows were counted where they were combined).
-    partials: set[int] = field(default_factory=set)
-    ended: set[int] = field(default_factory=set)
 
 
 @dataclass
@@ -114,7 +110,7 @@ class _Record:
 class SubtaskExecutor(LocalExecutor):
     def __init__(self, graph, *, subtask: int, parallelism: int, control: Connection,
                  peers_in: dict[int, Connection], peers_out: dict[int, Connection],
-                 restore: dict | None = None, state_backend: str = "duckdb", spill_dir: str | None = None):
+                 restore_from: str | None = None, state_backend: str = "duckdb", spill_dir: str | None = None):
         super().__init__(graph, subtask=subtask, parallelism=parallelism, state_backend=state_backend,
                          spill_dir=spill_dir, sinks_prepared=True)
         self.conn = control
@@ -124,7 +120,8 @@ class SubtaskExecutor(LocalExecutor):
             widen(conn)
         self.outboxes = {j: Outbox(conn, f"weir-send-{subtask}-{j}") for j, conn in peers_out.items()}
         self.encoders = {j: Encoder() for j in peers_out}
-        self._restore_payload = restore
+        #: The checkpoint to restore this subtask's key groups from (read here, not sent: see parallel.py).
+        self._restore_from = restore_from
         self.max_parallelism = int(graph.settings.get("pipeline.max-parallelism", 128))
         #: Rows gathered from exchange channels before an operator sees them: two source batches
         #: worth (measured on the tumble bench: 1x calls the operators too often, 4x is slower again).
@@ -145,8 +142,9 @@ class SubtaskExecutor(LocalExecutor):
         self._order = list(self.tasks.values())
         for index, task in enumerate(self._order):
             task.wire = index
-            task.finished = False
             task.routes = []
+            task.emit = lambda batches, port=0, task=task: self._output(task, batches, port)
+            task.forward = lambda watermark, task=task: self._control_out(task, WATERMARK, watermark)
             if not task.node.inputs:
                 task.inputs = None
                 continue
@@ -158,8 +156,8 @@ class SubtaskExecutor(LocalExecutor):
                 if width > 1:
                     exchanged.add(i)
             task.offsets = offsets
-            task.inputs = _Inputs(input_of, [MIN_WATERMARK] * len(input_of), BarrierAligner(len(input_of)),
-                                  [deque() for _ in input_of], exchanged=frozenset(exchanged))
+            task.wire_channels(input_of)
+            task.inputs = _Inputs(exchanged=frozenset(exchanged))
         for task in self._order:
             for i, edge in enumerate(task.node.inputs):
                 keys = routing(task.node, edge)
@@ -172,7 +170,7 @@ class SubtaskExecutor(LocalExecutor):
                 combine = carry and self.two_phase and edge.port == 0 and task.operator.combinable
                 if combine:
                     columns, carry = None, False
-                    task.inputs.partials.add(i)
+                    task.partials.add(i)
                 self.tasks[edge.source].routes.append(_Route(task, i, keys, task.offsets[i], columns, carry,
                                                              edge.port, combine))
 
@@ -183,10 +181,12 @@ class SubtaskExecutor(LocalExecutor):
         started = self._started = time.perf_counter()
         operators = [t for t in self._order if t.operator is not None]
         try:
-            if self._restore_payload is not None:
-                states = self._restore_payload["states"]
-                self._restore(RestorePoint(None, self._restore_payload["sources"], False, {},
-                                           lambda operator_id: states.get(operator_id, [])))
+            if self._restore_from is not None:
+                path = Path(self._restore_from)
+                checkpoint = Checkpoint(path, read_metadata(path, "checkpoint"))  # verified by the coordinator
+                key_groups = range_for_subtask(self.subtask, self.parallelism, self.max_parallelism)
+                self._restore(RestorePoint(None, checkpoint.metadata.get("sources", {}), False, {},
+                                           lambda operator_id: checkpoint.operator_state(operator_id, key_groups)))
             for task in self.tasks.values():
                 if task.node.kind == "sink":
                     task.operator.resuming = True
@@ -244,8 +244,7 @@ class SubtaskExecutor(LocalExecutor):
             if batch is not None:
                 self._output(task, [batch])
             if watermark is not None and watermark.timestamp > task.watermark:
-                task.watermark = watermark.timestamp
-                self._control_out(task, WATERMARK, watermark.timestamp)
+                task.advance(watermark.timestamp)
 
     # -- the coordinator ----------------------------------------------------------------
     def _control(self) -> None:
@@ -256,7 +255,7 @@ class SubtaskExecutor(LocalExecutor):
                 self._to_inject.append((message[1], message[2]))
             elif kind == "complete":
                 checkpoint_id, final = message[1], message[2]
-                self.commit(FINAL if final else checkpoint_id)
+                self.commit(FINAL if final else checkpoint_id)  # (LocalExecutor.commit: every sink task's)
                 if final:
                     self._final_committed = True
             elif kind == "stop":
@@ -269,18 +268,10 @@ class SubtaskExecutor(LocalExecutor):
         watermark = min((t.watermark for t in self._order if t.reader), default=MIN_WATERMARK)
         self.conn.send(("progress", self.subtask, self.step, sum(r.rows_read for r in readers), watermark))
 
-    def _handles(self) -> dict:
-        return {sink_id: list(handles) for sink_id, handles in self.uncommitted.items()}
-
     def _send_final(self) -> None:
         self._final_sent = True
-        sources = {t.node.id: t.reader.position() for t in self._order if t.reader}
-        snapshots = {t.node.id: self._call(t, t.operator.snapshot)
-                     for t in self._order if t.operator is not None and t.node.kind != "sink"}
-        for task in self._order:
-            if task.node.kind == "sink":
-                self._pre_commit(task, FINAL)
-        self.conn.send(("snapshot", self.subtask, None, "checkpoint", True, sources, snapshots, self._handles()))
+        sources, snapshots, handles = self.barrier(FINAL)
+        self.conn.send(("snapshot", self.subtask, None, "checkpoint", True, sources, snapshots, handles))
 
     # -- checkpoints ----------------------------------------------------------------------
     def _inject(self, checkpoint_id: int, kind: str) -> None:
@@ -297,19 +288,14 @@ class SubtaskExecutor(LocalExecutor):
                 self._control_out(task, SAVEPOINT_BARRIER if barrier.is_savepoint else BARRIER, checkpoint_id)
         self._maybe_done(checkpoint_id)
 
-    def _snapshot(self, task: _Task, checkpoint_id: int) -> None:
+    def _snapshot(self, task: Task, checkpoint_id: int) -> None:
         record = self._records[checkpoint_id]
+        state = task.snapshot(checkpoint_id)
         if task.reader is not None:
-            record.sources[task.node.id] = task.reader.position()
-        elif task.node.kind == "sink":
-            self._pre_commit(task, checkpoint_id)
-        else:
-            record.snapshots[task.node.id] = self._call(task, task.operator.snapshot)
+            record.sources[task.node.id] = state
+        elif task.node.kind != "sink":
+            record.snapshots[task.node.id] = state
         record.passed.add(task.node.id)
-
-    def _pre_commit(self, task: _Task, checkpoint_id: int) -> None:
-        handle = self._call(task, task.operator.sink.pre_commit, checkpoint_id)
-        self.uncommitted.setdefault(task.node.id, []).append(handle)
 
     def _maybe_done(self, checkpoint_id: int) -> None:
         record = self._records.get(checkpoint_id)
@@ -317,9 +303,9 @@ class SubtaskExecutor(LocalExecutor):
             return
         del self._records[checkpoint_id]
         self.conn.send(("snapshot", self.subtask, checkpoint_id, record.kind, False, record.sources,
-                        record.snapshots, self._handles()))
+                        record.snapshots, self.uncommitted))
 
-    def _pass_barrier(self, task: _Task, barrier: Barrier) -> None:
+    def _pass_barrier(self, task: Task, barrier: Barrier) -> None:
         n = barrier.checkpoint_id
         self._records.setdefault(n, _Record("savepoint" if barrier.is_savepoint else "checkpoint"))
         self._flush(task)
@@ -328,10 +314,9 @@ class SubtaskExecutor(LocalExecutor):
         self._drain(task)
         self._maybe_done(n)
 
-    def _drain(self, task: _Task) -> None:
-        inputs = task.inputs
-        for channel, buffer in enumerate(inputs.buffers):
-            while buffer and not inputs.aligner.is_blocked(channel):
+    def _drain(self, task: Task) -> None:
+        for channel, buffer in enumerate(task.buffers):
+            while buffer and not task.is_blocked(channel):
                 kind, value = buffer.popleft()
                 self._handle(task, channel, kind, value)
 
@@ -351,19 +336,18 @@ class SubtaskExecutor(LocalExecutor):
                 if not conn.poll():
                     break
 
-    def _deliver(self, task: _Task, channel: int, kind: int, value) -> None:
-        inputs = task.inputs
-        if inputs.aligner.is_blocked(channel):
-            inputs.buffers[channel].append((kind, value))
+    def _deliver(self, task: Task, channel: int, kind: int, value) -> None:
+        if task.is_blocked(channel):
+            task.buffers[channel].append((kind, value))
         else:
             self._handle(task, channel, kind, value)
 
-    def _handle(self, task: _Task, channel: int, kind: int, value) -> None:
+    def _handle(self, task: Task, channel: int, kind: int, value) -> None:
         inputs = task.inputs
         if kind == DATA:
-            index = inputs.input_of[channel]
+            index = task.input_of[channel]
             if index not in inputs.exchanged:
-                self._process(task, value, index)
+                task.process(value, index)
                 return
             inputs.pending.setdefault(index, []).append(value)
             inputs.pending_rows += value.num_rows
@@ -372,24 +356,18 @@ class SubtaskExecutor(LocalExecutor):
         elif kind == WATERMARK:
             self._channel_watermark(task, channel, value)
         elif kind in (BARRIER, SAVEPOINT_BARRIER):
-            aligned = inputs.aligner.on_barrier(channel, Barrier(value, kind == SAVEPOINT_BARRIER))
+            aligned = task.on_barrier(channel, Barrier(value, kind == SAVEPOINT_BARRIER))
             if aligned is not None:
                 self._pass_barrier(task, aligned)
         elif kind == END:
-            inputs.ended.add(channel)
             self._channel_watermark(task, channel, MAX_WATERMARK)
-            aligned = inputs.aligner.on_end_of_input(channel)
+            aligned = task.on_end_of_input(channel)
             if aligned is not None:
                 self._pass_barrier(task, aligned)
-            if len(inputs.ended) == len(inputs.input_of) and not task.finished:
+            if task.all_ended and not task.finished:
                 self._finish(task)  # (draining after the barrier above may have finished it)
 
-    def _process(self, task: _Task, batch: pa.RecordBatch, index: int) -> None:
-        if index not in task.inputs.partials:
-            task.metrics.rows_in += batch.num_rows
-        self._output(task, self._call(task, task.operator.process_batch, batch, index))
-
-    def _flush(self, task: _Task) -> None:
+    def _flush(self, task: Task) -> None:
         """Hand the operator the rows gathered from exchange channels — one batch per input —
         and then the watermark they have reached.
 
@@ -405,11 +383,11 @@ class SubtaskExecutor(LocalExecutor):
         if inputs.pending_rows:
             pending, inputs.pending, inputs.pending_rows = inputs.pending, {}, 0
             for index, batches in sorted(pending.items()):
-                self._process(task, batches[0] if len(batches) == 1 else pa.concat_batches(batches), index)
+                task.process(batches[0] if len(batches) == 1 else pa.concat_batches(batches), index)
         if inputs.watermark_due > task.watermark:
-            self._apply_watermark(task, inputs.watermark_due)
+            task.advance(inputs.watermark_due)
 
-    def _due(self, task: _Task) -> bool:
+    def _due(self, task: Task) -> bool:
         inputs = task.inputs
         return inputs is not None and bool(inputs.pending_rows or inputs.watermark_due > task.watermark)
 
@@ -422,32 +400,22 @@ class SubtaskExecutor(LocalExecutor):
                 flushed = True
         return flushed
 
-    def _channel_watermark(self, task: _Task, channel: int, watermark: int) -> None:
-        inputs = task.inputs
-        if watermark <= inputs.watermarks[channel]:
+    def _channel_watermark(self, task: Task, channel: int, watermark: int) -> None:
+        combined = task.combine(channel, watermark)
+        if combined is None:
             return
-        inputs.watermarks[channel] = watermark
-        combined = min(inputs.watermarks)
-        if combined <= task.watermark:
-            return
-        if inputs.exchanged:
-            inputs.watermark_due = max(inputs.watermark_due, combined)  # applied by _flush
+        if task.inputs.exchanged:
+            task.inputs.watermark_due = max(task.inputs.watermark_due, combined)  # applied by _flush
         else:
-            self._apply_watermark(task, combined)
+            task.advance(combined)
 
-    def _apply_watermark(self, task: _Task, watermark: int) -> None:
-        task.watermark = watermark
-        self._output(task, self._call(task, task.operator.process_watermark, watermark))
-        self._control_out(task, WATERMARK, watermark)
-
-    def _finish(self, task: _Task) -> None:
+    def _finish(self, task: Task) -> None:
         """Every input of ``task`` ended: flush it, take part in open checkpoints with its
         final state, and end its output channels."""
         task.finished = True
         if task.inputs is not None:
             self._flush(task)
-        if task.operator is not None and task.node.kind != "sink":
-            self._output(task, self._call(task, task.operator.finish))
+        task.finish()
         for checkpoint_id, record in list(self._records.items()):
             if task.node.id not in record.passed:
                 self._snapshot(task, checkpoint_id)
@@ -455,11 +423,7 @@ class SubtaskExecutor(LocalExecutor):
         for checkpoint_id in list(self._records):
             self._maybe_done(checkpoint_id)
 
-    def _emit(self, task: _Task, batches: list[pa.RecordBatch], port: int = 0) -> None:
-        """Late rows an operator dropped (``LocalExecutor._call``) go down its late-rows routes."""
-        self._output(task, batches, port)
-
-    def _output(self, task: _Task, batches: list[pa.RecordBatch], port: int = 0) -> None:
+    def _output(self, task: Task, batches: list[pa.RecordBatch], port: int = 0) -> None:
         for batch in batches:
             if batch.num_rows == 0:
                 continue
@@ -488,7 +452,7 @@ class SubtaskExecutor(LocalExecutor):
                         if part.num_rows:
                             self._send(j, route, DATA, part)
 
-    def _control_out(self, task: _Task, kind: int, value: int) -> None:
+    def _control_out(self, task: Task, kind: int, value: int) -> None:
         """A watermark, barrier or end of input down every output channel of ``task``."""
         for route in task.routes:
             if route.keys is None:
