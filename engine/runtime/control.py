@@ -5,9 +5,17 @@ it works for any process on the machine. A client writes ``<id>.request``
 (JSON, written whole by rename); the job looks at batch boundaries, at most
 every ``poll_interval`` seconds, takes the request, acts, and writes
 ``<id>.response``. While the job runs, ``job.json`` names its process.
+
+A run holds its state directory with an OS file lock (``lock_state_dir``:
+``flock`` on ``<state dir>/job.lock``) for as long as it runs, so a second
+run of the same job on the same directory is refused at once, naming the
+running process, before it reads, deletes or writes anything there. The
+kernel drops the lock when the process ends, however it ends: a killed run
+never leaves a stale lock behind.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import time
@@ -23,6 +31,52 @@ def _write_atomically(path: Path, data: dict[str, Any]) -> None:
     temporary = path.with_name(f".{path.name}.tmp")
     temporary.write_text(json.dumps(data))
     os.replace(temporary, path)
+
+
+LOCK_FILE = "job.lock"
+
+
+@dataclass
+class StateDirLock:
+    """The lock a run holds on its state directory; ``release`` (or the process's end) frees it."""
+
+    path: Path
+    fd: int | None
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # the file stays: unlinking it would let two runs lock two files
+            self.fd = None
+
+
+def lock_state_dir(state_dir: Path) -> StateDirLock:
+    """Lock ``state_dir`` for this process, or fail at once naming the process that holds it."""
+    state_dir = Path(state_dir)
+    state_dir.mkdir(parents=True, exist_ok=True)
+    path = state_dir / LOCK_FILE
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:  # BlockingIOError: another run holds it
+        holder = _lock_holder(fd, state_dir)
+        os.close(fd)
+        raise EngineError(
+            f"the state directory {state_dir} is in use by another run of this job"
+            + (f" (process {holder})" if holder else ""),
+            hint="wait for that run to end or stop it (`weir stop --savepoint`), "
+                 "or give this run a state directory of its own (--state-dir)",
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return StateDirLock(path, fd)
+
+
+def _lock_holder(fd: int, state_dir: Path) -> int | None:
+    """The pid the lock file names (written by its holder), else the one in ``control/job.json``."""
+    try:
+        return int(os.pread(fd, 32, 0).decode().strip())
+    except (OSError, ValueError):
+        return running_pid(state_dir / "control")
 
 
 @dataclass

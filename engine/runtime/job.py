@@ -13,10 +13,10 @@ from engine.checkpoint.storage import CheckpointStorage
 from engine.connectors.options import parse_duration_seconds, parse_int
 from engine.errors import EngineError, JobCancelled
 from engine.graph import JobGraph
-from engine.runtime.control import ControlChannel
+from engine.runtime.control import LOCK_FILE, ControlChannel, lock_state_dir
 from engine.runtime.exchange import two_phase
 from engine.runtime.local import JobResult, LocalExecutor, Progress
-from engine.runtime.parallel import ProcessExecutor
+from engine.runtime.parallel import ProcessExecutor, check_parallelism
 
 
 @dataclass
@@ -29,6 +29,8 @@ class JobOptions:
     warn: Callable[[str], None] = field(default=lambda message: None)
     #: Called with each executor as it starts, e.g. to cancel it from another thread.
     on_executor: Callable[[LocalExecutor], None] | None = None
+    #: Empty the state directory first (once it is locked): the shell's jobs start afresh.
+    fresh: bool = False
 
 
 def checkpoint_config(graph: JobGraph, options: JobOptions) -> CheckpointConfig:
@@ -64,21 +66,38 @@ def run_job(graph: JobGraph, options: JobOptions) -> JobResult:
     """Run ``graph`` to the end (or until stopped), resuming from its latest
     checkpoint in ``options.state_dir`` if an earlier run did not finish.
 
+    The state directory is locked for the whole run (``control.lock_state_dir``):
+    a second run on it fails before touching anything there.
+
     A failure restarts the job from its latest checkpoint while the restart
     strategy allows; then the error is raised, naming the operator."""
     config = checkpoint_config(graph, options)
     attempts, delay = _restart_policy(graph.settings)
+    backend = graph.settings.get("state.backend", "duckdb")
+    if backend not in ("duckdb", "memory"):
+        raise EngineError(f"unknown state backend '{backend}'", hint="use 'duckdb' (spills to disk) or 'memory'")
+    two_phase(graph.settings)  # a bad 'table.optimizer.agg-phase-strategy' fails before the job starts
+    parallelism = parse_int("parallelism.default", graph.settings.get("parallelism.default", "1"), minimum=1)
+    check_parallelism(graph, parallelism)
+    lock = lock_state_dir(options.state_dir)
+    try:
+        return _run_locked(graph, options, config, attempts, delay, backend, parallelism)
+    finally:
+        lock.release()
+
+
+def _run_locked(graph: JobGraph, options: JobOptions, config: CheckpointConfig, attempts: int, delay: float,
+                backend: str, parallelism: int) -> JobResult:
+    if options.fresh:
+        for entry in options.state_dir.iterdir():
+            if entry.name != LOCK_FILE:
+                shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
     if options.from_savepoint is not None:
         # A job started from a savepoint begins a new history: older checkpoints would be wrong to resume.
         shutil.rmtree(config.storage.directory, ignore_errors=True)
     control = ControlChannel(options.state_dir / "control")
     control.open()
-    backend = graph.settings.get("state.backend", "duckdb")
-    if backend not in ("duckdb", "memory"):
-        raise EngineError(f"unknown state backend '{backend}'", hint="use 'duckdb' (spills to disk) or 'memory'")
-    two_phase(graph.settings)  # a bad 'table.optimizer.agg-phase-strategy' fails before the job starts
     try:
-        parallelism = parse_int("parallelism.default", graph.settings.get("parallelism.default", "1"), minimum=1)
         for attempt in range(attempts + 1):
             common = dict(on_progress=options.on_progress, progress_interval=options.progress_interval,
                           on_checkpoint=options.on_checkpoint, warn=options.warn, control=control,
