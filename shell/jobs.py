@@ -4,11 +4,15 @@ A job has a short id (`j1`, `j2`, ...) to type in `STOP JOB 'j1'`. Its
 status goes RUNNING -> FINISHED, FAILED, CANCELED (stopped by the user) or
 STOPPED (stopped with a savepoint). ``SHOW JOBS`` reads each executor's
 progress while it runs.
+
+A job runs as `weir run` runs one (``engine.runtime.job.run_job``): at
+'parallelism.default', with the restart strategy, in a locked state directory
+of its own (``.weir/shell/<id>``, emptied first), and STOP JOB ... WITH
+SAVEPOINT asks it through its control channel, as `weir stop` does.
 """
 from __future__ import annotations
 
 import itertools
-import shutil
 import threading
 import time
 from dataclasses import dataclass, field
@@ -18,8 +22,10 @@ from typing import Callable
 from engine.errors import EngineError, JobCancelled
 from engine.graph import JobGraph
 from engine.messages import MIN_WATERMARK
-from engine.runtime.job import JobOptions, checkpoint_config
+from engine.runtime import control
+from engine.runtime.job import JobOptions, run_job
 from engine.runtime.local import JobResult, LocalExecutor
+from engine.runtime.parallel import ProcessExecutor
 
 RUNNING, FINISHED, FAILED, CANCELED, STOPPED = "RUNNING", "FINISHED", "FAILED", "CANCELED", "STOPPED"
 
@@ -31,13 +37,19 @@ class Job:
     #: What started it: 'insert', 'materialized view' or 'select'.
     kind: str
     graph: JobGraph
-    executor: LocalExecutor
+    #: Where the job checkpoints, and its control channel (``control/``).
+    state_dir: Path
+    from_savepoint: Path | None = None
+    #: The executor of the current attempt (a restart makes a new one); None until it is built.
+    executor: LocalExecutor | ProcessExecutor | None = None
     status: str = RUNNING
     error: EngineError | None = None
     result: JobResult | None = None
     savepoint: str | None = None
     started: float = field(default_factory=time.time)
     done: threading.Event = field(default_factory=threading.Event)
+    #: Set once the job's control channel is open (it can answer STOP JOB ... WITH SAVEPOINT).
+    started: threading.Event = field(default_factory=threading.Event)
     thread: threading.Thread | None = None
     #: Set when the user asked to stop it, so that JobCancelled means CANCELED.
     stopping: bool = False
@@ -52,10 +64,10 @@ class Job:
         return _while_building(lambda: self.executor.progress().rows_read, 0)
 
     def rows_out(self) -> int:
-        """Rows that reached the job's sinks."""
+        """Rows that reached the job's sinks (a parallel job's workers report theirs at its end)."""
         if self.result is not None:
             return sum(m.rows_in for m in self.result.operators if m.kind == "sink")
-        tasks = _while_building(lambda: list(self.executor.tasks.values()), [])
+        tasks = _while_building(lambda: list(getattr(self.executor, "tasks", {}).values()), [])
         return sum(t.metrics.rows_in for t in tasks if t.node.kind == "sink")
 
     def watermark(self) -> int:
@@ -63,7 +75,7 @@ class Job:
 
     def last_checkpoint(self) -> str:
         """The latest completed checkpoint or savepoint of the job."""
-        coordinator = self.executor.coordinator
+        coordinator = getattr(self.executor, "coordinator", None)
         completed = coordinator.completed if coordinator is not None else []
         return str(completed[-1].checkpoint_id) if completed else "-"
 
@@ -73,7 +85,7 @@ def _while_building(read, default):
     tasks the dict may change under us: then the answer is the default."""
     try:
         return read()
-    except RuntimeError:  # dictionary changed size during iteration
+    except (RuntimeError, AttributeError):  # dictionary changed size during iteration; no executor yet
         return default
 
 
@@ -85,28 +97,29 @@ class JobManager:
         self._numbers = itertools.count(1)
         self._lock = threading.Lock()
 
-    def start(self, graph: JobGraph, kind: str, *, executor: LocalExecutor | None = None,
-              from_savepoint: Path | None = None) -> Job:
+    def start(self, graph: JobGraph, kind: str, *, from_savepoint: Path | None = None) -> Job:
+        """Start ``graph`` in the background. Each job checkpoints into a state directory of
+        its own, started empty, so that STOP JOB ... WITH SAVEPOINT works (and SET
+        'execution.checkpointing.interval')."""
         with self._lock:
             job_id = f"j{next(self._numbers)}"
-        job = Job(job_id, graph.name, kind, graph, executor or self._executor(graph, job_id, from_savepoint))
+        job = Job(job_id, graph.name, kind, graph, self.state_root / job_id, from_savepoint)
         self.jobs[job_id] = job
         job.thread = threading.Thread(target=self._run, args=(job,), name=f"weir-job-{job_id}", daemon=True)
         job.thread.start()
         return job
 
-    def _executor(self, graph: JobGraph, job_id: str, from_savepoint: Path | None) -> LocalExecutor:
-        """Each job checkpoints into a state directory of its own, started empty,
-        so that STOP JOB ... WITH SAVEPOINT works (and SET 'execution.checkpointing.interval')."""
-        state = self.state_root / job_id
-        shutil.rmtree(state, ignore_errors=True)
-        options = JobOptions(state_dir=state, from_savepoint=from_savepoint)
-        return LocalExecutor(graph, checkpoints=checkpoint_config(graph, options),
-                             spill_dir=str(state / "spill"))
-
     def _run(self, job: Job) -> None:
+        def on_executor(executor) -> None:
+            job.executor = executor
+            if job.stopping and not job.savepoint:
+                executor.cancel()  # cancelled before this attempt was built
+            job.started.set()
+
+        options = JobOptions(state_dir=job.state_dir, from_savepoint=job.from_savepoint, on_executor=on_executor,
+                             fresh=True)
         try:
-            job.result = job.executor.run()
+            job.result = run_job(job.graph, options)
             job.status = STOPPED if job.result.stopped_with else FINISHED
         except JobCancelled:
             job.status = STOPPED if job.savepoint else CANCELED
@@ -115,6 +128,7 @@ class JobManager:
         except Exception as error:  # a bug: keep the shell alive and say what happened
             job.status, job.error = FAILED, EngineError(f"{type(error).__name__}: {error}")
         finally:
+            job.started.set()
             job.done.set()
             if self.on_done is not None:
                 self.on_done(job)
@@ -127,13 +141,21 @@ class JobManager:
 
     def cancel(self, job: Job, wait: float | None = 30.0) -> None:
         job.stopping = True
-        job.executor.cancel()
+        if job.executor is not None:
+            job.executor.cancel()
         job.done.wait(wait)
 
     def stop_with_savepoint(self, job: Job, wait: float | None = 30.0) -> str:
-        """Stop the job with a savepoint and return where the savepoint is."""
+        """Stop the job with a savepoint (through its control channel, as `weir stop` does)
+        and return where the savepoint is."""
+        job.started.wait(wait)
+        if job.done.is_set():
+            raise EngineError(f"job {job.id} ended before it could take a savepoint: it is {job.status}")
+        answer = control.send(job.state_dir / "control", "stop", timeout=wait or 300.0)
+        if not answer.get("ok"):
+            raise EngineError(f"job {job.id} took no savepoint: {answer.get('error')}")
         job.stopping = True
-        job.savepoint = str(job.executor.stop_with_savepoint())
+        job.savepoint = answer["path"]
         job.done.wait(wait)
         return job.savepoint
 
@@ -148,7 +170,8 @@ class JobManager:
         running = self.running()
         for job in running:
             job.stopping = True
-            job.executor.cancel()
+            if job.executor is not None:
+                job.executor.cancel()
         for job in running:
             job.done.wait(30.0)
         return running

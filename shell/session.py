@@ -32,6 +32,7 @@ from sql import statements as st
 from sql.errors import Problem, WeirSqlError
 
 RESULT_MODE = "sql-client.execution.result-mode"
+SAVEPOINT_PATH = "execution.savepoint.path"
 RESULT_MODES = ("table", "changelog", "tableau")
 TABLEAU_PENDING_ROWS = 10_000
 
@@ -106,20 +107,49 @@ class Session:
 
     # -- jobs ----------------------------------------------------------------------
     def _start_job(self, s: st.Insert | st.CreateView) -> Message:
+        """Plan and start the job. 'execution.savepoint.path' applies to this one job: it is
+        used up here (unlike Flink's SQL client, where it stays set for every later job). A
+        CREATE MATERIALIZED VIEW resuming from the savepoint its stopped job was stopped with
+        maintains the view again, keeping its rows: STOP JOB ... WITH SAVEPOINT's recipe."""
         target = s.table if isinstance(s, st.Insert) else s.name
+        savepoint = self.settings.get(SAVEPOINT_PATH)
+        resumed = self._resumed_view(s, savepoint)
         planner = self._planner(job_name=target)
-        planner.execute(s)
+        if resumed is not None:
+            self.catalog.drop(resumed.name)  # planned again below, from the same statement
+        try:
+            planner.execute(s)
+        except BaseException:
+            if resumed is not None:
+                self.catalog.add_view(resumed)
+            raise
         kind = "insert" if isinstance(s, st.Insert) else "materialized view"
         graph = planner.script().graph
         if isinstance(s, st.CreateView):
             sink = next(node for node in graph.nodes if node.kind == "sink")
             self.database.create_if_missing(s.name, sink.output_schema)
-        savepoint = graph.settings.get("execution.savepoint.path")
+        if savepoint:
+            self.settings.pop(SAVEPOINT_PATH, None)
+            self.fixed.pop(SAVEPOINT_PATH, None)
         job = self.jobs.start(graph, kind, from_savepoint=Path(savepoint) if savepoint else None)
+        resuming = f", resuming from the savepoint {savepoint}" if savepoint else ""
         if isinstance(s, st.CreateView):
             self.maintainers[s.name.lower()] = job
-            return Message(f"job {job.id} started: materialized view {s.name} in {self.db_path}")
-        return Message(f"job {job.id} started: INSERT INTO {s.table}")
+            return Message(f"job {job.id} started: materialized view {s.name} in {self.db_path}{resuming}")
+        return Message(f"job {job.id} started: INSERT INTO {s.table}{resuming}")
+
+    def _resumed_view(self, s: st.Statement, savepoint: str | None) -> ViewDef | None:
+        """The materialized view that ``s`` maintains again from ``savepoint``, where its job
+        was stopped with that savepoint; None otherwise."""
+        if not savepoint or not isinstance(s, st.CreateView) or not s.materialized:
+            return None
+        job = self.maintainers.get(s.name.lower())
+        found = self.catalog.lookup(s.name)
+        if job is None or job.running or job.savepoint is None or not isinstance(found, ViewDef):
+            return None
+        if Path(job.savepoint).resolve() != Path(savepoint).resolve():
+            return None
+        return found
 
     def _select(self, s: st.Select) -> Reply:
         if not self._reads_a_stream(s.query):
@@ -129,6 +159,7 @@ class Session:
         planner.execute(s)
         graph = planner.script().graph
         sink = next(node for node in graph.nodes if node.kind == "sink")
+        graph.settings["parallelism.default"] = "1"  # the live result is an object in this process
         result = LiveResult(sink.output_schema, max_pending=TABLEAU_PENDING_ROWS if mode == "tableau" else None)
         redirect_to(graph, result)
         return LiveQuery(self.jobs.start(graph, "select"), result, mode)
@@ -172,7 +203,7 @@ class Session:
         except EngineError as error:
             return Message(f"job {job.id} was not stopped: {error.message}")
         return Message(f"job {job.id} stopped with a savepoint at {path}; resume it with "
-                       f"SET 'execution.savepoint.path' = '{path}' and the same statement")
+                       f"SET '{SAVEPOINT_PATH}' = '{path}'; and the same statement")
 
     # -- SET, SHOW, DESCRIBE, DROP --------------------------------------------------
     def _set(self, s: st.SetOption) -> Message | ResultTable:

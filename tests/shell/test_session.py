@@ -163,3 +163,68 @@ def test_a_live_group_by_shows_its_changes_and_the_table_they_leave(session, tmp
     batch = duckdb.sql(f"SELECT auction::VARCHAR, COUNT(*)::VARCHAR, MAX(price)::VARCHAR FROM read_csv('{csv}') "
                        "GROUP BY auction").fetchall()
     assert sorted(map(tuple, result.current_rows(0, result.current_count()))) == sorted(batch)
+
+
+def test_the_stop_with_savepoint_recipe_resumes_a_view_as_printed_and_keeps_its_rows(session):
+    """STOP JOB ... WITH SAVEPOINT prints a recipe; typed as printed it maintains the same
+    materialized view again from the savepoint, keeping the rows it had, and the savepoint
+    path is used up by that one job."""
+    run(session, BIDS + "WITH ('connector' = 'nexmark', 'first-event.rate' = '1000');")  # unbounded
+    run(session, "SET 'weir.checkpointing.interval-batches' = '1';")
+    run(session, PER_CHANNEL)
+    reply = run(session, "STOP JOB 'j1' WITH SAVEPOINT;")
+    assert reply.text.startswith("job j1 stopped with a savepoint at ")
+    recipe = reply.text.split("resume it with ", 1)[1]
+    set_statement, rest = recipe.split(";", 1)
+    assert rest == " and the same statement"
+    before = rows(run(session, "SELECT * FROM per_channel ORDER BY channel, window_start;"))
+    run(session, "DROP TABLE bids;")
+    run(session, BIDS + nexmark_source(200_000))  # the same source, now bounded
+    run(session, set_statement + ";")
+    started = run(session, PER_CHANNEL)
+    assert started.text.startswith("job j2 started: materialized view per_channel")
+    assert "resuming from the savepoint" in started.text
+    job = session.jobs.get("j2")
+    job.thread.join()
+    assert job.status == FINISHED, job.error
+    after = rows(run(session, "SELECT * FROM per_channel ORDER BY channel, window_start;"))
+    assert all(row in after for row in before)  # the rows the view had are kept
+    assert rows(run(session, "SELECT SUM(n) AS total, COUNT(*) = COUNT(DISTINCT (channel, window_start)) AS once "
+                             "FROM per_channel;")) == [{"total": 184_000, "once": True}]
+    assert "execution.savepoint.path" not in session.settings  # one job, not every later one
+    run(session, "CREATE TABLE again (n BIGINT) WITH ('connector' = 'blackhole');")
+    assert "resuming" not in run(session, "INSERT INTO again SELECT price FROM bids;").text
+
+
+def test_shell_jobs_run_at_the_configured_parallelism_with_the_restart_strategy(session, tmp_path, monkeypatch):
+    """The shell runs a job as `weir run` does: 'parallelism.default' gives N workers (one
+    part file per worker), and a failure restarts the job per the restart strategy."""
+    from engine import faults
+    from engine.runtime.parallel import ProcessExecutor
+
+    run(session, BIDS + nexmark_source(4000))
+    query = "SELECT channel, COUNT(*) FROM TUMBLE(bids, date_time, INTERVAL '10' SECOND) GROUP BY channel, window_start, window_end;"
+    for name in ("p2", "p1"):
+        run(session, f"CREATE TABLE {name} (channel VARCHAR, n BIGINT) WITH ('connector' = 'filesystem', "
+                     f"'path' = '{tmp_path / name}', 'format' = 'csv');")
+    run(session, "SET 'parallelism.default' = '2';")
+    run(session, f"INSERT INTO p2 {query}")
+    parallel = session.jobs.get("j1")
+    parallel.thread.join()
+    assert parallel.status == FINISHED, parallel.error
+    assert isinstance(parallel.executor, ProcessExecutor)
+    assert {p.name.split("-")[1] for p in (tmp_path / "p2").iterdir() if p.name.startswith("part-")} == {"0", "1"}
+
+    run(session, "RESET 'parallelism.default';")
+    run(session, "SET 'weir.source.batch-size' = '500';")
+    run(session, "SET 'restart-strategy.type' = 'fixed-delay';")
+    run(session, "SET 'restart-strategy.fixed-delay.delay' = '0s';")
+    monkeypatch.setattr(faults, "_FAULT", ("batch", 3, True))  # the first attempt fails at its 3rd batch
+    monkeypatch.setattr(faults, "_counts", {})
+    run(session, f"INSERT INTO p1 {query}")
+    restarted = session.jobs.get("j2")
+    restarted.thread.join()
+    assert restarted.status == FINISHED, restarted.error
+    assert faults._counts["batch"] > 3  # it failed once, then ran on
+    total = "SELECT channel, SUM(n) AS n FROM read_csv('{}/*.csv') GROUP BY channel ORDER BY channel"
+    assert run(session, total.format(tmp_path / "p1") + ";").table == run(session, total.format(tmp_path / "p2") + ";").table
