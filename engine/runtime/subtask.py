@@ -1,5 +1,10 @@
 """One worker of a parallel job: subtask i of every operator, with channels to the others.
 
+What each task does with a batch, a watermark or a barrier is ``task.Task``'s,
+the same code the local executor drives; this module is the driver that moves
+what the tasks emit over channels, gathers exchanged rows (``_flush``) and
+injects the coordinator's barriers.
+
 The worker reads its share of the source splits (``SourceReader`` with
 subtask and parallelism), pushes each batch depth first through its
 operators, and at an exchange edge (``exchange.routing``) keeps its own part
