@@ -4,8 +4,9 @@
 ``:raise``, raises InjectedFault) the n-th time the job reaches ``point``.
 Points: ``batch`` (after a source batch is processed), ``snapshot-write``
 (while a snapshot is being written), ``before-metadata``, ``after-metadata``
-(checkpoint durable, output not yet committed) and ``commit`` (between two
-sinks' commits). Unset, ``reach`` costs one dictionary lookup.
+(checkpoint durable, output not yet committed), ``commit`` (between two
+sinks' commits) and ``output-committed`` (the final checkpoint's output is
+committed and marked so; the process has not exited yet). Unset, ``reach`` costs one dictionary lookup.
 """
 from __future__ import annotations
 
