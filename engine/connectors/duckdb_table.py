@@ -15,7 +15,11 @@ the file open only while it commits:
 4. ``commit(checkpoint_id, handle)`` opens the database and, in ONE
    transaction, inserts every staged file not yet inserted and records it in
    ``_weir_sink_commits``; then closes the database and deletes the staging
-   files. The record makes a repeated commit (after a restore) a no-op.
+   files (a table without a key keeps those of its latest ``KEEP_COMMITTED``
+   checkpoints in ``<database>.weir-log/``, to take their rows back). The
+   record makes a repeated commit (after a restore) a no-op, and is the
+   table's commit log: job, checkpoint and change of row count, written in the
+   transaction that changes the table, read by ``withdraw``.
 5. ``finish()`` commits what is pre-committed and what is still in memory;
    ``abort()`` drops what is in memory (pre-committed files are ``recover``'s).
 
@@ -244,9 +248,10 @@ class DuckDBTableSink(Sink):
 
         A table kept by upsert key replays idempotently (each key ends with its last change),
         and a 'replace' table started afresh is replaced by its first commit: their records go.
-        An append-only (or keyless updating) table cannot tell those rows from others: the run
-        is refused, unless ``fresh`` and every row of the table is one ``job`` committed — then
-        the rows go, in one transaction with their records."""
+        A keyless table undoes those commits from the staged files it kept, in one transaction
+        with their records. Where the files are gone its rows cannot be told from others: the
+        run is refused, unless ``fresh`` and every row of the table is one ``job`` committed —
+        then the table is emptied."""
         if not os.path.exists(self.database):
             return None
         with self._connect() as connection:
