@@ -5,7 +5,10 @@
 Points: ``batch`` (after a source batch is processed), ``snapshot-write``
 (while a snapshot is being written), ``before-metadata``, ``after-metadata``
 (checkpoint durable, output not yet committed), ``commit`` (between two
-sinks' commits) and ``restore`` (a subtask restoring state from a checkpoint). Unset, ``reach`` costs one dictionary lookup.
+sinks' commits), ``restore`` (a subtask restoring state from a checkpoint)
+and ``output-committed`` (the final checkpoint's output is committed and
+marked so; the process has not exited yet). Unset, ``reach`` costs one
+dictionary lookup.
 """
 from __future__ import annotations
 

@@ -48,7 +48,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--checkpoint-interval", metavar="DURATION",
                      help="checkpoint every DURATION, e.g. 5s (as SET 'execution.checkpointing.interval')")
     run.add_argument("--parallelism", metavar="N", help="as SET 'parallelism.default'")
-    run.add_argument("--from-savepoint", metavar="PATH", help="start from a savepoint")
+    run.add_argument("--from-savepoint", metavar="PATH",
+                     help="start from a savepoint, or a retained checkpoint (.weir/<job>/checkpoints/chk-N)")
+    run.add_argument("--fresh", action="store_true",
+                     help="start the job over: forget its checkpoints and withdraw the output its earlier "
+                          "runs published (a finished job is otherwise not run again)")
     run.add_argument("--analyze", action="store_true",
                      help="after the summary, print the plan with what each operator did (EXPLAIN ANALYZE)")
     run.set_defaults(handler=cmd_run)

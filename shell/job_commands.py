@@ -42,6 +42,7 @@ def run(args, script: Script) -> int:
         progress_interval=args.progress_interval,
         on_checkpoint=last.append,
         warn=warn,
+        fresh=getattr(args, "fresh", False),
     )
     try:
         result = run_job(script.graph, options)

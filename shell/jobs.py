@@ -117,7 +117,7 @@ class JobManager:
             job.started.set()
 
         options = JobOptions(state_dir=job.state_dir, from_savepoint=job.from_savepoint, on_executor=on_executor,
-                             fresh=True)
+                             new_job=True)
         try:
             job.result = run_job(job.graph, options)
             job.status = STOPPED if job.result.stopped_with else FINISHED

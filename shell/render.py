@@ -94,6 +94,8 @@ def checkpoint_text(event) -> str:
 
 
 def summary(result: JobResult, *, db_path: str | None, views: list[str], late_rows_tables: list[str] = ()) -> str:
+    if result.finished_before:
+        return result.finished_before
     if result.already_finished:
         return f"job {result.name} had already finished; the output of its final checkpoint is now committed"
     ended = f"stopped with {checkpoint_text(result.stopped_with)} at {result.stopped_with.path}" \

@@ -21,8 +21,18 @@ The protocol, as the local executor runs it:
    source rewinds to its recorded offsets.
 
 At the end of a bounded job, a final checkpoint marked ``finished`` carries
-the last output; once its output is committed a marker file says so, and a
-new run of the same job starts from the beginning.
+the last output; once its output is committed a marker file says so. A new run
+of a job whose latest checkpoint is finished and committed writes nothing: it
+raises ``AlreadyFinished`` (unless the job's SQL changed: then it is refused),
+so that running a finished job again never changes its output. Starting over is
+asked for (``CheckpointConfig.fresh``): the caller removes the checkpoints.
+
+Every restore — from checkpoint k, or afresh (k = 0) — first reconciles the
+sinks with their commit logs, which live beside the output (``Sink.withdraw``):
+output published by checkpoints after k, whose checkpoint files were lost or
+skipped as corrupt, is taken back or the run is refused, so that replaying never
+publishes it twice. New checkpoint ids continue after the highest directory on
+disk, readable or not.
 """
 from __future__ import annotations
 
@@ -35,14 +45,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 from engine import faults
+from engine.checkpoint.files import write_atomically
 from engine.checkpoint.storage import Checkpoint, CheckpointStorage
+from engine.connectors.registry import create_sink
 from engine.errors import EngineError
 from engine.graph import JobGraph, OperatorNode
 from engine.state.key_groups import range_for_subtask
 
 COMMITTED_MARKER = "_output_committed"
-#: Written just before a checkpoint's output is committed: from then on some of it may be visible.
-PUBLISHING_MARKER = "_output_publishing"
 STATEFUL_KINDS = ("window_aggregate",)
 
 
@@ -66,6 +76,20 @@ class CheckpointConfig:
     savepoint: Path | None = None
     #: Where savepoints go when asked for without a path.
     savepoint_dir: Path | None = None
+    #: Reconcile the sinks with their commit logs on restore (``weir run``; the shell's jobs
+    #: each start in a new state directory and append, as Flink's do).
+    reconcile: bool = False
+    #: Start over (--fresh): withdraw what the job published, even rows of an append-only
+    #: table. Cleared once the first restore has done so.
+    fresh: bool = False
+
+
+class AlreadyFinished(Exception):
+    """The job's latest checkpoint is its final one, and its output is committed."""
+
+    def __init__(self, event: "CheckpointEvent"):
+        super().__init__(f"job finished at checkpoint {event.checkpoint_id}")
+        self.event = event
 
 
 @dataclass
@@ -123,37 +147,56 @@ class Coordinator:
         else:
             storage.discard_incomplete()
             checkpoint = storage.latest(warn=self.warn)
-            self._refuse_unsafe_fallback(checkpoint)
-        # Number after every checkpoint in the directory, so a fresh start never meets an old id.
-        self.next_id = max([self.next_id, *(info.id + 1 for info in storage.completed())])
+        # Number after every checkpoint directory on disk, readable or not, so a new id never meets an old one.
+        self.next_id = max([self.next_id, *(checkpoint_id + 1 for checkpoint_id in storage.directory_ids())])
+        if checkpoint is not None:
+            meta = checkpoint.metadata
+            event = CheckpointEvent(checkpoint.id, checkpoint.kind, checkpoint.size_bytes, 0.0, checkpoint.path)
+            if meta.get("finished") and (checkpoint.path / COMMITTED_MARKER).exists() \
+                    and self.config.savepoint is None:
+                self._refuse_changed_job(checkpoint)
+                raise AlreadyFinished(event)
+            self.check_compatible(checkpoint)
+            self.next_id = max(self.next_id, int(meta["checkpoint_id"]) + 1)
+        self._reconcile_sinks(checkpoint)
         if checkpoint is None:
             return None
-        meta = checkpoint.metadata
-        if meta.get("finished") and (checkpoint.path / COMMITTED_MARKER).exists() and self.config.savepoint is None:
-            return None  # the last run finished and committed everything: start afresh
-        self.check_compatible(checkpoint)
-        self.next_id = max(self.next_id, int(meta["checkpoint_id"]) + 1)
         self.restored = checkpoint
         max_parallelism = int(self.graph.settings.get("pipeline.max-parallelism", 128))
         key_groups = range_for_subtask(subtask, parallelism, max_parallelism) if parallelism > 1 else None
-        handles = {sink_id: [h for subtask_handles in by_subtask.values() for h in subtask_handles]
-                   for sink_id, by_subtask in meta.get("sinks", {}).items()}
-        event = CheckpointEvent(checkpoint.id, checkpoint.kind, checkpoint.size_bytes, 0.0, checkpoint.path)
-        return RestorePoint(event, meta.get("sources", {}), bool(meta.get("finished")), handles,
+        return RestorePoint(event, meta.get("sources", {}), bool(meta.get("finished")), _handles(meta),
                             lambda operator_id: checkpoint.operator_state(operator_id, key_groups))
 
-    def _refuse_unsafe_fallback(self, checkpoint: Checkpoint | None) -> None:
-        """Skipping a corrupt checkpoint is safe only if none of its output is visible:
-        resuming from an earlier one would publish that output a second time."""
-        chosen = checkpoint.id if checkpoint is not None else -1
-        for info in self.config.storage.completed():
-            if info.id > chosen and (info.path / PUBLISHING_MARKER).exists():
-                raise EngineError(
-                    f"checkpoint {info.id} at {info.path} cannot be read, and its output has already been "
-                    "published; resuming from an earlier checkpoint would publish that output twice",
-                    hint="resume from a savepoint (--from-savepoint), or remove this job's output and start "
-                         "afresh with a new --state-dir",
-                )
+    def _refuse_changed_job(self, checkpoint: Checkpoint) -> None:
+        if checkpoint.metadata.get("fingerprint") == self.graph.fingerprint():
+            return
+        raise EngineError(
+            f"job {self.graph.name} finished at checkpoint {checkpoint.id} ({checkpoint.path}), and its SQL "
+            "has changed since: the finished run's output is not this job's",
+            hint="run it with --fresh to withdraw the finished run's output and run the changed job from the "
+                 "start, or with another --state-dir (and other sinks) to keep both",
+        )
+
+    def _reconcile_sinks(self, checkpoint: Checkpoint | None) -> None:
+        """Before any subtask writes: take back (or refuse) output the sinks' commit logs say
+        checkpoints after the restore point published, then publish the restored checkpoint's
+        own output (recorded in those logs first)."""
+        finished = checkpoint is not None and bool(checkpoint.metadata.get("finished"))
+        after = checkpoint.id if checkpoint is not None else 0
+        handles = _handles(checkpoint.metadata) if checkpoint is not None else {}
+        for node in self.graph.nodes:
+            if node.kind != "sink":
+                continue
+            sink = create_sink(node.config["options"], node.output_schema)
+            sink.job = self.graph.name
+            if self.config.reconcile and not finished:  # nothing is published after a final checkpoint
+                said = sink.withdraw(self.graph.name, after, fresh=self.config.fresh)
+                if said:
+                    self.warn(f"{said}: the job resumes from "
+                              f"{'the start' if checkpoint is None else f'{checkpoint.kind} {after}'}")
+            if checkpoint is not None:
+                sink.recover(handles.get(node.id, []), checkpoint_id=checkpoint.id)
+        self.config.fresh = False
 
     def check_compatible(self, checkpoint: Checkpoint) -> None:
         """Refuse a checkpoint whose operator state no longer fits the job, naming what changed."""
@@ -268,7 +311,6 @@ class Coordinator:
             self.warn(f"checkpoint {flight.checkpoint_id} failed and was discarded: {flight.error}")
             return None
         info = flight.info
-        (Path(info.path) / PUBLISHING_MARKER).write_text("")
         commit(flight.checkpoint_id)
         event = CheckpointEvent(flight.checkpoint_id, flight.kind, getattr(info, "size_bytes", 0),
                                 time.monotonic() - flight.started, Path(getattr(info, "path", "")))
@@ -289,5 +331,11 @@ class Coordinator:
 
     def mark_committed(self, event: CheckpointEvent) -> None:
         """The final checkpoint's output is committed: a new run starts afresh."""
-        marker = event.path / COMMITTED_MARKER
-        marker.write_text("")
+        write_atomically(event.path / COMMITTED_MARKER, b"")
+        faults.reach("output-committed")
+
+
+def _handles(meta: dict) -> dict[str, list]:
+    """Sink id -> every handle the checkpoint's subtasks pre-committed."""
+    return {sink_id: [h for subtask_handles in by_subtask.values() for h in subtask_handles]
+            for sink_id, by_subtask in meta.get("sinks", {}).items()}

@@ -131,6 +131,10 @@ class CheckpointStorage:
                 found.append((int(match.group(1)), child))
         return sorted(found, reverse=True)
 
+    def directory_ids(self) -> list[int]:
+        """The id of every ``chk-<id>`` directory, complete, incomplete or corrupt, newest first."""
+        return [checkpoint_id for checkpoint_id, _ in self._checkpoint_directories()]
+
     def completed(self) -> list[CheckpointInfo]:
         """Checkpoints whose ``_metadata`` exists and parses, newest first (files not verified)."""
         infos = []

@@ -100,6 +100,10 @@ class Sink(ABC):
 
     #: True where output is committed transactionally (exactly-once).
     transactional = True
+    #: True where a checkpoint's output is one transaction for all subtasks: a parallel job's
+    #: coordinator commits it once, from every subtask's handles (Flink's global committer), and
+    #: the subtasks' own ``commit`` only forgets what they pre-committed.
+    global_commit = False
 
     def __init__(self, options: dict[str, str], schema: pa.Schema, *, subtask_index: int = 0):
         self.options = options
@@ -110,13 +114,21 @@ class Sink(ABC):
         """Prepare to write. ``resuming``: the job continues from a checkpoint, so
         output committed before it must be kept (no 'replace' of earlier output)."""
 
-    def recover(self, handles: list[Any]) -> None:
+    def recover(self, handles: list[Any], checkpoint_id: int | None = None) -> None:
         """Before a resumed job writes: publish the restored checkpoint's
         pre-committed output (``handles`` of every subtask; commit is idempotent)
         and discard staged output that no completed checkpoint covers.
         Called once per sink, on a fresh instance."""
         for handle in handles:
-            self.commit(-1, handle)
+            self.commit(-1 if checkpoint_id is None else checkpoint_id, handle)
+
+    def withdraw(self, job: str, after: int, *, fresh: bool = False) -> str | None:
+        """Before a job restored from checkpoint ``after`` (0: started afresh) writes: take back
+        what ``job`` published for later checkpoints, as its commit log records, so that
+        replaying publishes it once; or raise EngineError (naming the sink, the checkpoints and
+        the fix) where that output cannot be taken back. ``fresh``: the user asked to start
+        over (--fresh). Returns what was withdrawn, for a warning, or None."""
+        return None
 
     @abstractmethod
     def write(self, batch: pa.RecordBatch) -> None:

@@ -15,7 +15,11 @@ the file open only while it commits:
 4. ``commit(checkpoint_id, handle)`` opens the database and, in ONE
    transaction, inserts every staged file not yet inserted and records it in
    ``_weir_sink_commits``; then closes the database and deletes the staging
-   files. The record makes a repeated commit (after a restore) a no-op.
+   files (a table without a key keeps those of its latest ``KEEP_COMMITTED``
+   checkpoints in ``<database>.weir-log/``, to take their rows back). The
+   record makes a repeated commit (after a restore) a no-op, and is the
+   table's commit log: job, checkpoint and change of row count, written in the
+   transaction that changes the table, read by ``withdraw``.
 5. ``finish()`` commits what is pre-committed and what is still in memory;
    ``abort()`` drops what is in memory (pre-committed files are ``recover``'s).
 
@@ -51,6 +55,9 @@ from engine.connectors.options import parse_duration_seconds
 from engine.errors import EngineError
 
 COMMITS_TABLE = "_weir_sink_commits"
+#: How many of its latest checkpoints' rows a keyless table keeps the staged files of, to take
+#: them back when a run resumes from an earlier checkpoint (more than the 3 retained by default).
+KEEP_COMMITTED = 8
 #: The checkpoint id under which ``finish`` stages what is left.
 FINAL = 2**62
 RETRY_PAUSE_SECONDS = 0.005
@@ -61,6 +68,7 @@ _HELD_ELSEWHERE = ("lock", "different configuration")
 
 class DuckDBTableSink(Sink):
     transactional = True
+    global_commit = True
 
     def __init__(self, options: dict[str, str], schema: pa.Schema, **kwargs: Any):
         super().__init__(options, schema, **kwargs)
@@ -71,6 +79,8 @@ class DuckDBTableSink(Sink):
             "sink.lock-timeout", option_value(options, SPEC, "sink.lock-timeout")
         )
         self.staging_dir = f"{self.database}.staging"
+        #: The staged files of a keyless table's latest commits, kept after they were applied.
+        self.kept_dir = f"{self.database}.weir-log"
         self._run = uuid.uuid4().hex[:12]
         self._staged: list[pa.RecordBatch] = []
         self._pre_committed: dict[int, list[str]] = {}
@@ -79,6 +89,10 @@ class DuckDBTableSink(Sink):
         self.upsert_key: list[str] | None = json.loads(key) if key is not None else None
         #: The table's columns: the sink's schema without the row kind.
         self.table_schema = pa.schema([f for f in schema if f.name != ROW_KIND])
+        #: The job whose commits ``_weir_sink_commits`` records (set by the executor).
+        self.job = "job"
+        #: In a parallel job's worker: the coordinator commits (Flink's global committer).
+        self.committed_elsewhere = False
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -113,6 +127,10 @@ class DuckDBTableSink(Sink):
 
     def commit(self, checkpoint_id: int, handle: Any = None) -> None:
         done = [cid for cid in sorted(self._pre_committed) if cid <= checkpoint_id]
+        if self.committed_elsewhere:  # the parallel coordinator committed the staged files, once
+            for cid in done:
+                del self._pre_committed[cid]
+            return
         files = [f for cid in done for f in self._pre_committed[cid]]
         files += [f for f in handle or [] if f not in files]
         self._insert(files)  # may fail: then the files stay pre-committed
@@ -126,7 +144,7 @@ class DuckDBTableSink(Sink):
         self._insert(files)  # may fail: then everything stays pre-committed
         self._pre_committed = {}
 
-    def recover(self, handles: list[Any]) -> None:
+    def recover(self, handles: list[Any], checkpoint_id: int | None = None) -> None:
         """Insert the restored checkpoint's staged files (once each); delete other staged files."""
         files = [path for handle in handles for path in handle or []]
         pending, self._replace_pending = self._replace_pending, False  # republish: never replace
@@ -161,7 +179,9 @@ class DuckDBTableSink(Sink):
         return path
 
     def _insert(self, files: list[str]) -> None:
-        """Insert staged files, once each, in one transaction."""
+        """Insert staged files, once each, in one transaction, and record each in
+        ``_weir_sink_commits`` with its job, checkpoint and the change in the table's row count:
+        the table's commit log, updated in the transaction that changes the table."""
         if not files and not self._replace_pending:
             return
         with self._connect() as connection:
@@ -174,6 +194,7 @@ class DuckDBTableSink(Sink):
                 f"SELECT staged FROM {COMMITS_TABLE} WHERE table_name = ?", [self.table_name]
             ).fetchall()}
             todo = sorted((f for f in files if f not in done and os.path.exists(f)), key=_checkpoint_of)
+            before = self._count(connection) if todo else 0
             if todo and self.upsert_key is not None:
                 self._upsert(connection, todo)
             elif todo and ROW_KIND in self.schema.names:
@@ -182,15 +203,111 @@ class DuckDBTableSink(Sink):
                 connection.execute(
                     f"INSERT INTO {self._quoted_table} BY NAME SELECT * FROM read_parquet(?)", [todo]
                 )
+            if todo:
+                delta = self._count(connection) - before
                 connection.executemany(
-                    f"INSERT INTO {COMMITS_TABLE} VALUES (?, ?, ?)",
-                    [[self.table_name, f, self.subtask_index] for f in todo],
+                    f"INSERT INTO {COMMITS_TABLE} VALUES (?, ?, ?, ?, ?, ?)",
+                    [[self.table_name, f, self.subtask_index, self.job, _checkpoint_of(f),
+                      delta if i == len(todo) - 1 else 0] for i, f in enumerate(todo)],
                 )
             connection.execute("COMMIT")
+        if self._replace_pending:
+            self._forget_kept(lambda checkpoint_id: True)
         self._replace_pending = False
+        keep = self.upsert_key is None  # what a keyless table got, kept to take it back (``withdraw``)
         for path in files:
-            if os.path.exists(path):
+            if keep and path in todo:
+                os.makedirs(self.kept_dir, exist_ok=True)
+                os.replace(path, self._kept(path))
+            elif os.path.exists(path):
                 os.remove(path)
+        if keep and todo:
+            newest = sorted({_checkpoint_of(f) for f in self._kept_files()}, reverse=True)[:KEEP_COMMITTED]
+            self._forget_kept(lambda checkpoint_id: checkpoint_id not in newest)
+
+    def _kept(self, staged: str) -> str:
+        return os.path.join(self.kept_dir, os.path.basename(staged))
+
+    def _kept_files(self) -> list[str]:
+        prefix = f"{_safe(self.table_name)}~"
+        if not os.path.isdir(self.kept_dir):
+            return []
+        return [os.path.join(self.kept_dir, n) for n in os.listdir(self.kept_dir) if n.startswith(prefix)]
+
+    def _forget_kept(self, doomed) -> None:
+        for path in self._kept_files():
+            if doomed(_checkpoint_of(path)):
+                os.remove(path)
+
+    def _count(self, connection: duckdb.DuckDBPyConnection) -> int:
+        return connection.execute(f"SELECT count(*) FROM {self._quoted_table}").fetchone()[0]
+
+    def withdraw(self, job: str, after: int, *, fresh: bool = False) -> str | None:
+        """Output ``job`` committed to this table for checkpoints after ``after``, which a run
+        restored from ``after`` would commit again.
+
+        A table kept by upsert key replays idempotently (each key ends with its last change),
+        and a 'replace' table started afresh is replaced by its first commit: their records go.
+        A keyless table undoes those commits from the staged files it kept, in one transaction
+        with their records. Where the files are gone its rows cannot be told from others: the
+        run is refused, unless ``fresh`` and every row of the table is one ``job`` committed —
+        then the table is emptied."""
+        if not os.path.exists(self.database):
+            return None
+        with self._connect() as connection:
+            later = connection.execute(
+                f"SELECT DISTINCT checkpoint_id FROM {COMMITS_TABLE} WHERE table_name = ? AND job = ? "
+                "AND checkpoint_id > ? ORDER BY 1", [self.table_name, job, after]).fetchall()
+            if not later:
+                return None
+            ids = {row[0] for row in later}
+            if self.upsert_key is not None or (after == 0 and self.mode == "replace"):
+                connection.execute(f"DELETE FROM {COMMITS_TABLE} WHERE table_name = ? AND job = ? "
+                                   "AND checkpoint_id > ?", [self.table_name, job, after])
+                return None
+            where = f"table '{self.table_name}' in {self.database}"
+            staged = [row[0] for row in connection.execute(
+                f"SELECT staged FROM {COMMITS_TABLE} WHERE table_name = ? AND job = ? AND checkpoint_id > ?",
+                [self.table_name, job, after]).fetchall()]
+            kept = [self._kept(f) for f in staged]
+            if not fresh and all(os.path.exists(f) for f in kept):
+                before = self._count(connection)
+                connection.execute("BEGIN TRANSACTION")
+                self._retract(connection, kept, undo=True)
+                connection.execute(f"DELETE FROM {COMMITS_TABLE} WHERE table_name = ? AND job = ? "
+                                   "AND checkpoint_id > ?", [self.table_name, job, after])
+                connection.execute("COMMIT")
+                taken = before - self._count(connection)
+                for path in kept:
+                    os.remove(path)
+                return (f"withdrew {taken:,} row{'s' if taken != 1 else ''} from {where} that "
+                        f"{checkpoints_text(ids)} had committed")
+            if not fresh:
+                raise EngineError(
+                    f"{where} holds rows that {checkpoints_text(ids)} of job {job} committed, after "
+                    f"{'the start' if after == 0 else f'checkpoint {after}'} this run resumes from; "
+                    "rows cannot be taken back out of an append-only table, and replaying would write "
+                    "them twice",
+                    hint="start the job over with --fresh (it removes the job's rows from the table "
+                         "and recomputes them), or restore the lost checkpoint files",
+                )
+            ours = connection.execute(f"SELECT coalesce(sum(row_delta), 0) FROM {COMMITS_TABLE} "
+                                      "WHERE table_name = ? AND job = ?", [self.table_name, job]).fetchone()[0]
+            present = self._count(connection)
+            if ours != present:
+                raise EngineError(
+                    f"--fresh cannot withdraw job {job}'s rows from {where}: the table holds {present:,} "
+                    f"rows and the job committed {ours:,} of them",
+                    hint="other writers added rows; remove the job's rows yourself (or drop the table), "
+                         "then run with --fresh",
+                )
+            connection.execute("BEGIN TRANSACTION")
+            connection.execute(f"DELETE FROM {self._quoted_table}")
+            connection.execute(f"DELETE FROM {COMMITS_TABLE} WHERE table_name = ? AND job = ?",
+                               [self.table_name, job])
+            connection.execute("COMMIT")
+        self._forget_kept(lambda checkpoint_id: True)
+        return f"withdrew job {job}'s {present:,} rows from {where}"
 
     def _upsert(self, connection: duckdb.DuckDBPyConnection, files: list[str]) -> None:
         """Apply the changes in ``files`` (in checkpoint order, rows in order) by key."""
@@ -212,14 +329,17 @@ class DuckDBTableSink(Sink):
                            f"WHERE __weir_kind IN ({INSERT}, {UPDATE_AFTER})")
         connection.execute("DROP TABLE __weir_last")
 
-    def _retract(self, connection: duckdb.DuckDBPyConnection, files: list[str]) -> None:
+    def _retract(self, connection: duckdb.DuckDBPyConnection, files: list[str], *, undo: bool = False) -> None:
         """Apply the changes in ``files`` to a table without a key, as a multiset: per distinct
-        row, the inserts (+I, +U) minus the retractions (-U, -D) are added or deleted."""
+        row, the inserts (+I, +U; every row of an append-only file) minus the retractions
+        (-U, -D) are added or deleted. ``undo``: take the changes back instead."""
         names = [_quote(n) for n in self.table_schema.names]
         columns = ", ".join(names)
+        kind = _quote(ROW_KIND) if ROW_KIND in self.schema.names else str(INSERT)
+        sign = -1 if undo else 1
         connection.execute(
             f"CREATE OR REPLACE TEMP TABLE __weir_net AS SELECT {columns}, "
-            f"sum(CASE WHEN {_quote(ROW_KIND)} IN ({INSERT}, {UPDATE_AFTER}) THEN 1 ELSE -1 END)::BIGINT AS __weir_n "
+            f"sum(CASE WHEN {kind} IN ({INSERT}, {UPDATE_AFTER}) THEN {sign} ELSE {-sign} END)::BIGINT AS __weir_n "
             f"FROM read_parquet(?) GROUP BY ALL HAVING __weir_n <> 0", [files])
         same = " AND ".join(f"t.{n} IS NOT DISTINCT FROM d.{n}" for n in names)
         connection.execute(
@@ -251,6 +371,8 @@ class DuckDBTableSink(Sink):
             f"CREATE TABLE IF NOT EXISTS {COMMITS_TABLE} "
             "(table_name VARCHAR, staged VARCHAR, subtask INTEGER)"
         )
+        for column, kind in (("job", "VARCHAR"), ("checkpoint_id", "BIGINT"), ("row_delta", "BIGINT")):
+            connection.execute(f"ALTER TABLE {COMMITS_TABLE} ADD COLUMN IF NOT EXISTS {column} {kind}")
         return connection
 
 
@@ -265,6 +387,16 @@ def _checkpoint_of(path: str) -> int:
     """The checkpoint a staged file belongs to (its name ends with it): changes apply in that order."""
     found = _CHECKPOINT.search(path)
     return int(found.group(1)) if found else 0
+
+
+def checkpoints_text(ids: set[int]) -> str:
+    """'checkpoint 5', 'checkpoints 5, 6 and the final one' (a parallel job's final one has no number)."""
+    final = any(i >= FINAL for i in ids)
+    numbers = sorted(i for i in ids if i < FINAL)
+    parts = [str(i) for i in numbers] + (["the final one"] if final else [])
+    if len(parts) == 1:
+        return f"checkpoint {parts[0]}" if numbers else "the final checkpoint"
+    return "checkpoints " + ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
 def _safe(name: str) -> str:

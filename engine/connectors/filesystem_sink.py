@@ -18,11 +18,20 @@ The protocol, per subtask:
 Part numbers continue after the highest number found in the directory (final
 or in-progress), so a restarted job never overwrites earlier output. Readers
 (DuckDB's ``read_csv('dir/*.csv')``, pandas) see only published files.
+
+The commit log ``_weir_log/<job>.<subtask>.jsonl`` beside the output records
+what each checkpoint published, one JSON line ``{"checkpoint": n, "files":
+[...]}`` appended and fsynced before the files are renamed. It lives with the
+output, so losing checkpoint files cannot erase it: a job restored from
+checkpoint k (or started afresh, k = 0) deletes the files that checkpoints
+after k published (``withdraw``), and replaying writes them once again.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
+from pathlib import Path
 from typing import Any, BinaryIO
 
 import duckdb
@@ -33,11 +42,16 @@ import pyarrow.parquet as pq
 
 from engine.changelog import DELETE, INSERT, ROW_KIND, UPDATE_BEFORE
 from engine.connectors.base import Sink
+from engine.connectors.duckdb_table import checkpoints_text
 from engine.connectors.options import parse_size
 from engine.connectors.text_format import timestamps_as_text
 
+from engine.checkpoint.files import fsync_directory, write_atomically
+
 EXTENSION = {"csv": "csv", "json": "json", "parquet": "parquet", "debezium-json": "json"}
 IN_PROGRESS_SUFFIX = ".inprogress"
+#: The commit log's folder inside the sink directory (hidden from readers by its '_').
+LOG_DIRECTORY = "_weir_log"
 
 
 class PartWriter:
@@ -166,6 +180,8 @@ class FileSystemSink(Sink):
         self._closed: list[list[str]] = []  # closed, not yet pre-committed
         self._pre_committed: dict[int, list[list[str]]] = {}
         self._next_part = 0
+        #: The job whose commits the log records (set by the executor).
+        self.job = "job"
 
     def open(self, resuming: bool = False) -> None:
         os.makedirs(self.directory, exist_ok=True)
@@ -195,6 +211,7 @@ class FileSystemSink(Sink):
         for pair in handle or []:
             if list(pair) not in files:
                 files.append(list(pair))
+        self._log(checkpoint_id, files)
         self._publish(files)
 
     def abort(self) -> None:
@@ -210,14 +227,46 @@ class FileSystemSink(Sink):
                 os.remove(path)
         self._current, self._closed, self._pre_committed = None, [], {}
 
-    def recover(self, handles: list[Any]) -> None:
-        """Publish the restored checkpoint's files; delete every other in-progress file."""
+    def recover(self, handles: list[Any], checkpoint_id: int | None = None) -> None:
+        """Publish the restored checkpoint's files (logged under ``checkpoint_id``, if given);
+        delete every other in-progress file."""
         os.makedirs(self.directory, exist_ok=True)
         keep = [list(pair) for handle in handles for pair in handle or []]
+        if checkpoint_id is not None:
+            self._log(checkpoint_id, keep)
         self._publish(keep)
         for name in os.listdir(self.directory):
             if name.startswith(".part-") and name.endswith(IN_PROGRESS_SUFFIX):
                 os.remove(os.path.join(self.directory, name))
+
+    def withdraw(self, job: str, after: int, *, fresh: bool = False) -> str | None:
+        """Delete the files that ``job``'s checkpoints after ``after`` published (its commit
+        log says which), and their log lines; say what was withdrawn, or None."""
+        folder = os.path.join(self.directory, LOG_DIRECTORY)
+        if not os.path.isdir(folder):
+            return None
+        removed, checkpoints = 0, set()
+        for name in sorted(os.listdir(folder)):
+            if not (name.startswith(f"{job}.") and name.endswith(".jsonl")):
+                continue
+            path = os.path.join(folder, name)
+            entries = _read_log(path)
+            kept = [e for e in entries if e["checkpoint"] <= after]
+            for entry in entries:
+                if entry["checkpoint"] > after:
+                    checkpoints.add(entry["checkpoint"])
+                    for final in entry["files"]:
+                        for doomed in (final, f".{final}{IN_PROGRESS_SUFFIX}"):
+                            if os.path.exists(os.path.join(self.directory, doomed)):
+                                os.remove(os.path.join(self.directory, doomed))
+                                removed += doomed == final
+            if len(kept) != len(entries):
+                write_atomically(Path(path), "".join(json.dumps(e) + "\n" for e in kept).encode())
+        if not checkpoints:
+            return None
+        fsync_directory(Path(self.directory))
+        return (f"withdrew {removed} part file{'s' if removed != 1 else ''} from {self.directory} that "
+                f"{checkpoints_text(checkpoints)} had published")
 
     def finish(self) -> None:
         self._close_part()
@@ -241,6 +290,33 @@ class FileSystemSink(Sink):
         self._closed.append(self._current)
         self._writer, self._current = None, None
 
+    def _log(self, checkpoint_id: int, files: list[list[str]]) -> None:
+        """Record, durably and before they become visible, the files checkpoint ``checkpoint_id``
+        publishes. A line torn by a crash is followed by a newline and skipped by readers: its
+        files were never renamed."""
+        pending = [final for in_progress, final in files
+                   if os.path.exists(os.path.join(self.directory, in_progress))]
+        if not pending:
+            return
+        folder = os.path.join(self.directory, LOG_DIRECTORY)
+        if not os.path.isdir(folder):
+            os.makedirs(folder, exist_ok=True)
+            fsync_directory(Path(self.directory))
+        path = os.path.join(folder, f"{self.job}.{self.subtask_index}.jsonl")
+        line = (json.dumps({"checkpoint": checkpoint_id, "files": pending}) + "\n").encode()
+        created = not os.path.exists(path)
+        with open(path, "a+b") as log:
+            log.seek(0, os.SEEK_END)
+            if log.tell() > 0:
+                log.seek(-1, os.SEEK_END)
+                if log.read(1) != b"\n":
+                    line = b"\n" + line
+            log.write(line)
+            log.flush()
+            os.fsync(log.fileno())
+        if created:
+            fsync_directory(Path(folder))
+
     def _publish(self, files: list[list[str]]) -> None:
         for in_progress, final in files:
             source = os.path.join(self.directory, in_progress)
@@ -248,6 +324,20 @@ class FileSystemSink(Sink):
                 os.replace(source, os.path.join(self.directory, final))
         if files:
             _fsync_directory(self.directory)
+
+
+def _read_log(path: str) -> list[dict]:
+    """The entries of a commit log; a line a crash tore (never followed by a publish) is skipped."""
+    entries = []
+    with open(path, "rb") as log:
+        for line in log:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict) and isinstance(entry.get("checkpoint"), int):
+                entries.append(entry)
+    return entries
 
 
 def _fsync_directory(path: str) -> None:

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from engine.checkpoint.coordinator import CheckpointConfig, CheckpointEvent
+from engine.checkpoint.coordinator import AlreadyFinished, CheckpointConfig, CheckpointEvent
+from engine.checkpoint.files import remove_directory
 from engine.checkpoint.storage import CheckpointStorage
 from engine.connectors.options import parse_duration_seconds, parse_int
 from engine.errors import EngineError, JobCancelled
@@ -29,8 +30,11 @@ class JobOptions:
     warn: Callable[[str], None] = field(default=lambda message: None)
     #: Called with each executor as it starts, e.g. to cancel it from another thread.
     on_executor: Callable[[LocalExecutor], None] | None = None
-    #: Empty the state directory first (once it is locked): the shell's jobs start afresh.
+    #: Start over (--fresh): forget the job's checkpoints and withdraw what it published.
     fresh: bool = False
+    #: Empty the state directory first (once it is locked) and treat the job as new, so that no
+    #: earlier output is reconciled: the shell's jobs, each a new job in a directory of its own.
+    new_job: bool = False
 
 
 def checkpoint_config(graph: JobGraph, options: JobOptions) -> CheckpointConfig:
@@ -62,9 +66,50 @@ def _restart_policy(settings: dict[str, str]) -> tuple[int, float]:
     return attempts, delay
 
 
+def _forget_other_history(config: CheckpointConfig) -> None:
+    """A job started from a savepoint begins a new history: its checkpoints would be wrong to
+    resume from later, so they go — except the one being resumed from, when the savepoint is a
+    retained checkpoint of this job (Flink's ``-s .../chk-4``): that one is read, and kept."""
+    savepoint = Path(config.savepoint)
+    if savepoint.name == "_metadata":
+        savepoint = savepoint.parent
+    config.savepoint = savepoint
+    directory = config.storage.directory
+    if not directory.is_dir():
+        return
+    if savepoint.resolve().parent != directory.resolve():
+        shutil.rmtree(directory, ignore_errors=True)
+        return
+    for child in directory.iterdir():
+        if child.resolve() != savepoint.resolve():
+            if child.is_dir():
+                remove_directory(child)
+            else:
+                child.unlink()
+
+
+def _finished_text(graph: JobGraph, event: CheckpointEvent) -> str:
+    """What a run of a finished job says: which checkpoint finished it, and where its output is."""
+    places = []
+    for node in graph.nodes:
+        if node.kind == "sink":
+            options = node.config["options"]
+            where = options.get("path")
+            if options.get("table-name"):
+                where = f"table {options['table-name']} in {where}"
+            if where and where not in places:
+                places.append(where)
+    output = f"; its output is in {', '.join(places)}" if places else ""
+    return (f"job {graph.name} had already finished: its final checkpoint {event.checkpoint_id} "
+            f"({event.path}) is committed{output}. Nothing was run and nothing was written; "
+            "to run it again from the start, replacing that output, use --fresh")
+
+
 def run_job(graph: JobGraph, options: JobOptions) -> JobResult:
     """Run ``graph`` to the end (or until stopped), resuming from its latest
-    checkpoint in ``options.state_dir`` if an earlier run did not finish.
+    checkpoint in ``options.state_dir`` if an earlier run did not finish. If
+    the latest checkpoint is the final one of a finished run, nothing runs: the
+    result says so (``already_finished``) and the output stays as it is.
 
     The state directory is locked for the whole run (``control.lock_state_dir``):
     a second run on it fails before touching anything there.
@@ -72,6 +117,7 @@ def run_job(graph: JobGraph, options: JobOptions) -> JobResult:
     A failure restarts the job from its latest checkpoint while the restart
     strategy allows; then the error is raised, naming the operator."""
     config = checkpoint_config(graph, options)
+    config.reconcile, config.fresh = not options.new_job, options.fresh
     attempts, delay = _restart_policy(graph.settings)
     backend = graph.settings.get("state.backend", "duckdb")
     if backend not in ("duckdb", "memory"):
@@ -88,13 +134,19 @@ def run_job(graph: JobGraph, options: JobOptions) -> JobResult:
 
 def _run_locked(graph: JobGraph, options: JobOptions, config: CheckpointConfig, attempts: int, delay: float,
                 backend: str, parallelism: int) -> JobResult:
-    if options.fresh:
+    if options.new_job:
         for entry in options.state_dir.iterdir():
             if entry.name != LOCK_FILE:
                 shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
-    if options.from_savepoint is not None:
-        # A job started from a savepoint begins a new history: older checkpoints would be wrong to resume.
-        shutil.rmtree(config.storage.directory, ignore_errors=True)
+    if options.fresh and options.from_savepoint is not None:
+        raise EngineError("--fresh starts a job over from the beginning; --from-savepoint resumes it",
+                          hint="give one of them")
+    if options.fresh:
+        # The finished checkpoint goes first: from then on no run reports the job finished, and
+        # every run starts from the beginning, withdrawing the old output (sinks' commit logs).
+        remove_directory(config.storage.directory)
+    elif options.from_savepoint is not None:
+        _forget_other_history(config)
     control = ControlChannel(options.state_dir / "control")
     control.open()
     try:
@@ -110,6 +162,9 @@ def _run_locked(graph: JobGraph, options: JobOptions, config: CheckpointConfig, 
                 options.on_executor(executor)
             try:
                 return executor.run()
+            except AlreadyFinished as finished:
+                return JobResult(graph.name, [], 0, 0.0, [finished.event], None, True,
+                                 finished_before=_finished_text(graph, finished.event))
             except JobCancelled:
                 raise
             except EngineError as error:

@@ -55,6 +55,8 @@ class JobResult:
     stopped_with: CheckpointEvent | None = None
     #: True when the run only finished committing a previous run's final output.
     already_finished: bool = False
+    #: When the job had finished and committed before: what the run says instead of a summary.
+    finished_before: str = ""
 
     @property
     def events_per_second(self) -> float:
@@ -167,6 +169,7 @@ class LocalExecutor:
         for task in self.tasks.values():
             if task.node.kind == "sink":
                 task.operator.resuming = self.sinks_prepared
+                task.operator.sink.job = self.graph.name  # the job its commit log records
 
     @staticmethod
     def _instantiate(node: OperatorNode, ctx: OperatorContext) -> tuple[Operator | None, SourceReader | None]:

@@ -18,6 +18,13 @@ process, owns checkpoints:
    writes the finished checkpoint and sends ``complete``; the workers commit
    and report their metrics.
 
+A sink whose output is one transaction (``Sink.global_commit``: a DuckDB table)
+is committed once per checkpoint, by the coordinator, from every worker's
+handles — Flink's global committer — so that the workers never queue on the
+database's lock, and a materialized view is replaced by that single first
+commit (until then it keeps the previous run's result). Other sinks (part
+files) are committed by each worker on ``complete``.
+
 On recovery the coordinator publishes the restored checkpoint's sink output
 once, and hands each worker every source position (a worker reads only its
 splits) and the state of the key groups it owns — whatever the parallelism
@@ -34,7 +41,9 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable
 
+from engine import faults
 from engine.checkpoint.coordinator import CheckpointConfig, CheckpointEvent, Coordinator, RestorePoint
+from engine.connectors.base import Sink
 from engine.connectors.registry import create_sink
 from engine.errors import EngineError, JobCancelled
 from engine.graph import JobGraph
@@ -138,6 +147,10 @@ class ProcessExecutor:
         self._last_barrier_step = 0
         self._started = time.perf_counter()
         self._ready: set[int] = set()
+        #: Sink id -> the coordinator's instance of each sink it commits itself (``global_commit``).
+        self._committers: dict[str, Sink] = {}
+        #: Checkpoint id -> the handles its subtasks pre-committed: sink id -> subtask -> [handle].
+        self._handles: dict[int, dict] = {}
 
     def cancel(self) -> None:
         self._cancelled = True
@@ -166,20 +179,43 @@ class ProcessExecutor:
 
     # -- setup ---------------------------------------------------------------
     def _prepare_sinks(self) -> None:
-        """A fresh start: ready each sink once (a materialized view is replaced here), so that
-        the workers' sink subtasks only ever add to it."""
+        """A fresh start: delete what a killed earlier run staged and never published, and create
+        missing tables. Nothing is replaced here: a materialized view keeps its previous result
+        until the first commit replaces it, in the coordinator."""
         for node in self.graph.nodes:
             if node.kind == "sink":
-                sink = create_sink(node.config["options"], node.output_schema)
-                sink.recover([])  # output a killed earlier run staged and never published
+                sink = self._sink(node)
+                sink.recover([])
                 sink.open()
-                sink.finish()
+                if sink.global_commit:
+                    self._committers[node.id] = sink
 
     def _recover_sinks(self, restore: RestorePoint) -> None:
         for node in self.graph.nodes:
             if node.kind == "sink":
-                create_sink(node.config["options"], node.output_schema).recover(
-                    restore.sink_handles.get(node.id, []))
+                sink = self._sink(node)
+                sink.recover(restore.sink_handles.get(node.id, []))
+                if sink.global_commit:
+                    sink.open(resuming=True)
+                    self._committers[node.id] = sink
+
+    def _sink(self, node) -> Sink:
+        sink = create_sink(node.config["options"], node.output_schema)
+        sink.job = self.graph.name
+        return sink
+
+    def _commit(self, checkpoint_id: int) -> None:
+        """Checkpoint ``checkpoint_id`` is durable: commit the sinks committed here, once, with
+        every worker's handles, then tell the workers to commit theirs."""
+        handles = self._handles.pop(checkpoint_id, {})
+        for older in [n for n in self._handles if n < checkpoint_id]:
+            del self._handles[older]  # subsumed: a worker's handles list all it has not committed
+        for sink_id, sink in self._committers.items():
+            by_subtask = handles.get(sink_id, {})
+            files = [f for subtask in sorted(by_subtask) for handle in by_subtask[subtask] for f in handle or []]
+            sink.commit(checkpoint_id, files)
+            faults.reach("commit")
+        self._broadcast(("complete", checkpoint_id, checkpoint_id == self._final_id))
 
     def _start_workers(self, restore: RestorePoint | None) -> None:
         """Start the N workers. A restoring worker is given the checkpoint's path, not its state:
@@ -268,6 +304,7 @@ class ProcessExecutor:
     def _write(self, key) -> None:
         collect = self._collecting.pop(key)
         checkpoint_id = self.coordinator.next_id if collect.finished else key
+        self._handles[checkpoint_id] = collect.handles
         self.coordinator.take(collect.kind, collect.sources, collect.snapshots, collect.handles,
                               finished=collect.finished, parallelism=self.parallelism,
                               checkpoint_id=checkpoint_id)
@@ -281,8 +318,7 @@ class ProcessExecutor:
             self._write("final")
         # complete(n) goes out before a stop that the savepoint's callback may send. Once the
         # final checkpoint is being written every worker is idle, waiting for it: wait with them.
-        event = coordinator.poll(lambda n: self._broadcast(("complete", n, n == self._final_id)),
-                                 wait=self._final_id is not None)
+        event = coordinator.poll(self._commit, wait=self._final_id is not None)
         if event is not None:
             if event.checkpoint_id == self._final_id:
                 self._final_event = event

@@ -11,6 +11,9 @@ class SinkWriter(Operator):
     def __init__(self, sink: Sink, ctx: OperatorContext):
         super().__init__({}, ctx)
         self.sink = sink
+        # In a parallel job's worker, the coordinator commits a sink that has a global committer.
+        if sink.global_commit and ctx.parallelism > 1:
+            sink.committed_elsewhere = True
         #: Set by the executor when the job resumes from a checkpoint.
         self.resuming = False
 

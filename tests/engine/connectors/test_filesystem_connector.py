@@ -48,7 +48,9 @@ def test_round_trip_through_sink_duckdb_and_source(tmp_path, fmt):
     s.commit(1, s.pre_commit(1))
     s.write(sample(100))
     s.finish()
-    assert sorted(os.listdir(out)) == [f"part-0-0.{fmt}", f"part-0-1.{fmt}"]
+    # The commit log (_weir_log) is hidden from readers by its '_', as Hive and Spark hide theirs.
+    assert sorted(n for n in os.listdir(out) if not n.startswith("_")) == [f"part-0-0.{fmt}", f"part-0-1.{fmt}"]
+    assert os.listdir(out / "_weir_log") == ["job.0.jsonl"]
     expected = pa.Table.from_batches([sample(0), sample(100)])
 
     assert read_all(source(out, fmt)).equals(expected)
@@ -230,7 +232,7 @@ def test_in_progress_files_invisible_until_commit(tmp_path, fmt):
     assert duckdb.sql(f"SELECT count(*) FROM glob('{tmp_path}/out/*.{fmt}')").fetchall() == [(0,)]
     s.commit(7, handle)
     s.commit(7, handle)  # again, as a restored job does: nothing changes
-    assert os.listdir(tmp_path / "out") == [f"part-0-0.{fmt}"]
+    assert sorted(os.listdir(tmp_path / "out")) == ["_weir_log", f"part-0-0.{fmt}"]
 
 
 def test_abort_removes_what_was_written_since_the_pre_commit(tmp_path):
@@ -261,7 +263,7 @@ def test_rolling_policy_starts_new_part_files(tmp_path):
     s.write(sample(10))
     assert len(s.pre_commit(1)) == 2
     s.commit(1)
-    assert sorted(os.listdir(tmp_path)) == ["part-0-0.csv", "part-0-1.csv"]
+    assert sorted(os.listdir(tmp_path)) == ["_weir_log", "part-0-0.csv", "part-0-1.csv"]
 
 
 def test_parts_of_subtasks_are_named_apart(tmp_path):

@@ -66,7 +66,7 @@ def output(directory: Path) -> dict[str, list[tuple]]:
     con = duckdb.connect()
     con.execute(f"ATTACH '{directory / 'r.duckdb'}' AS job (READ_ONLY)")
     table = con.sql("SELECT k, epoch(window_start)::BIGINT, n, total FROM job.out").fetchall()
-    parts = [str(p) for p in (directory / "files").iterdir() if not p.name.startswith(".")]
+    parts = [str(p) for p in (directory / "files").iterdir() if not p.name.startswith((".", "_"))]  # _weir_log: the commit log
     files = con.sql("SELECT k, epoch(window_start)::BIGINT, n, total FROM read_csv($f)", params={"f": parts}) \
         .fetchall() if parts else []
     hidden = [p.name for p in (directory / "files").iterdir() if p.name.startswith(".")]
