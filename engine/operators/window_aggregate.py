@@ -120,7 +120,7 @@ class WindowAggregate(Operator):
     def open(self) -> None:
         if self.state is None:
             self.state = WindowState(
-                self.ctx.state_connection(),
+                self.ctx.state_connection(preserve_insertion_order=False),
                 self.ctx.operator_id,
                 len(self.keys),
                 self.accumulators,
