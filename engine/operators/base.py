@@ -26,6 +26,12 @@ def late_counter(source: str) -> str:
     return f"late_rows_dropped[{source}]"
 
 
+def without_output_names(shape: dict[str, Any]) -> dict[str, Any]:
+    """A join's state shape without its sides' output ``names``: renaming a column keeps the state."""
+    return {key: ({k: v for k, v in value.items() if k != "names"} if isinstance(value, dict) else value)
+            for key, value in shape.items()}
+
+
 @dataclass
 class OperatorContext:
     operator_id: str
@@ -86,6 +92,10 @@ class OperatorContext:
 class Operator:
     """Base class. Subclasses override the hooks they need."""
 
+    #: The parts of the config this operator's state depends on: a snapshot taken with other
+    #: values does not fit, and restore refuses it (``state_shape``). Empty: nothing to restore.
+    STATE_CONFIG: tuple[str, ...] = ()
+
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         self.config = config
         self.ctx = ctx
@@ -104,6 +114,15 @@ class Operator:
         """The watermark passed downstream once this operator has processed ``watermark``: the
         same, unless the operator emits rows older than its watermark (an interval join)."""
         return watermark
+
+    @classmethod
+    def state_shape(cls, config: dict[str, Any]) -> dict[str, Any] | None:
+        """What a snapshot of this operator depends on (keys, accumulators, window geometry...),
+        JSON-able; None for an operator without state. Checkpoints record it, and restore
+        refuses a snapshot whose shape differs, naming what changed."""
+        if not cls.STATE_CONFIG:
+            return None
+        return {key: config.get(key) for key in cls.STATE_CONFIG}
 
     def snapshot(self) -> Any:
         """A consistent copy of the state (the synchronous part of a checkpoint)."""

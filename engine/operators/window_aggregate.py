@@ -82,6 +82,9 @@ def _referenced_column(sql: str, names: list[str]) -> str | None:
 
 
 class WindowAggregate(Operator):
+    #: State: window geometry (slices), keys and accumulators.
+    STATE_CONFIG = ("window", "keys", "aggregates", "grouping_sets")
+
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
         oid = ctx.operator_id
