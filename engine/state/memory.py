@@ -13,9 +13,10 @@ disk. weir does the same with DuckDB:
    ``taskmanager.memory.managed.fraction`` (default 0.4, Flink's) of the total.
    At parallelism p each worker process gets 1/p of it.
 3. Every state connection of the process (``ManagedMemory.connect``) gets an
-   equal share as DuckDB's ``memory_limit``, rebalanced as operators open, and
-   a ``temp_directory`` of its own under the job's state directory, so DuckDB
-   spills its state there instead of growing past the limit.
+   equal share as DuckDB's ``memory_limit`` (and a thread per 128 MB of it),
+   rebalanced as operators open, and a ``temp_directory`` of its own under the
+   job's state directory, so DuckDB spills its state there instead of growing
+   past the limit.
 """
 from __future__ import annotations
 
@@ -34,6 +35,9 @@ MANAGED_FRACTION = "taskmanager.memory.managed.fraction"
 DEFAULT_FRACTION = 0.4
 #: No state connection gets less: DuckDB needs some memory to spill at all.
 MIN_CONNECTION_BYTES = 64 << 20
+#: A state connection gets one DuckDB thread per this much memory (at least one): with less,
+#: DuckDB's spilling sort and aggregate run out of memory for each thread's buffers.
+BYTES_PER_THREAD = 128 << 20
 #: A cgroup value at least this large means "no limit" (v1 writes 2^63 rounded to a page).
 _UNLIMITED = 1 << 60
 
@@ -128,6 +132,8 @@ class ManagedMemory:
     total: int
     #: The root of the connections' spill directories (None: DuckDB's default).
     spill_dir: str | None = None
+    #: DuckDB threads per connection at most (1 in a parallel worker: one core per subtask).
+    max_threads: int = field(default_factory=lambda: os.cpu_count() or 1)
     _connections: list[duckdb.DuckDBPyConnection] = field(default_factory=list, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -136,7 +142,7 @@ class ManagedMemory:
                 total: int | None = None) -> "ManagedMemory":
         """This worker's share (1/parallelism) of the job's managed memory."""
         return cls(max(MIN_CONNECTION_BYTES, managed_memory_bytes(settings, total) // max(1, parallelism)),
-                   spill_dir)
+                   spill_dir, max_threads=1 if parallelism > 1 else (os.cpu_count() or 1))
 
     def share(self, connections: int) -> int:
         return max(MIN_CONNECTION_BYTES, self.total // max(1, connections))
@@ -155,8 +161,10 @@ class ManagedMemory:
         with self._lock:
             self._connections = [c for c in self._connections if _alive(c)] + [connection]
             share = self.share(len(self._connections))
+            threads = max(1, min(self.max_threads, share // BYTES_PER_THREAD))
             for existing in self._connections:
                 existing.execute(f"SET memory_limit = '{share}B'")
+                existing.execute(f"SET threads = {threads}")
         return connection
 
 

@@ -71,18 +71,20 @@ def test_managed_memory_is_the_size_else_the_fraction_of_the_limit():
         managed_memory_bytes({"taskmanager.memory.managed.fraction": "1.2"}, total=1000 * MB)
 
 
-def test_each_worker_gets_its_share_of_the_job():
-    assert ManagedMemory.for_job({"taskmanager.memory.managed.size": "1gb"}, parallelism=4).total == 256 * MB
+def test_each_worker_gets_its_share_of_the_job_and_one_thread():
+    worker = ManagedMemory.for_job({"taskmanager.memory.managed.size": "1gb"}, parallelism=4)
+    assert (worker.total, worker.max_threads) == (256 * MB, 1)
 
 
 def test_memory_limit_and_temp_directory_reach_duckdb(tmp_path):
-    managed = ManagedMemory(512 * MB, spill_dir=str(tmp_path / "spill"))
+    managed = ManagedMemory(512 * MB, spill_dir=str(tmp_path / "spill"), max_threads=4)
     first = managed.connect("q.window_aggregate")
-    assert limit_bytes(first) == 512 * MB
+    assert limit_bytes(first) == 512 * MB and setting(first, "threads") == 4  # a thread per 128 MB
     assert setting(first, "temp_directory") == str(tmp_path / "spill" / "q.window_aggregate")
     assert setting(first, "enable_progress_bar") is False
     second = managed.connect("q.group_aggregate")  # two operators share the memory: each gets half
     assert limit_bytes(first) == limit_bytes(second) == 256 * MB
+    assert setting(first, "threads") == setting(second, "threads") == 2
     second.close()  # a closed connection's share goes back to the others when the next one opens
     third = managed.connect("q.top_n")
     assert limit_bytes(first) == limit_bytes(third) == 256 * MB
@@ -93,6 +95,7 @@ def test_an_operator_state_connection_is_limited_and_spills_beyond_it(tmp_path):
     ctx = OperatorContext("q.window_aggregate", pa.schema([]), memory=ManagedMemory(64 * MB, str(tmp_path)))
     con = ctx.state_connection(preserve_insertion_order=False)
     assert limit_bytes(con) == 64 * MB and setting(con, "preserve_insertion_order") is False
+    assert setting(con, "threads") == 1
     # ~200 MB of rows in a 64 MB database: DuckDB writes what does not fit to the temp directory.
     con.execute("CREATE TABLE state AS SELECT i, repeat('x', 180) AS payload FROM range(1000000) t(i)")
     (spilled,) = con.sql("SELECT coalesce(sum(size), 0) FROM duckdb_temporary_files()").fetchall()[0]
