@@ -181,7 +181,8 @@ class Planner:
     def _set(self, s: st.SetOption) -> None:
         if s.key is None:
             return
-        problem = check_setting(s.key, *locate(s, quoted(s.key)))
+        problem = check_setting(s.key, *locate(s, quoted(s.key))) or check_setting(
+            s.key, *locate(s, quoted(s.value or ""), after=quoted(s.key)), value=s.value or "")
         if problem:
             raise WeirSqlError(problem)
         self.settings[s.key] = s.value or ""
@@ -275,7 +276,7 @@ def plan_script(
     settings: dict[str, str] | None = None,
 ) -> Script:
     for key in settings or {}:
-        problem = check_setting(key)
+        problem = check_setting(key, value=settings[key])
         if problem:
             raise WeirSqlError(problem)
     planner = Planner(job_name=job_name, db_path=db_path, settings=settings)

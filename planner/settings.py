@@ -1,40 +1,137 @@
 """The job settings a SET statement or the command line may change.
 
 Keys follow Flink's configuration names. An unknown key is an error, so a
-typo never silently leaves a setting at its default.
+typo never silently leaves a setting at its default; so is a value outside a
+key's range ('weir.source.batch-size' = '0', 'execution.checkpointing.interval'
+= '0s'), before the job starts.
 """
 from __future__ import annotations
 
 import difflib
+from dataclasses import dataclass
+from typing import Callable
 
+from engine.connectors.options import parse_duration_seconds, parse_size
+from engine.errors import EngineError
+from engine.state.memory import MIN_CONNECTION_BYTES
 from sql.errors import Problem
 
-#: key -> (default, description)
-SETTINGS: dict[str, tuple[str | None, str]] = {
-    "pipeline.name": (None, "the job's name (default: the SQL file's name)"),
-    "parallelism.default": ("1", "subtasks per keyed operator"),
-    "pipeline.max-parallelism": ("128", "number of key groups"),
-    "execution.checkpointing.interval": (None, "checkpoint every this long, e.g. '5s'"),
-    "state.backend": ("duckdb", "'duckdb' or 'memory'"),
-    "state.checkpoints.num-retained": ("3", "completed checkpoints kept"),
-    "restart-strategy.type": ("none", "'none' or 'fixed-delay'"),
-    "restart-strategy.fixed-delay.attempts": ("3", "restarts before giving up"),
-    "restart-strategy.fixed-delay.delay": ("1s", "pause before a restart"),
-    "table.exec.state.ttl": ("0", "idle state retention for updating operators"),
-    "table.optimizer.agg-phase-strategy": ("AUTO", "'AUTO'/'TWO_PHASE': window aggregates pre-aggregate before a parallel exchange; 'ONE_PHASE': they do not"),
-    "table.exec.source.idle-timeout": ("0", "a split with no data this long stops holding the watermark"),
-    "sql-client.execution.result-mode": ("table", "'table', 'changelog' or 'tableau'"),
-    "weir.source.batch-size": ("65536", "rows per batch read from a source"),
-    "weir.checkpointing.interval-batches": (None, "checkpoint every this many source batches (deterministic, for tests)"),
-    "weir.exchange.buffer-size": ("32MB", "bytes queued for another worker before a worker stops reading its sources"),
-    "execution.savepoint.path": (None, "start the next job from this savepoint"),
-    "state.checkpoints.dir": (None, "the job's state directory (default .weir/<job name>)"),
+
+def _integer(minimum: int, maximum: int | None = None) -> Callable[[str], str | None]:
+    def check(value: str) -> str | None:
+        try:
+            number = int(value.strip())
+        except ValueError:
+            number = None
+        if number is None or number < minimum or (maximum is not None and number > maximum):
+            upper = f" and at most {maximum}" if maximum is not None else ""
+            return f"an integer of at least {minimum}{upper}"
+        return None
+    check.example = str(max(minimum, 1))
+    return check
+
+
+def _duration(*, positive: bool) -> Callable[[str], str | None]:
+    def check(value: str) -> str | None:
+        try:
+            seconds = parse_duration_seconds("", value)
+        except EngineError:
+            seconds = None
+        if seconds is None or seconds < 0 or (positive and seconds == 0):
+            return ("a duration greater than 0" if positive else "a duration") + " such as '500ms', '5s' or '2min'"
+        return None
+    check.example = "5s"
+    return check
+
+
+def _size(minimum: int) -> Callable[[str], str | None]:
+    def check(value: str) -> str | None:
+        try:
+            size = parse_size("", value)
+        except EngineError:
+            size = None
+        if size is None or size < minimum:
+            return f"a size of at least {minimum >> 20}mb such as '256mb' or '1gb'" if minimum >= 1 << 20 \
+                else "a size greater than 0 such as '32mb' or '1048576'"
+        return None
+    check.example = "256mb"
+    return check
+
+
+def _fraction(value: str) -> str | None:
+    try:
+        fraction = float(value)
+    except ValueError:
+        fraction = -1.0
+    return None if 0.0 < fraction < 1.0 else "a fraction between 0 and 1 (exclusive)"
+
+
+_fraction.example = "0.4"
+
+
+def _one_of(*choices: str, case: bool = True) -> Callable[[str], str | None]:
+    def check(value: str) -> str | None:
+        text = value.strip() if case else value.strip().upper()
+        return None if text in choices else "one of " + ", ".join(f"'{c}'" for c in choices)
+    check.example = choices[0]
+    return check
+
+
+@dataclass(frozen=True)
+class Setting:
+    default: str | None
+    description: str
+    #: What is wrong with a value ('an integer of at least 1'), or None when it is valid.
+    check: Callable[[str], str | None] | None = None
+
+
+SETTINGS: dict[str, Setting] = {
+    "pipeline.name": Setting(None, "the job's name (default: the SQL file's name)"),
+    "parallelism.default": Setting("1", "subtasks per keyed operator", _integer(1, 32768)),
+    "pipeline.max-parallelism": Setting("128", "number of key groups", _integer(1, 32768)),
+    "execution.checkpointing.interval": Setting(None, "checkpoint every this long, e.g. '5s'",
+                                                _duration(positive=True)),
+    "state.backend": Setting("duckdb", "'duckdb' or 'memory'", _one_of("duckdb", "memory")),
+    "state.checkpoints.num-retained": Setting("3", "completed checkpoints kept", _integer(1)),
+    "restart-strategy.type": Setting("none", "'none' or 'fixed-delay'",
+                                     _one_of("none", "fixed-delay", "disable", "off")),
+    "restart-strategy.fixed-delay.attempts": Setting("3", "restarts before giving up", _integer(0)),
+    "restart-strategy.fixed-delay.delay": Setting("1s", "pause before a restart", _duration(positive=False)),
+    "table.exec.state.ttl": Setting("0", "idle state retention for updating operators"),
+    "table.optimizer.agg-phase-strategy": Setting(
+        "AUTO", "'AUTO'/'TWO_PHASE': window aggregates pre-aggregate before a parallel exchange; "
+                "'ONE_PHASE': they do not", _one_of("AUTO", "TWO_PHASE", "ONE_PHASE", case=False)),
+    "table.exec.source.idle-timeout": Setting("0", "a split with no data this long stops holding the watermark"),
+    "sql-client.execution.result-mode": Setting("table", "'table', 'changelog' or 'tableau' (the shell checks it)"),
+    "weir.source.batch-size": Setting("65536", "rows per batch read from a source", _integer(1)),
+    "weir.checkpointing.interval-batches": Setting(
+        None, "checkpoint every this many source batches (deterministic, for tests)", _integer(1)),
+    "weir.exchange.buffer-size": Setting(
+        "32MB", "bytes queued for another worker before a worker stops reading its sources", _size(1)),
+    "taskmanager.memory.managed.size": Setting(
+        None, "memory for state tables (DuckDB) of the whole job, e.g. '512mb'; beyond it state spills "
+              "to the state directory (default: the fraction below of the cgroup or machine memory)",
+        _size(MIN_CONNECTION_BYTES)),
+    "taskmanager.memory.managed.fraction": Setting(
+        "0.4", "share of the cgroup (container) or machine memory for state tables, when no size is set",
+        _fraction),
+    "execution.savepoint.path": Setting(None, "start the next job from this savepoint"),
+    "state.checkpoints.dir": Setting(None, "the job's state directory (default .weir/<job name>)"),
 }
 
 
-def check_setting(key: str, line: int | None = None, col: int | None = None) -> Problem | None:
-    if key in SETTINGS:
+def check_setting(key: str, line: int | None = None, col: int | None = None, *,
+                  value: str | None = None) -> Problem | None:
+    """A problem with ``key`` (unknown) or with its ``value`` (outside the key's range), or None."""
+    setting = SETTINGS.get(key)
+    if setting is None:
+        close = difflib.get_close_matches(key, SETTINGS, n=1)
+        hint = f"did you mean '{close[0]}'?" if close else f"known settings: {', '.join(sorted(SETTINGS))}"
+        return Problem(f"unknown setting '{key}'", line, col, hint)
+    if value is None or setting.check is None:
         return None
-    close = difflib.get_close_matches(key, SETTINGS, n=1)
-    hint = f"did you mean '{close[0]}'?" if close else f"known settings: {', '.join(sorted(SETTINGS))}"
-    return Problem(f"unknown setting '{key}'", line, col, hint)
+    wanted = setting.check(value)
+    if wanted is None:
+        return None
+    return Problem(f"setting '{key}' must be {wanted}, not '{value}'", line, col,
+                   f"write for example SET '{key}' = '{setting.default or setting.check.example}'")

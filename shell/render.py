@@ -113,7 +113,8 @@ def summary(result: JobResult, *, db_path: str | None, views: list[str], late_ro
     for r in rows:
         out.append("  " + r[0].ljust(widths[0]) + "  " + "  ".join(c.rjust(w) for c, w in zip(r[1:], widths[1:])))
     out.append(f"  late rows dropped: {result.counter('late_rows_dropped'):,}; "
-               f"malformed rows skipped: {result.counter('malformed_rows_skipped'):,}")
+               f"malformed rows skipped: {result.counter('malformed_rows_skipped'):,}; "
+               f"rows with a NULL event time dropped: {result.null_time_rows_dropped:,}")
     partials = result.counter("pre_aggregated_rows")
     if partials:
         combined = sum(m.rows_in for m in result.operators if m.counters.get("pre_aggregated_rows"))

@@ -36,7 +36,6 @@ disk, readable or not.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 import time
@@ -50,10 +49,10 @@ from engine.checkpoint.storage import Checkpoint, CheckpointStorage
 from engine.connectors.registry import create_sink
 from engine.errors import EngineError
 from engine.graph import JobGraph, OperatorNode
+from engine.operators.registry import OPERATORS
 from engine.state.key_groups import range_for_subtask
 
 COMMITTED_MARKER = "_output_committed"
-STATEFUL_KINDS = ("window_aggregate",)
 
 
 @dataclass
@@ -119,9 +118,40 @@ class RestorePoint:
     states: Callable[[str], list]
 
 
-def state_fingerprint(node: OperatorNode) -> str:
-    body = json.dumps({"kind": node.kind, "config": node.config}, sort_keys=True)
-    return hashlib.sha256(body.encode()).hexdigest()[:16]
+def state_shape(kind: str, config: dict) -> dict | None:
+    """What the state of an operator of ``kind`` depends on, as the operator declares it
+    (``Operator.state_shape``); None for one without state (sources and sinks recover otherwise)."""
+    operator = OPERATORS.get(kind)
+    return operator.state_shape(config) if operator is not None else None
+
+
+def _differences(old: Any, new: Any, path: str) -> list[str]:
+    """'keys was ["a"], is now ["b"]' for each part of a state shape that differs; into dicts."""
+    if old == new:
+        return []
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [d for key in sorted(set(old) | set(new)) for d in _differences(old.get(key), new.get(key), f"{path}.{key}")]
+    was, now = json.dumps(old, sort_keys=True), json.dumps(new, sort_keys=True)
+    if max(len(was), len(now)) > 100:  # an encoded schema, a long list: say that it changed
+        return [f"{path} changed"]
+    return [f"{path} was {was}, is now {now}"]
+
+
+def _shape_problem(operator_id: str, entry: dict, node: OperatorNode | None) -> str | None:
+    """Why the state of ``operator_id`` saved as ``entry`` does not fit ``node`` (None: it fits)."""
+    kind = entry.get("kind")
+    saved = entry["state_shape"] if "state_shape" in entry else state_shape(kind, entry.get("config", {}))
+    if saved is None:
+        return None
+    if node is None:
+        return f"operator {operator_id} ({kind}) has state in the checkpoint but is no longer in the job"
+    if node.kind != kind:
+        return f"operator {operator_id} was a {kind} and is now a {node.kind}"
+    shape = state_shape(node.kind, node.config) or {}
+    changed = [d for key in sorted(set(shape) | set(saved)) for d in _differences(saved.get(key), shape.get(key), key)]
+    if not changed:
+        return None
+    return f"the state of operator {operator_id} ({kind}) depends on its {', '.join(shape)}; " + "; ".join(changed)
 
 
 class Coordinator:
@@ -199,20 +229,12 @@ class Coordinator:
         self.config.fresh = False
 
     def check_compatible(self, checkpoint: Checkpoint) -> None:
-        """Refuse a checkpoint whose operator state no longer fits the job, naming what changed."""
+        """Refuse a checkpoint whose operator state no longer fits the job, naming the operator
+        and what its state depends on that changed (each operator declares it: ``state_shape``)."""
         saved = checkpoint.metadata.get("operators", {})
         nodes = {n.id: n for n in self.graph.nodes}
-        problems = []
-        for operator_id, entry in saved.items():
-            if entry.get("kind") not in STATEFUL_KINDS:
-                continue
-            node = nodes.get(operator_id)
-            if node is None:
-                problems.append(f"operator {operator_id} has state in the checkpoint but is no longer in the job")
-            elif state_fingerprint(node) != entry.get("state_fingerprint"):
-                changed = sorted(k for k in set(node.config) | set(entry.get("config", {}))
-                                 if node.config.get(k) != entry.get("config", {}).get(k))
-                problems.append(f"operator {operator_id} changed: {', '.join(changed) or 'its kind'} differ")
+        problems = [problem for operator_id, entry in saved.items()
+                    if (problem := _shape_problem(operator_id, entry, nodes.get(operator_id)))]
         if problems:
             raise EngineError(
                 f"{checkpoint.kind} {checkpoint.id} at {checkpoint.path} does not fit this job: " + "; ".join(problems),
@@ -276,7 +298,7 @@ class Coordinator:
                         writer.write_state(operator_id, subtask, state)
                     faults.reach("snapshot-write")
                 metadata["operators"][operator_id] = {
-                    "kind": node.kind, "config": node.config, "state_fingerprint": state_fingerprint(node),
+                    "kind": node.kind, "config": node.config, "state_shape": state_shape(node.kind, node.config),
                 }
             faults.reach("before-metadata")
             flight.info = writer.commit(metadata)

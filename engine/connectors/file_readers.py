@@ -179,12 +179,14 @@ class CsvReader(FileReader):
             if not invalid:
                 return Block(conform(table, self.schema, self.path))
             bad_rows: dict[int, str] = {}
+            undecodable: dict[int, str] = {}
         except pa.ArrowInvalid:
             invalid.clear()
             as_text = {name: pa.string() for name in self.schema.names}
+            data, undecodable = _blank_undecodable_lines(data)
             table = self._read(data, header, as_text, invalid)
             table, bad_rows = self._cast_locating_bad(table)
-        return self._with_line_numbers(data, table, invalid, bad_rows, first_line)
+        return self._with_line_numbers(data, table, invalid, bad_rows, first_line, undecodable)
 
     def _cast_locating_bad(self, table: pa.Table) -> tuple[pa.Table, dict[int, str]]:
         """Cast string columns to the declared types; {row: problem} for values that fail."""
@@ -201,9 +203,11 @@ class CsvReader(FileReader):
         return conform(table, self.schema, self.path), bad
 
     def _with_line_numbers(
-        self, data: bytes, table: pa.Table, invalid: list, bad_rows: dict[int, str], first_line: int
+        self, data: bytes, table: pa.Table, invalid: list, bad_rows: dict[int, str], first_line: int,
+        undecodable: dict[int, str],
     ) -> Block:
-        """Number the malformed rows (the failure path only)."""
+        """Number the malformed rows (the failure path only). ``undecodable``: the positions of
+        lines that are not UTF-8 (blanked in ``data``) with their problem."""
         lines = data.split(b"\n")
         non_empty = [i for i, text in enumerate(lines) if text not in (b"", b"\r")]
         invalid_at = {row.number: row for row in invalid}
@@ -220,8 +224,31 @@ class CsvReader(FileReader):
         for r, problem in bad_rows.items():
             position = parsed[r]
             bad.append(BadRow(first_line + position, bisect_right(good_lines, position), problem))
+        for position, problem in undecodable.items():
+            bad.append(BadRow(first_line + position, bisect_right(good_lines, position), problem))
         bad.sort(key=lambda b: b.line)
         return Block(table, bad)
+
+
+def _blank_undecodable_lines(data: bytes) -> tuple[bytes, dict[int, str]]:
+    """``data`` with every line that is not valid UTF-8 made empty (the csv parser skips empty
+    lines, and line positions stay as they were), and {line position: problem}. The lines are
+    checked by a vectorised cast, bisected down to the bad ones (the failure path only)."""
+    lines = data.split(b"\n")
+    bad = _failing_positions(pa.array(lines, pa.binary()), pa.string())
+    if not bad:
+        return data, {}
+    problems = {}
+    for position in bad:
+        try:
+            lines[position].decode("utf-8")
+            continue
+        except UnicodeDecodeError as error:
+            byte = lines[position][error.start]
+            problems[position] = (f"the line is not valid UTF-8: byte 0x{byte:02X} at byte {error.start + 1} of the "
+                                  f"line; the file must be UTF-8 (convert it, e.g. iconv -f latin1 -t utf-8)")
+        lines[position] = b""
+    return b"\n".join(lines), problems
 
 
 def _failing_positions(column: pa.Array, target: pa.DataType) -> list[int]:
@@ -314,6 +341,7 @@ class ParquetReader(FileReader):
     def blocks(self, skip: int = 0) -> Iterator[Block]:
         file = self.file or pq.ParquetFile(self.path)
         self._missing_columns(file.schema_arrow.names)
+        refuse_misread_types(self.path, self.schema, file.schema_arrow)
         groups = list(range(file.num_row_groups)) if self.row_group is None else [self.row_group]
         self.rows_passed_over = 0
         while groups and self.rows_passed_over + file.metadata.row_group(groups[0]).num_rows <= skip:
@@ -322,6 +350,31 @@ class ParquetReader(FileReader):
             return
         for batch in file.iter_batches(batch_size=self.batch_size, row_groups=groups, columns=self.schema.names):
             yield Block(conform(pa.Table.from_batches([batch]), self.schema, self.path))
+
+
+def refuse_misread_types(path: str, schema: pa.Schema, found: pa.Schema) -> None:
+    """Refuse a parquet column whose numbers would be read as times, or times as numbers: a
+    cast between them takes the numbers as the target's unit, so epoch milliseconds declared
+    TIMESTAMP(3) would become microseconds (windows in 1970)."""
+    for target in schema:
+        if target.name not in found.names:
+            continue
+        kind = found.field(target.name).type
+        numeric = pa.types.is_integer(kind) or pa.types.is_floating(kind)
+        if pa.types.is_timestamp(target.type) and numeric:
+            raise SourceError(
+                f"file '{path}': column '{target.name}' is declared TIMESTAMP but the file holds {kind} "
+                "numbers, which would be read as microseconds",
+                hint=f"declare '{target.name}' BIGINT, or write it to the file as a parquet timestamp "
+                     f"(e.g. DuckDB: SELECT epoch_ms({target.name}) AS {target.name} for epoch milliseconds)",
+            )
+        is_number = pa.types.is_integer(target.type) or pa.types.is_floating(target.type)
+        if is_number and pa.types.is_timestamp(kind):
+            raise SourceError(
+                f"file '{path}': column '{target.name}' is declared {target.type} but the file holds "
+                f"{kind} values",
+                hint=f"declare '{target.name}' TIMESTAMP(3)",
+            )
 
 
 def _json_reason(error: Exception) -> str:

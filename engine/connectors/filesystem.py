@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from engine.connectors.base import ConnectorSpec, OptionSpec, Source, option_value
-from engine.connectors.file_readers import READERS, Block, FileReader
+from engine.connectors.file_readers import READERS, Block, FileReader, refuse_misread_types
 from engine.connectors.filesystem_sink import FileSystemSink
 from engine.connectors.options import parse_bool, parse_char
 from engine.errors import SourceError
@@ -55,7 +55,7 @@ class FileSystemSource(Source):
             return files
         out = []
         for path in files:
-            groups = _row_groups(path)
+            groups = _row_groups(path, self.schema)
             out += [path] if groups <= 1 else [f"{path}{ROW_GROUP_MARK}{k}" for k in range(groups)]
         return out
 
@@ -108,12 +108,15 @@ class FileSystemSource(Source):
         self.skipped_rows += sum(1 for bad in block.bad if emitted + bad.good_before >= offset)
 
 
-def _row_groups(path: str) -> int:
+def _row_groups(path: str, schema: pa.Schema) -> int:
+    """The row groups of a parquet file, once its column types were found to fit ``schema``."""
     try:
-        return pq.ParquetFile(path).metadata.num_row_groups
+        file = pq.ParquetFile(path)
     except (OSError, pa.ArrowException) as error:
         raise SourceError(f"cannot read the parquet file '{path}': {error}",
                           hint="check that the file is complete and in the parquet format") from error
+    refuse_misread_types(path, schema, file.schema_arrow)
+    return file.metadata.num_row_groups
 
 
 def list_files(path: str, fmt: str) -> list[str]:

@@ -14,11 +14,22 @@ import pyarrow as pa
 
 from engine.operators.duckdb_sql import execute
 from engine.state.key_groups import range_for_subtask
+from engine.state.memory import ManagedMemory
+
+
+#: The counter of rows dropped because their event time is NULL (no window, no join bound).
+NULL_TIME_ROWS_DROPPED = "null_time_rows_dropped"
 
 
 def late_counter(source: str) -> str:
     """The counter of rows from ``source`` dropped as late (summed over operators and workers)."""
     return f"late_rows_dropped[{source}]"
+
+
+def without_output_names(shape: dict[str, Any]) -> dict[str, Any]:
+    """A join's state shape without its sides' output ``names``: renaming a column keeps the state."""
+    return {key: ({k: v for k, v in value.items() if k != "names"} if isinstance(value, dict) else value)
+            for key, value in shape.items()}
 
 
 @dataclass
@@ -30,10 +41,14 @@ class OperatorContext:
     max_parallelism: int = 128
     #: Counters shown in the job summary: rows_in, rows_out, late_rows_dropped, ...
     metrics: dict[str, int] = field(default_factory=dict)
-    #: 'duckdb': state tables spill to ``spill_dir`` beyond ``memory_limit``, so state
+    #: 'duckdb': state tables spill beyond their share of managed memory, so state
     #: larger than memory works; 'memory': state stays in memory.
     state_backend: str = "duckdb"
     spill_dir: str | None = None
+    #: The managed memory of this process (``engine.state.memory``), shared by its state
+    #: connections; None: a share of this machine's (or cgroup's) memory, spilling to ``spill_dir``.
+    memory: ManagedMemory | None = None
+    #: A fixed DuckDB memory_limit for this operator's state (tests), instead of a share of ``memory``.
     memory_limit: str | None = None
     #: Per input: the source tables its rows come from ('bids'; 'auctions+bids' after a join).
     input_sources: list[str] = field(default_factory=list)
@@ -55,13 +70,18 @@ class OperatorContext:
         """The key groups this subtask owns."""
         return range_for_subtask(self.subtask_index, self.parallelism, self.max_parallelism)
 
-    def state_connection(self) -> duckdb.DuckDBPyConnection:
-        """A private DuckDB database for this operator's state tables."""
-        connection = duckdb.connect(":memory:")
-        if self.state_backend == "duckdb" and self.spill_dir:
-            connection.execute("SET temp_directory = ?", [self.spill_dir])
-        elif self.state_backend == "memory":
+    def state_connection(self, *, preserve_insertion_order: bool = True) -> duckdb.DuckDBPyConnection:
+        """A private DuckDB database for this operator's state tables: with the 'duckdb' backend it
+        is limited to a share of managed memory and spills to a directory of its own under
+        ``spill_dir``. ``preserve_insertion_order=False`` where no statement relies on the order
+        rows were inserted (DuckDB then needs less memory for large results)."""
+        if self.state_backend == "memory":
+            connection = duckdb.connect(":memory:")
             connection.execute("SET temp_directory = ''")
+        else:
+            if self.memory is None:
+                self.memory = ManagedMemory.for_job({}, parallelism=self.parallelism, spill_dir=self.spill_dir)
+            connection = self.memory.connect(self.operator_id, preserve_insertion_order=preserve_insertion_order)
         if self.memory_limit:
             connection.execute("SET memory_limit = ?", [self.memory_limit])
         if self.parallelism > 1:
@@ -71,6 +91,10 @@ class OperatorContext:
 
 class Operator:
     """Base class. Subclasses override the hooks they need."""
+
+    #: The parts of the config this operator's state depends on: a snapshot taken with other
+    #: values does not fit, and restore refuses it (``state_shape``). Empty: nothing to restore.
+    STATE_CONFIG: tuple[str, ...] = ()
 
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         self.config = config
@@ -90,6 +114,15 @@ class Operator:
         """The watermark passed downstream once this operator has processed ``watermark``: the
         same, unless the operator emits rows older than its watermark (an interval join)."""
         return watermark
+
+    @classmethod
+    def state_shape(cls, config: dict[str, Any]) -> dict[str, Any] | None:
+        """What a snapshot of this operator depends on (keys, accumulators, window geometry...),
+        JSON-able; None for an operator without state. Checkpoints record it, and restore
+        refuses a snapshot whose shape differs, naming what changed."""
+        if not cls.STATE_CONFIG:
+            return None
+        return {key: config.get(key) for key in cls.STATE_CONFIG}
 
     def snapshot(self) -> Any:
         """A consistent copy of the state (the synchronous part of a checkpoint)."""

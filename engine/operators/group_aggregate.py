@@ -75,6 +75,9 @@ class _ValueSet:
 
 
 class GroupAggregate(StateOperator):
+    #: State: keys and accumulators (HAVING and the projection are applied to them when read).
+    STATE_CONFIG = ("keys", "aggregates", "append_only_input")
+
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
         oid = ctx.operator_id

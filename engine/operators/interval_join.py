@@ -88,6 +88,9 @@ class _Side:
 
 
 class IntervalJoin(StateOperator):
+    #: State: the bounds decide how long each side's rows are buffered.
+    STATE_CONFIG = ("join_type", "lower", "lower_strict", "upper", "upper_strict", "left", "right")
+
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
         oid = ctx.operator_id

@@ -58,6 +58,9 @@ ACCUMULATOR_TIME = MIN_WATERMARK
 
 
 class OverAggregate(StateOperator):
+    #: State: the frame decides the history kept, the aggregates its partials.
+    STATE_CONFIG = ("columns", "partition_keys", "time_column", "frame", "aggregates")
+
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
         oid = ctx.operator_id

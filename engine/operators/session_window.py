@@ -64,6 +64,9 @@ LAG = WINDOW_TIME_LAG_US
 
 
 class SessionWindow(StateOperator):
+    #: State: the gap, keys and accumulators of open sessions.
+    STATE_CONFIG = ("window", "keys", "aggregates")
+
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
         oid = ctx.operator_id

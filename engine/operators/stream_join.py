@@ -51,7 +51,7 @@ import pyarrow.compute as pc
 
 from engine.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER
 from engine.errors import EngineError
-from engine.operators.base import OperatorContext, StateOperator
+from engine.operators.base import OperatorContext, StateOperator, without_output_names
 from engine.operators.batches import conform, positions
 from engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow, quote_ident, snapshot_tables
 from engine.graph import schema_from_json
@@ -118,6 +118,13 @@ class _Side:
 
 
 class StreamJoin(StateOperator):
+    #: State: each side's rows (columns and keys) and their match counts; output names do not count.
+    STATE_CONFIG = ("join_type", "null_aware", "left", "right")
+
+    @classmethod
+    def state_shape(cls, config: dict[str, Any]) -> dict[str, Any]:
+        return without_output_names(super().state_shape(config))
+
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
         oid = ctx.operator_id

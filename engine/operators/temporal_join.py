@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 
 from engine.errors import EngineError
 from engine.graph import schema_from_json
-from engine.operators.base import OperatorContext, StateOperator
+from engine.operators.base import OperatorContext, StateOperator, without_output_names
 from engine.operators.batches import conform
 from engine.operators.clock import EventTimeClock
 from engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow, quote_ident, snapshot_tables
@@ -65,6 +65,13 @@ class _Side:
 
 
 class TemporalJoin(StateOperator):
+    #: State: the waiting rows and the versions, by key and time; output names do not count.
+    STATE_CONFIG = ("join_type", "left", "right")
+
+    @classmethod
+    def state_shape(cls, config: dict[str, Any]) -> dict[str, Any]:
+        return without_output_names(super().state_shape(config))
+
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
         self.join_type = config.get("join_type")

@@ -57,6 +57,9 @@ def now_ms() -> int:
 
 
 class TopN(StateOperator):
+    #: State: the rows kept per partition: which are kept depends on the order and the ranks.
+    STATE_CONFIG = ("columns", "partition_keys", "order_by", "function", "rank_range", "append_only_input")
+
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
         try:

@@ -82,6 +82,9 @@ def _referenced_column(sql: str, names: list[str]) -> str | None:
 
 
 class WindowAggregate(Operator):
+    #: State: window geometry (slices), keys and accumulators.
+    STATE_CONFIG = ("window", "keys", "aggregates", "grouping_sets")
+
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
         oid = ctx.operator_id
@@ -120,7 +123,7 @@ class WindowAggregate(Operator):
     def open(self) -> None:
         if self.state is None:
             self.state = WindowState(
-                self.ctx.state_connection(),
+                self.ctx.state_connection(preserve_insertion_order=False),
                 self.ctx.operator_id,
                 len(self.keys),
                 self.accumulators,

@@ -85,6 +85,9 @@ class _Side:
 
 
 class WindowJoin(StateOperator):
+    #: State: each side's buffered rows and their keys.
+    STATE_CONFIG = ("join_type", "left", "right")
+
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
         self.late_rows = LateRows(config, ctx)

@@ -60,6 +60,9 @@ PRUNE_MIN_ROWS = 65_536
 
 
 class WindowRank(StateOperator):
+    #: State: rows past the rank range are pruned, so the order and the ranks shape what is kept.
+    STATE_CONFIG = ("window_start", "window_end", "partition_keys", "order_by", "function", "rank_range")
+
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
         self.late_rows = LateRows(config, ctx)

@@ -22,7 +22,7 @@ from engine.connectors.registry import create_sink, create_source
 from engine.errors import EngineError, JobCancelled
 from engine.graph import JobGraph, OperatorNode
 from engine.messages import MIN_WATERMARK
-from engine.operators.base import Operator, OperatorContext, late_counter
+from engine.operators.base import NULL_TIME_ROWS_DROPPED, Operator, OperatorContext, late_counter
 from engine.operators.registry import build_operator
 from engine import faults
 from engine.checkpoint.coordinator import CheckpointConfig, CheckpointEvent, Coordinator, RestorePoint
@@ -30,6 +30,7 @@ from engine.runtime.control import ControlChannel
 from engine.runtime.sink_writer import SinkWriter
 from engine.runtime.source_reader import SourceReader
 from engine.runtime.task import OperatorMetrics, Task
+from engine.state.memory import ManagedMemory
 
 
 @dataclass
@@ -64,6 +65,11 @@ class JobResult:
 
     def counter(self, name: str) -> int:
         return sum(m.counters.get(name, 0) for m in self.operators)
+
+    @property
+    def null_time_rows_dropped(self) -> int:
+        """Rows an event-time operator dropped because their event time was NULL."""
+        return self.counter(NULL_TIME_ROWS_DROPPED)
 
     def late_rows_by_source(self) -> dict[str, int]:
         """Rows dropped as late, per source table ('a+b' for rows of a join of a and b)."""
@@ -153,10 +159,11 @@ class LocalExecutor:
 
     # -- setup ---------------------------------------------------------------
     def _build(self) -> None:
+        memory = ManagedMemory.for_job(self.graph.settings, parallelism=self.parallelism, spill_dir=self.spill_dir)
         for node in self.graph.nodes:
             ctx = OperatorContext(operator_id=node.id, output_schema=node.output_schema,
                                   max_parallelism=int(self.graph.settings.get("pipeline.max-parallelism", 128)),
-                                  state_backend=self.state_backend, spill_dir=self.spill_dir,
+                                  state_backend=self.state_backend, spill_dir=self.spill_dir, memory=memory,
                                   subtask_index=self.subtask, parallelism=self.parallelism,
                                   input_sources=["+".join(self.graph.source_tables(e.source)) for e in node.inputs])
             operator, reader = Task.call_for(node, self._instantiate, node, ctx)
