@@ -72,6 +72,11 @@ class OperatorContext:
 class Operator:
     """Base class. Subclasses override the hooks they need."""
 
+    #: What the operator does with each row's arrival watermark (``engine.watermarks``): "use"
+    #: (it judges lateness per row with it), "pass" (it hands it on with the rows), or None —
+    #: then the runtime strips the column before the operator sees a batch.
+    arrival_watermark: str | None = None
+
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         self.config = config
         self.ctx = ctx

@@ -26,6 +26,7 @@ from engine.checkpoint.coordinator import CheckpointConfig, CheckpointEvent, Coo
 from engine.runtime.control import ControlChannel
 from engine.runtime.sink_writer import SinkWriter
 from engine.runtime.source_reader import SourceReader
+from engine.watermarks import for_operator
 
 
 @dataclass
@@ -213,7 +214,7 @@ class LocalExecutor:
                 if consumer.node.inputs[index].port != port:
                     continue
                 consumer.metrics.rows_in += batch.num_rows
-                out = self._call(consumer, consumer.operator.process_batch, batch, index)
+                out = self._call(consumer, consumer.operator.process_batch, for_operator(consumer.operator, batch), index)
                 self._emit(consumer, out)
 
     def _advance(self, task: _Task, index: int, watermark: int) -> None:

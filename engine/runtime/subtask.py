@@ -45,9 +45,10 @@ from engine.errors import JobCancelled
 from engine.messages import MAX_WATERMARK, MIN_WATERMARK, Barrier
 from engine.runtime.exchange import (
     BARRIER, BROADCAST, DATA, END, KEY_GROUP_COLUMN, SAVEPOINT_BARRIER, WATERMARK, Decoder, Encoder, Outbox,
-    carries_key_groups, needed_columns, routing, split, split_by_key_group, two_phase, widen,
+    carries_key_groups, needed_columns, routing, select_columns, split, split_by_key_group, two_phase, widen,
 )
 from engine.runtime.local import JobResult, LocalExecutor, _Task
+from engine.watermarks import for_operator
 
 #: The id under which a worker stages its final output.
 FINAL = 2**62
@@ -387,7 +388,7 @@ class SubtaskExecutor(LocalExecutor):
     def _process(self, task: _Task, batch: pa.RecordBatch, index: int) -> None:
         if index not in task.inputs.partials:
             task.metrics.rows_in += batch.num_rows
-        self._output(task, self._call(task, task.operator.process_batch, batch, index))
+        self._output(task, self._call(task, task.operator.process_batch, for_operator(task.operator, batch), index))
 
     def _flush(self, task: _Task) -> None:
         """Hand the operator the rows gathered from exchange channels — one batch per input —
@@ -471,7 +472,7 @@ class SubtaskExecutor(LocalExecutor):
                 if route.keys is None:
                     self._deliver(route.consumer, route.offset, DATA, batch)
                     continue
-                sent = batch if route.columns is None else batch.select(route.columns)
+                sent = batch if route.columns is None else select_columns(batch, route.columns)
                 if route.keys == BROADCAST:
                     for j in range(self.parallelism):
                         self._send(j, route, DATA, sent)
