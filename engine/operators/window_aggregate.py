@@ -65,8 +65,8 @@ from engine.operators.batches import conform
 from engine.operators.clock import EventTimeClock
 from engine.operators.late_rows import LateRows
 from engine.operators.duckdb_sql import int_literal, query_arrow, quote_ident
-from engine.operators.window_state import SLICE, WINDOW_END, WINDOW_START, WindowState
-from engine.operators.windows import WINDOW_TIME_LAG_US, window_assigner
+from engine.operators.window_state import FROM_END, SLICE, WINDOW_END, WINDOW_START, WindowState
+from engine.operators.windows import WINDOW_TIME_LAG_US, align_array, window_assigner
 from engine.state.key_groups import key_groups
 from engine.state.keyed_tables import merge_snapshots, owned_tables
 from engine.messages import MIN_WATERMARK
@@ -78,6 +78,10 @@ PARTIALS = {b"weir.window_partials": b"1"}
 #: The column of key groups added to each input batch.
 KEY_GROUP_INPUT = "__weir_key_group"
 SNAPSHOT_VERSION = 1
+
+
+def has_from_end(batch: pa.RecordBatch) -> bool:
+    return batch.schema.get_field_index(FROM_END) >= 0
 
 
 def _referenced_column(sql: str, names: list[str]) -> str | None:
@@ -166,7 +170,7 @@ class WindowAggregate(Operator):
         batch, _ = self._drop_late(batch, ts, MIN_WATERMARK)
         self.state.con.register(INPUT_VIEW, batch)
         try:
-            sql = self.state.partials_sql(self._prepared_rows_sql(key_group=False), key_group=False)
+            sql = self.state.partials_sql(self._prepared_rows_sql(key_group=False, from_end=has_from_end(batch)), key_group=False)
             partials = query_arrow(self.state.con, sql, self.ctx.operator_id)
         finally:
             self.state.con.unregister(INPUT_VIEW)
@@ -222,7 +226,7 @@ class WindowAggregate(Operator):
             batch = batch.append_column(KEY_GROUP_INPUT, self._key_groups(batch))
         self.state.con.register(INPUT_VIEW, batch)
         try:
-            self.state.append(self._prepared_rows_sql())
+            self.state.append(self._prepared_rows_sql(from_end=has_from_end(batch)))
         finally:
             self.state.con.unregister(INPUT_VIEW)
         return []
@@ -235,14 +239,35 @@ class WindowAggregate(Operator):
         earliest = pc.min(ts).as_py()
         if watermarks is None or earliest is None:
             return batch, ts
-        if earliest >= self.assigner.first_open_slice(largest(watermarks)):
+        highest = largest(watermarks)
+        if earliest >= self.assigner.first_open_slice(highest):
+            if earliest < self.assigner.last_fired_slice(highest) + self.assigner.slice_size:
+                batch = self._with_first_windows(batch, ts, watermarks)
             return batch, ts  # the common case: no row can be late
         late = pc.fill_null(pc.less_equal(self.assigner.expires_at(ts), watermarks), False)
-        if not pc.any(late).as_py():
-            return batch, ts
-        self.late_rows.drop(batch, self._first_copies(batch, late), watermarks)
-        keep = pc.invert(late)
-        return batch.filter(keep), ts.filter(keep)
+        if pc.any(late).as_py():
+            self.late_rows.drop(batch, self._first_copies(batch, late), watermarks)
+            keep = pc.invert(late)
+            batch, ts = batch.filter(keep), ts.filter(keep)
+            if not isinstance(watermarks, int):
+                watermarks = watermarks.filter(keep)
+        return self._with_first_windows(batch, ts, watermarks), ts
+
+    def _with_first_windows(self, batch: pa.RecordBatch, ts: pa.Array, watermarks: pa.Array | int) -> pa.RecordBatch:
+        """``batch`` with ``FROM_END`` where some rows met a watermark that had fired some of
+        their slice's windows (not all: those rows are late): they count only in the others, as
+        in Flink; NULL for the rest."""
+        first_end = pc.add(align_array(ts, self.assigner.slice_size, self.assigner.offset), self.assigner.slice_size)
+        started = pc.fill_null(pc.less_equal(pc.subtract(first_end, WINDOW_TIME_LAG_US), watermarks), False)
+        if not pc.any(started).as_py():
+            return batch
+        after = pc.add(align_array(pc.add(pa.array([watermarks], pa.int64()) if isinstance(watermarks, int)
+                                          else watermarks, WINDOW_TIME_LAG_US),
+                                   self.assigner.slice_size, self.assigner.offset), self.assigner.slice_size)
+        if isinstance(watermarks, int):
+            after = after[0]
+        from_end = pc.if_else(started, after, pa.scalar(None, pa.int64()))
+        return batch.append_column(FROM_END, from_end)
 
     def _first_copies(self, batch: pa.RecordBatch, mask: pa.BooleanArray,
                       copy_column: str | None = None) -> pa.BooleanArray:
@@ -308,13 +333,15 @@ class WindowAggregate(Operator):
             batch = batch.set_column(index, batch.schema.field(index).with_type(column.type), column)
         return batch, column.view(pa.int64())
 
-    def _prepared_rows_sql(self, *, key_group: bool = True) -> str:
-        """The batch's rows that count, with keys, slice, arguments and filters computed."""
+    def _prepared_rows_sql(self, *, key_group: bool = True, from_end: bool = False) -> str:
+        """The batch's rows that count, with keys, slice, first window (``from_end``: the batch
+        has ``FROM_END``), arguments and filters computed."""
         ts_col = quote_ident(self.assigner.time_column)
         ts_us = f"epoch_us({ts_col})"
         columns = [f"CAST({quote_ident(KEY_GROUP_INPUT)} AS BIGINT) AS key_group"] if key_group else []
         columns += [f"({sql}) AS __k{i}" for i, (_, sql) in enumerate(self.keys)]
         columns.append(f"{self.assigner.slice_start_sql(ts_us)} AS {SLICE}")
+        columns.append(quote_ident(FROM_END) if from_end else f"NULL::BIGINT AS {FROM_END}")
         columns += argument_columns(self.accumulators, self.distincts)
         where = f"{ts_col} IS NOT NULL"
         return f"SELECT {', '.join(columns)} FROM {quote_ident(INPUT_VIEW)} WHERE {where}"
