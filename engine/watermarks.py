@@ -43,11 +43,12 @@ def arrival_watermarks(candidates: pa.Array, before: int) -> tuple[pa.Array, int
     """Each row's arrival watermark — the largest of ``before`` (the split's watermark before
     the batch) and the candidates of the rows before it — and the split's watermark after the
     batch. ``candidates`` are int64 µs, NULL where the WATERMARK expression is NULL."""
+    if len(candidates) == 0:
+        return pa.array([], pa.int64()), before
     filled = pc.fill_null(candidates, MIN_WATERMARK)
     running = pc.max_element_wise(pc.cumulative_max(filled), before)
-    after = running[len(running) - 1].as_py() if len(running) else before
     shifted = pa.concat_arrays([pa.array([before], pa.int64()), running.slice(0, len(running) - 1)])
-    return shifted, after
+    return shifted, running[len(running) - 1].as_py()
 
 
 def has_arrival(batch: pa.RecordBatch) -> bool:

@@ -6,6 +6,7 @@ Each job here runs through the planner and the runtime; the oracle is DuckDB SQL
 every row the running maximum of ``ts - delay`` over the rows before it."""
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import duckdb
@@ -28,11 +29,11 @@ FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(ts), INTERVAL '10' SECOND))
 GROUP BY window_start, window_end;
 """
 
-#: Every operator that drops late rows, over one source: the window aggregate (one phase,
-#: and at parallelism 2 two phases with a grouping set), window Top-N, window join, OVER, session.
+#: Every operator that drops late rows by the row alone, over one source of two files (two
+#: splits): the window aggregate (at parallelism 2 in two phases), window Top-N, window join, OVER.
 MANY_JOB = """
 CREATE TABLE events (ts TIMESTAMP(3), k VARCHAR, v BIGINT, WATERMARK FOR ts AS ts - INTERVAL '2' SECOND)
-WITH ('connector' = 'filesystem', 'path' = '{dir}/events.csv', 'format' = 'csv');
+WITH ('connector' = 'filesystem', 'path' = '{dir}/events', 'format' = 'csv');
 CREATE MATERIALIZED VIEW hop_sums AS
 SELECT k, window_start, window_end, COUNT(*) AS cnt, SUM(v) AS total
 FROM TABLE(HOP(TABLE events, DESCRIPTOR(ts), INTERVAL '5' SECOND, INTERVAL '10' SECOND))
@@ -50,24 +51,30 @@ ON L.k = R.k AND L.window_start = R.window_start AND L.window_end = R.window_end
 CREATE MATERIALIZED VIEW running AS
 SELECT k, ts, v, SUM(v) OVER (PARTITION BY k ORDER BY ts RANGE BETWEEN INTERVAL '5' SECOND PRECEDING AND CURRENT ROW) AS s
 FROM events;
+"""
+VIEWS = ["hop_sums", "tops", "pairs", "running"]
+
+SESSION_JOB = """
+CREATE TABLE events (ts TIMESTAMP(3), k VARCHAR, v BIGINT, WATERMARK FOR ts AS ts - INTERVAL '2' SECOND)
+WITH ('connector' = 'filesystem', 'path' = '{dir}/events.csv', 'format' = 'csv');
 CREATE MATERIALIZED VIEW sessions AS
-SELECT k, window_start, window_end, COUNT(*) AS cnt
+SELECT k, window_start, window_end, COUNT(*) AS cnt, SUM(v) AS total
 FROM TABLE(SESSION(TABLE events PARTITION BY k, DESCRIPTOR(ts), INTERVAL '3' SECOND))
 GROUP BY k, window_start, window_end;
 """
-VIEWS = ["hop_sums", "tops", "pairs", "running", "sessions"]
 
 
-def write_events(directory: Path, rows: list[tuple[str, str, int]]) -> None:
+def write_events(directory: Path, rows: list[tuple[str, str, int]], name: str = "events.csv") -> None:
     lines = ["ts,k,v"] + [f"2024-01-01 {ts},{k},{v}" for ts, k, v in rows]
-    (directory / "events.csv").write_text("\n".join(lines) + "\n")
+    (directory / name).write_text("\n".join(lines) + "\n")
 
 
 def run(directory: Path, job: str, views: list[str], *, batch_size: int, parallelism: int = 1):
-    db = directory / f"job-{batch_size}-{parallelism}.duckdb"
+    work = Path(tempfile.mkdtemp(prefix=f"run-{batch_size}-{parallelism}-", dir=directory))
+    db = work / "job.duckdb"
     settings = {"weir.source.batch-size": str(batch_size), "parallelism.default": str(parallelism)}
     script = plan_script(parse(job.format(dir=directory)), db_path=str(db), settings=settings)
-    result = run_job(script.graph, JobOptions(state_dir=directory / f"state-{batch_size}-{parallelism}"))
+    result = run_job(script.graph, JobOptions(state_dir=work / "state"))
     con = duckdb.connect(str(db), read_only=True)
     try:
         tables = {view: con.sql(f"SELECT * FROM {view} ORDER BY ALL").fetchall() for view in views}
@@ -85,6 +92,16 @@ def test_the_issues_example_counts_what_flink_counts(tmp_path, batch_size):
     assert late == 2
 
 
+@pytest.mark.parametrize("batch_size", [1, 2, 7, 65536])
+def test_a_row_behind_a_fired_session_is_late_at_any_batch_size(tmp_path, batch_size):
+    """1.5 s arrives after 12.5 s: the session [1 s, 5 s) it touches fired at 4.999 s."""
+    rows = [("00:00:01", "a", 1), ("00:00:02", "a", 2), ("00:00:12.5", "a", 4), ("00:00:01.5", "a", 8)]
+    write_events(tmp_path, rows)
+    tables, late = run(tmp_path, SESSION_JOB, ["sessions"], batch_size=batch_size)
+    assert [(row[3], row[4]) for row in tables["sessions"]] == [(2, 3), (1, 4)]
+    assert late == 1
+
+
 def late_rows_input(seed: int, count: int = 60) -> list[tuple[str, str, int]]:
     """Rows mostly in order, with some far behind (late) and some a little behind (not late)."""
     rows, ms = [], 0
@@ -94,14 +111,16 @@ def late_rows_input(seed: int, count: int = 60) -> list[tuple[str, str, int]]:
         shift = 9000 if behind == 0 else 1500 if behind == 1 else 0
         t = max(0, ms - shift)
         rows.append((f"{t // 3_600_000:02d}:{t // 60_000 % 60:02d}:{t // 1000 % 60:02d}.{t % 1000:03d}",
-                     "ab"[(i * seed) % 2], (i * 37 + seed) % 100))
+                     "abcd"[(i * seed) % 4], (i * 37 + seed) % 100))
     return rows
 
 
 @pytest.fixture(scope="module")
 def many_at_batch_size_one(tmp_path_factory):
     directory = tmp_path_factory.mktemp("lateness_reference")
-    write_events(directory, late_rows_input(3))
+    (directory / "events").mkdir()
+    write_events(directory / "events", late_rows_input(3), "part-0.csv")
+    write_events(directory / "events", late_rows_input(5, 40), "part-1.csv")
     return directory, run(directory, MANY_JOB, VIEWS, batch_size=1)
 
 
@@ -112,9 +131,12 @@ def test_every_late_dropping_operator_gives_the_same_result_at_any_batch_size(ma
     assert run(directory, MANY_JOB, VIEWS, batch_size=batch_size) == (reference, late)
 
 
-def test_parallelism_two_gives_the_result_of_one(many_at_batch_size_one):
+@settings(max_examples=3, deadline=None)
+@given(batch_size=st.sampled_from([1, 5, 64, 65536]))
+def test_parallelism_two_gives_the_result_of_one(many_at_batch_size_one, batch_size):
+    """Two workers (the two-phase window aggregate, the exchange's timing) drop the same rows."""
     directory, reference = many_at_batch_size_one
-    assert run(directory, MANY_JOB, VIEWS, batch_size=5, parallelism=2) == reference
+    assert run(directory, MANY_JOB, VIEWS, batch_size=batch_size, parallelism=2) == reference
 
 
 ORACLE = """
