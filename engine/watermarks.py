@@ -1,8 +1,26 @@
-"""Watermark generation per source split, combined by minimum.
+"""Watermark generation per source split, combined by minimum; every row's arrival watermark.
 
 A split's watermark is the largest value the table's WATERMARK expression
 has taken over the rows of that split (Flink's semantics); the source's
 watermark is the minimum over its unfinished splits, and it only moves forward.
+
+Lateness is decided per row, as in Flink, where the watermark moves after
+every record: a row's *arrival watermark* is its split's watermark as of the
+row, the largest WATERMARK value over the rows before it in the split (the
+batch before it included), computed for a whole batch at once as a cumulative
+maximum (``arrival_watermarks``). It travels with the row in the transport
+column ``ARRIVAL_WATERMARK`` (int64 µs), appended to every source batch of a
+table with a WATERMARK. An operator declares what it does with the column
+(``Operator.arrival_watermark``): ``"use"`` (it judges lateness with
+``row_watermarks``: per row, the larger of the arrival watermark and its own),
+``"pass"`` (it hands the column on with the rows: calc, union), or neither, in
+which case the runtime strips it first (``for_operator``) — so sinks and
+every other operator never see it.
+
+The rule is deterministic whatever the batch size, parallelism or timing: the
+value depends only on the row's split, and an operator's own watermark — a
+minimum over splits whose watermark the rows before reached — is never above
+it. The combined watermark (the minimum over splits) still fires windows.
 """
 from __future__ import annotations
 
@@ -14,6 +32,58 @@ from engine.messages import MAX_WATERMARK, MIN_WATERMARK
 from engine.sql_eval import INPUT
 
 
+#: The transport column holding each row's arrival watermark (int64 µs); see the module docstring.
+ARRIVAL_WATERMARK = "__arrival_watermark"
+ARRIVAL_FIELD = pa.field(ARRIVAL_WATERMARK, pa.int64())
+#: What an operator does with ``ARRIVAL_WATERMARK`` (``Operator.arrival_watermark``).
+USE, PASS = "use", "pass"
+
+
+def arrival_watermarks(candidates: pa.Array, before: int) -> tuple[pa.Array, int]:
+    """Each row's arrival watermark — the largest of ``before`` (the split's watermark before
+    the batch) and the candidates of the rows before it — and the split's watermark after the
+    batch. ``candidates`` are int64 µs, NULL where the WATERMARK expression is NULL."""
+    if len(candidates) == 0:
+        return pa.array([], pa.int64()), before
+    filled = pc.fill_null(candidates, MIN_WATERMARK)
+    running = pc.max_element_wise(pc.cumulative_max(filled), before)
+    shifted = pa.concat_arrays([pa.array([before], pa.int64()), running.slice(0, len(running) - 1)])
+    return shifted, running[len(running) - 1].as_py()
+
+
+def has_arrival(batch: pa.RecordBatch) -> bool:
+    return batch.schema.get_field_index(ARRIVAL_WATERMARK) >= 0
+
+
+def without_arrival(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``batch`` without its ``ARRIVAL_WATERMARK`` column (the same batch if it has none)."""
+    index = batch.schema.get_field_index(ARRIVAL_WATERMARK)
+    return batch if index < 0 else batch.remove_column(index)
+
+
+def for_operator(operator, batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``batch`` as ``operator`` takes it: with ``ARRIVAL_WATERMARK`` only for an operator that
+    uses or passes it (its class attribute ``arrival_watermark``). The runtime calls this where
+    it hands a batch to an operator."""
+    return batch if getattr(operator, "arrival_watermark", None) in (USE, PASS) else without_arrival(batch)
+
+
+def row_watermarks(batch: pa.RecordBatch, watermark: int) -> pa.Array | int | None:
+    """The watermark each row of ``batch`` is judged late against: the larger of its arrival
+    watermark and the operator's own ``watermark`` (an int64 array), just ``watermark`` for a
+    batch without arrival watermarks, or None when no row can be late (neither has started)."""
+    index = batch.schema.get_field_index(ARRIVAL_WATERMARK)
+    if index < 0:
+        return watermark if watermark > MIN_WATERMARK else None
+    arrival = batch.column(index)
+    return pc.max_element_wise(arrival, watermark) if watermark > MIN_WATERMARK else arrival
+
+
+def largest(watermarks: pa.Array | int) -> int:
+    """The largest of ``row_watermarks``' answer."""
+    return watermarks if isinstance(watermarks, int) else pc.max(watermarks).as_py()
+
+
 class WatermarkGenerator:
     """Evaluates a watermark expression (DuckDB SQL, a TIMESTAMP) over batches.
 
@@ -22,6 +92,7 @@ class WatermarkGenerator:
 
     def __init__(self, expression_sql: str, bounded: tuple[str, int] | None = None):
         self._query = f"SELECT epoch_us(max(CAST(({expression_sql}) AS TIMESTAMP))) FROM {INPUT}"
+        self._per_row = f"SELECT epoch_us(CAST(({expression_sql}) AS TIMESTAMP)) AS candidate FROM {INPUT}"
         self._bounded = bounded
         self._con = duckdb.connect(":memory:") if bounded is None else None
 
@@ -37,6 +108,19 @@ class WatermarkGenerator:
         finally:
             self._con.unregister(INPUT)
         return value
+
+    def candidates(self, batch: pa.RecordBatch) -> pa.Array:
+        """The WATERMARK expression of every row of ``batch`` (int64 µs, NULL where it is NULL)."""
+        if self._bounded is not None:
+            column, delay = self._bounded
+            times = batch.column(column).cast(pa.timestamp("us")).view(pa.int64())
+            return pc.subtract(times, delay)
+        self._con.register(INPUT, batch)
+        try:
+            result = self._con.sql(self._per_row).to_arrow_table()
+        finally:
+            self._con.unregister(INPUT)
+        return result.column(0).combine_chunks().cast(pa.int64())
 
 
 class SplitWatermarks:
@@ -63,6 +147,10 @@ class SplitWatermarks:
         self._finished = {s for s in state.get("finished_splits", []) if s in self._by_split}
         active = [self._by_split[s] for s in self._heads()]
         self.current = min(active) if active else MAX_WATERMARK
+
+    def of(self, split: str) -> int:
+        """``split``'s watermark so far (MIN_WATERMARK before its first row)."""
+        return self._by_split[split]
 
     def observe(self, split: str, candidate: int | None) -> int | None:
         """Record a split's new candidate; return the combined watermark if it advanced."""

@@ -95,6 +95,10 @@ class Operator:
     #: The parts of the config this operator's state depends on: a snapshot taken with other
     #: values does not fit, and restore refuses it (``state_shape``). Empty: nothing to restore.
     STATE_CONFIG: tuple[str, ...] = ()
+    #: What the operator does with each row's arrival watermark (``engine.watermarks``): "use"
+    #: (it judges lateness per row with it), "pass" (it hands it on with the rows), or None —
+    #: then the runtime strips the column before the operator sees a batch.
+    arrival_watermark: str | None = None
 
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         self.config = config

@@ -5,6 +5,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.errors import EngineError
+from engine.watermarks import ARRIVAL_FIELD, ARRIVAL_WATERMARK
 
 #: 0, 1, 2, ...: grown by doubling, so that no batch builds its positions in a Python loop.
 _POSITIONS = pa.array([], pa.int64())
@@ -23,10 +24,13 @@ def positions(count: int, start: int = 0) -> pa.Array:
 def conform(table: pa.Table, schema: pa.Schema, operator_id: str) -> list[pa.RecordBatch]:
     """Rename ``table``'s columns positionally to ``schema``'s names, cast, and split into batches.
 
-    An empty table yields no batch at all.
+    An empty table yields no batch at all. A last column ``ARRIVAL_WATERMARK`` beyond the
+    schema's (the rows' arrival watermarks, which a calc passes on) is kept as it is.
     """
     if table.num_rows == 0:
         return []
+    if table.num_columns == len(schema) + 1 and table.column_names[-1] == ARRIVAL_WATERMARK:
+        schema = schema.append(ARRIVAL_FIELD)
     if table.num_columns != len(schema):
         raise EngineError(
             f"operator produced {table.num_columns} columns, its output schema has {len(schema)}",

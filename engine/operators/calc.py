@@ -6,6 +6,8 @@ Config::
      "expand": {"column": name, "count": n}}   (optional)
 
 computes ``SELECT <sql> AS <name>, ... FROM batch WHERE <filter>`` per batch.
+The rows' arrival watermarks (``engine.watermarks.ARRIVAL_WATERMARK``) pass
+through as a last column when the batch has them.
 With ``expand`` (Flink's Expand, for GROUPING SETS) every row is read ``n``
 times, numbered 0..n-1 in the BIGINT column ``column``:
 ``... FROM batch CROSS JOIN range(n) AS expand(column) WHERE <filter>``.
@@ -21,11 +23,14 @@ from engine.errors import EngineError
 from engine.operators.base import Operator, OperatorContext
 from engine.operators.batches import conform
 from engine.operators.duckdb_sql import query_arrow, quote_ident
+from engine.watermarks import ARRIVAL_WATERMARK, PASS, has_arrival
 
 INPUT_VIEW = "calc_input"
 
 
 class Calc(Operator):
+    arrival_watermark = PASS
+
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
         projection = config.get("projection")
@@ -35,12 +40,16 @@ class Calc(Operator):
                 operator_id=ctx.operator_id,
             )
         columns = ", ".join(f"{sql} AS {quote_ident(name)}" for name, sql in projection)
-        self.query = f"SELECT {columns} FROM {quote_ident(INPUT_VIEW)}"
+        body = f" FROM {quote_ident(INPUT_VIEW)}"
         expand = config.get("expand")
         if expand:
-            self.query += f" CROSS JOIN range({int(expand['count'])}) AS expand({quote_ident(expand['column'])})"
+            body += f" CROSS JOIN range({int(expand['count'])}) AS expand({quote_ident(expand['column'])})"
         if config.get("filter"):
-            self.query += f" WHERE {config['filter']}"
+            body += f" WHERE {config['filter']}"
+        self.query = f"SELECT {columns}{body}"
+        arrival = quote_ident(ARRIVAL_WATERMARK)
+        #: The same, passing on the rows' arrival watermarks.
+        self.query_with_arrival = f"SELECT {columns}, {quote_ident(INPUT_VIEW)}.{arrival} AS {arrival}{body}"
         self._con: duckdb.DuckDBPyConnection | None = None
 
     def open(self) -> None:
@@ -54,7 +63,8 @@ class Calc(Operator):
             return []
         self._con.register(INPUT_VIEW, batch)
         try:
-            result = query_arrow(self._con, self.query, self.ctx.operator_id)
+            query = self.query_with_arrival if has_arrival(batch) else self.query
+            result = query_arrow(self._con, query, self.ctx.operator_id)
         finally:
             self._con.unregister(INPUT_VIEW)
         out = conform(result, self.ctx.output_schema, self.ctx.operator_id)

@@ -52,6 +52,7 @@ from engine.operators.batches import conform
 from engine.operators.clock import EventTimeClock
 from engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow, snapshot_tables
 from engine.state.key_groups import key_groups
+from engine.watermarks import USE, row_watermarks, without_arrival
 from engine.state.keyed_tables import merge_snapshots, owned_tables
 
 JOIN_TYPES = ("inner", "left", "right", "full")
@@ -90,6 +91,7 @@ class _Side:
 class IntervalJoin(StateOperator):
     #: State: the bounds decide how long each side's rows are buffered.
     STATE_CONFIG = ("join_type", "lower", "lower_strict", "upper", "upper_strict", "left", "right")
+    arrival_watermark = USE
 
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
@@ -172,12 +174,14 @@ class IntervalJoin(StateOperator):
         self.ctx.count("rows_in", batch.num_rows)
         if batch.num_rows == 0:
             return []
+        watermarks = row_watermarks(batch, self.clock.watermark)  # the watermark each row met
+        batch = without_arrival(batch)
         if batch.num_columns != len(side.columns):
             raise EngineError(f"the {side.name} input has {batch.num_columns} columns, the join expects "
                               f"{len(side.columns)}: {side.columns}", operator_id=self.ctx.operator_id)
         times = self._times(batch, side)
-        if self.clock.started:
-            late = pc.sum(pc.fill_null(pc.less_equal(times, self.clock.watermark), False)).as_py() or 0
+        if watermarks is not None:
+            late = pc.sum(pc.fill_null(pc.less_equal(times, watermarks), False)).as_py() or 0
             if late:
                 self.ctx.count("late_rows_joined", late)
         groups = key_groups(batch, side.keys, self.ctx.max_parallelism).cast(pa.int64())

@@ -46,6 +46,7 @@ from engine.operators.batches import conform
 from engine.operators.clock import EventTimeClock
 from engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow, snapshot_tables
 from engine.state.key_groups import key_groups
+from engine.watermarks import USE, row_watermarks, without_arrival
 from engine.state.keyed_tables import merge_snapshots, owned_tables
 
 STATE_TABLES = ("pending", "history")
@@ -60,6 +61,7 @@ ACCUMULATOR_TIME = MIN_WATERMARK
 class OverAggregate(StateOperator):
     #: State: the frame decides the history kept, the aggregates its partials.
     STATE_CONFIG = ("columns", "partition_keys", "time_column", "frame", "aggregates")
+    arrival_watermark = USE
 
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
@@ -140,6 +142,8 @@ class OverAggregate(StateOperator):
         self.ctx.count("rows_in", batch.num_rows)
         if batch.num_rows == 0:
             return []
+        watermarks = row_watermarks(batch, self.clock.watermark)  # the watermark each row met
+        batch = without_arrival(batch)
         if batch.num_columns != len(self.columns):
             raise EngineError(f"the input has {batch.num_columns} columns, over_aggregate expects "
                               f"{len(self.columns)}: {self.columns}", operator_id=self.ctx.operator_id)
@@ -148,8 +152,8 @@ class OverAggregate(StateOperator):
         nulls = batch.num_rows - (pc.sum(keep).as_py() or 0) if times.null_count else 0
         if nulls:
             self.ctx.count("null_time_rows_dropped", nulls)
-        if self.clock.started:
-            late = pc.fill_null(pc.less_equal(times, self.clock.watermark), False)
+        if watermarks is not None:
+            late = pc.fill_null(pc.less_equal(times, watermarks), False)
             late_count = pc.sum(late).as_py() or 0
             if late_count:
                 self.ctx.count_late(late_count, input_index)

@@ -26,10 +26,13 @@ Per batch (set-based, one pass of SQL each):
    of their key are taken out, and batch sessions and these merged by gaps and
    islands over intervals (a new island where an interval starts after every
    earlier one ended); partials merge as in the window aggregate;
-3. a merged session that already closed (``window_end - 1 ms <= watermark``) can
-   only be made of rows of this batch: those rows are late, counted and dropped
-   (a row behind the watermark that reaches an open session, or an on-time row
-   of the same batch, joins it instead);
+3. a row is late when its merged session has closed under the watermark the
+   row met (its arrival watermark, ``engine.watermarks``, or the operator's own
+   if larger): such rows are counted and taken out first, and steps 1–2 run
+   again without them (only when a row's own window ``[ts, ts + gap)`` has
+   closed so); then a merged session closed under the operator's watermark can
+   only be made of late rows of this batch: they are counted and dropped (a row
+   behind the watermark that reaches an open session joins it instead);
 4. the merged sessions go back into the state. DISTINCT aggregates keep their
    distinct values per (key, session start) in ``session_distinct_values_<i>``;
    sessions that merged are renamed to the merged start.
@@ -44,16 +47,18 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.errors import EngineError
 from engine.operators.accumulators import Accumulator, AggregateCall, DistinctAccumulator, argument_columns
 from engine.operators.base import OperatorContext, StateOperator
-from engine.operators.batches import conform
+from engine.operators.batches import conform, positions
 from engine.operators.clock import EventTimeClock
 from engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow, quote_ident, snapshot_tables
 from engine.operators.windows import WINDOW_TIME_LAG_US
 from engine.state.key_groups import key_groups
 from engine.state.keyed_tables import merge_snapshots, owned_tables
+from engine.watermarks import USE, row_watermarks
 
 SESSIONS = "session_accumulators"
 START, END = "__session_start", "__session_end"
@@ -61,11 +66,14 @@ INPUT_VIEW = "session_input"
 KEY_GROUP_INPUT = "__weir_key_group"
 SNAPSHOT_VERSION = 1
 LAG = WINDOW_TIME_LAG_US
+#: Columns of ``batch_rows`` while late rows are sought: each row's watermark and position.
+ROW_WATERMARK, ROW_POSITION = "__row_watermark", "__row_position"
 
 
 class SessionWindow(StateOperator):
     #: State: the gap, keys and accumulators of open sessions.
     STATE_CONFIG = ("window", "keys", "aggregates")
+    arrival_watermark = USE
 
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
@@ -133,14 +141,43 @@ class SessionWindow(StateOperator):
             if nulls == batch.num_rows:
                 return []
         batch = batch.append_column(KEY_GROUP_INPUT, self._key_groups(batch))
+        watermarks = row_watermarks(batch, self.clock.watermark)
+        if watermarks is not None and not isinstance(watermarks, int):
+            batch = self._without_late_rows(batch, watermarks)
+            if batch.num_rows == 0:
+                return []
+        self._batch_sessions(batch)
+        self._merge_into_state()
+        return []
+
+    def _batch_sessions(self, batch: pa.RecordBatch, extra: str = "") -> None:
+        """Steps 1 (``batch_rows``, ``batch_sessions``); ``extra``: more columns of batch_rows."""
         self.con.register(INPUT_VIEW, batch)
         try:
-            self._run(f"CREATE OR REPLACE TEMP TABLE batch_rows AS {self._batch_rows_sql()}")
+            self._run(f"CREATE OR REPLACE TEMP TABLE batch_rows AS {self._batch_rows_sql(extra)}")
         finally:
             self.con.unregister(INPUT_VIEW)
         self._run(f"CREATE OR REPLACE TEMP TABLE batch_sessions AS {self._batch_sessions_sql()}")
-        self._merge_into_state()
-        return []
+
+    def _without_late_rows(self, batch: pa.RecordBatch, watermarks: pa.Array) -> pa.RecordBatch:
+        """``batch`` without the rows late under the watermark each met (its arrival watermark, or
+        the own one if larger): those whose session — merged with the batch's other rows and the
+        open sessions — has closed under it. Counted; the rest is merged as usual."""
+        times = batch.column(self.time_column).view(pa.int64())
+        maybe = pc.less_equal(pc.add(times, self.gap - LAG), watermarks)  # the row's own window closed
+        if not pc.any(pc.fill_null(maybe, False)).as_py():
+            return batch
+        rows = batch.append_column(ROW_WATERMARK, watermarks).append_column(ROW_POSITION, positions(batch.num_rows))
+        self._batch_sessions(rows, f", {ROW_WATERMARK}, {ROW_POSITION}")
+        self._merge_candidates()
+        on = " AND ".join(self._same_key("r", "c") + ["r.__island = c.__island", "c.__state_row IS NULL"])
+        late = query_arrow(self.con, f"SELECT r.{ROW_POSITION} FROM batch_rows r JOIN candidates c ON {on} "
+                                     f"WHERE c.__merged_end - {LAG} <= r.{ROW_WATERMARK}", self.ctx.operator_id)
+        if late.num_rows == 0:
+            return batch
+        self.ctx.count_late(late.num_rows)  # counted per source; not kept (no late-rows table for sessions)
+        mask = pc.is_in(positions(batch.num_rows), late.column(0).combine_chunks())
+        return batch.filter(pc.invert(mask))
 
     def _with_event_times(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         index = batch.schema.get_field_index(self.time_column)
@@ -169,14 +206,14 @@ class SessionWindow(StateOperator):
             self.con.unregister(INPUT_VIEW)
         return key_groups(keys, keys.schema.names, self.ctx.max_parallelism)
 
-    def _batch_rows_sql(self) -> str:
+    def _batch_rows_sql(self, extra: str = "") -> str:
         """The batch's timed rows with keys, time (µs), arguments, filters and their batch island."""
         ts = f"epoch_us({quote_ident(self.time_column)})"
         columns = [f"CAST({quote_ident(KEY_GROUP_INPUT)} AS BIGINT) AS key_group"]
         columns += [f"({sql}) AS __k{i}" for i, (_, sql) in enumerate(self.keys)]
         columns.append(f"{ts} AS __ts")
         columns += argument_columns(self.accumulators, self.distincts)
-        prepared = (f"SELECT {', '.join(columns)} FROM {quote_ident(INPUT_VIEW)} "
+        prepared = (f"SELECT {', '.join(columns)}{extra} FROM {quote_ident(INPUT_VIEW)} "
                     f"WHERE {quote_ident(self.time_column)} IS NOT NULL")
         order = f"OVER ({self._partition()}ORDER BY __ts)"
         gaps = (f"SELECT *, CASE WHEN __ts - lag(__ts) {order} <= {self.gap} THEN 0 ELSE 1 END AS __new "
@@ -197,24 +234,7 @@ class SessionWindow(StateOperator):
 
     def _merge_into_state(self) -> None:
         """Steps 2–4 of the module docstring."""
-        names = self._partial_names()
-        carried = ", ".join(["key_group", *self.key_columns, START, END, *names])
-        if SESSIONS in self._tables:
-            touching = " AND ".join(
-                self._same_key("s", "b") + [f"s.{START} <= b.{END}", f"b.{START} <= s.{END}"])
-            self._run(f"CREATE OR REPLACE TEMP TABLE touched AS SELECT s.rowid AS __state_row, s.* "
-                      f"FROM {SESSIONS} s WHERE EXISTS (SELECT 1 FROM batch_sessions b WHERE {touching})")
-            state_part = f" UNION ALL SELECT {carried}, NULL, __state_row FROM touched"
-        else:
-            state_part = ""
-        candidates = f"SELECT {carried}, __island, NULL::BIGINT AS __state_row FROM batch_sessions{state_part}"
-        window = f"{self._partition()}ORDER BY {START}"
-        flagged = (f"SELECT *, CASE WHEN {START} <= max({END}) OVER ({window} ROWS BETWEEN UNBOUNDED PRECEDING "
-                   f"AND 1 PRECEDING) THEN 0 ELSE 1 END AS __new FROM ({candidates})")
-        grouped = (f"SELECT *, sum(__new) OVER ({window} ROWS UNBOUNDED PRECEDING) AS __merged FROM ({flagged})")
-        island = f"OVER ({self._partition('__merged')})"
-        self._run(f"CREATE OR REPLACE TEMP TABLE candidates AS SELECT *, min({START}) {island} AS __merged_start, "
-                  f"max({END}) {island} AS __merged_end FROM ({grouped})")
+        self._merge_candidates()
         closed = f"__merged_end - {LAG} <= {int_literal(self.clock.watermark)}"
         if self.clock.started:
             (late,) = self._run(f"SELECT CAST(coalesce(sum(__rows), 0) AS BIGINT) FROM candidates WHERE {closed}")[0]
@@ -235,6 +255,28 @@ class SessionWindow(StateOperator):
         for d in self.distincts:
             self._merge_distinct(d, closed)
         self._earliest_end = self._run(f"SELECT min({END}) FROM {SESSIONS}")[0][0]
+
+    def _merge_candidates(self) -> None:
+        """Step 2: ``candidates``, the batch sessions and the open sessions they touch
+        (``touched``), each with the merged session it falls in; the state is not changed."""
+        names = self._partial_names()
+        carried = ", ".join(["key_group", *self.key_columns, START, END, *names])
+        if SESSIONS in self._tables:
+            touching = " AND ".join(
+                self._same_key("s", "b") + [f"s.{START} <= b.{END}", f"b.{START} <= s.{END}"])
+            self._run(f"CREATE OR REPLACE TEMP TABLE touched AS SELECT s.rowid AS __state_row, s.* "
+                      f"FROM {SESSIONS} s WHERE EXISTS (SELECT 1 FROM batch_sessions b WHERE {touching})")
+            state_part = f" UNION ALL SELECT {carried}, NULL, __state_row FROM touched"
+        else:
+            state_part = ""
+        candidates = f"SELECT {carried}, __island, NULL::BIGINT AS __state_row FROM batch_sessions{state_part}"
+        window = f"{self._partition()}ORDER BY {START}"
+        flagged = (f"SELECT *, CASE WHEN {START} <= max({END}) OVER ({window} ROWS BETWEEN UNBOUNDED PRECEDING "
+                   f"AND 1 PRECEDING) THEN 0 ELSE 1 END AS __new FROM ({candidates})")
+        grouped = (f"SELECT *, sum(__new) OVER ({window} ROWS UNBOUNDED PRECEDING) AS __merged FROM ({flagged})")
+        island = f"OVER ({self._partition('__merged')})"
+        self._run(f"CREATE OR REPLACE TEMP TABLE candidates AS SELECT *, min({START}) {island} AS __merged_start, "
+                  f"max({END}) {island} AS __merged_end FROM ({grouped})")
 
     def _merge_distinct(self, d: DistinctAccumulator, closed: str) -> None:
         """Rename the values of merged sessions to the merged start; add the batch's values."""

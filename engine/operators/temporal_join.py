@@ -34,6 +34,7 @@ from engine.operators.batches import conform
 from engine.operators.clock import EventTimeClock
 from engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow, quote_ident, snapshot_tables
 from engine.state.key_groups import key_groups
+from engine.watermarks import USE, row_watermarks
 from engine.state.keyed_tables import merge_snapshots, owned_tables
 
 TABLES = ("left_rows", "versions")
@@ -71,6 +72,7 @@ class TemporalJoin(StateOperator):
     @classmethod
     def state_shape(cls, config: dict[str, Any]) -> dict[str, Any]:
         return without_output_names(super().state_shape(config))
+    arrival_watermark = USE
 
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
@@ -92,8 +94,9 @@ class TemporalJoin(StateOperator):
         times = batch.column(batch.schema.get_field_index(side.time))
         times = times.cast(pa.timestamp("us")).view(pa.int64()) if pa.types.is_timestamp(times.type) else times
         keep = pc.is_valid(times)
-        if input_index == 0 and self.clock.started:
-            late = pc.fill_null(pc.less_equal(times, self.clock.watermark), False)
+        watermarks = row_watermarks(batch, self.clock.watermark) if input_index == 0 else None
+        if watermarks is not None:  # a stream row behind the watermark it met is late
+            late = pc.fill_null(pc.less_equal(times, watermarks), False)
             late_count = pc.sum(late).as_py() or 0
             if late_count:
                 self.ctx.count_late(late_count, input_index)

@@ -4,7 +4,8 @@ Config: ``{"inputs": n}``. Every input already has the output's column types
 (the planner casts where the inputs' types differ, before the union); the
 union renames each batch's columns to the output's names and passes it on.
 It keeps no state. Its watermark is the minimum of its inputs' watermarks,
-which the executor computes for every operator with several inputs.
+which the executor computes for every operator with several inputs. The rows'
+arrival watermarks (``engine.watermarks.ARRIVAL_WATERMARK``) pass on with them.
 """
 from __future__ import annotations
 
@@ -14,15 +15,20 @@ import pyarrow as pa
 
 from engine.errors import EngineError
 from engine.operators.base import Operator, OperatorContext
+from engine.watermarks import ARRIVAL_FIELD, PASS, has_arrival
 
 
 class Union(Operator):
+    arrival_watermark = PASS
+
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
         self.inputs = int(config.get("inputs", 2))
 
     def process_batch(self, batch: pa.RecordBatch, input_index: int = 0) -> list[pa.RecordBatch]:
         schema = self.ctx.output_schema
+        if has_arrival(batch):
+            schema = schema.append(ARRIVAL_FIELD)
         if not 0 <= input_index < self.inputs:
             raise EngineError(f"union has {self.inputs} inputs, got a batch on input {input_index}",
                               operator_id=self.ctx.operator_id)

@@ -29,7 +29,9 @@ the assigner (``windows.py``: row → slice, slice → windows, watermark → wh
 fired) and the per-slice accumulators kept in ``WindowState``.
 
 Per batch: rows with a NULL time and late rows (every window of their slice
-already fired) are counted and dropped; the rest are aggregated into partials
+already fired under the watermark the row met: its arrival watermark,
+``engine.watermarks``, or the operator's own if that is larger) are counted and
+dropped; the rest are aggregated into partials
 per (key, slice) by one ``GROUP BY`` and appended to the state — once, however
 many windows overlap. Per watermark: every window with ``window_end - 1 ms``
 between the previous watermark (exclusive) and this one (inclusive) merges the
@@ -43,8 +45,11 @@ append — and only those cross to the subtask owning the key, which appends
 them (``process_batch`` of a batch marked ``PARTIALS``). The state, its
 snapshots and the results are the same as with one phase; the exchange carries
 a row per key and slice instead of a row per event, and the grouping is done
-by every upstream subtask in parallel. Whether a late partial is late is
-decided where it lands, by its slice, exactly as for its rows.
+by every upstream subtask in parallel. Rows late under their arrival watermark
+are dropped and counted before they are combined (that verdict depends on the
+row alone); where the partials land, a slice already late under the owner's
+own watermark is dropped too (a safety net: that watermark is never above the
+rows' arrival watermarks).
 """
 from __future__ import annotations
 
@@ -60,10 +65,12 @@ from engine.operators.batches import conform
 from engine.operators.clock import EventTimeClock
 from engine.operators.late_rows import LateRows
 from engine.operators.duckdb_sql import int_literal, query_arrow, quote_ident
-from engine.operators.window_state import SLICE, WINDOW_END, WINDOW_START, WindowState
-from engine.operators.windows import WINDOW_TIME_LAG_US, window_assigner
+from engine.operators.window_state import FROM_END, SLICE, WINDOW_END, WINDOW_START, WindowState
+from engine.operators.windows import WINDOW_TIME_LAG_US, align_array, window_assigner
 from engine.state.key_groups import key_groups
 from engine.state.keyed_tables import merge_snapshots, owned_tables
+from engine.messages import MIN_WATERMARK
+from engine.watermarks import USE, largest, row_watermarks
 
 INPUT_VIEW = "window_input"
 #: Schema metadata marking a batch of partial aggregates (``pre_aggregate``).
@@ -71,6 +78,10 @@ PARTIALS = {b"weir.window_partials": b"1"}
 #: The column of key groups added to each input batch.
 KEY_GROUP_INPUT = "__weir_key_group"
 SNAPSHOT_VERSION = 1
+
+
+def has_from_end(batch: pa.RecordBatch) -> bool:
+    return batch.schema.get_field_index(FROM_END) >= 0
 
 
 def _referenced_column(sql: str, names: list[str]) -> str | None:
@@ -84,6 +95,7 @@ def _referenced_column(sql: str, names: list[str]) -> str | None:
 class WindowAggregate(Operator):
     #: State: window geometry (slices), keys and accumulators.
     STATE_CONFIG = ("window", "keys", "aggregates", "grouping_sets")
+    arrival_watermark = USE
 
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
@@ -148,15 +160,19 @@ class WindowAggregate(Operator):
     def pre_aggregate(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """The local phase: ``batch``'s partial aggregates per (key, slice), with their key
         groups in ``KEY_GROUP_INPUT`` (hashed from the keys' values), marked ``PARTIALS``.
-        Rows with a NULL time are counted and dropped here; lateness is decided by the
-        subtask that receives the partials."""
+        Rows with a NULL time, and rows late under their arrival watermark, are counted and
+        dropped here; the subtask that receives the partials checks its own watermark too."""
         self.open()
         self.ctx.count("rows_in", batch.num_rows)
         batch, ts = self._event_times(batch)
         self._count_null_times(batch, ts)
+        # Late under its arrival watermark is a fact of the row alone (not of any state): decided
+        # here. The own watermark of this subtask is left out: it depends on when the other
+        # workers' watermarks came, and the owner checks its own anyway (``_append_partials``).
+        batch, _ = self._drop_late(batch, ts, MIN_WATERMARK)
         self.state.con.register(INPUT_VIEW, batch)
         try:
-            sql = self.state.partials_sql(self._prepared_rows_sql(None, key_group=False), key_group=False)
+            sql = self.state.partials_sql(self._prepared_rows_sql(key_group=False, from_end=has_from_end(batch)), key_group=False)
             partials = query_arrow(self.state.con, sql, self.ctx.operator_id)
         finally:
             self.state.con.unregister(INPUT_VIEW)
@@ -202,28 +218,58 @@ class WindowAggregate(Operator):
         if batch.num_rows == 0:
             return []
         batch, ts = self._event_times(batch)
-        dropped = self._count_null_times(batch, ts)
-        cutoff = self._late_cutoff()
+        self._count_null_times(batch, ts)
+        batch, ts = self._drop_late(batch, ts, self.clock.watermark)
         earliest = pc.min(ts).as_py()
         if earliest is None:
             return []
-        if cutoff is not None and earliest < cutoff:
-            late = pc.less(ts, cutoff)
-            late_count = pc.sum(late).as_py()
-            self.late_rows.drop(batch, self._first_copies(batch, late), self.clock.watermark)
-            dropped += late_count
-            if dropped == batch.num_rows:
-                return []
-            earliest = pc.min(pc.filter(ts, pc.invert(late))).as_py()
         self._extend_earliest_slice(self.assigner.slice_start(earliest))
         if batch.schema.get_field_index(KEY_GROUP_INPUT) < 0:  # else a parallel exchange computed them
             batch = batch.append_column(KEY_GROUP_INPUT, self._key_groups(batch))
         self.state.con.register(INPUT_VIEW, batch)
         try:
-            self.state.append(self._prepared_rows_sql(cutoff))
+            self.state.append(self._prepared_rows_sql(from_end=has_from_end(batch)))
         finally:
             self.state.con.unregister(INPUT_VIEW)
         return []
+
+    def _drop_late(self, batch: pa.RecordBatch, ts: pa.Array, watermark: int) -> tuple[pa.RecordBatch, pa.Array]:
+        """``batch`` (and its times ``ts``) without its late rows, which are counted and kept
+        where asked. A row is late when every window of its slice has fired under the watermark
+        it met (``row_watermarks``: its arrival watermark, or the larger ``watermark``)."""
+        watermarks = row_watermarks(batch, watermark)
+        earliest = pc.min(ts).as_py()
+        if watermarks is None or earliest is None:
+            return batch, ts
+        highest = largest(watermarks)
+        if earliest >= self.assigner.first_open_slice(highest):
+            if earliest < self.assigner.last_fired_slice(highest) + self.assigner.slice_size:
+                batch = self._with_first_windows(batch, ts, watermarks)
+            return batch, ts  # the common case: no row can be late
+        late = pc.fill_null(pc.less_equal(self.assigner.expires_at(ts), watermarks), False)
+        if pc.any(late).as_py():
+            self.late_rows.drop(batch, self._first_copies(batch, late), watermarks)
+            keep = pc.invert(late)
+            batch, ts = batch.filter(keep), ts.filter(keep)
+            if not isinstance(watermarks, int):
+                watermarks = watermarks.filter(keep)
+        return self._with_first_windows(batch, ts, watermarks), ts
+
+    def _with_first_windows(self, batch: pa.RecordBatch, ts: pa.Array, watermarks: pa.Array | int) -> pa.RecordBatch:
+        """``batch`` with ``FROM_END`` where some rows met a watermark that had fired some of
+        their slice's windows (not all: those rows are late): they count only in the others, as
+        in Flink; NULL for the rest."""
+        first_end = pc.add(align_array(ts, self.assigner.slice_size, self.assigner.offset), self.assigner.slice_size)
+        started = pc.fill_null(pc.less_equal(pc.subtract(first_end, WINDOW_TIME_LAG_US), watermarks), False)
+        if not pc.any(started).as_py():
+            return batch
+        after = pc.add(align_array(pc.add(pa.array([watermarks], pa.int64()) if isinstance(watermarks, int)
+                                          else watermarks, WINDOW_TIME_LAG_US),
+                                   self.assigner.slice_size, self.assigner.offset), self.assigner.slice_size)
+        if isinstance(watermarks, int):
+            after = after[0]
+        from_end = pc.if_else(started, after, pa.scalar(None, pa.int64()))
+        return batch.append_column(FROM_END, from_end)
 
     def _first_copies(self, batch: pa.RecordBatch, mask: pa.BooleanArray,
                       copy_column: str | None = None) -> pa.BooleanArray:
@@ -240,7 +286,8 @@ class WindowAggregate(Operator):
         return ts.null_count
 
     def _late_cutoff(self) -> int | None:
-        """Rows (and slices) before this are late: their windows fired. None before any watermark."""
+        """Slices before this are late: their windows fired under the own watermark. None before
+        any watermark. (Rows are judged by the watermark each met: ``_drop_late``.)"""
         return self.assigner.first_open_slice(self.clock.watermark) if self.clock.started else None
 
     def _extend_earliest_slice(self, slice_start: int) -> None:
@@ -288,17 +335,17 @@ class WindowAggregate(Operator):
             batch = batch.set_column(index, batch.schema.field(index).with_type(column.type), column)
         return batch, column.view(pa.int64())
 
-    def _prepared_rows_sql(self, cutoff: int | None, *, key_group: bool = True) -> str:
-        """The batch's rows that count, with keys, slice, arguments and filters computed."""
+    def _prepared_rows_sql(self, *, key_group: bool = True, from_end: bool = False) -> str:
+        """The batch's rows that count, with keys, slice, first window (``from_end``: the batch
+        has ``FROM_END``), arguments and filters computed."""
         ts_col = quote_ident(self.assigner.time_column)
         ts_us = f"epoch_us({ts_col})"
         columns = [f"CAST({quote_ident(KEY_GROUP_INPUT)} AS BIGINT) AS key_group"] if key_group else []
         columns += [f"({sql}) AS __k{i}" for i, (_, sql) in enumerate(self.keys)]
         columns.append(f"{self.assigner.slice_start_sql(ts_us)} AS {SLICE}")
+        columns.append(quote_ident(FROM_END) if from_end else f"NULL::BIGINT AS {FROM_END}")
         columns += argument_columns(self.accumulators, self.distincts)
         where = f"{ts_col} IS NOT NULL"
-        if cutoff is not None:
-            where += f" AND {ts_us} >= {int_literal(cutoff)}"
         return f"SELECT {', '.join(columns)} FROM {quote_ident(INPUT_VIEW)} WHERE {where}"
 
     # -- watermarks ----------------------------------------------------------

@@ -47,6 +47,7 @@ from engine.operators.clock import EventTimeClock
 from engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow
 from engine.operators.windows import WINDOW_TIME_LAG_US
 from engine.state.key_groups import key_groups
+from engine.watermarks import USE, row_watermarks, without_arrival
 from engine.state.keyed_tables import merge_snapshots, owned_tables
 
 JOIN_TYPES = ("inner", "left", "right", "full", "semi", "anti")
@@ -87,6 +88,7 @@ class _Side:
 class WindowJoin(StateOperator):
     #: State: each side's buffered rows and their keys.
     STATE_CONFIG = ("join_type", "left", "right")
+    arrival_watermark = USE
 
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
@@ -121,6 +123,8 @@ class WindowJoin(StateOperator):
         self.ctx.count("rows_in", batch.num_rows)
         if batch.num_rows == 0:
             return []
+        watermarks = row_watermarks(batch, self.clock.watermark)  # the watermark each row met
+        batch = without_arrival(batch)
         if batch.num_columns != len(side.columns):
             raise EngineError(f"the {side.name} input has {batch.num_columns} columns, the join "
                               f"expects {len(side.columns)}: {side.columns}", operator_id=self.ctx.operator_id)
@@ -129,10 +133,9 @@ class WindowJoin(StateOperator):
         nulls = batch.num_rows - pc.sum(keep).as_py() if ends.null_count else 0
         if nulls:
             self.ctx.count("null_time_rows_dropped", nulls)
-        if self.clock.started:
-            fired_upto = min(self.clock.watermark + WINDOW_TIME_LAG_US, MAX_BIGINT)
-            late = pc.fill_null(pc.less_equal(ends, fired_upto), False)
-            late_count = self.late_rows.drop(batch, late, self.clock.watermark, input_index)
+        if watermarks is not None:
+            late = pc.fill_null(pc.less_equal(pc.subtract(ends, WINDOW_TIME_LAG_US), watermarks), False)
+            late_count = self.late_rows.drop(batch, late, watermarks, input_index)
             if late_count:
                 self.ctx.count(f"late_rows_dropped_{side.name}", late_count)
                 keep = pc.and_(keep, pc.invert(late))

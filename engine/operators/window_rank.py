@@ -50,6 +50,7 @@ from engine.operators.clock import EventTimeClock
 from engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow, quote_ident
 from engine.operators.windows import WINDOW_TIME_LAG_US
 from engine.state.key_groups import key_groups
+from engine.watermarks import USE, row_watermarks, without_arrival
 from engine.state.keyed_tables import KEY_GROUP, merge_snapshots, owned_tables
 
 WINDOW_ROWS = "window_rows"
@@ -62,6 +63,7 @@ PRUNE_MIN_ROWS = 65_536
 class WindowRank(StateOperator):
     #: State: rows past the rank range are pruned, so the order and the ranks shape what is kept.
     STATE_CONFIG = ("window_start", "window_end", "partition_keys", "order_by", "function", "rank_range")
+    arrival_watermark = USE
 
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
@@ -103,17 +105,19 @@ class WindowRank(StateOperator):
         self.ctx.count("rows_in", batch.num_rows)
         if batch.num_rows == 0:
             return []
+        watermarks = row_watermarks(batch, self.clock.watermark)  # the watermark each row met
+        batch = without_arrival(batch)
         self._check_columns(batch.schema)
         ends = self._window_ends(batch)
         keep = pc.is_valid(ends)
         nulls = batch.num_rows - pc.sum(keep).as_py() if ends.null_count else 0
         if nulls:
             self.ctx.count("null_time_rows_dropped", nulls)
-        if self.clock.started:
-            open_ = pc.greater(ends, self.clock.watermark + WINDOW_TIME_LAG_US)
-            self.late_rows.drop(batch, pc.and_(keep, pc.invert(open_)), self.clock.watermark)
+        if watermarks is not None:
+            open_ = pc.greater(pc.subtract(ends, WINDOW_TIME_LAG_US), watermarks)
+            self.late_rows.drop(batch, pc.and_(keep, pc.invert(open_)), watermarks)
             keep = pc.and_(keep, open_)
-        if nulls or self.clock.started:
+        if nulls or watermarks is not None:
             batch, ends = batch.filter(keep), ends.filter(keep)
             if batch.num_rows == 0:
                 return []

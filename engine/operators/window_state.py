@@ -1,7 +1,9 @@
 """Keyed window state in DuckDB: partial aggregates per (key, slice), appended batch by batch;
 a firing window merges the partials of its slices.
 
-Tables (all carry ``key_group``, the key columns ``__k0..``, ``__slice_start``):
+Tables (all carry ``key_group``, the key columns ``__k0..``, ``__slice_start`` and
+``__from_end``, the first window end the rows count in — NULL for all the slice's
+windows, else the rows met a watermark that had fired the earlier ones):
 
 - ``window_accumulators``: one row per (key, slice) *per batch* with the
   batch's partial aggregates (``__rows`` counts every row, so a window exists
@@ -36,6 +38,9 @@ SLICE = "__slice_start"
 WINDOW_START = "__window_start"
 WINDOW_END = "__window_end"
 COMPACT_MIN_ROWS = 262_144
+#: The first window end a partial counts in; NULL: every window of its slice. Rows that met a
+#: watermark which had fired some of their slice's windows (HOP, CUMULATE) count only in the rest.
+FROM_END = "__from_end"
 
 
 @dataclass
@@ -67,7 +72,7 @@ class WindowState:
         return execute(self.con, sql, self.operator_id)
 
     def _group_columns(self) -> str:
-        return ", ".join([*self.keys, SLICE])
+        return ", ".join([*self.keys, SLICE, FROM_END])
 
     def _tables(self) -> list[str]:
         return [ACCUMULATORS, *(d.table for d in self.distincts)]
@@ -185,6 +190,7 @@ class WindowState:
             f"{SLICE} <= {int_literal(upto)}",
             f"{windows.end} - {lag} <= {int_literal(watermark)}",
             f"{windows.end} - {lag} > {int_literal(fired_before)}",
+            f"({FROM_END} IS NULL OR {windows.end} >= {FROM_END})",
         ]
         if windows.where:
             where.append(windows.where)
@@ -226,5 +232,8 @@ class WindowState:
                     hint="the window's aggregates changed since the snapshot was taken",
                     operator_id=self.operator_id,
                 )
+            if FROM_END not in data.column_names:  # a snapshot from before rows kept a first window
+                data = data.add_column(data.schema.get_field_index(SLICE) + 1, pa.field(FROM_END, pa.int64()),
+                                       pa.nulls(data.num_rows, pa.int64()))
             create_table_from_arrow(self.con, table, data, self.operator_id)
             self.sizes[table] = _TableSize(data.num_rows, data.num_rows)

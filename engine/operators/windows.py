@@ -25,6 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from engine.errors import EngineError
 
 #: window_time = window_end - 1 ms: the largest timestamp inside the window
@@ -40,6 +43,14 @@ def align(ts: int, width: int, offset: int) -> int:
 def align_sql(ts_sql: str, width: int, offset: int) -> str:
     """The same as SQL over a BIGINT µs expression (DuckDB's % keeps the dividend's sign)."""
     return f"({ts_sql} - ((({ts_sql} - {offset}) % {width}) + {width}) % {width})"
+
+
+def align_array(ts: pa.Array, width: int, offset: int) -> pa.Array:
+    """``align`` of every value of an int64 array (vectorised; integer division truncates)."""
+    shifted = pc.subtract(ts, offset)
+    remainder = pc.subtract(shifted, pc.multiply(pc.divide(shifted, width), width))
+    remainder = pc.if_else(pc.less(remainder, 0), pc.add(remainder, width), remainder)
+    return pc.subtract(ts, remainder)
 
 
 @dataclass(frozen=True)
@@ -95,6 +106,16 @@ class SlicedWindows:
     def first_open_slice(self, watermark: int) -> int:
         """Rows before this timestamp belong only to windows that have fired: they are late."""
         return self.last_expired_slice(watermark) + self.slice_size
+
+    def expires_at(self, ts: pa.Array) -> pa.Array:
+        """Per row (int64 µs times): the watermark at which the last window of its slice fires.
+        A row is late when the watermark it meets has reached this (``ts < first_open_slice(w)``,
+        row by row)."""
+        return pc.subtract(self._last_window_end(ts), WINDOW_TIME_LAG_US)
+
+    def _last_window_end(self, ts: pa.Array) -> pa.Array:
+        # TUMBLE and HOP: a slice's last window ends ``size`` after the slice starts
+        return pc.add(align_array(ts, self.slice_size, self.offset), self.size)
 
     def describe(self) -> str:
         return f"{self.kind}({self.time_column})"
@@ -162,6 +183,10 @@ class CumulativeWindows(SlicedWindows):
         # every slice of a period expires with the period's last (full-size) window
         period = align(watermark - self.size + WINDOW_TIME_LAG_US, self.size, self.offset)
         return period + self.size - self.slice_size
+
+    def _last_window_end(self, ts: pa.Array) -> pa.Array:
+        # every slice of a period ends with the period's full-size window
+        return pc.add(align_array(ts, self.size, self.offset), self.size)
 
 
 def window_assigner(window: dict[str, Any], operator_id: str) -> SlicedWindows:

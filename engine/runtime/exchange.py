@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 from engine.errors import EngineError
 from engine.graph import Edge, OperatorNode
 from engine.state.key_groups import key_groups, subtask_for_key_group
+from engine.watermarks import ARRIVAL_WATERMARK, has_arrival
 
 #: Operators whose state is keyed: every edge into them is an exchange by the edge's keys.
 KEYED_KINDS = frozenset({"window_aggregate", "window_join", "window_rank", "session_window", "group_aggregate",
@@ -82,6 +83,12 @@ def needed_columns(consumer: OperatorNode, schema: pa.Schema) -> list[str] | Non
             names.add(quoted.replace('""', '"') if quoted else bare.lower())
     keep = [n for n in schema.names if n in names or n.lower() in names]
     return keep if len(keep) < len(schema.names) else None
+
+
+def select_columns(batch: pa.RecordBatch, columns: list[str]) -> pa.RecordBatch:
+    """``batch``'s ``columns`` (``needed_columns``), with the rows' arrival watermarks
+    (``engine.watermarks.ARRIVAL_WATERMARK``) where it has them: they cross with the rows."""
+    return batch.select(columns + [ARRIVAL_WATERMARK] if has_arrival(batch) else columns)
 
 
 def carries_key_groups(consumer: OperatorNode, keys: tuple[str, ...]) -> bool:

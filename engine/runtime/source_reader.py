@@ -6,6 +6,13 @@ steadily; the splits of one chain (the row groups of a parquet file) are read
 one after another. In a parallel job subtask i of N reads the splits whose
 position in the source's split list is i modulo N; offsets are per split, so
 a checkpoint restores at any parallelism.
+
+A source with a WATERMARK appends to every batch each row's arrival
+watermark (``engine.watermarks.ARRIVAL_WATERMARK``): the running maximum over
+the rows before it in its split, which continues from the split watermark a
+checkpoint recorded. It restarts at each split, also within a chain: the
+splits of one chain may be read by different workers, so carrying it over
+would make lateness depend on the parallelism.
 """
 from __future__ import annotations
 
@@ -16,7 +23,7 @@ import pyarrow as pa
 
 from engine.connectors.base import Source
 from engine.messages import MAX_WATERMARK, Watermark
-from engine.watermarks import SplitWatermarks, WatermarkGenerator
+from engine.watermarks import ARRIVAL_FIELD, SplitWatermarks, WatermarkGenerator, arrival_watermarks
 
 
 class SourceReader:
@@ -53,6 +60,11 @@ class SourceReader:
         self.offsets = {s: o for s, o in position.get("offsets", {}).items() if s in self.splits}
         self.watermarks.restore(position)
 
+    def _with_arrival(self, batch: pa.RecordBatch, split: str) -> tuple[pa.RecordBatch, int]:
+        """``batch`` with its rows' arrival watermarks, and the split's watermark after it."""
+        arrival, after = arrival_watermarks(self._generator.candidates(batch), self.watermarks.of(split))
+        return batch.append_column(ARRIVAL_FIELD, arrival), after
+
     def __iter__(self) -> Iterator[tuple[pa.RecordBatch | None, Watermark | None]]:
         """Steps of (batch, the watermark it advanced to): the batch goes first, then
         the watermark, and only then may a barrier cut the stream — so a checkpoint's
@@ -81,7 +93,9 @@ class SourceReader:
                         continue
                     self._last_rows[split] = time.monotonic()
                     self.rows_read += batch.num_rows
-                    candidate = self._generator.max_of(batch) if self._generator else None
+                    candidate = None
+                    if self._generator is not None:
+                        batch, candidate = self._with_arrival(batch, split)
                     advanced = self.watermarks.observe(split, candidate)
                 if advanced is None or advanced == MAX_WATERMARK or not self._generator:
                     advanced = None

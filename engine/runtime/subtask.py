@@ -50,7 +50,7 @@ from engine.errors import JobCancelled
 from engine.messages import MAX_WATERMARK, MIN_WATERMARK, Barrier
 from engine.runtime.exchange import (
     BARRIER, BROADCAST, DATA, END, KEY_GROUP_COLUMN, SAVEPOINT_BARRIER, WATERMARK, Decoder, Encoder, Outbox,
-    carries_key_groups, needed_columns, routing, split, split_by_key_group, two_phase, widen,
+    carries_key_groups, needed_columns, routing, select_columns, split, split_by_key_group, two_phase, widen,
 )
 from engine.runtime.local import JobResult, LocalExecutor
 from engine.runtime.task import Task
@@ -440,7 +440,7 @@ class SubtaskExecutor(LocalExecutor):
                 if route.keys is None:
                     self._deliver(route.consumer, route.offset, DATA, batch)
                     continue
-                sent = batch if route.columns is None else batch.select(route.columns)
+                sent = batch if route.columns is None else select_columns(batch, route.columns)
                 if route.keys == BROADCAST:
                     for j in range(self.parallelism):
                         self._send(j, route, DATA, sent)

@@ -40,6 +40,7 @@ from engine.graph import LATE_ROWS_PORT, OperatorNode
 from engine.messages import MIN_WATERMARK, Barrier
 from engine.operators.base import Operator, OperatorContext
 from engine.runtime.source_reader import SourceReader
+from engine.watermarks import for_operator
 
 
 @dataclass
@@ -110,7 +111,7 @@ class Task:
         """Step 1: rows from input ``index`` into the operator."""
         if index not in self.partials:
             self.metrics.rows_in += batch.num_rows
-        self.emit(self.call(self.operator.process_batch, batch, index), 0)
+        self.emit(self.call(self.operator.process_batch, for_operator(self.operator, batch), index), 0)
 
     # -- watermarks ---------------------------------------------------------------------
     def combine(self, channel: int, watermark: int) -> int | None:

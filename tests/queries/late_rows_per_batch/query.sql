@@ -1,6 +1,7 @@
--- The watermark advances after each batch (here three rows), not after each
--- row: a row behind an earlier row of its own batch is not late, and one
--- whose window fired on an earlier batch's watermark is dropped and counted.
+-- Lateness is decided per row whatever the batch size (here three rows): a row
+-- meets the watermark of the rows before it, also those of its own batch
+-- (02 b is late behind 25 a), as in Flink, where the watermark moves after
+-- every record; a row whose window fired is dropped and counted.
 SET 'weir.source.batch-size' = '3';
 
 CREATE TABLE events (
