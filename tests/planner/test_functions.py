@@ -5,7 +5,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from planner.functions import integer_division, java_to_strftime, translate
+from planner.functions import integer_division, java_to_strftime, translate_tree
 from sql import parse
 
 SCHEMA = pa.schema([("a", pa.int64()), ("b", pa.int32()), ("x", pa.float64())])
@@ -46,7 +46,7 @@ CASES = [
 
 def evaluate(sql_text: str):
     expression = parse(f"SELECT {sql_text} AS v FROM t")[0].query.expressions[0].this
-    tree = integer_division(expression.transform(translate), SCHEMA)
+    tree = integer_division(translate_tree(expression), SCHEMA)
     return duckdb.sql(f"SELECT {tree.sql(dialect='duckdb')}").fetchall()[0][0]
 
 
