@@ -347,7 +347,9 @@ def _rewrite_typed(node: exp.Expression, types: list[pa.DataType]) -> exp.Expres
         if digits is None or not -18 < digits < 18:
             return None
         x = node.this
-        exact = _fn("round", _cast(x.copy(), "DECIMAL(38, 18)"), exp.Literal.number(digits))
+        # The shortest decimal that reads back as the DOUBLE (DuckDB's VARCHAR of a DOUBLE, as Java's).
+        shortest = _cast(_cast(x.copy(), "VARCHAR"), "DECIMAL(38, 18)")
+        exact = _fn("round", shortest, exp.Literal.number(digits))
         small = exp.LT(this=_fn("abs", x.copy()), expression=exp.Literal.number("1e19"))
         return exp.Case(ifs=[exp.If(this=small, true=_cast(exact, "DOUBLE"))], default=node.copy())
     return None
