@@ -12,6 +12,7 @@ from sqlglot import exp
 
 from engine.sql_eval import INPUT, describe
 
+from sql.intervals import check_interval_unit
 from sql.positions import error_at
 
 class PatternError(ValueError):
@@ -272,6 +273,9 @@ def translate(node: exp.Expression) -> exp.Expression:
     """Rewrite one node (``translate_tree`` rewrites a whole tree)."""
     if isinstance(node, exp.Anonymous):
         return _anonymous(node)
+    if isinstance(node, exp.Interval):
+        check_interval_unit(node)
+        return node
     if isinstance(node, exp.TimestampAdd):
         return _timestamp_add(node)
     if isinstance(node, exp.TimestampDiff):

@@ -18,7 +18,7 @@ from sqlglot import exp
 from engine.errors import EngineError
 from engine.graph import JobGraph
 from planner.catalog import TableDef, ViewDef
-from planner.expressions import to_duckdb
+from planner.expressions import output_name, to_duckdb
 from planner.graph_builder import GraphBuilder
 from planner.locate import locate, name, quoted
 from planner.planner import Planner
@@ -151,7 +151,7 @@ class Session:
 
     def _query_database(self, s: st.Select) -> pa.Table:
         try:
-            sql = to_duckdb(s.query)
+            sql = to_duckdb(_flink_names(s.query))
         except Exception:  # noqa: BLE001 - a query sqlglot cannot write for DuckDB goes as written
             sql = s.text
         return self.database.query(sql)
@@ -280,6 +280,19 @@ class Session:
             except Exception:  # noqa: BLE001 - a view that no longer plans has no columns to offer
                 found.setdefault(view.name, [])
         return found
+
+
+def _flink_names(query: exp.Expression) -> exp.Expression:
+    """The query with its unnamed result columns named as a streaming query names them (Flink's
+    EXPR$n), not as DuckDB would (``count_star()``)."""
+    if not isinstance(query, exp.Select):
+        return query
+    named = query.copy()
+    items = [item if isinstance(item, (exp.Alias, exp.Star)) or (isinstance(item, exp.Column))
+             else exp.alias_(item, output_name(item, index), quoted=True)
+             for index, item in enumerate(named.expressions)]
+    named.set("expressions", items)
+    return named
 
 
 def _describe_table(table: TableDef) -> pa.Table:

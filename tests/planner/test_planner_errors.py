@@ -353,3 +353,13 @@ def test_function_problems_of_a_statement_are_reported_together():
     assert [p.message for p in found] == ["unknown function FOO", "the operator + cannot take BIGINT and VARCHAR: price + channel",
                                           "unknown function BAZ"]
     assert [(p.line, p.col) for p in found] == [at(sql, "foo"), at(sql, "+"), at(sql, "baz")]
+
+
+def test_a_bad_interval_unit_in_a_watermark_is_found_at_plan_time():
+    ddl = ("CREATE TABLE late (v BIGINT, ts TIMESTAMP(3),\n"
+           "  WATERMARK FOR ts AS ts - INTERVAL '2' SECNDS) WITH ('connector' = 'nexmark', 'table' = 'bid');\n"
+           "INSERT INTO counts SELECT v, v FROM late")
+    p = the_problem(ddl)
+    assert p.message == "unknown interval unit SECNDS in INTERVAL '2' SECNDS"
+    assert (p.line, p.col) == at(ddl, "INTERVAL")
+    assert "SECOND, MINUTE, HOUR" in p.hint
