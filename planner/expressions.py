@@ -128,6 +128,8 @@ def check_functions(bound: exp.Expression, schema: pa.Schema) -> list[Problem]:
     """Problems with the functions of a bound expression, found before DuckDB sees it: an unknown
     function (with the closest name), a date-time pattern weir cannot translate, and an operator or
     function given arguments of types it does not take (the caret on it)."""
+    if not any(isinstance(n, (exp.Func, exp.Binary, exp.Unary)) for n in bound.walk()):
+        return []  # columns and literals: nothing to check
     problems: list[Problem] = []
     for node in bound.walk():
         if isinstance(node, exp.Anonymous) and node.name.upper() not in TRANSLATED \
@@ -139,7 +141,7 @@ def check_functions(bound: exp.Expression, schema: pa.Schema) -> list[Problem]:
         sql = to_duckdb(bound, schema)
     except WeirSqlError as error:
         return list(error.problems)
-    if not any(isinstance(n, (exp.Func, exp.Binary, exp.Unary)) for n in bound.walk()) or not _bind_error(sql, schema):
+    if not _bind_error(sql, schema):
         return []
     # Find the innermost call or operator that does not bind, children first.
     for node in reversed(list(bound.walk(bfs=False))):

@@ -151,10 +151,22 @@ class Session:
 
     def _query_database(self, s: st.Select) -> pa.Table:
         try:
-            sql = to_duckdb(_flink_names(s.query))
+            sql = to_duckdb(_flink_names(s.query), self._single_table_schema(s.query))
         except Exception:  # noqa: BLE001 - a query sqlglot cannot write for DuckDB goes as written
             sql = s.text
         return self.database.query(sql)
+
+    def _single_table_schema(self, query: exp.Expression) -> pa.Schema | None:
+        """The columns of the one result table a plain SELECT reads, so that its expressions are
+        typed as a streaming query's are (CAST of a fraction to an integer truncates, ROUND of a
+        DOUBLE rounds half up); None for any other query (integer '/' still divides as integers)."""
+        tables = list(query.find_all(exp.Table))
+        if not isinstance(query, exp.Select) or len(tables) != 1 or query.args.get("joins") or query.find(exp.CTE):
+            return None
+        try:
+            return self.database.query(f"SELECT * FROM {tables[0].sql(dialect='duckdb')} LIMIT 0").schema
+        except Exception:  # noqa: BLE001 - not a table of the database: the query reports it
+            return None
 
     def _stop_job(self, s: st.StopJob) -> Message:
         job = self.jobs.get(s.job_id)

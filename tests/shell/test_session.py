@@ -176,6 +176,9 @@ def test_one_sql_over_a_stream_and_over_a_result_table(session, tmp_path):
     session.jobs.get("j1").thread.join()
     assert rows(run(session, "SELECT 7 / 2, MAX(n) / 2, -7 / 2, 7.0 / 2, COUNT(*) FROM totals;")) == [
         {"EXPR$0": 3, "EXPR$1": 3, "EXPR$2": -3, "EXPR$3": 3.5, "EXPR$4": 3}]
+    typed = rows(run(session, "SELECT CAST(n / 2.0 AS INT) AS half, ROUND(CAST(n AS DOUBLE) / 20, 1) AS q, "
+                              "CAST(-n / 2.0 AS BIGINT) AS neg FROM totals WHERE auction = 0;"))
+    assert typed == [{"half": 3, "q": 0.4, "neg": -3}]  # n = 7: 3.5 and -3.5 truncated, 0.35 rounded half up
     live = run(session, "SELECT 7 / 2, price / 2, -7 / 2 FROM bids WHERE bidder = 3;")
     live.job.thread.join()
     assert live.job.status == FINISHED, live.job.error
