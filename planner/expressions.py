@@ -121,10 +121,11 @@ def _bind_error(sql: str, schema: pa.Schema) -> str | None:
 
 
 #: DuckDB's words for an expression with no function or operator for its arguments' types.
-_TYPE_ERRORS = ("No function matches", "Cannot compare values", "Cannot mix values", "No operator matches")
+_TYPE_ERRORS = ("No function matches", "Cannot compare values", "Cannot mix values", "No operator matches",
+                "Could not convert string")
 
 
-def check_functions(bound: exp.Expression, schema: pa.Schema) -> list[Problem]:
+def check_functions(bound: exp.Expression, schema: pa.Schema | None) -> list[Problem]:
     """Problems with the functions of a bound expression, found before DuckDB sees it: an unknown
     function (with the closest name), a date-time pattern weir cannot translate, and an operator or
     function given arguments of types it does not take (the caret on it)."""
@@ -135,14 +136,14 @@ def check_functions(bound: exp.Expression, schema: pa.Schema) -> list[Problem]:
         if isinstance(node, exp.Anonymous) and node.name.upper() not in TRANSLATED \
                 and node.name.lower() not in duckdb_functions():
             problems.append(_unknown_function(node))
-    if problems:
+    if problems or schema is None:  # without the input's types, only the names can be checked
         return problems
     try:
         sql = to_duckdb(bound, schema)
     except WeirSqlError as error:
         return list(error.problems)
     if not _bind_error(sql, schema):
-        return []
+        return _string_arithmetic(bound, schema)
     # Find the innermost call or operator that does not bind, children first.
     for node in reversed(list(bound.walk(bfs=False))):
         if not isinstance(node, (exp.Func, exp.Binary, exp.Unary)) or isinstance(node, (exp.Paren, exp.Alias)):
@@ -154,6 +155,35 @@ def check_functions(bound: exp.Expression, schema: pa.Schema) -> list[Problem]:
         if message:
             return [_type_problem(node, message, schema)]
     return []
+
+
+_ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod)
+
+
+def _string_arithmetic(bound: exp.Expression, schema: pa.Schema) -> list[Problem]:
+    """Arithmetic between a number and a string (``price + 'x'``): Flink refuses it; DuckDB casts
+    the string when the row comes, failing the job then (or not at all, on no rows)."""
+    nodes = [n for n in bound.walk() if isinstance(n, _ARITHMETIC)]
+    if not nodes:
+        return []
+    columns = [f"{to_duckdb(side, schema)} AS o{i}_{j}" for i, n in enumerate(nodes)
+               for j, side in enumerate((n.this, n.expression))]
+    try:
+        types = describe(f"SELECT {', '.join(columns)} FROM {INPUT}", schema)
+    except (WeirSqlError, duckdb.Error):
+        return []
+    problems = []
+    for i, node in enumerate(nodes):
+        left, right = types.field(f"o{i}_0").type, types.field(f"o{i}_1").type
+        if {_kind(left), _kind(right)} == {"number", "string"}:
+            problems.append(_type_problem(node, "", schema))
+    return problems[:1]
+
+
+def _kind(t: pa.DataType) -> str:
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
+        return "number"
+    return "string" if pa.types.is_string(t) or pa.types.is_large_string(t) else "other"
 
 
 def _as_written(node: exp.Expression) -> str:

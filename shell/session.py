@@ -18,7 +18,7 @@ from sqlglot import exp
 from engine.errors import EngineError
 from engine.graph import JobGraph
 from planner.catalog import TableDef, ViewDef
-from planner.expressions import output_name, to_duckdb
+from planner.expressions import check_functions, output_name, to_duckdb
 from planner.graph_builder import GraphBuilder
 from planner.locate import locate, name, quoted
 from planner.planner import Planner
@@ -150,8 +150,15 @@ class Session:
         return False
 
     def _query_database(self, s: st.Select) -> pa.Table:
+        schema = self._single_table_schema(s.query)
+        # The same plan-time checks as a streaming query's: unknown functions, operand types.
+        parts = [*s.query.expressions, *(s.query.args[k].this for k in ("where", "having") if s.query.args.get(k))] \
+            if isinstance(s.query, exp.Select) else [s.query]
+        problems = [p for part in parts for p in check_functions(part, schema)]
+        if problems:
+            raise WeirSqlError(problems)
         try:
-            sql = to_duckdb(_flink_names(s.query), self._single_table_schema(s.query))
+            sql = to_duckdb(_flink_names(s.query), schema)
         except Exception:  # noqa: BLE001 - a query sqlglot cannot write for DuckDB goes as written
             sql = s.text
         return self.database.query(sql)

@@ -363,3 +363,13 @@ def test_a_bad_interval_unit_in_a_watermark_is_found_at_plan_time():
     assert p.message == "unknown interval unit SECNDS in INTERVAL '2' SECNDS"
     assert (p.line, p.col) == at(ddl, "INTERVAL")
     assert "SECOND, MINUTE, HOUR" in p.hint
+
+
+def test_arithmetic_with_a_string_literal_is_refused_as_flink_refuses_it():
+    # DuckDB would cast '2' when a row comes (and fail the job on 'x'); Flink refuses it at once.
+    sql = "INSERT INTO counts SELECT auction, price * '2' FROM bids"
+    p = the_problem(sql)
+    assert p.message == "the operator * cannot take BIGINT and VARCHAR: price * '2'"
+    assert (p.line, p.col) == at(sql, "*")
+    p = the_problem("INSERT INTO counts SELECT auction, price FROM bids WHERE price - 'x' > 0")
+    assert p.message == "the operator - cannot take BIGINT and VARCHAR: price - 'x'"

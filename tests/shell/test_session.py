@@ -179,6 +179,10 @@ def test_one_sql_over_a_stream_and_over_a_result_table(session, tmp_path):
     typed = rows(run(session, "SELECT CAST(n / 2.0 AS INT) AS half, ROUND(CAST(n AS DOUBLE) / 20, 1) AS q, "
                               "CAST(-n / 2.0 AS BIGINT) AS neg FROM totals WHERE auction = 0;"))
     assert typed == [{"half": 3, "q": 0.4, "neg": -3}]  # n = 7: 3.5 and -3.5 truncated, 0.35 rounded half up
+    with pytest.raises(WeirSqlError) as error:  # the streaming query's errors, not DuckDB's
+        run(session, "SELECT foo_bar(n), n + 'x' FROM totals;")
+    assert [(p.message, p.col) for p in error.value.problems] == [
+        ("unknown function FOO_BAR", 8), ("the operator + cannot take BIGINT and VARCHAR: n + 'x'", 22)]
     live = run(session, "SELECT 7 / 2, price / 2, -7 / 2 FROM bids WHERE bidder = 3;")
     live.job.thread.join()
     assert live.job.status == FINISHED, live.job.error
