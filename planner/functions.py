@@ -133,9 +133,10 @@ def date_format(ts: exp.Expression, pattern: str) -> exp.Expression:
 
 
 #: Characters whose upper case is two letters in Java (Unicode's SpecialCasing), which DuckDB's
-#: upper leaves as one: upper('ß') is 'ẞ' in DuckDB, 'SS' in Java and Flink. Only ß, the one met
-#: in text; the rare ligatures (ﬁ, ŉ, ...) keep DuckDB's answer (a deviation the README lists).
-_UPPER_SPECIAL = {"ß": "SS"}
+#: upper leaves as one: upper('ß') is 'ẞ' in DuckDB, 'SS' in Java and Flink; Flink's UPPER('ﬁx')
+#: is 'FIX'. ß and the Latin ligatures; the rarer ones (ŉ, ǰ, Greek with iota, Armenian
+#: ligatures) keep DuckDB's answer (a deviation the README lists).
+_UPPER_SPECIAL = {c: c.upper() for c in "ßﬀﬁﬂﬃﬄﬅﬆ"}
 
 
 def _upper(node: exp.Upper) -> exp.Expression:
@@ -337,6 +338,9 @@ def _rewrite_typed(node: exp.Expression, types: list[pa.DataType]) -> exp.Expres
     if isinstance(node, exp.Div):
         if pa.types.is_integer(types[0]) and pa.types.is_integer(types[1]):
             return exp.IntDiv(this=node.this, expression=node.expression)
+        quotient = _decimal_quotient(*types)
+        if quotient is not None:  # DuckDB divides decimals as DOUBLEs; Flink's quotient is a DECIMAL
+            return _cast(exp.Paren(this=node), f"DECIMAL({quotient[0]}, {quotient[1]})")
         return None
     if isinstance(node, (exp.Cast, exp.TryCast)):
         # Flink (and Java) truncate a fraction toward zero; DuckDB rounds it.
@@ -359,6 +363,33 @@ def _rewrite_typed(node: exp.Expression, types: list[pa.DataType]) -> exp.Expres
     return None
 
 
+_INTEGER_DIGITS = {8: 3, 16: 5, 32: 10, 64: 19}
+
+
+def _as_decimal(t: pa.DataType) -> tuple[int, int] | None:
+    if pa.types.is_decimal(t):
+        return t.precision, t.scale
+    if pa.types.is_integer(t):
+        return _INTEGER_DIGITS[t.bit_width], 0
+    return None
+
+
+def _decimal_quotient(left: pa.DataType, right: pa.DataType) -> tuple[int, int] | None:
+    """Flink's type of a DECIMAL quotient (LogicalTypeMerging.findDivisionDecimalType): scale
+    max(6, s1 + p2 + 1), precision p1 - s1 + s2 + scale, cut to 38 digits keeping at least 6 of
+    scale. None unless one side is a DECIMAL and the other a DECIMAL or an integer."""
+    a, b = _as_decimal(left), _as_decimal(right)
+    if a is None or b is None or not (pa.types.is_decimal(left) or pa.types.is_decimal(right)):
+        return None
+    (p1, s1), (p2, s2) = a, b
+    scale = max(6, s1 + p2 + 1)
+    precision = p1 - s1 + s2 + scale
+    if precision > 38:
+        scale = max(38 - (precision - scale), min(scale, 6))
+        precision = 38
+    return precision, scale
+
+
 def typed_rewrites(tree: exp.Expression, schema: pa.Schema) -> exp.Expression:
     """Rewrites that need the operands' types, innermost first (an inner integer division changes
     the type an outer one sees): ``/`` between integers divides as integers; CAST of a fraction to an
@@ -373,12 +404,13 @@ def typed_rewrites(tree: exp.Expression, schema: pa.Schema) -> exp.Expression:
         types = describe(f"SELECT {', '.join(columns)} FROM {INPUT}", schema)
         for i, node in enumerate(ready):
             operands = [types.field(f"o{i}_{j}").type for j in range(len(_typed(node)))]
+            parent, key, index = node.parent, node.arg_key, node.index  # a rewrite may wrap the node
             replacement = _rewrite_typed(node, operands)
             if replacement is not None and replacement is not node:
                 if node is tree:
                     tree = replacement
                 else:
-                    node.replace(replacement)
+                    parent.set(key, replacement, index)
         pending = [n for n in pending if all(n is not r for r in ready)]
     return tree
 
