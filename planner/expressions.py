@@ -204,6 +204,10 @@ def _unknown_function(node: exp.Anonymous) -> Problem:
     return Problem(f"unknown function {name}", line, col, hint)
 
 
+#: Flink's names of calls sqlglot reads into a class named otherwise.
+_FLINK_NAMES = {exp.Length: "CHAR_LENGTH", exp.Substring: "SUBSTRING", exp.StrPosition: "POSITION"}
+
+
 def _type_problem(node: exp.Expression, message: str, schema: pa.Schema) -> Problem:
     operands = [node.this, node.expression] if isinstance(node, exp.Binary) else \
         [a for a in node.iter_expressions() if not isinstance(a, (exp.DataType, exp.Var))]
@@ -221,7 +225,7 @@ def _type_problem(node: exp.Expression, message: str, schema: pa.Schema) -> Prob
         return Problem(f"the operator {operator} cannot take {types[0]} and {types[1]}: {written}", line, col,
                        f"cast one side to the other's type, e.g. CAST({_as_written(node.expression)} AS {types[0]})")
     line, col = position(node)
-    name = node.sql_name() if not isinstance(node, exp.Anonymous) else node.name.upper()
+    name = node.name.upper() if isinstance(node, exp.Anonymous) else _FLINK_NAMES.get(type(node), node.sql_name())
     candidates = [c.strip() for c in message.split("\n") if c.startswith("\t")]
     hint = f"{name} takes: " + "; ".join(candidates[:4]) if candidates else f"check the types of the arguments of {name}"
     return Problem(f"{name} cannot take ({', '.join(types)}): {written}", line, col, hint)

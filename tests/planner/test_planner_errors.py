@@ -343,7 +343,7 @@ def test_an_operator_given_the_wrong_types_is_pointed_at():
 def test_a_function_given_the_wrong_types_lists_what_it_takes():
     sql = "INSERT INTO counts SELECT auction, CHAR_LENGTH(price) FROM bids"
     p = the_problem(sql)
-    assert p.message.startswith("LENGTH cannot take (BIGINT)") and (p.line, p.col) == at(sql, "CHAR_LENGTH")
+    assert p.message.startswith("CHAR_LENGTH cannot take (BIGINT)") and (p.line, p.col) == at(sql, "CHAR_LENGTH")
     assert "VARCHAR" in p.hint
 
 
