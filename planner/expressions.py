@@ -6,15 +6,21 @@ Flink-spelled SQL becomes that text.
 from __future__ import annotations
 
 import difflib
+import functools
+import threading
 from dataclasses import dataclass
 
 import duckdb
 import pyarrow as pa
 from sqlglot import exp
 
-from planner.functions import integer_division, translate
+from engine.sql_eval import INPUT, describe
+from planner.functions import FLINK_FUNCTIONS, TRANSLATED, translate_tree, typed_rewrites
+from planner.types import normalise, sql_name
 
-from sql.errors import Problem
+from sql.dialect import Weir
+from sql.errors import Problem, WeirSqlError
+from sql.positions import operator_position
 from sql.positions import position as token_position
 
 AGGREGATES = {exp.Count: "count", exp.Sum: "sum", exp.Min: "min", exp.Max: "max", exp.Avg: "avg"}
@@ -77,16 +83,161 @@ def bind(expression: exp.Expression, scope: Scope, problems: list[Problem]) -> e
             return exp.column(declared, quoted=True)
         return node
 
-    return expression.copy().transform(rewrite)
+    before = len(problems)
+    bound = expression.copy().transform(rewrite)
+    if len(problems) == before:  # with every column known, check functions and operand types
+        problems.extend(check_functions(bound, scope.schema))
+    return bound
+
+
+_DUCKDB = threading.local()
+
+
+def _connection() -> duckdb.DuckDBPyConnection:
+    if not hasattr(_DUCKDB, "con"):
+        _DUCKDB.con = duckdb.connect(":memory:")
+    return _DUCKDB.con
+
+
+@functools.cache
+def duckdb_functions() -> frozenset[str]:
+    names = _connection().sql("SELECT DISTINCT lower(function_name) FROM duckdb_functions()").fetchall()
+    return frozenset(n for (n,) in names)
+
+
+def _bind_error(sql: str, schema: pa.Schema) -> str | None:
+    """DuckDB's message when ``sql`` (one expression over ``schema``) has no function or operator
+    for its argument types; None when it binds, or fails for another reason (reported elsewhere)."""
+    con = _connection()
+    try:
+        con.register(INPUT, schema.empty_table())
+        con.sql(f"SELECT {sql} FROM {INPUT} LIMIT 0").fetchall()
+        return None
+    except duckdb.Error as error:
+        message = str(error)
+        return message if any(m in message for m in _TYPE_ERRORS) else None
+    finally:
+        con.unregister(INPUT)
+
+
+#: DuckDB's words for an expression with no function or operator for its arguments' types.
+_TYPE_ERRORS = ("No function matches", "Cannot compare values", "Cannot mix values", "No operator matches",
+                "Could not convert string")
+
+
+def check_functions(bound: exp.Expression, schema: pa.Schema | None) -> list[Problem]:
+    """Problems with the functions of a bound expression, found before DuckDB sees it: an unknown
+    function (with the closest name), a date-time pattern weir cannot translate, and an operator or
+    function given arguments of types it does not take (the caret on it)."""
+    if not any(isinstance(n, (exp.Func, exp.Binary, exp.Unary)) for n in bound.walk()):
+        return []  # columns and literals: nothing to check
+    problems: list[Problem] = []
+    for node in bound.walk():
+        if isinstance(node, exp.Anonymous) and node.name.upper() not in TRANSLATED \
+                and node.name.lower() not in duckdb_functions():
+            problems.append(_unknown_function(node))
+    if problems or schema is None:  # without the input's types, only the names can be checked
+        return problems
+    try:
+        sql = to_duckdb(bound, schema)
+    except WeirSqlError as error:
+        return list(error.problems)
+    if not _bind_error(sql, schema):
+        return _string_arithmetic(bound, schema)
+    # Find the innermost call or operator that does not bind, children first.
+    for node in reversed(list(bound.walk(bfs=False))):
+        if not isinstance(node, (exp.Func, exp.Binary, exp.Unary)) or isinstance(node, (exp.Paren, exp.Alias)):
+            continue
+        try:
+            message = _bind_error(to_duckdb(node, schema), schema)
+        except (WeirSqlError, duckdb.Error):
+            continue
+        if message:
+            return [_type_problem(node, message, schema)]
+    return []
+
+
+_ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod)
+
+
+def _string_arithmetic(bound: exp.Expression, schema: pa.Schema) -> list[Problem]:
+    """Arithmetic between a number and a string (``price + 'x'``): Flink refuses it; DuckDB casts
+    the string when the row comes, failing the job then (or not at all, on no rows)."""
+    nodes = [n for n in bound.walk() if isinstance(n, _ARITHMETIC)]
+    if not nodes:
+        return []
+    columns = [f"{to_duckdb(side, schema)} AS o{i}_{j}" for i, n in enumerate(nodes)
+               for j, side in enumerate((n.this, n.expression))]
+    try:
+        types = describe(f"SELECT {', '.join(columns)} FROM {INPUT}", schema)
+    except (WeirSqlError, duckdb.Error):
+        return []
+    problems = []
+    for i, node in enumerate(nodes):
+        left, right = types.field(f"o{i}_0").type, types.field(f"o{i}_1").type
+        if {_kind(left), _kind(right)} == {"number", "string"}:
+            problems.append(_type_problem(node, "", schema))
+    return problems[:1]
+
+
+def _kind(t: pa.DataType) -> str:
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
+        return "number"
+    return "string" if pa.types.is_string(t) or pa.types.is_large_string(t) else "other"
+
+
+def _as_written(node: exp.Expression) -> str:
+    """The expression in Flink's spelling, its names unquoted as the user most likely wrote them."""
+    plain = node.copy().transform(lambda n: exp.to_identifier(n.name) if isinstance(n, exp.Identifier) else n)
+    return plain.sql(dialect=Weir)
+
+
+def _unknown_function(node: exp.Anonymous) -> Problem:
+    name = node.name.upper()
+    line, col = position(node)
+    if name in FLINK_FUNCTIONS:
+        return Problem(f"the function {name} is not supported by weir", line, col,
+                       "see README.md for the functions weir runs; write the computation with others")
+    close = difflib.get_close_matches(name, FLINK_FUNCTIONS, n=1) or \
+        [n.upper() for n in difflib.get_close_matches(name.lower(), sorted(duckdb_functions()), n=1)]
+    hint = f"did you mean {close[0]}?" if close else "check the spelling of the function"
+    return Problem(f"unknown function {name}", line, col, hint)
+
+
+#: Flink's names of calls sqlglot reads into a class named otherwise.
+_FLINK_NAMES = {exp.Length: "CHAR_LENGTH", exp.Substring: "SUBSTRING", exp.StrPosition: "POSITION"}
+
+
+def _type_problem(node: exp.Expression, message: str, schema: pa.Schema) -> Problem:
+    operands = [node.this, node.expression] if isinstance(node, exp.Binary) else \
+        [a for a in node.iter_expressions() if not isinstance(a, (exp.DataType, exp.Var))]
+    types = []
+    for operand in operands:
+        try:
+            field = describe(f"SELECT {to_duckdb(operand, schema)} AS t FROM {INPUT}", schema).field(0)
+            types.append(sql_name(normalise(field.type)))
+        except (WeirSqlError, duckdb.Error):
+            types.append("?")
+    written = _as_written(node)
+    if isinstance(node, exp.Binary):
+        operator = written[len(_as_written(node.this)):].strip().split(" ")[0]
+        line, col = operator_position(node)
+        return Problem(f"the operator {operator} cannot take {types[0]} and {types[1]}: {written}", line, col,
+                       f"cast one side to the other's type, e.g. CAST({_as_written(node.expression)} AS {types[0]})")
+    line, col = position(node)
+    name = node.name.upper() if isinstance(node, exp.Anonymous) else _FLINK_NAMES.get(type(node), node.sql_name())
+    candidates = [c.strip() for c in message.split("\n") if c.startswith("\t")]
+    hint = f"{name} takes: " + "; ".join(candidates[:4]) if candidates else f"check the types of the arguments of {name}"
+    return Problem(f"{name} cannot take ({', '.join(types)}): {written}", line, col, hint)
 
 
 def to_duckdb(expression: exp.Expression, schema: pa.Schema | None = None) -> str:
     """DuckDB SQL for a bound expression, with Flink's functions translated
     (planner/functions.py); given the input schema, integer ``/`` divides as Flink does."""
-    tree = expression.copy().transform(translate)
+    tree = translate_tree(expression.copy())
     if schema is not None:
         try:
-            tree = integer_division(tree, schema)
+            tree = typed_rewrites(tree, schema)
         except duckdb.Error:
             pass  # the expression does not bind; describing the whole query reports why
     return tree.sql(dialect="duckdb")

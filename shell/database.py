@@ -58,6 +58,9 @@ class ResultDatabase:
         else:
             connection = self.connect()
         try:
+            # One SQL in the shell: '/' between integers divides as integers, as in a streaming query
+            # (Flink's meaning); the setting is this connection's alone.
+            connection.execute("SET SESSION integer_division = true")
             relation = connection.sql(sql)
             return relation.to_arrow_table() if relation is not None else pa.table({})
         except duckdb.Error as error:

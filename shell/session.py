@@ -18,7 +18,7 @@ from sqlglot import exp
 from engine.errors import EngineError
 from engine.graph import JobGraph
 from planner.catalog import TableDef, ViewDef
-from planner.expressions import to_duckdb
+from planner.expressions import check_functions, output_name, to_duckdb
 from planner.graph_builder import GraphBuilder
 from planner.locate import locate, name, quoted
 from planner.planner import Planner
@@ -181,11 +181,30 @@ class Session:
         return False
 
     def _query_database(self, s: st.Select) -> pa.Table:
+        schema = self._single_table_schema(s.query)
+        # The same plan-time checks as a streaming query's: unknown functions, operand types.
+        parts = [*s.query.expressions, *(s.query.args[k].this for k in ("where", "having") if s.query.args.get(k))] \
+            if isinstance(s.query, exp.Select) else [s.query]
+        problems = [p for part in parts for p in check_functions(part, schema)]
+        if problems:
+            raise WeirSqlError(problems)
         try:
-            sql = to_duckdb(s.query)
+            sql = to_duckdb(_flink_names(s.query), schema)
         except Exception:  # noqa: BLE001 - a query sqlglot cannot write for DuckDB goes as written
             sql = s.text
         return self.database.query(sql)
+
+    def _single_table_schema(self, query: exp.Expression) -> pa.Schema | None:
+        """The columns of the one result table a plain SELECT reads, so that its expressions are
+        typed as a streaming query's are (CAST of a fraction to an integer truncates, ROUND of a
+        DOUBLE rounds half up); None for any other query (integer '/' still divides as integers)."""
+        tables = list(query.find_all(exp.Table))
+        if not isinstance(query, exp.Select) or len(tables) != 1 or query.args.get("joins") or query.find(exp.CTE):
+            return None
+        try:
+            return self.database.query(f"SELECT * FROM {tables[0].sql(dialect='duckdb')} LIMIT 0").schema
+        except Exception:  # noqa: BLE001 - not a table of the database: the query reports it
+            return None
 
     def _stop_job(self, s: st.StopJob) -> Message:
         job = self.jobs.get(s.job_id)
@@ -311,6 +330,19 @@ class Session:
             except Exception:  # noqa: BLE001 - a view that no longer plans has no columns to offer
                 found.setdefault(view.name, [])
         return found
+
+
+def _flink_names(query: exp.Expression) -> exp.Expression:
+    """The query with its unnamed result columns named as a streaming query names them (Flink's
+    EXPR$n), not as DuckDB would (``count_star()``)."""
+    if not isinstance(query, exp.Select):
+        return query
+    named = query.copy()
+    items = [item if isinstance(item, (exp.Alias, exp.Star)) or (isinstance(item, exp.Column))
+             else exp.alias_(item, output_name(item, index), quoted=True)
+             for index, item in enumerate(named.expressions)]
+    named.set("expressions", items)
+    return named
 
 
 def _describe_table(table: TableDef) -> pa.Table:

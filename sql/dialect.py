@@ -13,6 +13,8 @@ RisingWave's parser already reads ``WATERMARK FOR col AS expr`` and
 """
 from __future__ import annotations
 
+import bisect
+
 from sqlglot import exp
 from sqlglot.dialects.risingwave import RisingWave
 from sqlglot.generators.risingwave import RisingWaveGenerator
@@ -30,6 +32,10 @@ WINDOW_PARAMETERS = {
     "SESSION": ("gap",),
 }
 WINDOW_KINDS = tuple(WINDOW_PARAMETERS)
+
+#: The units of Flink's TIMESTAMPADD and TIMESTAMPDIFF, and their SQL_TSI_ spellings.
+TIMESTAMP_UNITS = ("MICROSECOND", "MILLISECOND", "SECOND", "MINUTE", "HOUR", "DAY", "WEEK", "MONTH", "QUARTER", "YEAR")
+TIMESTAMP_UNIT_ALIASES = {f"SQL_TSI_{unit}": unit for unit in TIMESTAMP_UNITS} | {"FRAC_SECOND": "MICROSECOND"}
 
 
 class WindowCall(exp.Expression):
@@ -74,11 +80,17 @@ def _show(what: str):
 class WeirParser(RisingWaveParser):
     FUNC_TOKENS = {*RisingWaveParser.FUNC_TOKENS, TokenType.SESSION}
 
+    # Flink's TO_TIMESTAMP and TO_DATE take Java patterns, not Postgres's: keep them as written
+    # (planner.functions translates the pattern).
+    FUNCTIONS = {k: v for k, v in RisingWaveParser.FUNCTIONS.items() if k not in ("TO_TIMESTAMP", "TO_DATE")}
+
     FUNCTION_PARSERS = {
         **RisingWaveParser.FUNCTION_PARSERS,
         **{kind: lambda self, kind=kind: self._parse_window_call(kind) for kind in WINDOW_KINDS},
         "TABLE": lambda self: self._parse_table_function(),
         "DESCRIPTOR": lambda self: self._parse_descriptor(),
+        "TIMESTAMPADD": lambda self: self._parse_timestamp_function(exp.TimestampAdd),
+        "TIMESTAMPDIFF": lambda self: self._parse_timestamp_function(exp.TimestampDiff),
     }
 
     CONSTRAINT_PARSERS = {
@@ -122,6 +134,51 @@ class WeirParser(RisingWaveParser):
     def _warn_unsupported(self) -> None:
         # sql.parser reports every statement that falls back to a Command as an error.
         return None
+
+    def expression(self, instance, token=None, comments=None):
+        node = super().expression(instance, token=token, comments=comments)
+        if token is None and isinstance(node, exp.Binary) and not isinstance(node, (exp.Dot, exp.PropertyEQ)):
+            operator = self._operator_token(node)
+            if operator is not None:
+                # Where the operator stands, for errors about it (sql.positions.operator_position).
+                node.meta["operator"] = (operator.line, operator.col - (operator.end - operator.start))
+        return node
+
+    def _operator_token(self, node: exp.Binary):
+        """The token after the left operand of ``node``, closing parentheses skipped."""
+        ends = [n.meta["end"] for n in node.this.walk() if n._meta and "end" in n.meta] if node.this else []
+        if not ends:
+            return None
+        i = bisect.bisect_right(self._tokens, max(ends), key=lambda t: t.start)
+        while i < len(self._tokens) and self._tokens[i].token_type == TokenType.R_PAREN:
+            i += 1
+        return self._tokens[i] if i < len(self._tokens) else None
+
+    def _match_pair(self, token_type_a, token_type_b, advance: bool = True) -> bool:
+        # sqlglot reads ``>>`` and ``<<`` as two tokens; ``price > > 10`` must not become a shift.
+        if token_type_a == token_type_b and token_type_a in (TokenType.GT, TokenType.LT):
+            if not (self._curr and self._next and self._curr.end + 1 == self._next.start):
+                return False
+        return super()._match_pair(token_type_a, token_type_b, advance)
+
+    def _parse_timestamp_function(self, kind: type[exp.Func]) -> exp.Func:
+        """Flink's ``TIMESTAMPADD(unit, count, ts)`` and ``TIMESTAMPDIFF(unit, start, end)``: the
+        unit is a keyword, not a column. Read as ``kind(this=ts|end, expression=count|start, unit=UNIT)``."""
+        name = self._function_name_token()
+        unit_token = self._curr
+        unit = unit_token.text.upper() if unit_token else ""
+        unit = TIMESTAMP_UNIT_ALIASES.get(unit, unit)
+        if unit not in TIMESTAMP_UNITS:
+            self.raise_error(f"{name.text.upper()} unit {unit_token.text if unit_token else ''!r} is unknown", unit_token)
+        self._advance()
+        if not self._match(TokenType.COMMA):
+            self.raise_error(f"{name.text.upper()} unit: expecting ',' after {unit}")
+        first = self._parse_assignment()
+        if not self._match(TokenType.COMMA):
+            self.raise_error(f"{name.text.upper()} unit: expecting ',' after its second argument")
+        second = self._parse_assignment()
+        self._expect_r_paren()
+        return self.expression(kind(this=second, expression=first, unit=exp.var(unit)), token=name)
 
     def _parse_interval(self, require_interval: bool = True, parse_function_unit: bool = True) -> exp.Expr | None:
         # Remember where INTERVAL stands, so that an error about the interval points at it.
@@ -255,6 +312,8 @@ class WeirGenerator(RisingWaveGenerator):
         StopJobStatement: lambda self, e: f"STOP JOB {self.sql(e, 'this')}"
         + (" WITH SAVEPOINT" if e.args.get("with_savepoint") else ""),
         ResetStatement: lambda self, e: f"RESET {self.sql(e, 'this')}".rstrip(),
+        exp.TimestampAdd: lambda self, e: self.func("TIMESTAMPADD", e.args["unit"], e.expression, e.this),
+        exp.TimestampDiff: lambda self, e: self.func("TIMESTAMPDIFF", e.args["unit"], e.expression, e.this),
     }
 
 

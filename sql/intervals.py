@@ -139,3 +139,20 @@ def _span_micros(text: str, first: str, last: str) -> int:
     if len(parts) != len(fields):
         raise ValueError(f"'{text}' needs {len(fields)} fields for {first} TO {last}")
     return sign * sum(_micros(_decimal(part), unit) for part, unit in zip(parts, fields))
+
+
+#: The units an interval literal may have (Flink's, and DuckDB's plurals of them).
+INTERVAL_UNITS = ("MICROSECOND", "MILLISECOND", "SECOND", "MINUTE", "HOUR", "DAY", "WEEK", "MONTH", "QUARTER", "YEAR")
+
+
+def check_interval_unit(e: exp.Interval) -> None:
+    """Refuse an interval whose unit is no unit (``INTERVAL '2' SECNDS``), pointing at it, before
+    the engine meets it in a running job."""
+    unit = e.args.get("unit")
+    if not isinstance(unit, exp.Var):
+        return  # none (RisingWave's '10 seconds'), a span (DAY TO SECOND) or a precision (SECOND(3))
+    name = unit.name.upper()
+    if name in INTERVAL_UNITS or name.rstrip("S") in INTERVAL_UNITS or name in CALENDAR_UNITS:
+        return
+    raise error_at(e, f"unknown interval unit {unit.name} in {e.sql()}",
+                   f"write one of {', '.join(INTERVAL_UNITS)}, e.g. INTERVAL '2' SECOND")

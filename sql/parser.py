@@ -5,12 +5,13 @@ an error) is a position in the whole text. Statements are separated by ``;``.
 """
 from __future__ import annotations
 
+import difflib
 import re
 
 from sqlglot.errors import ErrorLevel, ParseError, SqlglotError, TokenError
 from sqlglot.tokens import Token, TokenType
 
-from sql.dialect import Weir
+from sql.dialect import TIMESTAMP_UNITS, Weir
 from sql.errors import Problem, WeirSqlError
 from sql.positions import line_col
 from sql.statement_builder import Span, build_statement
@@ -24,6 +25,8 @@ SYNTAX_HINTS = {
     "Invalid expression / Unexpected token": ("unexpected {token}", "check the syntax here; separate statements with ';'"),
     "Expected table name": ("expected a table name {near}", "name the table after FROM, JOIN, INTO or TABLE"),
     "Required keyword": ("the statement is incomplete {near}", "finish the clause that ends here, or remove it"),
+    "TIMESTAMPADD unit": ("{description}", "write one of " + ", ".join(TIMESTAMP_UNITS)),
+    "TIMESTAMPDIFF unit": ("{description}", "write one of " + ", ".join(TIMESTAMP_UNITS)),
     "STOP JOB needs": ("STOP JOB needs the job id as a string", "write STOP JOB '<job id>' [WITH SAVEPOINT]; SHOW JOBS lists the ids"),
 }
 
@@ -44,6 +47,7 @@ def _trees(text: str):
     except TokenError as error:
         raise _token_error(error, text) from None
     for statement_tokens in _statements(tokens):
+        _check_first_word(statement_tokens[0], text)
         parser = dialect.parser(error_level=ErrorLevel.IMMEDIATE)
         try:
             tree = parser.parse(statement_tokens, text)[0]
@@ -52,6 +56,22 @@ def _trees(text: str):
         except SqlglotError as error:
             raise _error_at(text, statement_tokens[0].start, _clean(str(error)), "check the syntax of this statement") from None
         yield tree, Span(text, statement_tokens[0].start, statement_tokens[-1].end + 1)
+
+
+#: The words a statement begins with (weir's, Flink's SQL client's, and sqlglot's that weir reads).
+STATEMENT_WORDS = ("SELECT", "INSERT", "CREATE", "DROP", "SET", "RESET", "SHOW", "EXPLAIN", "DESCRIBE", "DESC",
+                   "STOP", "WITH", "VALUES", "ALTER", "USE", "EXECUTE", "BEGIN", "END")
+
+
+def _check_first_word(first: Token, text: str) -> None:
+    """A statement that begins with a word no statement begins with (``SELEC``) is refused by that
+    word, not by whatever sqlglot makes of the rest."""
+    word = first.text.upper()
+    if first.token_type != TokenType.VAR or word in STATEMENT_WORDS:
+        return
+    close = difflib.get_close_matches(word, STATEMENT_WORDS, n=1)
+    hint = (f"did you mean {close[0]}? " if close else "") + "a statement begins with " + ", ".join(STATEMENT_WORDS[:10])
+    raise _error_at(text, first.start, f"unknown statement keyword {first.text!r}", hint)
 
 
 def _statements(tokens: list[Token]) -> list[list[Token]]:
@@ -85,7 +105,7 @@ def _syntax_error(error: ParseError, tokens: list[Token], text: str, at_end: boo
         (description + " {near}", "check the syntax near {token}"),
     )
     near = f"after {token!r}, at the end of the statement" if at_end else f"near {token!r}"
-    values = {"token": repr(token), "near": near}
+    values = {"token": repr(token), "near": near, "description": description}
     return _error_at(text, at.start, message.format(**values), hint.format(**values))
 
 

@@ -37,6 +37,13 @@ def position(node: exp.Expr | None) -> tuple[int | None, int | None]:
     return line, col
 
 
+def operator_position(node: exp.Expr) -> tuple[int | None, int | None]:
+    """Line and column of a binary operator itself (``+`` in ``a + b``), else where the node starts."""
+    if node._meta and "operator" in node.meta:
+        return node.meta["operator"]
+    return position(node)
+
+
 def problem_at(node: exp.Expr | None, message: str, hint: str | None = None) -> Problem:
     line, col = position(node)
     return Problem(message, line=line, col=col, hint=hint)

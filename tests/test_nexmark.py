@@ -63,9 +63,10 @@ ORACLES = {
                item_name, description, initial_bid, reserve, A.date_time AS auction_date_time, expires,
                seller, category, A.extra AS auction_extra
         FROM bid AS B JOIN auction AS A ON B.auction = A.id WHERE A.category = 10""",
-    # Average winning price per category: the highest bid of each auction made while it was open.
+    # Average winning price per category: the highest bid of each auction made while it was open
+    # (CAST of the fractional average to BIGINT truncates, as in Flink; DuckDB's CAST rounds).
     "q4": """
-        SELECT category AS id, CAST(AVG(final) AS BIGINT) AS final FROM (
+        SELECT category AS id, CAST(trunc(AVG(final)) AS BIGINT) AS final FROM (
             SELECT MAX(B.price) AS final, A.category FROM auction A, bid B
             WHERE A.id = B.auction AND B.date_time BETWEEN A.date_time AND A.expires
             GROUP BY A.id, A.category) GROUP BY category""",

@@ -315,3 +315,61 @@ def test_grouping_sets_over_a_session_window_are_refused():
     assert p.message == "ROLLUP over a SESSION window is not supported"
     assert (p.line, p.col) == at(sql, "auction", "ROLLUP")  # sqlglot places ROLLUP at its first key
     assert "TUMBLE, HOP or CUMULATE" in p.hint
+
+
+def test_an_unknown_function_is_found_at_plan_time_with_the_closest_name():
+    sql = "INSERT INTO counts SELECT auction, foo_bar(price) FROM bids"
+    p = the_problem(sql)
+    assert p.message == "unknown function FOO_BAR"  # not DuckDB's "Catalog Error: Scalar Function ..."
+    assert (p.line, p.col) == at(sql, "foo_bar")
+    p = the_problem("INSERT INTO counts SELECT auction, COUNT(*) FROM bids\nWHERE dateformat(date_time, 'HH') = '10' GROUP BY auction")
+    assert p.message == "unknown function DATEFORMAT" and p.hint == "did you mean DATE_FORMAT?"
+
+
+def test_a_flink_function_weir_lacks_is_named_as_such():
+    p = the_problem("INSERT INTO counts SELECT auction, RAND_INTEGER(10) FROM bids")
+    assert p.message == "the function RAND_INTEGER is not supported by weir"
+
+
+def test_an_operator_given_the_wrong_types_is_pointed_at():
+    sql = "INSERT INTO counts SELECT auction, price + channel FROM bids"
+    p = the_problem(sql)
+    assert p.message == "the operator + cannot take BIGINT and VARCHAR: price + channel"
+    assert (p.line, p.col) == at(sql, "+")  # the operator, not a column
+    assert p.hint == "cast one side to the other's type, e.g. CAST(channel AS BIGINT)"
+    assert "Binder Error" not in p.message
+
+
+def test_a_function_given_the_wrong_types_lists_what_it_takes():
+    sql = "INSERT INTO counts SELECT auction, CHAR_LENGTH(price) FROM bids"
+    p = the_problem(sql)
+    assert p.message.startswith("CHAR_LENGTH cannot take (BIGINT)") and (p.line, p.col) == at(sql, "CHAR_LENGTH")
+    assert "VARCHAR" in p.hint
+
+
+def test_function_problems_of_a_statement_are_reported_together():
+    sql = "INSERT INTO counts SELECT foo(auction), price + channel FROM bids WHERE baz(price) > 1"
+    found = problems(sql)
+    assert [p.message for p in found] == ["unknown function FOO", "the operator + cannot take BIGINT and VARCHAR: price + channel",
+                                          "unknown function BAZ"]
+    assert [(p.line, p.col) for p in found] == [at(sql, "foo"), at(sql, "+"), at(sql, "baz")]
+
+
+def test_a_bad_interval_unit_in_a_watermark_is_found_at_plan_time():
+    ddl = ("CREATE TABLE late (v BIGINT, ts TIMESTAMP(3),\n"
+           "  WATERMARK FOR ts AS ts - INTERVAL '2' SECNDS) WITH ('connector' = 'nexmark', 'table' = 'bid');\n"
+           "INSERT INTO counts SELECT v, v FROM late")
+    p = the_problem(ddl)
+    assert p.message == "unknown interval unit SECNDS in INTERVAL '2' SECNDS"
+    assert (p.line, p.col) == at(ddl, "INTERVAL")
+    assert "SECOND, MINUTE, HOUR" in p.hint
+
+
+def test_arithmetic_with_a_string_literal_is_refused_as_flink_refuses_it():
+    # DuckDB would cast '2' when a row comes (and fail the job on 'x'); Flink refuses it at once.
+    sql = "INSERT INTO counts SELECT auction, price * '2' FROM bids"
+    p = the_problem(sql)
+    assert p.message == "the operator * cannot take BIGINT and VARCHAR: price * '2'"
+    assert (p.line, p.col) == at(sql, "*")
+    p = the_problem("INSERT INTO counts SELECT auction, price FROM bids WHERE price - 'x' > 0")
+    assert p.message == "the operator - cannot take BIGINT and VARCHAR: price - 'x'"

@@ -179,3 +179,31 @@ def test_statement_shape_errors():
     assert "one 'key' = 'value'" in str(error("SET 'a' = 'b', 'c' = 'd'"))
     stop = error("STOP JOB")
     assert "job id" in str(stop) and "SHOW JOBS" in stop.hint
+
+
+@pytest.mark.parametrize("operator", [">", "<"])
+def test_two_separate_comparison_signs_are_a_syntax_error_not_a_shift(operator):
+    # sqlglot reads >> as the tokens > > and would merge them even with a space between.
+    e = error(f"SELECT * FROM bids WHERE price {operator} {operator} 10")
+    assert where(e) == (1, 34)  # the second sign
+    parsed = parse("SELECT * FROM bids WHERE price >> 10")[0].query  # written together it is the shift
+    assert parsed.args["where"].this.key == "bitwiserightshift"
+
+
+def test_an_unknown_first_word_is_named():
+    e = error("SELECT 1;\nSELEC auction FROM bids")
+    assert where(e) == (2, 1)
+    assert e.problems[0].message == "unknown statement keyword 'SELEC'"
+    assert e.hint.startswith("did you mean SELECT?")
+    assert "MATERIALIZED" not in str(e)
+
+
+def test_timestampadd_and_timestampdiff_units_are_keywords():
+    e = error("SELECT TIMESTAMPADD(SECNDS, 5, date_time) FROM bids")
+    assert where(e) == (1, 21)
+    assert e.problems[0].message == "TIMESTAMPADD unit 'SECNDS' is unknown"
+    assert "SECOND, MINUTE, HOUR, DAY" in e.hint
+    query = parse("SELECT TIMESTAMPDIFF(minute, a, b), TIMESTAMPADD(SQL_TSI_HOUR, 1, a) FROM t")[0].query
+    diff, add = query.expressions
+    assert (diff.args["unit"].name, diff.expression.name, diff.this.name) == ("MINUTE", "a", "b")
+    assert (add.args["unit"].name, add.expression.name, add.this.name) == ("HOUR", "1", "a")
