@@ -186,3 +186,18 @@ def test_planner_recognises_bounded_out_of_orderness():
     other = parse("CREATE TABLE t (ts TIMESTAMP(3), WATERMARK FOR ts AS ts + INTERVAL '1' SECOND) "
                   "WITH ('connector' = 'print')")[0]
     assert bounded_delay(other.watermark.expression, "ts") is None
+
+
+def test_flinks_official_q4_avg_into_a_bigint_sink_passes_the_sink_type_check():
+    """Nexmark q4 as Flink writes it: AVG(final) of a BIGINT goes into a BIGINT column without
+    a CAST (before, AVG was DOUBLE and the sink refused it)."""
+    q4 = BIDS + """
+CREATE TABLE category_prices (id BIGINT, final BIGINT, PRIMARY KEY (id) NOT ENFORCED)
+WITH ('connector' = 'blackhole');
+INSERT INTO category_prices
+SELECT Q.auction % 5 AS id, AVG(Q.final) AS final
+FROM (SELECT MAX(price) AS final, auction FROM bids GROUP BY auction) Q
+GROUP BY Q.auction % 5;
+"""
+    *_, outer = [n for n in plan(q4).nodes if n.kind == "group_aggregate"]
+    assert outer.output_schema.field("final").type == pa.int64()
