@@ -1,7 +1,8 @@
 """SQL types as written in DDL ↔ Arrow types inside the engine.
 
 Every timestamp is ``timestamp[us]`` in the engine, whatever its declared
-precision; TIMESTAMP(3) values simply have zero sub-millisecond digits.
+precision; a declared precision below 6 travels in the field's metadata
+(``column_field``) and sources truncate TIMESTAMP(3) values to milliseconds.
 """
 from __future__ import annotations
 
