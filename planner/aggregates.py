@@ -18,6 +18,7 @@ from planner.graph_builder import Stream
 from planner.grouping_sets import (CONSTRUCTS, MAX_SETS, SET_ID, construct_sets, describe_sets, grouping_value,
                                    multiply)
 from planner.windows import WINDOW_COLUMNS, WindowSpec
+from sql.dialect import Weir
 from sql.errors import Problem
 
 if TYPE_CHECKING:
@@ -54,10 +55,30 @@ class _Aggregates:
         if text not in self._by_sql:
             name = f"_agg{len(self.calls)}"
             self._by_sql[text] = name
-            self.calls.append({"name": name, "function": function, "argument": arg_sql,
-                               "distinct": distinct, "filter": filter_sql})
+            call = {"name": name, "function": function, "argument": arg_sql,
+                    "distinct": distinct, "filter": filter_sql}
+            kind = self._result_type(function, arg_sql, node) if arg_sql is not None else None
+            if kind is not None:
+                call.update(result_type=kind, label=node.sql(dialect=Weir))
+            self.calls.append(call)
             self.sql.append(text)
         return self._by_sql[text]
+
+    def _result_type(self, function: str, arg_sql: str, node: exp.Expression) -> str | None:
+        """Flink's result type of SUM and AVG as DuckDB type SQL (``LogicalTypeMerging.findSumAggType``,
+        ``findAvgAggType``): an integer or floating type stays itself (AVG truncates), DECIMAL(p, s)
+        becomes DECIMAL(38, s) for SUM and DECIMAL(38, max(6, s)) for AVG."""
+        if function not in ("sum", "avg"):
+            return None
+        kind = self.qp.describe(f"SELECT {arg_sql} AS a FROM {INPUT}", self.scope.schema, node).field(0).type
+        if pa.types.is_decimal(kind):
+            return f"DECIMAL(38, {kind.scale if function == 'sum' else max(6, kind.scale)})"
+        return FLINK_NUMERIC_TYPES.get(kind)
+
+
+#: The DuckDB name of each Arrow numeric type whose SUM and AVG keep it, as in Flink.
+FLINK_NUMERIC_TYPES = {pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER",
+                       pa.int64(): "BIGINT", pa.float32(): "FLOAT", pa.float64(): "DOUBLE"}
 
 
 def plan_window_aggregate(qp: "QueryPlanner", select: exp.Select, stream: Stream, window: WindowSpec,
@@ -234,9 +255,14 @@ def _grouped_schema(qp, key_sql, aggregates: _Aggregates, stream: Stream, select
     """The schema the projection and HAVING see: keys, window bounds, aggregate results."""
     inner = [f"{sql} AS {quote(name)}" for name, sql in key_sql]
     inner += [f"CAST(NULL AS TIMESTAMP) AS {name}" for name in WINDOW_COLUMNS]
-    inner += [f"{sql} AS {quote(call['name'])}" for sql, call in zip(aggregates.sql, aggregates.calls)]
+    inner += [f"{typed(sql, call)} AS {quote(call['name'])}" for sql, call in zip(aggregates.sql, aggregates.calls)]
     group_by = f" GROUP BY {', '.join(sql for _, sql in key_sql)}" if key_sql else ""
     return qp.describe(f"SELECT {', '.join(inner)} FROM {INPUT}{group_by}", stream.schema, select)
+
+
+def typed(sql: str, call: dict) -> str:
+    """An aggregate call's SQL in its result type, for the schema its results have."""
+    return f"CAST({sql} AS {call['result_type']})" if call.get("result_type") else sql
 
 
 def _output_schema(qp, grouped: pa.Schema, projection, having_sql, select) -> pa.Schema:

@@ -17,7 +17,7 @@ from sqlglot import exp
 from engine.changelog import ROW_KIND, ROW_KIND_TYPE
 from engine.graph import Edge
 from engine.sql_eval import INPUT
-from planner.aggregates import _Aggregates, _error, _pos
+from planner.aggregates import _Aggregates, _error, _pos, typed
 from planner.expressions import Scope, bind, contains_aggregate, is_aggregate, output_name, quote, to_duckdb
 from planner.graph_builder import Stream
 from planner.queries import projected_key
@@ -115,6 +115,6 @@ def distinct_as_group_by(qp: "QueryPlanner", select: exp.Select, scope: Scope) -
 def _grouped_schema(qp, key_sql, aggregates: _Aggregates, stream: Stream, select) -> pa.Schema:
     """The schema the projection and HAVING see: keys and aggregate results."""
     inner = [f"{sql} AS {quote(name)}" for name, sql in key_sql]
-    inner += [f"{sql} AS {quote(call['name'])}" for sql, call in zip(aggregates.sql, aggregates.calls)]
+    inner += [f"{typed(sql, call)} AS {quote(call['name'])}" for sql, call in zip(aggregates.sql, aggregates.calls)]
     group_by = f" GROUP BY {', '.join(sql for _, sql in key_sql)}" if key_sql else ""
     return qp.describe(f"SELECT {', '.join(inner) or '1'} FROM {INPUT}{group_by}", stream.schema, select)

@@ -26,7 +26,7 @@ from planner.late_rows import plan_late_rows_tables
 from planner.locate import locate, name, quoted
 from planner.queries import QueryPlanner
 from planner.settings import check_setting
-from planner.types import UnsupportedType, arrow_type, assignable, sql_name
+from planner.types import UnsupportedType, assignable, column_field, sql_name
 from sql import statements as st
 from sql.errors import Problem, WeirSqlError
 
@@ -91,7 +91,7 @@ class Planner:
         fields = []
         for column in s.columns:
             try:
-                fields.append(pa.field(column.name, arrow_type(column.type), nullable=column.nullable))
+                fields.append(column_field(column.name, column.type, column.nullable))
             except UnsupportedType:
                 problems.append(Problem(f"unsupported type {column.type.sql()} for column `{column.name}`",
                                         column.line, column.col,

@@ -133,6 +133,7 @@ def plan_window_rank(qp: "QueryPlanner", select: exp.Select, pipeline: str) -> S
         "rank_range": [low, high],
         "filter": filter_sql,
         "projection": projection,
+        "ties": tie_order(function, (low, high), order.expressions, stream),
     }
     description = _describe(config, [text for _, text in order_by], order.expressions, stream)
     edge = Edge(stream.node_id, "hash", ("window_start", "window_end", *others))
@@ -221,13 +222,26 @@ def _rank_bounds(where: exp.Where | None, rank: str) -> tuple[int, int | None, e
     return low, high, exp.and_(*rest) if rest else None
 
 
+def is_deduplication(function: str, rank_range: tuple[int, int], ordered: list[exp.Ordered], stream: Stream) -> bool:
+    """Flink's deduplication: ROW_NUMBER() = 1 ordered by one time attribute."""
+    return (function == "row_number" and tuple(rank_range) == (1, 1) and len(ordered) == 1
+            and isinstance(ordered[0].this, exp.Column) and ordered[0].this.name in stream.time_attributes)
+
+
+def tie_order(function: str, rank_range: tuple[int, int], ordered: list[exp.Ordered], stream: Stream) -> str:
+    """Which of the rows that tie on ORDER BY ranks first, as in Flink: the earliest to arrive
+    (Top-N, first-row deduplication), except that keep-last deduplication (ORDER BY time DESC)
+    keeps the latest of rows with the same time."""
+    if is_deduplication(function, rank_range, ordered, stream) and ordered[0].args.get("desc"):
+        return "latest_first"
+    return "earliest_first"
+
+
 def _describe(config: dict, order_text: list[str], ordered: list[exp.Ordered], stream: Stream) -> str:
     partition = ", ".join([config["window_start"], config["window_end"], *config["partition_keys"]])
     select = ", ".join(n if s == quote(n) else f"{n}={s}" for n, s in config["projection"])
     low, high = config["rank_range"]
-    time_order = (len(ordered) == 1 and isinstance(ordered[0].this, exp.Column)
-                  and ordered[0].this.name in stream.time_attributes)
-    if config["function"] == "row_number" and (low, high) == (1, 1) and time_order:
+    if is_deduplication(config["function"], (low, high), ordered, stream):
         keep = "last row" if ordered[0].args.get("desc") else "first row"
         return (f"WindowDeduplicate(keep=[{keep}], partitionBy=[{partition}], orderBy=[{order_text[0]}], "
                 f"select=[{select}]" + (f", where=[{config['filter']}]" if config["filter"] else "") + ")")

@@ -22,6 +22,7 @@ from engine.changelog import ROW_KIND, ROW_KIND_TYPE
 from engine.graph import Edge
 from planner.expressions import Scope, quote
 from planner.graph_builder import Stream
+from planner.ranking import is_deduplication, tie_order
 from planner.stream_joins import state_ttl_ms
 
 if TYPE_CHECKING:
@@ -42,14 +43,13 @@ def plan_top_n(qp: "QueryPlanner", stream: Stream, scope: Scope, keys: list[str]
         "projection": projection,
         "append_only_input": stream.append_only,
         "ttl_ms": state_ttl_ms(qp),
+        "ties": tie_order(function, rank_range, ordered, stream),
     }
     low, high = rank_range
     order_text = ", ".join(text for _, text in order_by)
     select = ", ".join(n if s == quote(n) else f"{n}={s}" for n, s in projection)
-    time_order = (len(ordered) == 1 and isinstance(ordered[0].this, exp.Column)
-                  and ordered[0].this.name in stream.time_attributes)
     partition = ", ".join(keys) or "-"
-    if function == "row_number" and (low, high) == (1, 1) and time_order:
+    if is_deduplication(function, rank_range, ordered, stream):
         keep = "last row" if ordered[0].args.get("desc") else "first row"
         description = f"Deduplicate(keep=[{keep}], partitionBy=[{partition}], orderBy=[{order_text}], select=[{select}]"
     else:

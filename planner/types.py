@@ -1,12 +1,15 @@
 """SQL types as written in DDL ↔ Arrow types inside the engine.
 
 Every timestamp is ``timestamp[us]`` in the engine, whatever its declared
-precision; TIMESTAMP(3) values simply have zero sub-millisecond digits.
+precision; a declared precision below 6 travels in the field's metadata
+(``column_field``) and sources truncate TIMESTAMP(3) values to milliseconds.
 """
 from __future__ import annotations
 
 import pyarrow as pa
 from sqlglot import exp
+
+from engine.connectors.timestamps import PRECISION
 
 _T = exp.DataType.Type
 
@@ -48,6 +51,25 @@ def arrow_type(data_type: exp.DataType) -> pa.DataType:
     if kind in _SIMPLE:
         return _SIMPLE[kind]
     raise UnsupportedType(data_type.sql())
+
+
+def column_field(name: str, data_type: exp.DataType, nullable: bool = True) -> pa.Field:
+    """A declared column as an Arrow field. A timestamp declared with fewer than 6 fractional
+    digits (TIMESTAMP(3)) carries its precision in the field's metadata
+    (``engine.connectors.timestamps.PRECISION``): sources truncate values to it as they read them."""
+    field = pa.field(name, arrow_type(data_type), nullable=nullable)
+    precision = _timestamp_precision(data_type)
+    if precision is not None and precision < 6:
+        field = field.with_metadata({PRECISION: str(precision)})
+    return field
+
+
+def _timestamp_precision(data_type: exp.DataType) -> int | None:
+    if data_type.this == _T.TIMESTAMP_MS:
+        return 3
+    if data_type.this not in (_T.TIMESTAMP, _T.DATETIME, _T.TIMESTAMPLTZ, _T.TIMESTAMPTZ) or not data_type.expressions:
+        return None  # TIMESTAMP without a precision is TIMESTAMP(6), as in Flink
+    return int(data_type.expressions[0].this.this)
 
 
 def sql_name(t: pa.DataType) -> str:

@@ -318,6 +318,11 @@ class WeirGenerator(RisingWaveGenerator):
 
 
 class Weir(RisingWave):
+    # NULLs are the smallest value, as in Flink: ORDER BY v puts them first, ORDER BY v DESC last
+    # (RisingWave inherits Postgres's opposite rule). sqlglot then writes the explicit
+    # NULLS FIRST/LAST for DuckDB, which sorts NULLs last either way.
+    NULL_ORDERING = "nulls_are_small"
+
     class Tokenizer(RisingWave.Tokenizer):
         IDENTIFIERS = [*RisingWave.Tokenizer.IDENTIFIERS, "`"]
         # EXPLAIN and RESET are weir statements, and SHOW has its own parsers: none swallows

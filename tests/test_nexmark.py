@@ -21,6 +21,8 @@ import pytest
 
 from engine.connectors.nexmark import COLUMNS
 from engine.connectors.registry import create_source
+from engine.runtime.source_reader import SourceReader
+from planner.settings import SETTINGS
 from shell.cli import main
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "nexmark"
@@ -34,6 +36,9 @@ SPLITS = 2
 
 #: Event time starts 40 s before 08:00, so that q14's part of the day changes during the run.
 BASE_TIME = "2024-01-01 07:59:20"
+
+#: The job's 'weir.source.batch-size' (the default): the order rows arrive in depends on it.
+JOB_BATCH_SIZE = int(SETTINGS["weir.source.batch-size"][0])
 
 #: The same table options for weir (in ddl.sql) and for the oracle (read directly).
 TABLE_OPTIONS = {"events": str(EVENTS), "first-event.rate": str(RATE), "splits": str(SPLITS),
@@ -63,10 +68,10 @@ ORACLES = {
                item_name, description, initial_bid, reserve, A.date_time AS auction_date_time, expires,
                seller, category, A.extra AS auction_extra
         FROM bid AS B JOIN auction AS A ON B.auction = A.id WHERE A.category = 10""",
-    # Average winning price per category: the highest bid of each auction made while it was open
-    # (CAST of the fractional average to BIGINT truncates, as in Flink; DuckDB's CAST rounds).
+    # Average winning price per category: the highest bid of each auction made while it was open.
+    # AVG of a BIGINT is a BIGINT in Flink: the sum over the count, truncated.
     "q4": """
-        SELECT category AS id, CAST(trunc(AVG(final)) AS BIGINT) AS final FROM (
+        SELECT category AS id, sum(final) // count(final) AS final FROM (
             SELECT MAX(B.price) AS final, A.category FROM auction A, bid B
             WHERE A.id = B.auction AND B.date_time BETWEEN A.date_time AND A.expires
             GROUP BY A.id, A.category) GROUP BY category""",
@@ -78,17 +83,18 @@ ORACLES = {
                    row_number() OVER (PARTITION BY A.id ORDER BY B.price DESC, B.date_time, B.bidder, B.extra) AS rn
             FROM auction A, bid B WHERE A.id = B.auction AND B.date_time BETWEEN A.date_time AND A.expires)
         WHERE rn = 1""",
-    # The last bid of each bidder on each auction.
+    # The last bid of each bidder on each auction: of bids with the same time, the last to
+    # arrive (Flink's keep-last deduplication).
     "q18": """
         SELECT auction, bidder, price, channel, url, date_time, extra FROM (
             SELECT *, row_number() OVER (PARTITION BY bidder, auction
-                                         ORDER BY date_time DESC, price, channel, url, extra) AS rn FROM bid)
+                                         ORDER BY date_time DESC, arrival DESC) AS rn FROM bid)
         WHERE rn = 1""",
-    # The ten highest bids of each auction, with their rank.
+    # The ten highest bids of each auction, with their rank: of bids with the same price, the
+    # earlier to arrive ranks first (Flink's Top-N).
     "q19": """
-        SELECT * FROM (
-            SELECT *, row_number() OVER (PARTITION BY auction
-                                         ORDER BY price DESC, bidder, channel, url, date_time, extra) AS rank_number
+        SELECT auction, bidder, price, channel, url, date_time, extra, rank_number FROM (
+            SELECT *, row_number() OVER (PARTITION BY auction ORDER BY price DESC, arrival) AS rank_number
             FROM bid)
         WHERE rank_number <= 10""",
     # Bounded side input join: each bid with the side input's value for its auction mod 10,000.
@@ -175,7 +181,8 @@ ORACLES = {
                count(*) FILTER (WHERE price < 10000) AS rank1_bids,
                count(*) FILTER (WHERE price >= 10000 AND price < 1000000) AS rank2_bids,
                count(*) FILTER (WHERE price >= 1000000) AS rank3_bids,
-               min(price) AS min_price, max(price) AS max_price, avg(price) AS avg_price,
+               min(price) AS min_price, max(price) AS max_price,
+               sum(price) // count(price) AS avg_price, -- Flink's AVG(BIGINT): a BIGINT, truncated
                sum(price)::BIGINT AS sum_price
         FROM bid GROUP BY 1, 2""",
 }
@@ -259,11 +266,16 @@ def run_query(name: str, directory: Path) -> str:
 
 
 def read_table(kind: str) -> pa.Table:
-    """Every row of one nexmark table, read from the source as weir reads it."""
+    """Every row of one nexmark table, in the order weir's job reads it (its splits in turn,
+    a batch at a time); bids also get their position in that order, ``arrival``, by which
+    Flink breaks ties (q18, q19)."""
     options = {"connector": "nexmark", "table": kind, **TABLE_OPTIONS}
-    source = create_source(options, pa.schema(COLUMNS[kind]))
-    batches = [batch for split in source.splits() for batch, _ in source.read(split)]
-    return pa.Table.from_batches(batches, source.schema)
+    source = create_source(options, pa.schema(COLUMNS[kind]), batch_size=JOB_BATCH_SIZE)
+    batches = [batch for batch, _ in SourceReader(source, None) if batch is not None]
+    table = pa.Table.from_batches(batches, source.schema)
+    if kind == "bid":
+        table = table.append_column("arrival", pa.array(range(table.num_rows), pa.int64()))
+    return table
 
 
 @pytest.fixture(scope="module")

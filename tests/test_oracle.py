@@ -61,7 +61,8 @@ CREATE TABLE events (
 """
 
 #: name -> (weir query, DuckDB batch query over the table `events`).
-#: Windows in the oracle come from time_bucket (with an origin for offsets).
+#: Windows in the oracle come from time_bucket (with an origin for offsets); AVG of the BIGINT v is
+#: Flink's, a BIGINT truncated toward zero (sum // count).
 PIPELINES = {
     "tvf_aggregates": (
         """SELECT k, window_start, window_end, window_time,
@@ -75,7 +76,7 @@ PIPELINES = {
                   time_bucket(INTERVAL '10 s', ts) + INTERVAL '10 s' AS window_end,
                   time_bucket(INTERVAL '10 s', ts) + INTERVAL '10 s' - INTERVAL '1 ms' AS window_time,
                   count(*) AS n, count(v) AS n_v, count(DISTINCT w) AS distinct_w,
-                  sum(v)::BIGINT AS total, min(v) AS low, max(v) AS high, avg(v) AS mean,
+                  sum(v)::BIGINT AS total, min(v) AS low, max(v) AS high, sum(v) // count(v) AS mean,
                   count(*) FILTER (WHERE v > 500) AS n_big, sum(v) FILTER (WHERE w < 3)::BIGINT AS total_small_w,
                   max(ts) AS last_ts
            FROM events GROUP BY ALL""",
@@ -120,7 +121,7 @@ PIPELINES = {
         """SELECT k, w, COUNT(*) AS n, SUM(v) AS total, MIN(v) AS low, MAX(v) AS high, AVG(v) AS mean,
                   COUNT(DISTINCT v % 13) AS buckets, COUNT(*) FILTER (WHERE v > 500) AS n_big, MAX(ts) AS last_ts
            FROM events GROUP BY k, w HAVING COUNT(*) > 10""",
-        """SELECT k, w, count(*) AS n, sum(v)::BIGINT AS total, min(v) AS low, max(v) AS high, avg(v) AS mean,
+        """SELECT k, w, count(*) AS n, sum(v)::BIGINT AS total, min(v) AS low, max(v) AS high, sum(v) // count(v) AS mean,
                   count(DISTINCT v % 13) AS buckets, count(*) FILTER (WHERE v > 500) AS n_big, max(ts) AS last_ts
            FROM events GROUP BY ALL HAVING count(*) > 10""",
     ),
@@ -196,7 +197,7 @@ PIPELINES = {
            WHERE k <> 'k1'
            GROUP BY window_start, window_end, ROLLUP (w, v % 3)""",
         """SELECT window_start, window_start + INTERVAL '30 s' AS window_end, w, v % 3 AS r,
-                  count(*) AS n, avg(v) AS mean, min(ts) AS first_ts
+                  count(*) AS n, sum(v) // count(v) AS mean, min(ts) AS first_ts
            FROM (SELECT *, time_bucket(INTERVAL '10 s', ts) - INTERVAL '10 s' * j AS window_start
                  FROM events, range(3) AS hops(j) WHERE k <> 'k1')
            GROUP BY window_start, ROLLUP (w, v % 3)""",
@@ -222,7 +223,7 @@ SINK_QUERY = """SELECT k, window_start, window_end, COUNT(*), SUM(v), AVG(v)
                 GROUP BY k, window_start, window_end"""
 SINK_ORACLE = """SELECT k, time_bucket(INTERVAL '1 minute', ts) AS window_start,
                         time_bucket(INTERVAL '1 minute', ts) + INTERVAL '1 minute' AS window_end,
-                        count(*) AS n, sum(v)::BIGINT AS total, avg(v) AS mean
+                        count(*) AS n, sum(v)::BIGINT AS total, sum(v) // count(v) AS mean
                  FROM events GROUP BY ALL"""
 SINK_FORMATS = ("csv", "parquet")
 

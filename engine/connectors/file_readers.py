@@ -30,6 +30,8 @@ import pyarrow.csv as pa_csv
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
+from engine.connectors.timestamps import declared_precision
+from engine.connectors.timestamps import truncate as truncate_timestamps
 from engine.errors import SourceError
 
 #: Bytes in the first block of a text file, before the row size is known.
@@ -120,6 +122,9 @@ def conform(table: pa.Table, schema: pa.Schema, path: str) -> pa.Table:
                     f"does not convert to the declared {target.type}: {error}",
                     hint="declare the column with the file's type",
                 ) from None
+        precision = declared_precision(target)
+        if precision is not None:  # TIMESTAMP(3): the digits past the declared precision go
+            column = truncate_timestamps(column, precision)
         columns.append(column)
     return pa.Table.from_arrays(columns, schema=schema)
 

@@ -4,7 +4,8 @@ Events are numbered 0, 1, 2, ... across the whole stream; the event id
 decides the kind (``id % 50``: 1 person, 3 auctions, 46 bids by default) and
 every field (see ``nexmark_model``). With 'splits' = n, split i generates the
 event ids i, i+n, i+2n, ... on its own timeline: its k-th event happens at
-``base-time + k * n * 1e6 / first-event.rate`` µs, so 'first-event.rate' is
+``base-time + k * n * 1e6 / first-event.rate`` µs (stored in whole milliseconds,
+as TIMESTAMP(3)), so 'first-event.rate' is
 the total number of events per event-time second of all splits together.
 
 A table reads one kind ('table' = 'bid' | 'auction' | 'person'): the rows
@@ -147,6 +148,13 @@ class NexmarkSource(Source):
         return pc.add(div(scaled, self.rate), self.base_us)
 
 
+def milliseconds(us: pa.Array) -> pa.Array:
+    """µs since the epoch as a TIMESTAMP(3) value: whole milliseconds, as Nexmark's generator
+    makes them (its tables declare TIMESTAMP(3); sub-millisecond digits would show in
+    CAST(date_time AS STRING) and MAX(date_time))."""
+    return pc.floor_temporal(pc.cast(us, _TS), unit="millisecond")
+
+
 class _Columns:
     """The columns of one batch, each computed on first use from shared parts."""
 
@@ -165,7 +173,7 @@ class _Columns:
         return self._cache[name]
 
     def _date_time(self) -> pa.Array:
-        return pc.cast(self.source.timestamp_us(self.k), _TS)
+        return milliseconds(self.source.timestamp_us(self.k))
 
     def _last_person(self) -> pa.Array:
         return self.source.proportions.last_person_id(self.event_ids, self.kind)
@@ -232,7 +240,7 @@ class _Columns:
             now = s.timestamp_us(self.k)
             horizon = pc.subtract(s.timestamp_us(pc.add(self.k, ahead)), now)
             length = pc.add(d.uniform(5, pc.max_element_wise(pc.multiply(horizon, 2), 1)), 1000)
-            return pc.cast(pc.add(now, length), _TS)
+            return milliseconds(pc.add(now, length))
 
         def extra() -> pa.Array:
             current = pc.add(pc.add(pc.utf8_length(self.get("item_name")),

@@ -8,11 +8,20 @@ window combine when it fires (and when state is compacted):
 | count    | COUNT(arg or *)              | SUM→BIGINT  | the merged count               |
 | sum      | SUM(arg)                     | SUM         | the merged sum (NULL if no values) |
 | min, max | MIN(arg), MAX(arg)           | MIN, MAX    | the merged value               |
-| avg      | SUM(arg), COUNT(arg)         | SUM, SUM    | sum / count as DOUBLE, NULL if count = 0 |
+| avg      | SUM(arg), COUNT(arg)         | SUM, SUM    | sum / count in the result type, NULL if count = 0 |
 
 A DISTINCT count, sum or avg cannot be merged from partials: it keeps the
 distinct values per (key, slice) in a table of its own and aggregates them
 when the window fires. MIN/MAX DISTINCT equal MIN/MAX and use partials.
+
+Result types are Flink's, given by the planner as ``result_type`` (DuckDB type
+SQL): SUM and AVG of an integer column are the column's type (AVG truncated
+toward zero, as Java's integer division), of DECIMAL(p, s) SUM is
+DECIMAL(38, s) and AVG DECIMAL(38, max(6, s)) rounded half up, of FLOAT and
+DOUBLE the same type. Partial sums are DuckDB's (HUGEINT for integers), so
+they never wrap; a SUM whose value leaves its result type's range fails the
+job with a message naming the aggregate and the fix (``overflow_sql``), where
+Flink would wrap around silently.
 """
 from __future__ import annotations
 
@@ -20,8 +29,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.errors import EngineError
+from engine.operators.duckdb_sql import RAISED
 
 AGGREGATE_FUNCTIONS = ("count", "sum", "min", "max", "avg")
+
+#: The range of each integer result type, for SUM's overflow check.
+INTEGER_RANGES = {"TINYINT": (-2**7, 2**7 - 1), "SMALLINT": (-2**15, 2**15 - 1),
+                  "INTEGER": (-2**31, 2**31 - 1), "BIGINT": (-2**63, 2**63 - 1)}
+#: Separates message and hint in an ``error()`` message (``duckdb_sql`` splits them).
+HINT_SEPARATOR = " | hint: "
 
 
 @dataclass(frozen=True)
@@ -33,6 +49,10 @@ class AggregateCall:
     argument: str | None = None
     distinct: bool = False
     filter: str | None = None
+    #: Flink's result type as DuckDB type SQL (SUM, AVG); None: DuckDB's type.
+    result_type: str | None = None
+    #: The call as the user wrote it, for error messages.
+    label: str | None = None
 
     @classmethod
     def from_config(cls, spec: dict[str, Any], operator_id: str) -> "AggregateCall":
@@ -49,6 +69,8 @@ class AggregateCall:
             argument=spec.get("argument"),
             distinct=bool(spec.get("distinct", False)),
             filter=spec.get("filter"),
+            result_type=spec.get("result_type"),
+            label=spec.get("label"),
         )
         if call.argument is None and function != "count":
             raise EngineError(
@@ -64,6 +86,44 @@ class AggregateCall:
     @property
     def keeps_distinct_values(self) -> bool:
         return self.distinct and self.function in ("count", "sum", "avg")
+
+    def sum_sql(self, total: str) -> str:
+        """SUM's value in its result type from the exact (unwrapped) sum ``total``."""
+        kind = self.result_type
+        if kind is None:
+            return total
+        if kind not in INTEGER_RANGES:
+            return f"CAST({total} AS {kind})"
+        low, high = INTEGER_RANGES[kind]
+        return (f"CASE WHEN {total} IS NULL THEN NULL WHEN {total} BETWEEN {low} AND {high} "
+                f"THEN CAST({total} AS {kind}) ELSE {self.overflow_sql(kind)} END")
+
+    def overflow_sql(self, kind: str) -> str:
+        label = self.label or f"SUM({self.argument})"
+        wider = f"SUM(CAST({self.argument} AS DECIMAL(38, 0)))" if kind == "BIGINT" else \
+            f"SUM(CAST({self.argument} AS BIGINT))"
+        message = (f"{label} overflows {kind}, its result type (SUM of a {kind} column is a {kind}, as in "
+                   f"Flink; weir fails rather than wrap around){HINT_SEPARATOR}cast the argument wider: {wider}")
+        return f"error({sql_string(RAISED + message)})"
+
+    def avg_sql(self, total: str, count: str) -> str:
+        """AVG's value in its result type from the sum and count of its values (NULL if none)."""
+        kind = self.result_type or "DOUBLE"
+        if kind in INTEGER_RANGES:  # Java's integer division: truncated toward zero
+            value = f"CAST(CAST({total} AS HUGEINT) // {count} AS {kind})"
+        elif kind.startswith("DECIMAL"):
+            scale = int(kind.rstrip(")").split(",")[1])
+            units = f"CAST(({total}) * {10 ** scale} AS HUGEINT)"
+            rounded = f"sign({units}) * ((abs({units}) * 2 + {count}) // (2 * {count}))"  # half up
+            value = (f"CAST(CAST({rounded} AS DECIMAL(38, 0)) * CAST('{10 ** -scale:.{scale}f}' "
+                     f"AS DECIMAL({scale + 1}, {scale})) AS {kind})")
+        else:
+            value = f"CAST(CAST({total} AS DOUBLE) / {count} AS {kind})"
+        return f"CASE WHEN {count} = 0 THEN NULL ELSE {value} END"
+
+
+def sql_string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
 
 
 @dataclass(frozen=True)
@@ -120,8 +180,9 @@ class Accumulator:
     def final_sql(self, merged: list[str]) -> str:
         """The aggregate's value from its merged partials (same order as ``columns``)."""
         if self.call.function == "avg":
-            total, count = merged
-            return f"CASE WHEN {count} = 0 THEN NULL ELSE CAST({total} AS DOUBLE) / {count} END"
+            return self.call.avg_sql(*merged)
+        if self.call.function == "sum":
+            return self.call.sum_sql(merged[0])
         return merged[0]
 
 
@@ -140,6 +201,10 @@ class DistinctAccumulator:
         self.calls: list[AggregateCall] = []
 
     def final_sql(self, call: AggregateCall, value_sql: str = "value") -> str:
+        if call.function == "avg":
+            return call.avg_sql(f"SUM(DISTINCT {value_sql})", f"COUNT(DISTINCT {value_sql})")
+        if call.function == "sum":
+            return call.sum_sql(f"SUM(DISTINCT {value_sql})")
         return f"{call.function.upper()}(DISTINCT {value_sql})"
 
     @staticmethod

@@ -61,7 +61,15 @@ def snapshot_tables(con: duckdb.DuckDBPyConnection, names, ctx, *, version: int,
     return {"version": version, "watermark": watermark, "max_parallelism": ctx.max_parallelism, "tables": tables}
 
 
+#: Starts the message of an ``error()`` weir's own SQL raises (``accumulators.RAISED``).
+RAISED = "weir-error: "
+
+
 def _failure(exc: duckdb.Error, sql: str, operator_id: str) -> EngineError:
+    text = str(exc)
+    if RAISED in text:  # weir's own check, written in SQL: its message and hint as they are
+        message, _, hint = text.split(RAISED, 1)[1].partition(" | hint: ")
+        return EngineError(message.strip(), hint=hint.strip() or None, operator_id=operator_id)
     return EngineError(
         f"DuckDB failed: {exc}",
         hint=f"the generated statement was: {' '.join(sql.split())}",

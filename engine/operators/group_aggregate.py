@@ -60,7 +60,7 @@ KEY_GROUP_INPUT = "__weir_key_group"
 SNAPSHOT_VERSION = 1
 #: The column of a multiset's aggregate per function: each value appears once (with its
 #: count), so COUNT, SUM and AVG over the multiset's rows are the DISTINCT aggregates.
-_VALUE_AGGREGATE = {"min": "mn", "max": "mx", "count": "cd", "sum": "sd", "avg": "ad"}
+_VALUE_AGGREGATE = {"min": "mn", "max": "mx", "count": "cd", "sum": "sd"}
 
 
 class _ValueSet:
@@ -169,6 +169,8 @@ class GroupAggregate(StateOperator):
             alias = f"m{j}"
             inner = ", ".join(f"v.{k}" for k in self.key_columns)
             needed = {c.function for c in self.calls if self._value_set_of.get(c.name) is v}
+            if "avg" in needed:  # AVG in its result type: from the sum and count
+                needed = (needed - {"avg"}) | {"sum", "count"}
             functions = ", ".join(f"{f.upper()}(v.value) AS {_VALUE_AGGREGATE[f]}" for f in sorted(needed))
             joins.append(
                 f"LEFT JOIN (SELECT {inner}, {functions} FROM {v.table} AS v "
@@ -181,15 +183,16 @@ class GroupAggregate(StateOperator):
             if v is not None:
                 m = values[v.table]
                 sql = {"min": f"{m}.mn", "max": f"{m}.mx", "count": f"COALESCE({m}.cd, 0)",
-                       "sum": f"{m}.sd", "avg": f"{m}.ad"}[call.function]
+                       "sum": call.sum_sql(f"{m}.sd"),
+                       "avg": call.avg_sql(f"{m}.sd", f"COALESCE({m}.cd, 0)")}[call.function]
             elif call.function in ("min", "max"):
                 sql = f"a.__m{i}"
             elif call.function == "count":
                 sql = f"CAST(a.__c{i} AS BIGINT)"
             elif call.function == "sum":
-                sql = f"CASE WHEN a.__c{i} > 0 THEN a.__s{i} END"
+                sql = call.sum_sql(f"CASE WHEN a.__c{i} > 0 THEN a.__s{i} END")
             else:
-                sql = f"CASE WHEN a.__c{i} > 0 THEN CAST(a.__s{i} AS DOUBLE) / a.__c{i} END"
+                sql = call.avg_sql(f"a.__s{i}", f"COALESCE(a.__c{i}, 0)")
             aggregates.append(f"{sql} AS {quote_ident(call.name)}")
         return f"SELECT {', '.join([keys, *aggregates])} FROM {accumulators} AS a {' '.join(joins)}"
 

@@ -12,19 +12,30 @@ Config::
       "filter": "SQL over the ranked rows" | null,
       "projection": [[name, SQL over the ranked rows], ...],
       "append_only_input": true,
-      "ttl_ms": 0                         # state retention (processing time); 0: for ever
+      "ttl_ms": 0,                        # state retention (processing time); 0: for ever
+      "ties": "earliest_first" | "latest_first"
     }
 
 State: the rows of every partition in DuckDB (``ranked_rows``: key group, a
-row id, the input's columns). Each batch is the operator's mini-batch: the
-partitions it touches are ranked before and after it is applied (ties broken
-by every column, so the result never depends on arrival order), and the
-difference of the two results is emitted — rows that left first (-D), then
+row id, the input's columns). The row id ``_rid`` is the row's arrival
+sequence at this operator, a counter kept in state. Each batch is the
+operator's mini-batch: the partitions it touches are ranked before and after
+it is applied, and the difference of the two results is emitted — rows that left first (-D), then
 rows that entered (+I). A row whose rank changed leaves with its old rank and
 enters with the new one, so a sink keyed by (partition keys, rank) applies
 the changes by upsert. With append-only input a row ranked below N can never
 rise again, so it is deleted at once: a partition holds at most N rows (and
 their ties).
+
+Ties (rows equal on ``order_by``) are broken by arrival, as in Flink: the
+earlier-arriving row ranks first, except for keep-last deduplication (``ties``
+= ``latest_first``: ORDER BY a time DESC, rank 1), which keeps the latest of
+rows with the same time. Arrival order survives checkpoints and rescaling: a
+partition lives in one key group, and a restore renumbers ``_rid`` in
+(key group, ``_rid``) order. It is the order in which rows reach this
+operator; with one upstream channel (parallelism 1) that is the source's
+order, but rows of one partition that come from several upstream subtasks
+interleave as they arrive, as in Flink (docs/architecture.md, "Ties").
 
 With ``ttl_ms`` > 0 a row is forgotten that long after it arrived (Flink's
 ``table.exec.state.ttl``), without retracting it from the result.
@@ -77,6 +88,10 @@ class TopN(StateOperator):
         self.filter = config.get("filter") or None
         self.append_only_input = bool(config.get("append_only_input", True))
         self.ttl_ms = int(config.get("ttl_ms") or 0)
+        self.ties = config.get("ties") or "earliest_first"
+        if self.ties not in ("earliest_first", "latest_first"):
+            raise EngineError(f"unknown tie order {self.ties!r}", hint="earliest_first or latest_first",
+                              operator_id=ctx.operator_id)
         self._last_expiry: int | None = None
         self._next_rid = 0
         self._created = False
@@ -92,8 +107,8 @@ class TopN(StateOperator):
     def _ranked(self) -> str:
         """The rows of the touched partitions with their rank, best first."""
         partition = f"PARTITION BY {self._quoted(self.keys)} " if self.keys else ""
-        ties = ", ".join([*(f"{quote_ident(c)} ASC NULLS FIRST" for c in self.columns), "_rid"])
-        order = ", ".join([*self.order_by, ties]) if self.function == "row_number" else ", ".join(self.order_by)
+        arrival = "_rid DESC" if self.ties == "latest_first" else "_rid"
+        order = ", ".join([*self.order_by, arrival] if self.function == "row_number" else self.order_by)
         same = " AND ".join(f"t.{quote_ident(k)} IS NOT DISTINCT FROM s.{quote_ident(k)}" for k in self.keys)
         rows = f"(SELECT s.* FROM {TABLE} s SEMI JOIN touched t ON {same})" if self.keys else TABLE  # NULL keys too
         return (f"SELECT *, {self.function}() OVER ({partition}ORDER BY {order}) AS {quote_ident(self.rank_column)} "

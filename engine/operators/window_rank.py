@@ -10,7 +10,8 @@ Config::
       "rank_column": "rownum",
       "rank_range": [1, 3],                     # the ranks kept, both ends inclusive
       "filter": sql_or_null,                    # over the input columns and rank_column
-      "projection": [[name, sql], ...]          # over the input columns and rank_column
+      "projection": [[name, sql], ...],         # over the input columns and rank_column
+      "ties": "earliest_first"                  # or "latest_first" (keep-last deduplication)
     }
 
 The input rows carry their window's bounds (from a window aggregate or a
@@ -20,12 +21,16 @@ its rows are ranked with one set-based query, the kept ranks emitted and the
 window's rows deleted. A row arriving after its window fired is late: counted
 (``late_rows_dropped``) and dropped, as are rows with a NULL window_end.
 
-Ties: ``ROW_NUMBER`` orders rows that tie on ``order_by`` by every input
-column, ascending, NULLs last (``tie_break``), so the result does not depend
-on arrival order, batch sizes or restore points; rows equal in every column
-are interchangeable. ``RANK`` and ``DENSE_RANK`` give ties the same rank and
-use the tie-break only to order the output. Output is ordered by window_end,
-window_start, partition keys, rank, tie-break.
+Ties: ``ROW_NUMBER`` orders rows that tie on ``order_by`` by arrival, as
+Flink does (``tie_break``): each buffered row has ``_arrival``, a counter of
+the rows this operator has received, kept in state; the earliest ranks first,
+or with ``ties`` = ``latest_first`` (keep-last deduplication, ORDER BY a
+time DESC) the latest. A window and its keys live in one key group, so
+arrival order within a partition survives restoring at another parallelism;
+new rows after a restore count on from the largest restored ``_arrival``.
+``RANK`` and ``DENSE_RANK`` give ties the same rank and use the tie-break only
+to order the output. Output is ordered by window_end, window_start, partition
+keys, rank, tie-break.
 
 Ranks only grow as rows are added, so a row ranked past the upper end of
 ``rank_range`` can never come back: when the buffered rows have doubled since
@@ -33,7 +38,8 @@ the last pruning they are cut to the rows still in range, which keeps the
 state at about N rows per window and key. The result equals DuckDB's batch
 query ``SELECT <projection> FROM (SELECT *, <function>() OVER (PARTITION BY
 window_start, window_end, keys ORDER BY order_by, tie-break) FROM input)
-WHERE rank BETWEEN lo AND hi AND <filter>`` over the rows that were not late.
+WHERE rank BETWEEN lo AND hi AND <filter>`` over the rows that were not late,
+with their arrival position as the last ORDER BY column.
 """
 from __future__ import annotations
 
@@ -45,7 +51,7 @@ import pyarrow.compute as pc
 from engine.errors import EngineError
 from engine.operators.late_rows import LateRows
 from engine.operators.base import OperatorContext, StateOperator
-from engine.operators.batches import conform
+from engine.operators.batches import conform, positions
 from engine.operators.clock import EventTimeClock
 from engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow, quote_ident
 from engine.operators.windows import WINDOW_TIME_LAG_US
@@ -56,7 +62,8 @@ from engine.state.keyed_tables import KEY_GROUP, merge_snapshots, owned_tables
 WINDOW_ROWS = "window_rows"
 INPUT_VIEW = "window_rank_input"
 RANK_FUNCTIONS = ("row_number", "rank", "dense_rank")
-SNAPSHOT_VERSION = 1
+ARRIVAL = "_arrival"
+SNAPSHOT_VERSION = 2  # 2: rows carry _arrival
 PRUNE_MIN_ROWS = 65_536
 
 
@@ -85,7 +92,13 @@ class WindowRank(StateOperator):
         self.low, self.high = int(low), int(high)
         self.filter: str | None = config.get("filter")
         self.projection: list[tuple[str, str]] = [tuple(p) for p in config["projection"]]
+        self.ties = config.get("ties") or "earliest_first"
+        if self.ties not in ("earliest_first", "latest_first"):
+            raise EngineError(f"unknown tie order {self.ties!r}", hint="earliest_first or latest_first",
+                              operator_id=oid)
         self.clock = EventTimeClock()
+        #: The arrival sequence of the next row (kept in state as the rows' ``_arrival``).
+        self._next_arrival = 0
         self._has_table = False  # window_rows exists
         #: Input column names, known from the first batch or the restored state.
         self.columns: list[str] | None = None
@@ -126,7 +139,9 @@ class WindowRank(StateOperator):
             self._earliest_end = earliest
         groups = key_groups(batch, [self.window_start, self.window_end, *self.partition_keys],
                             self.ctx.max_parallelism)
-        batch = batch.append_column(KEY_GROUP, groups)
+        batch = batch.append_column(KEY_GROUP, groups).append_column(
+            ARRIVAL, positions(batch.num_rows, self._next_arrival))
+        self._next_arrival += batch.num_rows
         self.con.register(INPUT_VIEW, batch)
         try:
             if self._has_table:
@@ -145,10 +160,11 @@ class WindowRank(StateOperator):
         if self.columns is not None:
             return
         names = schema.names
-        if KEY_GROUP in names:
-            raise EngineError(f"the input has a column named {KEY_GROUP!r}, which window state reserves",
-                              hint=f"rename it in the query (AS {KEY_GROUP}_)",
-                              operator_id=self.ctx.operator_id)
+        for reserved in (KEY_GROUP, ARRIVAL):
+            if reserved in names:
+                raise EngineError(f"the input has a column named {reserved!r}, which window state reserves",
+                                  hint=f"rename it in the query (AS {reserved}_)",
+                                  operator_id=self.ctx.operator_id)
         for column in (self.window_start, self.window_end, *self.partition_keys):
             if column not in names:
                 raise EngineError(f"the partition column {column!r} is not in the input",
@@ -167,7 +183,7 @@ class WindowRank(StateOperator):
 
     # -- ranking -------------------------------------------------------------
     def _tie_break(self) -> list[str]:
-        return [f"{quote_ident(c)} ASC NULLS LAST" for c in self.columns]
+        return [f"{ARRIVAL} DESC" if self.ties == "latest_first" else ARRIVAL]
 
     def _rank_sql(self) -> str:
         """``<function>() OVER (PARTITION BY window, keys ORDER BY ...)``."""
@@ -193,7 +209,7 @@ class WindowRank(StateOperator):
 
     def _emit_sql(self, end_bound: int) -> str:
         columns = ", ".join(quote_ident(c) for c in self.columns)
-        ranked = (f"SELECT {columns}, {self._rank_sql()} AS {quote_ident(self.rank_column)} "
+        ranked = (f"SELECT {columns}, {ARRIVAL}, {self._rank_sql()} AS {quote_ident(self.rank_column)} "
                   f"FROM {WINDOW_ROWS} WHERE {self._fired(end_bound)}")
         rank = quote_ident(self.rank_column)
         where = f"{rank} BETWEEN {int_literal(self.low)} AND {int_literal(self.high)}"
@@ -254,13 +270,15 @@ class WindowRank(StateOperator):
         self.clock = EventTimeClock(state["watermark"])
         self._rows = self._rows_after_pruning = 0
         self._earliest_end = None
+        self._next_arrival = 0
         table = tables.get(WINDOW_ROWS)
         if table is None:
             return
-        self.columns = [c for c in table.schema.names if c != KEY_GROUP]
+        self.columns = [c for c in table.schema.names if c not in (KEY_GROUP, ARRIVAL)]
         create_table_from_arrow(self.con, WINDOW_ROWS, table, oid)
         self._has_table = True
         self._rows = self._rows_after_pruning = table.num_rows
-        self._earliest_end = self._run(
-            f"SELECT min(epoch_us({quote_ident(self.window_end)})) FROM {WINDOW_ROWS}")[0][0]
+        self._earliest_end, last = self._run(
+            f"SELECT min(epoch_us({quote_ident(self.window_end)})), max({ARRIVAL}) FROM {WINDOW_ROWS}")[0]
+        self._next_arrival = 0 if last is None else last + 1
 

@@ -78,8 +78,29 @@ def test_aggregate_output_types_follow_flink():
                  "FROM TUMBLE(bids, date_time, INTERVAL '1' MINUTE) GROUP BY window_start, window_end")
     schema = graph.node("v.window_aggregate").output_schema
     assert dict(zip(schema.names, schema.types)) == {
-        "window_start": TS, "window_end": TS, "window_time": TS, "s": pa.int64(), "si": pa.int64(),
-        "a": pa.float64(), "c": pa.int64(), "cd": pa.int64(), "m": pa.string()}
+        "window_start": TS, "window_end": TS, "window_time": TS, "s": pa.int64(), "si": pa.int32(),
+        "a": pa.int64(), "c": pa.int64(), "cd": pa.int64(), "m": pa.string()}
+
+
+NUMBERS = """CREATE TABLE numbers (k VARCHAR, t TINYINT, i INT, b BIGINT, f FLOAT, d DOUBLE, m DECIMAL(10, 2),
+  n DECIMAL(20, 8)) WITH ('connector' = 'filesystem', 'path' = 'numbers.csv', 'format' = 'csv');
+"""
+
+
+def test_sum_and_avg_keep_their_argument_type_as_in_flink():
+    """Flink's findSumAggType / findAvgAggType: an integer or floating type stays itself (AVG
+    truncates), DECIMAL(p, s) sums to DECIMAL(38, s) and averages to DECIMAL(38, max(6, s))."""
+    columns = ["t", "i", "b", "f", "d", "m", "n"]
+    select = ", ".join(f"SUM({c}) AS s_{c}, AVG({c}) AS a_{c}, AVG(DISTINCT {c}) AS ad_{c}" for c in columns)
+    graph = plan(NUMBERS + f"CREATE MATERIALIZED VIEW v AS SELECT k, {select} FROM numbers GROUP BY k;")
+    [node] = [n for n in graph.nodes if n.kind == "group_aggregate"]
+    types = dict(zip(node.output_schema.names, node.output_schema.types))
+    same = {"t": pa.int8(), "i": pa.int32(), "b": pa.int64(), "f": pa.float32(), "d": pa.float64()}
+    for c, kind in same.items():
+        assert types[f"s_{c}"] == types[f"a_{c}"] == types[f"ad_{c}"] == kind
+    assert (types["s_m"], types["a_m"], types["ad_m"]) == (pa.decimal128(38, 2), pa.decimal128(38, 6),
+                                                           pa.decimal128(38, 6))
+    assert (types["s_n"], types["a_n"]) == (pa.decimal128(38, 8), pa.decimal128(38, 8))
 
 
 def test_calc_output_names_and_types():
@@ -165,3 +186,18 @@ def test_planner_recognises_bounded_out_of_orderness():
     other = parse("CREATE TABLE t (ts TIMESTAMP(3), WATERMARK FOR ts AS ts + INTERVAL '1' SECOND) "
                   "WITH ('connector' = 'print')")[0]
     assert bounded_delay(other.watermark.expression, "ts") is None
+
+
+def test_flinks_official_q4_avg_into_a_bigint_sink_passes_the_sink_type_check():
+    """Nexmark q4 as Flink writes it: AVG(final) of a BIGINT goes into a BIGINT column without
+    a CAST (before, AVG was DOUBLE and the sink refused it)."""
+    q4 = BIDS + """
+CREATE TABLE category_prices (id BIGINT, final BIGINT, PRIMARY KEY (id) NOT ENFORCED)
+WITH ('connector' = 'blackhole');
+INSERT INTO category_prices
+SELECT Q.auction % 5 AS id, AVG(Q.final) AS final
+FROM (SELECT MAX(price) AS final, auction FROM bids GROUP BY auction) Q
+GROUP BY Q.auction % 5;
+"""
+    *_, outer = [n for n in plan(q4).nodes if n.kind == "group_aggregate"]
+    assert outer.output_schema.field("final").type == pa.int64()

@@ -2,8 +2,10 @@
 window_rank node, its configuration and partitioning, and its errors."""
 from __future__ import annotations
 
+import duckdb
 import pytest
 
+from planner.expressions import to_duckdb
 from planner.planner import plan_script
 from sql import WeirSqlError, parse
 
@@ -42,7 +44,7 @@ def test_top_n_over_a_window_aggregate():
     assert node.config["function"] == "row_number"
     assert node.config["rank_range"] == [1, 3]
     assert node.config["partition_keys"] == []
-    assert node.config["order_by"] == ['"price" DESC NULLS FIRST']
+    assert node.config["order_by"] == ['"price" DESC NULLS LAST']
     assert node.output_schema.names == ["window_start", "window_end", "auction", "price", "rownum"]
     [edge] = node.inputs
     assert (edge.partitioning, edge.keys) == ("hash", ("window_start", "window_end"))
@@ -69,12 +71,43 @@ def test_other_conditions_filter_the_ranked_rows_and_the_rank_may_be_left_out():
     assert node.output_schema.names == ["auction", "price"]
 
 
-@pytest.mark.parametrize("direction, keep", [("ASC", "first row"), ("DESC", "last row")])
-def test_deduplication_on_the_time_attribute(direction, keep):
+@pytest.mark.parametrize("direction, keep, ties", [("ASC", "first row", "earliest_first"),
+                                                    ("DESC", "last row", "latest_first")])
+def test_deduplication_on_the_time_attribute(direction, keep, ties):
+    """Flink's keep-last deduplication keeps the last-arriving of rows with the same time."""
     node = rank_node("SELECT auction, bidder, date_time FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY "
                      f"window_start, window_end, auction ORDER BY date_time {direction}) AS rownum FROM {WINDOW}) "
                      "WHERE rownum = 1")
     assert node.description.startswith(f"WindowDeduplicate(keep=[{keep}]")
+    assert node.config["ties"] == ties
+
+
+def top_n_node(query: str):
+    graph = plan_script(parse(CATALOG + f"CREATE MATERIALIZED VIEW v AS {query};")).graph
+    (node,) = [n for n in graph.nodes if n.kind == "top_n"]
+    return node
+
+
+@pytest.mark.parametrize("order, expected", [
+    ("price", '"price" ASC NULLS FIRST'), ("price ASC", '"price" ASC NULLS FIRST'),
+    ("price DESC", '"price" DESC NULLS LAST'), ("price DESC NULLS FIRST", '"price" DESC NULLS FIRST'),
+    ("price NULLS LAST", '"price" ASC NULLS LAST'),
+])
+def test_nulls_are_the_smallest_value_in_every_ranking(order, expected):
+    """Flink sorts NULL as the smallest value: first ascending, last descending, unless told."""
+    window = rank_node(f"SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end "
+                       f"ORDER BY {order}) AS rownum FROM {WINDOW}) WHERE rownum <= 3")
+    stream = top_n_node(f"SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY {order}) "
+                        "AS rownum FROM bids) WHERE rownum <= 3")
+    assert window.config["order_by"] == stream.config["order_by"] == [expected]
+
+
+@pytest.mark.parametrize("order, ties", [("date_time DESC", "latest_first"), ("date_time", "earliest_first"),
+                                         ("price DESC", "earliest_first")])
+def test_ties_rank_by_arrival_latest_first_only_for_keep_last_deduplication(order, ties):
+    node = top_n_node(f"SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY {order}) "
+                      "AS rownum FROM bids) WHERE rownum <= 1")
+    assert node.config["ties"] == ties
 
 
 def test_without_window_bounds_in_partition_by_it_ranks_the_whole_stream():
@@ -110,3 +143,14 @@ def test_unsupported_window_function():
     [problem] = problems(query)
     assert "is not supported over windows" in problem.message
     assert "ROW_NUMBER()" in problem.hint
+
+
+@pytest.mark.parametrize("order, expected", [("v", [None, 1, 2]), ("v DESC", [2, 1, None]),
+                                             ("v DESC NULLS FIRST", [None, 2, 1])])
+def test_a_query_over_result_tables_sorts_nulls_as_the_smallest_value(order, expected):
+    """The shell's queries over DuckDB tables go through the same dialect: ORDER BY puts NULLs
+    where Flink does (DuckDB alone would put them last both ways)."""
+    [statement] = parse(f"SELECT v FROM t ORDER BY {order};")
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS SELECT * FROM (VALUES (1), (NULL), (2)) AS r(v)")
+    assert [v for (v,) in con.sql(to_duckdb(statement.query)).fetchall()] == expected

@@ -106,3 +106,48 @@ def test_rows_older_than_the_retention_are_forgotten(monkeypatch):
     out = op.process_batch(pa.record_batch([pa.array([2], pa.int64()), pa.array([1], pa.int64())], names=["k", "v"]))
     assert op.ctx.metrics["state_rows_expired"] == 1 and op.state_rows() == 1
     assert [r["k"] for r in out[0].to_pylist()] == [2]
+
+
+def tied(function="row_number", high=2, ties="earliest_first", order='"v" DESC NULLS LAST') -> TopN:
+    """A Top-N of (k, v, tag) where rows tie on v and differ in tag."""
+    config = {"columns": ["k", "v", "tag"], "partition_keys": ["k"], "order_by": [order],
+              "function": function, "rank_column": "rn", "rank_range": [1, high], "filter": None,
+              "projection": [["tag", '"tag"'], ["rn", '"rn"']], "append_only_input": True, "ties": ties}
+    out = pa.schema([("tag", pa.string()), ("rn", pa.int64()), (ROW_KIND, pa.int8())])
+    op = TopN(config, OperatorContext("top", out, max_parallelism=8))
+    op.open()
+    return op
+
+
+def tagged(tags: list[str], values: list[int]) -> pa.RecordBatch:
+    return pa.record_batch([pa.array([1] * len(tags), pa.int64()), pa.array(values, pa.int64()), pa.array(tags)],
+                           names=["k", "v", "tag"])
+
+
+def final(result: Counter) -> list[tuple]:
+    return sorted(result, key=lambda row: row[-1])
+
+
+def test_ties_rank_the_earlier_arriving_row_first_across_a_restore():
+    """Flink's Top-N (Nexmark q19): of rows tied on ORDER BY, the one that arrived first ranks
+    first — not the smaller by other columns — and a restore keeps the arrival order."""
+    op = tied(high=3)
+    result = Counter()
+    apply(result, op.process_batch(tagged(["z", "y"], [5, 5])))
+    restored = tied(high=3)
+    restored.restore(TopN.merge_snapshots([op.snapshot()]))
+    apply(result, restored.process_batch(tagged(["a", "x"], [5, 9])))
+    assert final(result) == [("x", 1), ("z", 2), ("y", 3)]
+
+
+def test_keep_last_deduplication_keeps_the_last_arriving_of_rows_with_the_same_time():
+    """Flink's keep-last deduplication (Nexmark q18, ORDER BY time DESC) replaces the kept row by
+    a later one with the same time; keep-first keeps the first."""
+    last = tied(high=1, ties="latest_first")
+    first = tied(high=1, order='"v" ASC NULLS FIRST')
+    results = {"last": Counter(), "first": Counter()}
+    for batch in (tagged(["b", "z"], [7, 7]), tagged(["a"], [7])):
+        apply(results["last"], last.process_batch(batch))
+        apply(results["first"], first.process_batch(batch))
+    assert final(results["last"]) == [("a", 1)] and final(results["first"]) == [("b", 1)]
+

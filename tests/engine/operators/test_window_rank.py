@@ -1,8 +1,8 @@
 """WindowRank against DuckDB's batch ROW_NUMBER()/RANK()/DENSE_RANK() as the oracle.
 
-The tie-break the operator defines (rows tied on ORDER BY are ordered by every
-input column, ascending, NULLs last) is spelled out again in the oracle, so a
-tie never makes the comparison depend on arrival order.
+Rows tied on ORDER BY rank by arrival, as in Flink: the oracle numbers the
+input rows in the order they are fed (``_pos``) and orders ties by it (the
+earliest first, or the latest for keep-last deduplication).
 """
 from __future__ import annotations
 
@@ -28,17 +28,17 @@ INPUT = pa.schema([
     ("auction", pa.int64()), ("bidder", pa.string()), ("price", pa.int64()),
     ("window_start", pa.timestamp("us")), ("window_end", pa.timestamp("us")),
 ])
-TIE_BREAK = ", ".join(f'"{c}" ASC NULLS LAST' for c in INPUT.names)
 
 
 def config(function="row_number", keys=("auction",), order=('"price" DESC NULLS LAST',),
-           low=1, high=3, rank_column="rownum", with_rank=True, filter_sql=None) -> dict[str, Any]:
+           low=1, high=3, rank_column="rownum", with_rank=True, filter_sql=None,
+           ties="earliest_first") -> dict[str, Any]:
     projection = [[n, f'"{n}"'] for n in INPUT.names]
     if with_rank:
         projection.append([rank_column, f'"{rank_column}"'])
     return {"window_start": "window_start", "window_end": "window_end", "partition_keys": list(keys),
             "order_by": list(order), "function": function, "rank_column": rank_column,
-            "rank_range": [low, high], "filter": filter_sql, "projection": projection}
+            "rank_range": [low, high], "filter": filter_sql, "projection": projection, "ties": ties}
 
 
 def output_schema(cfg) -> pa.Schema:
@@ -66,17 +66,17 @@ def random_rows(rng: random.Random, n: int, windows: int = 4) -> pa.Table:
 
 
 def oracle(rows: pa.Table, cfg) -> list[tuple]:
-    """DuckDB's batch query over ``rows``, with the operator's tie-break."""
+    """DuckDB's batch query over ``rows`` (in arrival order), ties broken by arrival."""
     partition = ", ".join(['"window_start"', '"window_end"', *(f'"{k}"' for k in cfg["partition_keys"])])
     order = ", ".join(cfg["order_by"])
     if cfg["function"] == "row_number":
-        order += ", " + TIE_BREAK
+        order += ", _pos DESC" if cfg.get("ties") == "latest_first" else ", _pos"
     low, high = cfg["rank_range"]
     rank = f'"{cfg["rank_column"]}"'
     where = f"{rank} BETWEEN {low} AND {high}" + (f" AND ({cfg['filter']})" if cfg.get("filter") else "")
     projection = ", ".join(f"{sql} AS \"{name}\"" for name, sql in cfg["projection"])
     con = duckdb.connect()
-    con.register("input", rows)
+    con.register("input", rows.append_column("_pos", pa.array(range(rows.num_rows), pa.int64())))
     sql = (f"SELECT {projection} FROM (SELECT *, {cfg['function']}() OVER (PARTITION BY {partition} "
            f"ORDER BY {order}) AS {rank} FROM input) WHERE {where}")
     return sorted(con.sql(sql).fetchall(), key=repr)
@@ -184,6 +184,37 @@ def test_null_window_end_is_dropped_and_counted():
     op = make_op(config())
     assert run(op, [rows.to_batches()[0], MAX_WATERMARK]) == []
     assert op.ctx.metrics["null_time_rows_dropped"] == 10
+
+
+def test_rows_tied_on_order_by_rank_in_arrival_order():
+    """Flink's window Top-N ranks the earlier-arriving of two tied rows first, whatever their
+    other columns; as ``RANK`` they share a rank."""
+    rows = pa.table({"auction": [1, 1, 1], "bidder": ["z", "a", "m"], "price": [5, 5, 9],
+                     "window_start": pa.array([0] * 3, pa.int64()).cast(pa.timestamp("us")),
+                     "window_end": pa.array([SIZE] * 3, pa.int64()).cast(pa.timestamp("us"))}, schema=INPUT)
+    out = pa.Table.from_batches(run(make_op(config(high=3)), [*rows.to_batches(max_chunksize=1), MAX_WATERMARK]))
+    assert list(zip(out["bidder"].to_pylist(), out["rownum"].to_pylist())) == [("m", 1), ("z", 2), ("a", 3)]
+    ranked = pa.Table.from_batches(run(make_op(config("rank", high=3)), [rows.to_batches()[0], MAX_WATERMARK]))
+    assert sorted(zip(ranked["bidder"].to_pylist(), ranked["rownum"].to_pylist())) == [("a", 2), ("m", 1), ("z", 2)]
+
+
+@pytest.mark.parametrize("ties, bidder", [("latest_first", "a"), ("earliest_first", "z")])
+def test_deduplication_of_rows_with_the_same_time_keeps_the_last_or_first_to_arrive(ties, bidder):
+    """Keep-last deduplication (ORDER BY time DESC) keeps the last-arriving of rows with the
+    same time, keep-first the first-arriving, as Flink; across a checkpoint and restore too."""
+    rows = pa.table({"auction": [1, 1, 1], "bidder": ["b", "z", "a"], "price": [3, 3, 3],
+                     "window_start": pa.array([0] * 3, pa.int64()).cast(pa.timestamp("us")),
+                     "window_end": pa.array([SIZE] * 3, pa.int64()).cast(pa.timestamp("us"))}, schema=INPUT)
+    direction = "DESC" if ties == "latest_first" else "ASC"
+    cfg = config(order=(f'"price" {direction} NULLS LAST',), high=1, ties=ties)
+    if ties == "earliest_first":
+        rows = rows.take([1, 0, 2])
+    op = make_op(cfg)
+    run(op, rows.slice(0, 2).to_batches())
+    restored = make_op(cfg)
+    restored.restore(WindowRank.merge_snapshots([op.snapshot()]))
+    out = pa.Table.from_batches(run(restored, [*rows.slice(2).to_batches(), MAX_WATERMARK]))
+    assert out["bidder"].to_pylist() == [bidder]
 
 
 # -- properties: batch sizes, watermarks and restore points --------------------------

@@ -8,7 +8,7 @@ WITH bids AS (
   FROM bids, range(1, 4) AS w(k)
 )
 SELECT channel, window_start, window_end, window_end - INTERVAL '1 millisecond' AS window_time,
-       count(*) AS bids, count(DISTINCT bidder) AS bidders, avg(price) AS mean,
+       count(*) AS bids, count(DISTINCT bidder) AS bidders, (sum(price) // count(price))::BIGINT AS mean,
        sum(price) FILTER (WHERE bidder IS NOT NULL) AS known_total
 FROM windows
 WHERE ts < window_end

@@ -1,5 +1,5 @@
-SELECT auction, count(*) AS n, max(price) AS high, avg(price) AS mean
+SELECT auction, count(*) AS n, max(price) AS high, (sum(price) // count(price))::BIGINT AS mean
 FROM read_csv('data/bids.csv', header = true,
               columns = {'ts': 'TIMESTAMP', 'channel': 'VARCHAR', 'auction': 'BIGINT', 'bidder': 'BIGINT', 'price': 'BIGINT'})
 WHERE price IS NOT NULL
-GROUP BY auction HAVING avg(price) < 23.5
+GROUP BY auction HAVING (sum(price) // count(price))::BIGINT < 23.5

@@ -8,7 +8,7 @@ SELECT format('alerts> +I[{}, {}, {}, {}, {}]', strftime(window_start, '%Y-%m-%d
 FROM payments WHERE amount > 100
 UNION ALL
 SELECT format('averages> +I[{}, {}, {}, {}, {}]', strftime(window_start, '%Y-%m-%d %H:%M:%S'), user_name,
-              count(*), avg(amount)::VARCHAR, coalesce(max(note), 'null'))
+              count(*), (sum(amount) // count(amount))::DOUBLE::VARCHAR, coalesce(max(note), 'null'))
 FROM payments GROUP BY window_start, user_name
 UNION ALL
 SELECT format('+I[{}, {}, {}]', user_name, amount, strftime(ts, '%Y-%m-%d %H:%M:%S'))

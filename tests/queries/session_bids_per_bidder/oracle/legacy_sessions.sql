@@ -12,6 +12,6 @@ WITH bids AS (
 )
 SELECT bidder, min(ts) AS session_start, max(ts) + INTERVAL '3 seconds' AS session_end,
        max(ts) + INTERVAL '2999 milliseconds' AS rowtime,
-       count(*) FILTER (WHERE price > 100) AS big_bids, avg(price) AS mean_price
+       count(*) FILTER (WHERE price > 100) AS big_bids, (sum(price) // count(price))::BIGINT AS mean_price
 FROM sessions
 GROUP BY bidder, session

@@ -1,2 +1,4 @@
-SELECT auction, bidder, ts FROM (SELECT *, row_number() OVER (PARTITION BY auction ORDER BY ts, bidder, price) AS rn FROM read_csv('data/bids.csv', header = true))
+-- Flink: NULLs are the smallest value; rows tied on ORDER BY rank by arrival (the file's order),
+-- keep-last deduplication keeping the later of two rows with the same time.
+SELECT auction, bidder, ts FROM (SELECT *, row_number() OVER (PARTITION BY auction ORDER BY ts NULLS FIRST, arrival) AS rn FROM (SELECT *, row_number() OVER () AS arrival FROM read_csv('data/bids.csv', header = true)))
 WHERE rn = 1
