@@ -28,7 +28,8 @@ from planner.expressions import (
 from planner.aggregates import plan_window_aggregate
 from planner.graph_builder import GraphBuilder, Stream
 from planner.types import normalise, sql_name
-from planner.windows import window_fields, window_problems, window_spec
+from planner.windows import (WINDOW_COLUMNS, register_window_columns, window_fields, window_problems,
+                             window_spec)
 from sql.errors import Problem, WeirSqlError
 from sql.intervals import interval_micros
 from sql.statements import WindowTVF
@@ -198,8 +199,12 @@ class QueryPlanner:
         )
         if aggregated:
             if window is None:
+                from planner.cascaded_windows import plan_cascaded_window  # GROUP BY starttime, endtime
                 from planner.group_aggregate import plan_group_aggregate  # an updating result
 
+                cascaded = plan_cascaded_window(self, select, stream, scope, pipeline)
+                if cascaded is not None:
+                    return cascaded
                 return plan_group_aggregate(self, select, stream, scope, pipeline)
             if window.kind == "session":
                 from planner.grouping_sets import grouping_construct
@@ -213,7 +218,10 @@ class QueryPlanner:
                                     "or CUMULATE")
 
                 return plan_session_window(self, select, window_tvf, stream, window, scope, pipeline)
-            return plan_window_aggregate(self, select, stream, window, scope, pipeline)
+            aggregated = plan_window_aggregate(self, select, stream, window, scope, pipeline)
+            register_window_columns(self.builder, aggregated.node_id,
+                                    self.builder.graph.node(aggregated.node_id).config["projection"], window)
+            return aggregated
         if window is not None and window.kind == "session":
             raise self.fail("a SESSION window needs GROUP BY window_start, window_end and its keys with an "
                             "aggregate", window_tvf,
@@ -260,6 +268,7 @@ class QueryPlanner:
             pipeline, "calc", {"projection": projection, "filter": None}, schema,
             [Edge(stream.node_id)], f"WindowAssign({window.describe()})", label="window_assign",
         )
+        self.builder.window_columns[node.id] = {name: (name, window) for name in WINDOW_COLUMNS}
         # window_time is a time attribute of the windowed rows (Flink's rowtime).
         return Stream(node.id, schema, stream.time_attributes | {"window_time"}, stream.name)
 

@@ -132,8 +132,7 @@ ORACLES = {
             SELECT auction, time_bucket(INTERVAL '2 seconds', date_time) - INTERVAL '2 seconds' * k AS window_start
             FROM bid, range(5) AS slides(k)),
         counts AS (SELECT auction, window_start, count(*) AS num FROM windowed GROUP BY ALL)
-        SELECT auction, num, window_start AS starttime, window_start + INTERVAL '10 seconds' AS endtime
-        FROM counts
+        SELECT auction, num FROM counts
         WHERE num = (SELECT max(num) FROM counts AS c WHERE c.window_start = counts.window_start)""",
     # Highest bid: per 10-second window, the bids at the window's highest price.
     "q7": f"""
