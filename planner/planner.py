@@ -11,22 +11,24 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 from sqlglot import exp
 
 from engine.changelog import ROW_KIND, ROW_KIND_TYPE
 from engine.graph import Edge, JobGraph
+from engine.sql_eval import INPUT, describe
 from planner.changelog import sink_changelog
 from planner.catalog import Catalog, TableDef, ViewDef
 from planner.connectors import check_connector
-from planner.expressions import Scope, bind, position
+from planner.expressions import Scope, bind, position, quote, to_duckdb
 from planner.explain import explain
 from planner.graph_builder import GraphBuilder, Stream
 from planner.late_rows import plan_late_rows_tables
 from planner.locate import locate, name, quoted
 from planner.queries import QueryPlanner
 from planner.settings import check_setting
-from planner.types import UnsupportedType, arrow_type, assignable, sql_name
+from planner.types import UnsupportedType, arrow_type, assignable, normalise, sql_name
 from sql import statements as st
 from sql.errors import Problem, WeirSqlError
 
@@ -90,13 +92,17 @@ class Planner:
         problems: list[Problem] = []
         fields = []
         for column in s.columns:
+            if column.computed is not None:
+                continue
             try:
                 fields.append(pa.field(column.name, arrow_type(column.type), nullable=column.nullable))
             except UnsupportedType:
                 problems.append(Problem(f"unsupported type {column.type.sql()} for column `{column.name}`",
                                         column.line, column.col,
                                         "use BIGINT, INT, DOUBLE, DECIMAL(p, s), VARCHAR, BOOLEAN, DATE or TIMESTAMP(3)"))
-        schema = pa.schema(fields)
+        computed = self._computed_columns(s, pa.schema(fields), problems)
+        by_name = {f.name: f for f in fields} | {name: field_ for name, (_, field_) in computed.items()}
+        schema = pa.schema([by_name[c.name] for c in s.columns if c.name in by_name])
         watermark_column, watermark = None, None
         if s.watermark is not None:
             watermark_column, watermark = self._watermark(s, schema, problems)
@@ -109,7 +115,29 @@ class Planner:
         if problems:
             raise WeirSqlError(problems)
         self.catalog.add_table(TableDef(s.name, schema, watermark_column, watermark, dict(s.options),
-                                        list(s.primary_key), s))
+                                        list(s.primary_key), s, {n: e for n, (e, _) in computed.items()}))
+
+    def _computed_columns(self, s: st.CreateTable, physical: pa.Schema,
+                          problems: list[Problem]) -> dict[str, tuple[exp.Expression, pa.Field]]:
+        """Each computed column: its expression bound to the physical columns (as in Flink, a
+        computed column reads physical columns only), and its field, typed by DuckDB."""
+        out = {}
+        for column in (c for c in s.columns if c.computed is not None):
+            scope = Scope(physical, s.name, (column.line, column.col))
+            before = len(problems)
+            bound = bind(column.computed, scope, problems)
+            if len(problems) > before:
+                continue
+            sql = to_duckdb(bound, physical)
+            try:
+                (field_,) = describe(f"SELECT {sql} AS {quote(column.name)} FROM {INPUT}", physical)
+            except duckdb.Error as error:
+                problems.append(Problem(f"cannot evaluate the computed column `{column.name}`: "
+                                        f"{str(error).splitlines()[0]}", column.line, column.col,
+                                        "check the expression's functions and the types of its columns"))
+                continue
+            out[column.name] = (bound, pa.field(column.name, normalise(field_.type)))
+        return out
 
     def _watermark(self, s: st.CreateTable, schema: pa.Schema, problems: list[Problem]):
         wm = s.watermark
@@ -158,7 +186,7 @@ class Planner:
         self._check_sink_types(s, table, stream)
         changes = sink_changelog(stream, table.options, name=table.name, what="table", primary_key=table.primary_key,
                                  where=locate(s, name(s.table), after=r"\bINTO\b"))
-        self._sink(table.name, stream, table.options, table.schema, "table", changes)
+        self._sink(table.name, stream, table.options, table.physical_schema, "table", changes)
 
     def _not_a_table(self, s: st.Insert) -> Problem:
         line, col = locate(s, name(s.table), after=r"\bINTO\b")
@@ -222,7 +250,7 @@ class Planner:
                          [Edge(stream.node_id)], description + ")")
 
     def _check_sink_types(self, s: st.Insert, table: TableDef, stream: Stream) -> None:
-        got, want = _without_row_kind(stream.schema), table.schema
+        got, want = _without_row_kind(stream.schema), table.physical_schema  # computed columns are not written
         if len(got) != len(want):
             raise WeirSqlError(Problem(
                 f"INSERT INTO `{table.name}` gives {_columns(len(got))} but the table has {_columns(len(want))}",

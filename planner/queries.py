@@ -134,20 +134,30 @@ class QueryPlanner:
         from planner.connectors import check_connector
 
         check_connector(table, "source")
+        physical = table.physical_schema
         config = {
             "table": table.name,
             "options": dict(table.options),
-            "watermark": to_duckdb(table.watermark, table.schema) if table.watermark is not None else None,
-            "watermark_bounded": bounded_delay(table.watermark, table.watermark_column),
+            # over the physical columns: a computed watermark column is computed in it
+            "watermark": to_duckdb(table.physical(table.watermark), physical) if table.watermark is not None else None,
+            "watermark_bounded": (bounded_delay(table.watermark, table.watermark_column)
+                                  if table.watermark_column not in table.computed else None),
             "batch_size": int(self.settings.get("weir.source.batch-size", 65536)),
             "idle_timeout": _idle_timeout(self.settings),
         }
         description = f"Source(table=[{table.name}], connector=[{table.options.get('connector')}]"
         if table.watermark is not None:
             description += f", watermark=[{table.watermark_column} AS {table.watermark.sql()}]"
-        node = self.builder.add(table.name, "source", config, table.schema, [], description + ")")
+        node = self.builder.add(table.name, "source", config, physical, [], description + ")")
         times = frozenset([table.watermark_column] if table.watermark_column else [])
-        stream = Stream(node.id, table.schema, times, table.name)
+        stream = Stream(node.id, physical, times, table.name)
+        if table.computed:  # computed columns, in the declared order, by a calc the source feeds
+            projection = [[name, to_duckdb(table.computed[name], physical) if name in table.computed else quote(name)]
+                          for name in table.schema.names]
+            node = self.builder.add(table.name, "calc", {"projection": projection, "filter": None}, table.schema,
+                                    [Edge(node.id)], calc_description(projection, None, physical.names),
+                                    label="computed_columns")
+            stream = Stream(node.id, table.schema, times, table.name)
         self.builder.sources[key] = stream
         return stream
 

@@ -112,8 +112,16 @@ def _create_table(tree: exp.Create, span: Span) -> st.CreateTable:
 def _column(definition: exp.ColumnDef) -> tuple[st.ColumnDef, bool]:
     """The column, and whether it is declared PRIMARY KEY."""
     name = definition.name
+    line, col = position(definition)
+    computed = [c.args["kind"] for c in definition.constraints if isinstance(c.args.get("kind"), exp.ComputedColumnConstraint)]
+    if computed:  # v2 AS v * 2, ts AS TO_TIMESTAMP(s), pt AS PROCTIME()
+        others = [c for c in definition.constraints if not isinstance(c.args.get("kind"), exp.ComputedColumnConstraint)]
+        if definition.args.get("kind") is not None or others or computed[0].args.get("persisted"):
+            raise error_at(definition, f"the computed column {name} takes no type or constraint",
+                           f"write {name} AS <expression>; its type is the expression's (CAST it to choose one)")
+        return st.ColumnDef(name=name, type=None, line=line, col=col, computed=computed[0].this), False
     if definition.args.get("kind") is None:
-        raise error_at(definition, f"column {name} needs a type", f"e.g. {name} BIGINT; computed columns are not supported")
+        raise error_at(definition, f"column {name} needs a type", f"e.g. {name} BIGINT, or a computed column {name} AS <expression>")
     nullable, is_key = True, False
     for constraint in definition.constraints:
         kind = constraint.args.get("kind")
@@ -123,7 +131,6 @@ def _column(definition: exp.ColumnDef) -> tuple[st.ColumnDef, bool]:
             is_key, nullable = True, False
         else:
             raise error_at(constraint, f"the constraint {constraint.sql(dialect='weir')} on column {name} is not supported", "use NOT NULL or PRIMARY KEY NOT ENFORCED")
-    line, col = position(definition)
     return st.ColumnDef(name=name, type=definition.args["kind"], line=line, col=col, nullable=nullable), is_key
 
 

@@ -165,3 +165,22 @@ def test_planner_recognises_bounded_out_of_orderness():
     other = parse("CREATE TABLE t (ts TIMESTAMP(3), WATERMARK FOR ts AS ts + INTERVAL '1' SECOND) "
                   "WITH ('connector' = 'print')")[0]
     assert bounded_delay(other.watermark.expression, "ts") is None
+
+
+def test_computed_columns_are_computed_after_the_source_and_never_written():
+    script = plan_script(parse("""
+        CREATE TABLE t (v INT, v2 AS v * 2, s VARCHAR, ts AS TO_TIMESTAMP(s),
+          WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
+        WITH ('connector' = 'filesystem', 'path' = 'in.csv', 'format' = 'csv');
+        CREATE TABLE out_t (v INT, w AS v + 1) WITH ('connector' = 'blackhole');
+        INSERT INTO out_t SELECT v2 FROM t;"""))
+    source, computed = script.graph.nodes[:2]
+    # the connector reads the physical columns; the watermark is computed from them
+    assert source.output_schema.names == ["v", "s"]
+    assert source.config["watermark"] == "(CAST(\"s\" AS TIMESTAMP)) - INTERVAL '1' SECOND"
+    assert source.config["watermark_bounded"] is None
+    assert computed.kind == "calc" and computed.output_schema.names == ["v", "v2", "s", "ts"]
+    assert str(computed.output_schema.field("ts").type) == "timestamp[us]"
+    (sink,) = [n for n in script.graph.nodes if n.kind == "sink"]
+    assert sink.output_schema.names == ["v"]
+    assert script.catalog.lookup("t").schema.names == ["v", "v2", "s", "ts"]
