@@ -163,6 +163,11 @@ class QueryPlanner:
 
     # -- SELECT ------------------------------------------------------------------
     def _plan_select(self, select: exp.Select, pipeline: str) -> Stream:
+        if select.args.get("limit") is not None or select.args.get("offset") is not None:
+            from planner.limits import plan_limit, split_limit  # SELECT ... [ORDER BY ...] LIMIT n
+
+            plain, limit, order = split_limit(self, select)
+            return plan_limit(self, self._plan_select(plain, pipeline), limit, order, pipeline, select)
         from planner.over_aggregates import is_over_aggregate, plan_over_aggregate, ranks_below
 
         if is_over_aggregate(select):  # SUM(x) OVER (PARTITION BY k ORDER BY ts ...)
