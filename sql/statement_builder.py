@@ -157,6 +157,10 @@ def _options(tree: exp.Create) -> dict[str, str]:
     for item in properties.expressions if properties else []:
         if isinstance(item, exp.TemporaryProperty):
             continue
+        if isinstance(item, exp.PartitionedByProperty):
+            raise error_at(item, "PARTITIONED BY is not supported yet",
+                           "leave it out: weir's filesystem sink writes every row's partition columns into "
+                           "its part files")
         if not isinstance(item, exp.Property):
             raise error_at(item, f"{item.sql(dialect='weir')} is not supported in CREATE TABLE", "give options as WITH ('key' = 'value', ...)")
         key = item.this.name if isinstance(item.this, exp.Literal) else item.this.sql(dialect="weir")

@@ -172,6 +172,8 @@ def test_table_definition_errors():
     assert "given twice" in str(error("CREATE TABLE t (a INT) WITH ('k' = 'v', 'k' = 'w')"))
     assert "needs its columns" in str(error("CREATE TABLE t AS SELECT 1"))
     assert "takes no type or constraint" in str(error("CREATE TABLE t (a INT, b INT AS a + 1)"))
+    assert "PARTITIONED BY is not supported" in str(error("CREATE TABLE t (a INT, dt STRING) PARTITIONED BY (dt) "
+                                                          "WITH ('connector' = 'filesystem')"))
 
 
 def test_statement_shape_errors():
