@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 
 import pyarrow as pa
+import pytest
 
 from engine.graph import Edge, JobGraph
 from planner.planner import plan_script
 from planner.queries import bounded_delay
-from sql import parse
+from sql import WeirSqlError, parse
 
 from jobs import bids_over_nexmark, issue_job_over_nexmark
 
@@ -184,3 +185,15 @@ def test_computed_columns_are_computed_after_the_source_and_never_written():
     (sink,) = [n for n in script.graph.nodes if n.kind == "sink"]
     assert sink.output_schema.names == ["v"]
     assert script.catalog.lookup("t").schema.names == ["v", "v2", "s", "ts"]
+
+
+def test_a_lookup_table_with_computed_columns_is_refused_with_a_hint():
+    with pytest.raises(WeirSqlError) as raised:
+        plan_script(parse("""
+            CREATE TABLE o (id BIGINT, cur VARCHAR) WITH ('connector' = 'filesystem', 'path' = 'o.csv', 'format' = 'csv');
+            CREATE TABLE r (cur VARCHAR, rate INT, r2 AS rate * 2)
+            WITH ('connector' = 'filesystem', 'path' = 'r.csv', 'format' = 'csv');
+            CREATE MATERIALIZED VIEW m AS SELECT o.id, r.r2 FROM (SELECT *, PROCTIME() AS pt FROM o) AS o
+            JOIN r FOR SYSTEM_TIME AS OF o.pt AS r ON o.cur = r.cur;"""))
+    (problem,) = raised.value.problems
+    assert problem.message.startswith("the lookup table `r` has computed columns (r2)")
