@@ -19,14 +19,16 @@ So the plan is:
 2. a window aggregate with ``TUMBLE(_window_time, w, offset)`` (the windows
    ``[end - w, end)``, one per input window) that groups by the two bound
    columns as keys too, so its output carries the input's bounds unchanged;
-3. its output columns for them are registered as the bounds of the input's
-   window, for window joins and further cascades.
+3. its output columns for them (and for the input's window_time, if grouped)
+   are registered as the bounds of the input's window, for window joins and
+   further cascades; a window_time stays a time attribute.
 
 An input row is the result of a window that fired when the watermark reached
 its window_time, so it is never late for the tumbling window holding it.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -100,12 +102,16 @@ def plan_cascaded_window(qp: "QueryPlanner", select: exp.Select, stream: Stream,
     rewritten = _rewrite(qp, select, scope, renamed)
     inner_scope = Scope(pa.schema([*schema, *window_fields()]), stream.name, qp.fallback)
     aggregated = plan_window_aggregate(qp, rewritten, windowed, tumble, inner_scope, pipeline)
+    # the input's window_time, grouped as a key, is the output's window_time as the new one is
+    times = [renamed.get(name, name) for name in stream.schema.names
+             if (window_bound(qp.builder, stream.node_id, name) or ("",))[0] == "window_time"]
+    internal = [("window_start", START), ("window_end", END), ("window_time", "window_time"),
+                *(("window_time", name) for name in times)]
     projected = qp.builder.graph.node(aggregated.node_id).config["projection"]
-    qp.builder.window_columns[aggregated.node_id] = {
-        name: (bound, window) for name, sql in projected
-        for bound, internal in (("window_start", START), ("window_end", END), ("window_time", "window_time"))
-        if sql == quote(internal)}
-    return aggregated
+    made = {name: (bound, window) for name, sql in projected for bound, column in internal if sql == quote(column)}
+    qp.builder.window_columns[aggregated.node_id] = made
+    kept_times = {name for name, (bound, _) in made.items() if bound == "window_time"}
+    return dataclasses.replace(aggregated, time_attributes=aggregated.time_attributes | kept_times)
 
 
 def _rewrite(qp: "QueryPlanner", select: exp.Select, scope: Scope, renamed: dict[str, str]) -> exp.Select:

@@ -58,3 +58,15 @@ def test_window_start_of_no_window_table_function_is_an_unknown_column():
     with pytest.raises(WeirSqlError) as raised:
         plan(f"SELECT MAX(num) AS maxn, window_start FROM ({COUNTS}) GROUP BY starttime, endtime")
     assert raised.value.problems[0].message.startswith("unknown column `window_start`")
+
+
+def test_a_grouped_window_time_stays_a_time_attribute_to_window_again():
+    inner = """SELECT auction, COUNT(*) AS num, window_start, window_end, window_time
+      FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(ts), INTERVAL '10' SECOND))
+      GROUP BY auction, window_start, window_end, window_time"""
+    per_window = f"""SELECT MAX(num) AS top, window_start, window_end, window_time FROM ({inner})
+      GROUP BY window_start, window_end, window_time"""
+    graph = plan(f"""SELECT SUM(top) AS top, window_start, window_end FROM TABLE(TUMBLE(TABLE ({per_window}),
+      DESCRIPTOR(window_time), INTERVAL '1' MINUTE)) GROUP BY window_start, window_end""")
+    assert [n.config["window"]["size"] for n in graph.nodes if n.kind == "window_aggregate"] == [
+        10_000_000, 10_000_000, 60_000_000]
