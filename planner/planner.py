@@ -91,9 +91,7 @@ class Planner:
                                        "use another name, or CREATE TABLE IF NOT EXISTS"))
         problems: list[Problem] = []
         fields = []
-        for column in s.columns:
-            if column.computed is not None:
-                continue
+        for column in (c for c in s.columns if c.computed is None):  # physical columns; computed ones below
             try:
                 fields.append(pa.field(column.name, arrow_type(column.type), nullable=column.nullable))
             except UnsupportedType:
