@@ -11,24 +11,23 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import duckdb
 import pyarrow as pa
 from sqlglot import exp
 
 from engine.changelog import ROW_KIND, ROW_KIND_TYPE
 from engine.graph import Edge, JobGraph
-from engine.sql_eval import INPUT, describe
 from planner.changelog import sink_changelog
 from planner.catalog import Catalog, TableDef, ViewDef
+from planner.computed_columns import computed_columns
 from planner.connectors import check_connector
-from planner.expressions import Scope, bind, position, quote, to_duckdb
+from planner.expressions import Scope, bind, position
 from planner.explain import explain
 from planner.graph_builder import GraphBuilder, Stream
 from planner.late_rows import plan_late_rows_tables
 from planner.locate import locate, name, quoted
 from planner.queries import QueryPlanner
 from planner.settings import check_setting
-from planner.types import UnsupportedType, arrow_type, assignable, normalise, sql_name
+from planner.types import UnsupportedType, arrow_type, assignable, sql_name
 from sql import statements as st
 from sql.errors import Problem, WeirSqlError
 
@@ -98,7 +97,7 @@ class Planner:
                 problems.append(Problem(f"unsupported type {column.type.sql()} for column `{column.name}`",
                                         column.line, column.col,
                                         "use BIGINT, INT, DOUBLE, DECIMAL(p, s), VARCHAR, BOOLEAN, DATE or TIMESTAMP(3)"))
-        computed = self._computed_columns(s, pa.schema(fields), problems)
+        computed = computed_columns(s, pa.schema(fields), problems)
         by_name = {f.name: f for f in fields} | {name: field_ for name, (_, field_) in computed.items()}
         schema = pa.schema([by_name[c.name] for c in s.columns if c.name in by_name])
         watermark_column, watermark = None, None
@@ -114,28 +113,6 @@ class Planner:
             raise WeirSqlError(problems)
         self.catalog.add_table(TableDef(s.name, schema, watermark_column, watermark, dict(s.options),
                                         list(s.primary_key), s, {n: e for n, (e, _) in computed.items()}))
-
-    def _computed_columns(self, s: st.CreateTable, physical: pa.Schema,
-                          problems: list[Problem]) -> dict[str, tuple[exp.Expression, pa.Field]]:
-        """Each computed column: its expression bound to the physical columns (as in Flink, a
-        computed column reads physical columns only), and its field, typed by DuckDB."""
-        out = {}
-        for column in (c for c in s.columns if c.computed is not None):
-            scope = Scope(physical, s.name, (column.line, column.col))
-            before = len(problems)
-            bound = bind(column.computed, scope, problems)
-            if len(problems) > before:
-                continue
-            sql = to_duckdb(bound, physical)
-            try:
-                (field_,) = describe(f"SELECT {sql} AS {quote(column.name)} FROM {INPUT}", physical)
-            except duckdb.Error as error:
-                problems.append(Problem(f"cannot evaluate the computed column `{column.name}`: "
-                                        f"{str(error).splitlines()[0]}", column.line, column.col,
-                                        "check the expression's functions and the types of its columns"))
-                continue
-            out[column.name] = (bound, pa.field(column.name, normalise(field_.type)))
-        return out
 
     def _watermark(self, s: st.CreateTable, schema: pa.Schema, problems: list[Problem]):
         wm = s.watermark
