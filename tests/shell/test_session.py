@@ -163,4 +163,3 @@ def test_a_live_group_by_shows_its_changes_and_the_table_they_leave(session, tmp
     batch = duckdb.sql(f"SELECT auction::VARCHAR, COUNT(*)::VARCHAR, MAX(price)::VARCHAR FROM read_csv('{csv}') "
                        "GROUP BY auction").fetchall()
     assert sorted(map(tuple, result.current_rows(0, result.current_count()))) == sorted(batch)
-
