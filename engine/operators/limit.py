@@ -30,6 +30,9 @@ KEY_GROUP = 0
 
 
 class Limit(Operator):
+    #: The rows it lets through keep their arrival watermarks (a slice keeps every column).
+    arrival_watermark = "pass"
+
     def open(self) -> None:
         if not hasattr(self, "emitted"):
             self.emitted = 0
