@@ -19,6 +19,23 @@ class TableDef:
     options: dict[str, str]
     primary_key: list[str]
     statement: CreateTable
+    #: Computed columns (``v2 AS v * 2``): name -> expression bound to the physical columns.
+    computed: dict[str, exp.Expression] = field(default_factory=dict)
+
+    @property
+    def physical_schema(self) -> pa.Schema:
+        """The columns the connector reads and writes: every column but the computed ones."""
+        return pa.schema([f for f in self.schema if f.name not in self.computed])
+
+    def physical(self, expression: exp.Expression) -> exp.Expression:
+        """``expression`` (bound to ``schema``) over the physical columns: each computed column
+        replaced by its expression."""
+        def expand(node: exp.Expression) -> exp.Expression:
+            if isinstance(node, exp.Column) and node.name in self.computed:
+                return exp.paren(self.computed[node.name].copy())
+            return node
+
+        return expression.copy().transform(expand)
 
 
 @dataclass

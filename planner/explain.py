@@ -99,6 +99,8 @@ def _key(node: OperatorNode) -> str:
         return ", ".join(node.config["partition_keys"]) or "- (one ranking per window)"
     if node.kind == "top_n":
         return ", ".join(node.config["partition_keys"]) or "- (one ranking of the whole stream)"
+    if node.kind == "limit":
+        return "- (one count for the whole stream)"
     if node.kind in ("stream_join", "temporal_join"):
         return f"{', '.join(node.config['left']['keys'])} | {', '.join(node.config['right']['keys'])}"
     if node.kind == "interval_join":
@@ -156,6 +158,8 @@ def _state(node: OperatorNode) -> str:
         return f"`{node.config['lookup']['table']}`, read once when the job starts"
     if node.kind == "union":
         return "none"
+    if node.kind == "limit":
+        return f"the number of rows let through (at most {node.config['limit']})"
     if node.kind == "interval_join":
         return ("rows of each input per key, dropped when the watermark passes the last time a row "
                 "of the other input could match them")

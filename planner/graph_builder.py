@@ -30,6 +30,11 @@ class GraphBuilder:
     graph: JobGraph
     #: Source streams by table name, shared by every pipeline that reads the table.
     sources: dict[str, Stream] = field(default_factory=dict)
+    #: The output columns of a node that are bounds of a window it made (a window table
+    #: function's, a window aggregate's): node id -> column -> ('window_start' | 'window_end' |
+    #: 'window_time', the window, a ``planner.windows.WindowSpec``). ``planner.windows.window_bound``
+    #: follows other columns through projections to these.
+    window_columns: dict[str, dict[str, tuple]] = field(default_factory=dict)
 
     def new_id(self, pipeline: str, kind: str) -> str:
         base = f"{pipeline}.{kind}"

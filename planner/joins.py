@@ -24,7 +24,6 @@ resolve through ``JoinScope``.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -32,12 +31,13 @@ import pyarrow as pa
 from sqlglot import exp
 
 from engine.changelog import ROW_KIND
-from engine.graph import Edge, JobGraph
+from engine.graph import Edge
 from engine.sql_eval import INPUT
 from planner.changelog import require_append_only
 from planner.expressions import Scope, contains_aggregate, position, quote, to_duckdb
 from planner.graph_builder import Stream
 from planner.types import sql_name
+from planner.windows import same_window, window_bound
 from sql.errors import Problem
 from sql.statements import WindowTVF
 
@@ -48,8 +48,6 @@ OUTER_SIDES = {"": "inner", "LEFT": "left", "RIGHT": "right", "FULL": "full"}
 DESCRIBED_TYPES = {"inner": "InnerJoin", "left": "LeftOuterJoin", "right": "RightOuterJoin",
                    "full": "FullOuterJoin", "semi": "LeftSemiJoin", "anti": "LeftAntiJoin"}
 BOUNDS = ("window_start", "window_end")
-#: A window as EXPLAIN describes it: ``TUMBLE(date_time, 10 s)``, ``HOP(ts, 1 min, slide 10 s)``.
-_WINDOW_TEXT = re.compile(r"\b(TUMBLE|HOP|CUMULATE|SESSION)\(([^,()]+)([^()]*)\)")
 REGULAR_JOIN_HINT = ("a window join equates both L.window_start = R.window_start and "
                      "L.window_end = R.window_end, a regular join neither; for an interval join, bound one "
                      "input's time attribute by the other's: R.ts BETWEEN L.ts - INTERVAL '1' HOUR AND "
@@ -176,48 +174,6 @@ def output_names(left: list[str], right: list[str]) -> list[str]:
     return out
 
 
-# -- window lineage ---------------------------------------------------------------------
-
-
-def window_bound(graph: JobGraph, node_id: str, column: str) -> tuple[str, str] | None:
-    """('window_start' | 'window_end' | 'window_time', the window as EXPLAIN shows it) when
-    ``column`` of ``node_id``'s output is a bound of a window, followed through renames."""
-    node = graph.node(node_id)
-    if node.kind == "source":
-        return None
-    if node.description.startswith("WindowAssign("):
-        if column in ("window_start", "window_end", "window_time"):
-            return column, _window_text(node.description)
-        sources = [column]
-    elif "projection" in node.config:
-        sql = dict((name, s) for name, s in node.config["projection"]).get(column)
-        if node.kind == "window_aggregate":
-            for bound in ("window_start", "window_end", "window_time"):
-                if sql == quote(bound):
-                    return bound, _window_text(node.description)
-            return None
-        sources = [name for edge in node.inputs for name in graph.node(edge.source).output_schema.names
-                   if sql == quote(name)]
-    else:  # an operator passing its input's columns through under their names
-        sources = [column]
-    for edge in node.inputs[:1]:
-        upstream = graph.node(edge.source)
-        if sources and sources[0] in upstream.output_schema.names:
-            return window_bound(graph, edge.source, sources[0])
-    return None
-
-
-def _window_text(description: str) -> str:
-    match = _WINDOW_TEXT.search(description)
-    return match.group(0) if match else description
-
-
-def _window_identity(text: str) -> str:
-    """The window without its time column: two inputs may window different columns alike."""
-    match = _WINDOW_TEXT.match(text)
-    return f"{match.group(1)}({match.group(3).lstrip(', ')})" if match else text
-
-
 # -- planning -------------------------------------------------------------------------------
 
 
@@ -298,11 +254,10 @@ class _WindowJoinPlanner:
 
     def windowed(self, pairs: list[_Pair], left: Relation, right: Relation) -> bool:
         """Whether an equality names a window bound of either input (else: a regular join)."""
-        graph = self.qp.builder.graph
         for pair in pairs:
             for relation, expression in ((left, pair.left), (right, pair.right)):
                 if isinstance(expression, exp.Column):
-                    role = window_bound(graph, relation.stream.node_id, expression.name)
+                    role = window_bound(self.qp.builder, relation.stream.node_id, expression.name)
                     if role and role[0] in BOUNDS:
                         return True
         return False
@@ -339,12 +294,11 @@ class _WindowJoinPlanner:
 
     def split_pairs(self, pairs: list[_Pair], left: Relation, right: Relation):
         """The pairs that equate window_start and window_end, and the key pairs."""
-        graph = self.qp.builder.graph
         bounds: dict[str, tuple[str, str]] = {}
-        windows: dict[str, tuple[str, str]] = {}
+        windows: dict[str, tuple] = {}
         keys = []
         for pair in pairs:
-            roles = [window_bound(graph, r.stream.node_id, e.name) if isinstance(e, exp.Column) else None
+            roles = [window_bound(self.qp.builder, r.stream.node_id, e.name) if isinstance(e, exp.Column) else None
                      for r, e in ((left, pair.left), (right, pair.right))]
             role_names = [r[0] if r and r[0] in BOUNDS else None for r in roles]
             if role_names[0] is None and role_names[1] is None:
@@ -368,10 +322,10 @@ class _WindowJoinPlanner:
                 if self.select.args.get("joins") else self.select, REGULAR_JOIN_HINT))
             return None, None
         left_window, right_window = windows["window_start"]
-        if _window_identity(left_window) != _window_identity(right_window):
+        if not same_window(left_window, right_window):
             self.problems.append(self._problem(
-                f"the inputs of a window join use different windows: `{left.alias}` {left_window}, "
-                f"`{right.alias}` {right_window}", self.select,
+                f"the inputs of a window join use different windows: `{left.alias}` {left_window.describe()}, "
+                f"`{right.alias}` {right_window.describe()}", self.select,
                 "window both inputs with the same window function, size and offset"))
             return None, None
         return bounds, keys
@@ -476,7 +430,10 @@ def plan_window_join(qp: "QueryPlanner", select: exp.Select, pipeline: str) -> S
         if select.args.get(unsupported):
             raise qp.fail(f"{what} over a window join is not supported yet", select.args[unsupported],
                           "join in a subquery and aggregate in the query around it")
-    planner.problems.extend(problem for _, problem in planner.residual if problem is not None)
+    if join_type == "inner":  # the other ON terms filter the joined rows, as in Flink
+        remaining = [*(term for term, _ in planner.residual), *remaining]
+    else:
+        planner.problems.extend(problem for _, problem in planner.residual if problem is not None)
     if planner.problems:
         raise PlanError(planner.problems)
     bounds, key_pairs = planner.split_pairs(pairs, left, right)
@@ -489,7 +446,7 @@ def plan_window_join(qp: "QueryPlanner", select: exp.Select, pipeline: str) -> S
     right.output_names = output_names(left.stream.schema.names, right.stream.schema.names)
     relations = [left] if join_type in ("semi", "anti") else [left, right]
     scope = JoinScope(relations, qp.fallback)
-    window = window_bound(qp.builder.graph, left.stream.node_id, bounds["window_start"][0])[1]
+    window = window_bound(qp.builder, left.stream.node_id, bounds["window_start"][0])[1].describe()
     config = {
         "join_type": join_type,
         "null_aware": null_aware,

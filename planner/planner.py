@@ -18,6 +18,7 @@ from engine.changelog import ROW_KIND, ROW_KIND_TYPE
 from engine.graph import Edge, JobGraph
 from planner.changelog import sink_changelog
 from planner.catalog import Catalog, TableDef, ViewDef
+from planner.computed_columns import computed_columns
 from planner.connectors import check_connector
 from planner.expressions import Scope, bind, position
 from planner.explain import explain
@@ -89,14 +90,16 @@ class Planner:
                                        "use another name, or CREATE TABLE IF NOT EXISTS"))
         problems: list[Problem] = []
         fields = []
-        for column in s.columns:
+        for column in (c for c in s.columns if c.computed is None):  # physical columns; computed ones below
             try:
                 fields.append(column_field(column.name, column.type, column.nullable))
             except UnsupportedType:
                 problems.append(Problem(f"unsupported type {column.type.sql()} for column `{column.name}`",
                                         column.line, column.col,
                                         "use BIGINT, INT, DOUBLE, DECIMAL(p, s), VARCHAR, BOOLEAN, DATE or TIMESTAMP(3)"))
-        schema = pa.schema(fields)
+        computed = computed_columns(s, pa.schema(fields), problems)
+        by_name = {f.name: f for f in fields} | {name: field_ for name, (_, field_) in computed.items()}
+        schema = pa.schema([by_name[c.name] for c in s.columns if c.name in by_name])
         watermark_column, watermark = None, None
         if s.watermark is not None:
             watermark_column, watermark = self._watermark(s, schema, problems)
@@ -109,7 +112,7 @@ class Planner:
         if problems:
             raise WeirSqlError(problems)
         self.catalog.add_table(TableDef(s.name, schema, watermark_column, watermark, dict(s.options),
-                                        list(s.primary_key), s))
+                                        list(s.primary_key), s, {n: e for n, (e, _) in computed.items()}))
 
     def _watermark(self, s: st.CreateTable, schema: pa.Schema, problems: list[Problem]):
         wm = s.watermark
@@ -158,7 +161,7 @@ class Planner:
         self._check_sink_types(s, table, stream)
         changes = sink_changelog(stream, table.options, name=table.name, what="table", primary_key=table.primary_key,
                                  where=locate(s, name(s.table), after=r"\bINTO\b"))
-        self._sink(table.name, stream, table.options, table.schema, "table", changes)
+        self._sink(table.name, stream, table.options, table.physical_schema, "table", changes)
 
     def _not_a_table(self, s: st.Insert) -> Problem:
         line, col = locate(s, name(s.table), after=r"\bINTO\b")
@@ -223,7 +226,7 @@ class Planner:
                          [Edge(stream.node_id)], description + ")")
 
     def _check_sink_types(self, s: st.Insert, table: TableDef, stream: Stream) -> None:
-        got, want = _without_row_kind(stream.schema), table.schema
+        got, want = _without_row_kind(stream.schema), table.physical_schema  # computed columns are not written
         if len(got) != len(want):
             raise WeirSqlError(Problem(
                 f"INSERT INTO `{table.name}` gives {_columns(len(got))} but the table has {_columns(len(want))}",

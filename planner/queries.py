@@ -28,7 +28,8 @@ from planner.expressions import (
 from planner.aggregates import plan_window_aggregate
 from planner.graph_builder import GraphBuilder, Stream
 from planner.types import normalise, sql_name
-from planner.windows import window_fields, window_problems, window_spec
+from planner.windows import (WINDOW_COLUMNS, register_window_columns, window_fields, window_problems,
+                             window_spec)
 from sql.errors import Problem, WeirSqlError
 from sql.intervals import interval_micros
 from sql.statements import WindowTVF
@@ -133,25 +134,40 @@ class QueryPlanner:
         from planner.connectors import check_connector
 
         check_connector(table, "source")
+        physical = table.physical_schema
         config = {
             "table": table.name,
             "options": dict(table.options),
-            "watermark": to_duckdb(table.watermark, table.schema) if table.watermark is not None else None,
-            "watermark_bounded": bounded_delay(table.watermark, table.watermark_column),
+            # over the physical columns: a computed watermark column is computed in it
+            "watermark": to_duckdb(table.physical(table.watermark), physical) if table.watermark is not None else None,
+            "watermark_bounded": (bounded_delay(table.watermark, table.watermark_column)
+                                  if table.watermark_column not in table.computed else None),
             "batch_size": int(self.settings.get("weir.source.batch-size", 65536)),
             "idle_timeout": _idle_timeout(self.settings),
         }
         description = f"Source(table=[{table.name}], connector=[{table.options.get('connector')}]"
         if table.watermark is not None:
             description += f", watermark=[{table.watermark_column} AS {table.watermark.sql()}]"
-        node = self.builder.add(table.name, "source", config, table.schema, [], description + ")")
+        node = self.builder.add(table.name, "source", config, physical, [], description + ")")
         times = frozenset([table.watermark_column] if table.watermark_column else [])
-        stream = Stream(node.id, table.schema, times, table.name)
+        stream = Stream(node.id, physical, times, table.name)
+        if table.computed:  # computed columns, in the declared order, by a calc the source feeds
+            projection = [[name, to_duckdb(table.computed[name], physical) if name in table.computed else quote(name)]
+                          for name in table.schema.names]
+            node = self.builder.add(table.name, "calc", {"projection": projection, "filter": None}, table.schema,
+                                    [Edge(node.id)], calc_description(projection, None, physical.names),
+                                    label="computed_columns")
+            stream = Stream(node.id, table.schema, times, table.name)
         self.builder.sources[key] = stream
         return stream
 
     # -- SELECT ------------------------------------------------------------------
     def _plan_select(self, select: exp.Select, pipeline: str) -> Stream:
+        if select.args.get("limit") is not None or select.args.get("offset") is not None:
+            from planner.limits import plan_limit, split_limit  # SELECT ... [ORDER BY ...] LIMIT n
+
+            plain, limit, order = split_limit(self, select)
+            return plan_limit(self, self._plan_select(plain, pipeline), limit, order, pipeline, select)
         from planner.over_aggregates import is_over_aggregate, plan_over_aggregate, ranks_below
 
         if is_over_aggregate(select):  # SUM(x) OVER (PARTITION BY k ORDER BY ts ...)
@@ -198,8 +214,12 @@ class QueryPlanner:
         )
         if aggregated:
             if window is None:
+                from planner.cascaded_windows import plan_cascaded_window  # GROUP BY starttime, endtime
                 from planner.group_aggregate import plan_group_aggregate  # an updating result
 
+                cascaded = plan_cascaded_window(self, select, stream, scope, pipeline)
+                if cascaded is not None:
+                    return cascaded
                 return plan_group_aggregate(self, select, stream, scope, pipeline)
             if window.kind == "session":
                 from planner.grouping_sets import grouping_construct
@@ -213,7 +233,10 @@ class QueryPlanner:
                                     "or CUMULATE")
 
                 return plan_session_window(self, select, window_tvf, stream, window, scope, pipeline)
-            return plan_window_aggregate(self, select, stream, window, scope, pipeline)
+            aggregated = plan_window_aggregate(self, select, stream, window, scope, pipeline)
+            register_window_columns(self.builder, aggregated.node_id,
+                                    self.builder.graph.node(aggregated.node_id).config["projection"], window)
+            return aggregated
         if window is not None and window.kind == "session":
             raise self.fail("a SESSION window needs GROUP BY window_start, window_end and its keys with an "
                             "aggregate", window_tvf,
@@ -260,6 +283,7 @@ class QueryPlanner:
             pipeline, "calc", {"projection": projection, "filter": None}, schema,
             [Edge(stream.node_id)], f"WindowAssign({window.describe()})", label="window_assign",
         )
+        self.builder.window_columns[node.id] = {name: (name, window) for name in WINDOW_COLUMNS}
         # window_time is a time attribute of the windowed rows (Flink's rowtime).
         return Stream(node.id, schema, stream.time_attributes | {"window_time"}, stream.name)
 

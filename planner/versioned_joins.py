@@ -75,6 +75,11 @@ def plan_versioned_join(qp: "QueryPlanner", select: exp.Select, pipeline: str) -
         if not isinstance(found, TableDef):
             raise qp.fail(f"`{table_node.name}` must be a table to look up (declared with CREATE TABLE)", table_node,
                           "declare the lookup table with 'connector' = 'duckdb' or 'filesystem'")
+        if found.computed:
+            raise qp.fail(f"the lookup table `{found.name}` has computed columns "
+                          f"({', '.join(found.computed)}), which a lookup join does not compute yet", table_node,
+                          "compute them in the query: JOIN the table's physical columns and add the "
+                          "expressions to the SELECT list")
         fake = Stream("", found.schema, frozenset(), found.name)
         right = Relation(alias, fake, list(found.schema.names), list(found.schema.names))
     scope = JoinScope([left, right], qp.fallback)

@@ -112,8 +112,16 @@ def _create_table(tree: exp.Create, span: Span) -> st.CreateTable:
 def _column(definition: exp.ColumnDef) -> tuple[st.ColumnDef, bool]:
     """The column, and whether it is declared PRIMARY KEY."""
     name = definition.name
+    line, col = position(definition)
+    computed = [c.args["kind"] for c in definition.constraints if isinstance(c.args.get("kind"), exp.ComputedColumnConstraint)]
+    if computed:  # v2 AS v * 2, ts AS TO_TIMESTAMP(s), pt AS PROCTIME()
+        others = [c for c in definition.constraints if not isinstance(c.args.get("kind"), exp.ComputedColumnConstraint)]
+        if definition.args.get("kind") is not None or others or computed[0].args.get("persisted"):
+            raise error_at(definition, f"the computed column {name} takes no type or constraint",
+                           f"write {name} AS <expression>; its type is the expression's (CAST it to choose one)")
+        return st.ColumnDef(name=name, type=None, line=line, col=col, computed=computed[0].this), False
     if definition.args.get("kind") is None:
-        raise error_at(definition, f"column {name} needs a type", f"e.g. {name} BIGINT; computed columns are not supported")
+        raise error_at(definition, f"column {name} needs a type", f"e.g. {name} BIGINT, or a computed column {name} AS <expression>")
     nullable, is_key = True, False
     for constraint in definition.constraints:
         kind = constraint.args.get("kind")
@@ -123,7 +131,6 @@ def _column(definition: exp.ColumnDef) -> tuple[st.ColumnDef, bool]:
             is_key, nullable = True, False
         else:
             raise error_at(constraint, f"the constraint {constraint.sql(dialect='weir')} on column {name} is not supported", "use NOT NULL or PRIMARY KEY NOT ENFORCED")
-    line, col = position(definition)
     return st.ColumnDef(name=name, type=definition.args["kind"], line=line, col=col, nullable=nullable), is_key
 
 
@@ -150,6 +157,10 @@ def _options(tree: exp.Create) -> dict[str, str]:
     for item in properties.expressions if properties else []:
         if isinstance(item, exp.TemporaryProperty):
             continue
+        if isinstance(item, exp.PartitionedByProperty):
+            raise error_at(item, "PARTITIONED BY is not supported yet",
+                           "leave it out: weir's filesystem sink writes every row's partition columns into "
+                           "its part files")
         if not isinstance(item, exp.Property):
             raise error_at(item, f"{item.sql(dialect='weir')} is not supported in CREATE TABLE", "give options as WITH ('key' = 'value', ...)")
         key = item.this.name if isinstance(item.this, exp.Literal) else item.this.sql(dialect="weir")

@@ -58,10 +58,13 @@ class Statement:
 @dataclass
 class ColumnDef:
     name: str
-    type: exp.DataType
+    #: None for a computed column (its type is its expression's).
+    type: exp.DataType | None
     line: int
     col: int
     nullable: bool = True
+    #: ``name AS expression``: a computed column, evaluated over the physical columns as rows are read.
+    computed: exp.Expression | None = None
 
 
 @dataclass

@@ -6,6 +6,7 @@ from typing import Any
 from engine.errors import EngineError
 from engine.operators.base import Operator, OperatorContext
 from engine.operators.calc import Calc
+from engine.operators.limit import Limit
 from engine.operators.lookup_join import LookupJoin
 from engine.operators.group_aggregate import GroupAggregate
 from engine.operators.session_window import SessionWindow
@@ -27,6 +28,7 @@ OPERATORS: dict[str, type[Operator]] = {
     "window_join": WindowJoin,
     "session_window": SessionWindow,
     "stream_join": StreamJoin,
+    "limit": Limit,
     "lookup_join": LookupJoin,
     "temporal_join": TemporalJoin,
     "top_n": TopN,

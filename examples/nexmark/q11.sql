@@ -7,13 +7,15 @@ CREATE TABLE nexmark_q11 (
   bid_count BIGINT,
   starttime TIMESTAMP(3),
   endtime TIMESTAMP(3)
-) WITH ('connector' = 'blackhole');
+) WITH (
+  'connector' = 'blackhole'
+);
 
 INSERT INTO nexmark_q11
 SELECT
-  bidder,
-  COUNT(*) AS bid_count,
-  SESSION_START(date_time, INTERVAL '10' SECOND) AS starttime,
-  SESSION_END(date_time, INTERVAL '10' SECOND) AS endtime
-FROM bid
-GROUP BY bidder, SESSION(date_time, INTERVAL '10' SECOND);
+    B.bidder,
+    count(*) as bid_count,
+    SESSION_START(B.`date_time`, INTERVAL '10' SECOND) as starttime,
+    SESSION_END(B.`date_time`, INTERVAL '10' SECOND) as endtime
+FROM bid B
+GROUP BY B.bidder, SESSION(B.`date_time`, INTERVAL '10' SECOND);

@@ -5,7 +5,7 @@
 -- day changed as bids arrive (weir emits the changes per source batch).
 
 CREATE TABLE nexmark_q15 (
-  "day" VARCHAR,
+  `day` VARCHAR,
   total_bids BIGINT,
   rank1_bids BIGINT,
   rank2_bids BIGINT,
@@ -18,22 +18,24 @@ CREATE TABLE nexmark_q15 (
   rank1_auctions BIGINT,
   rank2_auctions BIGINT,
   rank3_auctions BIGINT
-) WITH ('connector' = 'blackhole');
+) WITH (
+  'connector' = 'blackhole'
+);
 
 INSERT INTO nexmark_q15
 SELECT
-  DATE_FORMAT(date_time, 'yyyy-MM-dd') AS "day",
-  COUNT(*) AS total_bids,
-  COUNT(*) FILTER (WHERE price < 10000) AS rank1_bids,
-  COUNT(*) FILTER (WHERE price >= 10000 AND price < 1000000) AS rank2_bids,
-  COUNT(*) FILTER (WHERE price >= 1000000) AS rank3_bids,
-  COUNT(DISTINCT bidder) AS total_bidders,
-  COUNT(DISTINCT bidder) FILTER (WHERE price < 10000) AS rank1_bidders,
-  COUNT(DISTINCT bidder) FILTER (WHERE price >= 10000 AND price < 1000000) AS rank2_bidders,
-  COUNT(DISTINCT bidder) FILTER (WHERE price >= 1000000) AS rank3_bidders,
-  COUNT(DISTINCT auction) AS total_auctions,
-  COUNT(DISTINCT auction) FILTER (WHERE price < 10000) AS rank1_auctions,
-  COUNT(DISTINCT auction) FILTER (WHERE price >= 10000 AND price < 1000000) AS rank2_auctions,
-  COUNT(DISTINCT auction) FILTER (WHERE price >= 1000000) AS rank3_auctions
+     DATE_FORMAT(`date_time`, 'yyyy-MM-dd') as `day`,
+     count(*) AS total_bids,
+     count(*) filter (where price < 10000) AS rank1_bids,
+     count(*) filter (where price >= 10000 and price < 1000000) AS rank2_bids,
+     count(*) filter (where price >= 1000000) AS rank3_bids,
+     count(distinct bidder) AS total_bidders,
+     count(distinct bidder) filter (where price < 10000) AS rank1_bidders,
+     count(distinct bidder) filter (where price >= 10000 and price < 1000000) AS rank2_bidders,
+     count(distinct bidder) filter (where price >= 1000000) AS rank3_bidders,
+     count(distinct auction) AS total_auctions,
+     count(distinct auction) filter (where price < 10000) AS rank1_auctions,
+     count(distinct auction) filter (where price >= 10000 and price < 1000000) AS rank2_auctions,
+     count(distinct auction) filter (where price >= 1000000) AS rank3_auctions
 FROM bid
-GROUP BY DATE_FORMAT(date_time, 'yyyy-MM-dd');
+GROUP BY DATE_FORMAT(`date_time`, 'yyyy-MM-dd');

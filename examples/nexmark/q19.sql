@@ -1,17 +1,18 @@
 -- Query 19: the ten highest bids of each auction.
--- Top-N without a window: an updating result, kept by upsert on (auction, rank_number).
+-- Top-N without a window: an updating result, whose rows are unique by (auction, rank_number).
 
 CREATE TABLE nexmark_q19 (
-  auction BIGINT,
-  bidder BIGINT,
-  price BIGINT,
-  channel VARCHAR,
-  url VARCHAR,
-  date_time TIMESTAMP(3),
-  extra VARCHAR,
-  rank_number BIGINT,
-  PRIMARY KEY (auction, rank_number) NOT ENFORCED
-) WITH ('connector' = 'blackhole');
+    auction  BIGINT,
+    bidder  BIGINT,
+    price  BIGINT,
+    channel  VARCHAR,
+    url  VARCHAR,
+    `date_time`  TIMESTAMP(3),
+    extra  VARCHAR,
+    rank_number  BIGINT
+) WITH (
+  'connector' = 'blackhole'
+);
 
 INSERT INTO nexmark_q19
 SELECT * FROM

@@ -147,8 +147,15 @@ def test_different_windows_are_refused():
     assert "same window" in problem.hint
 
 
-def test_non_equi_conditions_and_mixed_bounds_are_reported_together():
-    query = (f"SELECT L.id FROM {LW} L JOIN {RW} R ON L.num < R.num AND L.window_start = R.window_end "
+def test_an_inner_window_joins_other_conditions_filter_the_joined_rows():
+    """As in Flink (Nexmark q5: ``AuctionBids.num >= MaxBids.maxn`` in ON)."""
+    graph = plan(f"SELECT L.id FROM {LW} L JOIN {RW} R ON {ON} AND L.num < R.num AND L.id = 'x'")
+    (calc,) = graph.consumers(join_node(graph).id)
+    assert calc[0].config["filter"] == "\"num\" < \"num0\" AND \"id\" = 'x'"
+
+
+def test_outer_window_join_non_equi_conditions_and_mixed_bounds_are_reported_together():
+    query = (f"SELECT L.id FROM {LW} L LEFT JOIN {RW} R ON L.num < R.num AND L.window_start = R.window_end "
              "AND L.window_end = R.window_end AND L.id = 'x'")
     found = problems(query)
     messages = [p.message for p in found]

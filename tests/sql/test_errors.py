@@ -171,7 +171,9 @@ def test_table_definition_errors():
     assert where(error("CREATE TABLE t (a INT,\n  WATERMARK FOR ts AS ts)")) == (2, 17)
     assert "given twice" in str(error("CREATE TABLE t (a INT) WITH ('k' = 'v', 'k' = 'w')"))
     assert "needs its columns" in str(error("CREATE TABLE t AS SELECT 1"))
-    assert "needs a type" in str(error("CREATE TABLE t (a INT, b AS a + 1)"))
+    assert "takes no type or constraint" in str(error("CREATE TABLE t (a INT, b INT AS a + 1)"))
+    assert "PARTITIONED BY is not supported" in str(error("CREATE TABLE t (a INT, dt STRING) PARTITIONED BY (dt) "
+                                                          "WITH ('connector' = 'filesystem')"))
 
 
 def test_statement_shape_errors():

@@ -34,6 +34,15 @@ def test_create_table_columns_types_and_nullability():
     assert table.options == {} and table.watermark is None
 
 
+def test_computed_columns_as_in_flink():
+    table = one("CREATE TABLE t (v INT, v2 AS v * 2, s STRING, ts AS TO_TIMESTAMP(s), pt AS PROCTIME(),\n"
+                "  WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)")
+    computed = {c.name: c.computed.sql(dialect="weir") for c in table.columns if c.computed is not None}
+    assert computed == {"v2": "v * 2", "ts": "TO_TIMESTAMP(s)", "pt": "PROCTIME()"}
+    assert [c.type is None for c in table.columns] == [False, True, False, True, True]
+    assert table.watermark.column == "ts"
+
+
 def test_create_table_watermark_options_and_primary_key():
     table = one(
         "CREATE TABLE bids (auction BIGINT, bidder BIGINT, ts TIMESTAMP(3),\n"
