@@ -70,7 +70,8 @@ def _java_message(error: Exception) -> str:
         if message and str(message) not in messages:
             messages.append(str(message))
         java = java.getCause()
-    return " | caused by: ".join(m.strip().splitlines()[0] if len(m) > 600 else m.strip() for m in messages)
+    # A parse error's first line says where; the list of expected tokens that follows is noise.
+    return " | caused by: ".join(m.strip().splitlines()[0] for m in messages)
 
 
 def _types(table) -> list[str]:
