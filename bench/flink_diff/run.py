@@ -337,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         spelled = sum(1 for c in cases if c.spelling)
         print(f"\n{matched} of {len(cases)} cases match"
               + (f" ({spelled} with a weir.sql spelling)" if spelled else "")
-              + "; " + ", ".join(f"{counts[s]} {s}" for s in ("DIFF", "DEVIATION", "ERROR") if counts[s])
+              + "".join(f", {counts[s]} {s}" for s in ("DIFF", "DEVIATION", "ERROR") if counts[s])
               + f"; {time.perf_counter() - started:.0f} s")
         if args.keep:
             print(f"work directory: {work_root}")
