@@ -297,6 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--types", action="store_true", help="also print Flink's types of each INSERT's SELECT")
     parser.add_argument("--flink-set", action="append", default=[], metavar="KEY=VALUE",
                         help="a Flink setting for every case, over flink_job.SETTINGS (repeatable)")
+    parser.add_argument("--show-flink", action="store_true", help="also print Flink's final rows of every sink")
     parser.add_argument("--keep", action="store_true", help="keep the work directory and print where it is")
     args = parser.parse_args(argv)
 
@@ -333,6 +334,11 @@ def main(argv: list[str] | None = None) -> int:
                 for sink, data in case.flink.items():
                     pairs = ", ".join(f"{n} {t}" for n, t in zip(data["query_names"], data["query_types"]))
                     print(f"          Flink's SELECT into {sink}: {pairs}")
+            if args.show_flink and case.flink:
+                for sink, data in case.flink.items():
+                    print(f"          Flink's {sink} {data['columns']}:")
+                    for row in sorted(_rows(data).elements(), key=repr):
+                        print(f"            {_show(row)}")
         matched = counts["MATCH"]
         spelled = sum(1 for c in cases if c.spelling)
         print(f"\n{matched} of {len(cases)} cases match"
