@@ -14,7 +14,10 @@ Each folder of ``cases/`` is a case:
 - ``weir.sql`` (optional): the same job in the spelling weir needs, if it needs
   another (a spelling deviation: the case says so in its status);
 - ``deviation.txt`` (optional): a deliberate, documented difference in
-  results; the case then reports DEVIATION rather than DIFF.
+  results; the case then reports DEVIATION rather than DIFF;
+- ``expect_error.txt`` (optional): why the job is wrong: Flink refuses it, and
+  the case matches when weir refuses it too, in its own words (no DuckDB
+  error) at a line and column.
 
 Flink (PyFlink, streaming mode) runs every case in one JVM, in a subprocess of
 the PyFlink venv's Python (``flink_job.py``; its settings are ``SETTINGS``
@@ -38,6 +41,7 @@ import datetime
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -53,8 +57,10 @@ sys.path.insert(0, str(HERE))
 import sqltext  # noqa: E402
 
 DEFAULT_FLINK_PYTHON = os.environ.get("FLINK_PYTHON", "/work/flinkvenv/bin/python")
-CASE_FILES = {"query.sql", "weir.sql", "deviation.txt", "README.md"}
+CASE_FILES = {"query.sql", "weir.sql", "deviation.txt", "expect_error.txt", "README.md"}
 SHOWN_ROWS = 5
+#: A refusal in DuckDB's words rather than weir's (issue 12: checked when planned, with a hint).
+RAW_DUCKDB_ERROR = re.compile(r"\b(Binder|Catalog|Parser|Conversion|Invalid Input) Error\b")
 
 
 @dataclass
@@ -66,11 +72,13 @@ class Case:
     weir_sql: str = ""
     spelling: bool = False
     deviation: str | None = None
+    expect_error: str | None = None  # both engines must refuse the job (why)
     flink: dict | None = None  # sink -> {"columns", "types", "rows", ...}
     flink_error: str | None = None
     weir: dict | None = None
     weir_error: str | None = None
     weir_seconds: float = 0.0
+    flink_seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
 
 
@@ -99,6 +107,8 @@ def prepare(folder: Path, work_root: Path) -> Case:
     case.weir_sql = _fill(weir_text.read_text() if case.spelling else query, folder, case.work / "weir_out")
     deviation = folder / "deviation.txt"
     case.deviation = deviation.read_text().strip() if deviation.is_file() else None
+    refused = folder / "expect_error.txt"
+    case.expect_error = refused.read_text().strip() if refused.is_file() else None
     return case
 
 
@@ -193,6 +203,7 @@ def collect_flink(cases: list[Case], results: Path) -> None:
             by_name[record["name"]] = record
     for case in cases:
         record = by_name.get(case.name)
+        case.flink_seconds = record.get("seconds", 0.0) if record else 0.0
         if record is None:
             case.flink_error = "Flink did not report this case (see flink.log in the work directory)"
         elif "error" in record:
@@ -253,6 +264,17 @@ def _show(row: tuple) -> str:
 
 def compare(case: Case) -> tuple[str, list[str]]:
     """The case's status and the lines that explain it."""
+    if case.expect_error:
+        if case.flink_error and case.weir_error:
+            if not re.search(r"weir_job\.sql:\d+:\d+: error: ", case.weir_error):
+                return "DIFF", [f"weir refuses without an error at a line and column: {case.weir_error}"]
+            raw = RAW_DUCKDB_ERROR.search(case.weir_error)
+            if raw:
+                return "DIFF", [f"weir refuses with DuckDB's raw {raw.group(0)!r}: {case.weir_error}"]
+            return "MATCH", [f"both refuse ({case.expect_error}); weir: {case.weir_error}"]
+        if not case.flink_error:
+            return "ERROR", ["Flink accepts the job the case expects refused: fix the case"]
+        return "DIFF", [f"Flink refuses ({case.flink_error}); weir ran it"]
     if case.deviation and case.weir_error and not case.flink_error:
         return "DEVIATION", [f"documented: {case.deviation}", f"weir: {case.weir_error}"]
     if case.flink_error or case.weir_error:
@@ -327,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
             status, lines = compare(case)
             counts[status] += 1
             tag = " [weir.sql spelling]" if case.spelling else ""
-            print(f"{status:9} {case.name}{tag}")
+            print(f"{status:9} {case.name}{tag}  (Flink {case.flink_seconds:.1f} s, weir {case.weir_seconds:.1f} s)")
             for line in lines:
                 print(f"          {line}")
             if args.types and case.flink:
