@@ -67,11 +67,12 @@ def _java_message(error: Exception) -> str:
     messages = []
     while java is not None:
         message = java.getMessage()
-        if message and str(message) not in messages:
-            messages.append(str(message))
+        first = str(message).strip().splitlines()[0] if message else ""
+        if first and not any(first in seen for seen in messages):  # causes repeat their wrappers' words
+            messages.append(first)
         java = java.getCause()
     # A parse error's first line says where; the list of expected tokens that follows is noise.
-    return " | caused by: ".join(m.strip().splitlines()[0] for m in messages)
+    return " | caused by: ".join(messages)
 
 
 def _types(table) -> list[str]:
