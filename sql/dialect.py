@@ -327,7 +327,9 @@ class Weir(RisingWave):
         IDENTIFIERS = [*RisingWave.Tokenizer.IDENTIFIERS, "`"]
         # EXPLAIN and RESET are weir statements, and SHOW has its own parsers: none swallows
         # the rest of the statement as a command's text.
-        KEYWORDS = {k: v for k, v in RisingWave.Tokenizer.KEYWORDS.items() if k not in ("EXPLAIN", "RESET")}
+        # FLOAT is 4 bytes in Flink (Postgres, and so RisingWave, read it as DOUBLE).
+        KEYWORDS = {**{k: v for k, v in RisingWave.Tokenizer.KEYWORDS.items() if k not in ("EXPLAIN", "RESET")},
+                    "FLOAT": TokenType.FLOAT}
         COMMANDS = RisingWave.Tokenizer.COMMANDS - {TokenType.SHOW}
 
     Parser = WeirParser
