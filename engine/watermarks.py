@@ -79,9 +79,12 @@ def row_watermarks(batch: pa.RecordBatch, watermark: int) -> pa.Array | int | No
     return pc.max_element_wise(arrival, watermark) if watermark > MIN_WATERMARK else arrival
 
 
-def largest(watermarks: pa.Array | int) -> int:
-    """The largest of ``row_watermarks``' answer."""
-    return watermarks if isinstance(watermarks, int) else pc.max(watermarks).as_py()
+def highest_watermark(batch: pa.RecordBatch, watermark: int) -> int | None:
+    """The largest of ``row_watermarks(batch, watermark)``, without building it per row."""
+    index = batch.schema.get_field_index(ARRIVAL_WATERMARK)
+    if index < 0:
+        return watermark if watermark > MIN_WATERMARK else None
+    return max(pc.max(batch.column(index)).as_py(), watermark)
 
 
 class WatermarkGenerator:

@@ -70,7 +70,7 @@ from engine.operators.windows import WINDOW_TIME_LAG_US, align_array, window_ass
 from engine.state.key_groups import key_groups
 from engine.state.keyed_tables import merge_snapshots, owned_tables
 from engine.messages import MIN_WATERMARK
-from engine.watermarks import USE, largest, row_watermarks
+from engine.watermarks import USE, highest_watermark, row_watermarks
 
 INPUT_VIEW = "window_input"
 #: Schema metadata marking a batch of partial aggregates (``pre_aggregate``).
@@ -172,7 +172,9 @@ class WindowAggregate(Operator):
         batch, _ = self._drop_late(batch, ts, MIN_WATERMARK)
         self.state.con.register(INPUT_VIEW, batch)
         try:
-            sql = self.state.partials_sql(self._prepared_rows_sql(key_group=False, from_end=has_from_end(batch)), key_group=False)
+            from_end = has_from_end(batch)
+            sql = self.state.partials_sql(self._prepared_rows_sql(key_group=False, from_end=from_end), key_group=False,
+                                          from_end=from_end)
             partials = query_arrow(self.state.con, sql, self.ctx.operator_id)
         finally:
             self.state.con.unregister(INPUT_VIEW)
@@ -228,7 +230,8 @@ class WindowAggregate(Operator):
             batch = batch.append_column(KEY_GROUP_INPUT, self._key_groups(batch))
         self.state.con.register(INPUT_VIEW, batch)
         try:
-            self.state.append(self._prepared_rows_sql(from_end=has_from_end(batch)))
+            from_end = has_from_end(batch)
+            self.state.append(self._prepared_rows_sql(from_end=from_end), from_end=from_end)
         finally:
             self.state.con.unregister(INPUT_VIEW)
         return []
@@ -237,15 +240,15 @@ class WindowAggregate(Operator):
         """``batch`` (and its times ``ts``) without its late rows, which are counted and kept
         where asked. A row is late when every window of its slice has fired under the watermark
         it met (``row_watermarks``: its arrival watermark, or the larger ``watermark``)."""
-        watermarks = row_watermarks(batch, watermark)
+        highest = highest_watermark(batch, watermark)
         earliest = pc.min(ts).as_py()
-        if watermarks is None or earliest is None:
+        if highest is None or earliest is None:
             return batch, ts
-        highest = largest(watermarks)
-        if earliest >= self.assigner.first_open_slice(highest):
+        if earliest >= self.assigner.first_open_slice(highest):  # the common case: no row is late
             if earliest < self.assigner.last_fired_slice(highest) + self.assigner.slice_size:
-                batch = self._with_first_windows(batch, ts, watermarks)
-            return batch, ts  # the common case: no row can be late
+                batch = self._with_first_windows(batch, ts, row_watermarks(batch, watermark))
+            return batch, ts
+        watermarks = row_watermarks(batch, watermark)
         late = pc.fill_null(pc.less_equal(self.assigner.expires_at(ts), watermarks), False)
         if pc.any(late).as_py():
             self.late_rows.drop(batch, self._first_copies(batch, late), watermarks)

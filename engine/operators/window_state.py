@@ -90,22 +90,25 @@ class WindowState:
             self._compact(table)
 
     # -- merging a batch ---------------------------------------------------
-    def partials_sql(self, prepared_sql: str, *, key_group: bool = True) -> str:
+    def partials_sql(self, prepared_sql: str, *, key_group: bool = True, from_end: bool = True) -> str:
         """One batch's partial aggregates per (key, slice), in the columns of
-        ``window_accumulators`` (without ``key_group`` unless ``key_group``)."""
+        ``window_accumulators`` (without ``key_group`` unless ``key_group``). Without
+        ``from_end`` every row's ``FROM_END`` is NULL: the rows are not grouped by it."""
         partials = ["COUNT(*) AS __rows"]
         for acc in self.accumulators:
             partials += [f"{c.partial_sql} AS {c.name}" for c in acc.columns]
         # The key group is a function of the keys: any_value is exact, and cheaper than grouping.
         group_key = "any_value(key_group) AS key_group, " if key_group else ""
-        return (f"SELECT {group_key}{self._group_columns()}, {', '.join(partials)} "
-                f"FROM ({prepared_sql}) GROUP BY {self._group_columns()}")
+        group = self._group_columns() if from_end else ", ".join([*self.keys, SLICE])
+        columns = self._group_columns() if from_end else f"{group}, NULL::BIGINT AS {FROM_END}"
+        return (f"SELECT {group_key}{columns}, {', '.join(partials)} "
+                f"FROM ({prepared_sql}) GROUP BY {group}")
 
-    def append(self, prepared_sql: str) -> None:
+    def append(self, prepared_sql: str, *, from_end: bool = True) -> None:
         """Add one batch's rows; ``prepared_sql`` selects ``key_group`` (BIGINT), the keys,
-        slice, arguments and filters."""
+        slice, ``FROM_END`` (all NULL unless ``from_end``), arguments and filters."""
         group = f"key_group, {self._group_columns()}"
-        self._append(ACCUMULATORS, self.partials_sql(prepared_sql))
+        self._append(ACCUMULATORS, self.partials_sql(prepared_sql, from_end=from_end))
         for d in self.distincts:
             where = f"{d.argument_column} IS NOT NULL"
             if d.filter_column:
