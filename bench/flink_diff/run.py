@@ -14,7 +14,8 @@ Each folder of ``cases/`` is a case:
 - ``weir.sql`` (optional): the same job in the spelling weir needs, if it needs
   another (a spelling deviation: the case says so in its status);
 - ``deviation.txt`` (optional): a deliberate, documented difference in
-  results; the case then reports DEVIATION rather than DIFF;
+  results; the case then reports DEVIATION rather than DIFF. A line
+  ``weir-error: WORDS`` makes it a refusal: weir's error must contain WORDS;
 - ``expect_error.txt`` (optional): why the job is wrong: Flink refuses it, and
   the case matches when weir refuses it too, in its own words (no DuckDB
   error) at a line and column.
@@ -72,6 +73,7 @@ class Case:
     weir_sql: str = ""
     spelling: bool = False
     deviation: str | None = None
+    deviation_error: str | None = None  # words weir's error must contain when the deviation is a refusal
     expect_error: str | None = None  # both engines must refuse the job (why)
     flink: dict | None = None  # sink -> {"columns", "types", "rows", ...}
     flink_error: str | None = None
@@ -106,7 +108,11 @@ def prepare(folder: Path, work_root: Path) -> Case:
     case.flink_sql = _fill(query, flink_data, case.work / "flink_out")
     case.weir_sql = _fill(weir_text.read_text() if case.spelling else query, folder, case.work / "weir_out")
     deviation = folder / "deviation.txt"
-    case.deviation = deviation.read_text().strip() if deviation.is_file() else None
+    if deviation.is_file():
+        lines = deviation.read_text().strip().splitlines()
+        wanted = [l for l in lines if l.lower().startswith("weir-error:")]
+        case.deviation = " ".join(l for l in lines if l not in wanted).strip()
+        case.deviation_error = wanted[0].split(":", 1)[1].strip() if wanted else None
     refused = folder / "expect_error.txt"
     case.expect_error = refused.read_text().strip() if refused.is_file() else None
     return case
@@ -130,7 +136,8 @@ def run_weir(case: Case, python: str, timeout: float) -> None:
         case.weir_seconds = time.perf_counter() - started
     if done.returncode != 0:
         lines = [line for line in (done.stderr or done.stdout).strip().splitlines() if line.strip()]
-        case.weir_error = " / ".join(lines[-6:]) or f"exit status {done.returncode}"
+        text = " / ".join(lines[-6:]) or f"exit status {done.returncode}"
+        case.weir_error = text.replace(f"{case.work}/", "")  # the job file is weir_job.sql
         return
     try:
         case.weir = read_weir_sinks(case.weir_sql)
@@ -276,7 +283,9 @@ def compare(case: Case) -> tuple[str, list[str]]:
             return "ERROR", ["Flink accepts the job the case expects refused: fix the case"]
         return "DIFF", [f"Flink refuses ({case.flink_error}); weir ran it"]
     if case.deviation and case.weir_error and not case.flink_error:
-        return "DEVIATION", [f"documented: {case.deviation}", f"weir: {case.weir_error}"]
+        if case.deviation_error is None or case.deviation_error.lower() in case.weir_error.lower():
+            return "DEVIATION", [f"documented: {case.deviation}", f"weir: {case.weir_error}"]
+        return "ERROR", [f"weir's error does not say {case.deviation_error!r}: {case.weir_error}"]
     if case.flink_error or case.weir_error:
         lines = []
         if case.flink_error:
