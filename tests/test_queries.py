@@ -101,15 +101,12 @@ PARALLEL = ["--set", "parallelism.default=2"]
 #: deviation: in Flink too, lateness and changelog granularity depend on when rows and
 #: watermarks reach a subtask (mini-batch).
 PARALLEL_BATCHING = {
-    "late_rows": "late rows differ at parallelism 2", "late_rows_per_batch": "late rows differ at parallelism 2",
-    "late_rows_table": "late rows differ at parallelism 2",
     "print_changelog": "fewer intermediate changes printed at parallelism 2",
 }
 SMALL_BATCHES = 2
-#: Folders whose expected output holds for some batch sizes only, and the size to use.
-#: view_into_insert: order 9 (09:20) comes after order 8 (11:45), beyond the 30-minute
-#: watermark delay; it counts only when both are in one batch (as in one default batch).
-BATCH_SIZES = {"view_into_insert": 3}
+#: Folders whose expected output holds for some batch sizes only, and the size to use
+#: (none since lateness is judged per row).
+BATCH_SIZES: dict[str, int] = {}
 CHECKPOINTS_COMPLETED = re.compile(r"checkpoints: (\d+) completed")
 #: Where a checkpoint is written or committed; reached at least once in every run (its final checkpoint).
 CHECKPOINT_POINTS = ("snapshot-write", "before-metadata", "after-metadata", "commit")
