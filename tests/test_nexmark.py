@@ -38,7 +38,7 @@ SPLITS = 2
 BASE_TIME = "2024-01-01 07:59:20"
 
 #: The job's 'weir.source.batch-size' (the default): the order rows arrive in depends on it.
-JOB_BATCH_SIZE = int(SETTINGS["weir.source.batch-size"][0])
+JOB_BATCH_SIZE = int(SETTINGS["weir.source.batch-size"].default)
 
 #: The same table options for weir (in ddl.sql) and for the oracle (read directly).
 TABLE_OPTIONS = {"events": str(EVENTS), "first-event.rate": str(RATE), "splits": str(SPLITS),
@@ -249,7 +249,8 @@ def run_query(name: str, directory: Path) -> str:
     job.write_text(ddl_for_the_test() + "\n" + query)
     stdout, stderr = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-        code = main(["run", str(job), "--db", str(directory / "weir.duckdb"), "--no-progress"])
+        code = main(["run", str(job), "--db", str(directory / "weir.duckdb"), "--state-dir", str(directory / "state"),
+                     "--no-progress"])
     assert code == 0, stderr.getvalue()
     assert "late rows dropped: 0;" in stdout.getvalue()
     if name in UPSERT_KEYS:
