@@ -10,6 +10,7 @@ from __future__ import annotations
 import pyarrow as pa
 from sqlglot import exp
 
+from engine.connectors.timestamps import declared_precision
 from engine.sql_eval import INPUT, describe
 
 from sql.intervals import check_interval_unit
@@ -311,13 +312,15 @@ def translate(node: exp.Expression) -> exp.Expression:
 
 _INTEGER_TYPES = {exp.DataType.Type.TINYINT, exp.DataType.Type.SMALLINT, exp.DataType.Type.INT,
                   exp.DataType.Type.BIGINT}
+_STRING_TYPES = {exp.DataType.Type.VARCHAR, exp.DataType.Type.TEXT, exp.DataType.Type.CHAR,
+                 exp.DataType.Type.NVARCHAR}
 
 
 def _typed(node: exp.Expression) -> list[exp.Expression] | None:
     """The operands whose types decide how ``node`` is rewritten, or None when no type does."""
     if isinstance(node, exp.Div):
         return [node.this, node.expression]
-    if isinstance(node, (exp.Cast, exp.TryCast)) and node.to.this in _INTEGER_TYPES:
+    if isinstance(node, (exp.Cast, exp.TryCast)) and node.to.this in _INTEGER_TYPES | _STRING_TYPES:
         return [node.this]
     if isinstance(node, exp.Round) and _round_digits(node) is not None:
         return [node.this]
@@ -333,8 +336,35 @@ def _round_digits(node: exp.Round) -> int | None:
     return None
 
 
-def _rewrite_typed(node: exp.Expression, types: list[pa.DataType]) -> exp.Expression | None:
+def _timestamp_text(value: exp.Expression, precision: int | None) -> exp.Expression:
+    """Flink's text of a TIMESTAMP(p): always p fractional digits (``2024-01-01 00:00:02.000``
+    for p = 3), where DuckDB drops trailing zeros. Without a declared precision (an expression,
+    or a column declared TIMESTAMP(6)) it shows milliseconds, or microseconds where the value
+    has them: TIMESTAMP(3) is what Flink's time attributes and window bounds are."""
+    def formatted(pattern: str) -> exp.Expression:
+        return _fn("strftime", value.copy(), exp.Literal.string(pattern))
+    whole = "%Y-%m-%d %H:%M:%S"
+    if precision is not None:
+        if precision == 0:
+            return formatted(whole)
+        if precision == 3:
+            return formatted(whole + ".%g")
+        return _fn("substr", formatted(whole + ".%f"), exp.Literal.number(1), exp.Literal.number(20 + precision))
+    sub_millisecond = exp.NEQ(this=exp.Mod(this=_fn("microsecond", value.copy()), expression=exp.Literal.number(1000)),
+                              expression=exp.Literal.number(0))
+    return exp.Case(ifs=[exp.If(this=sub_millisecond, true=formatted(whole + ".%f"))], default=formatted(whole + ".%g"))
+
+
+def _declared_precision(operand: exp.Expression, schema: pa.Schema) -> int | None:
+    if isinstance(operand, exp.Column) and operand.name in schema.names:
+        return declared_precision(schema.field(operand.name))
+    return None
+
+
+def _rewrite_typed(node: exp.Expression, types: list[pa.DataType], precision: int | None = None) -> exp.Expression | None:
     """The Flink meaning of ``node`` given its operands' types, or None to keep it."""
+    if isinstance(node, (exp.Cast, exp.TryCast)) and node.to.this in _STRING_TYPES:
+        return _timestamp_text(node.this, precision) if pa.types.is_timestamp(types[0]) else None
     if isinstance(node, exp.Div):
         if pa.types.is_integer(types[0]) and pa.types.is_integer(types[1]):
             return exp.IntDiv(this=node.this, expression=node.expression)
@@ -405,7 +435,7 @@ def typed_rewrites(tree: exp.Expression, schema: pa.Schema) -> exp.Expression:
         for i, node in enumerate(ready):
             operands = [types.field(f"o{i}_{j}").type for j in range(len(_typed(node)))]
             parent, key, index = node.parent, node.arg_key, node.index  # a rewrite may wrap the node
-            replacement = _rewrite_typed(node, operands)
+            replacement = _rewrite_typed(node, operands, _declared_precision(_typed(node)[0], schema))
             if replacement is not None and replacement is not node:
                 if node is tree:
                     tree = replacement

@@ -7,6 +7,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
+from engine.connectors.timestamps import PRECISION
 from engine.runtime.job import JobOptions, run_job
 from planner.expressions import Scope, bind, to_duckdb
 from planner.functions import integer_division, java_to_strftime, translate_tree
@@ -244,3 +245,22 @@ def test_a_job_gives_flinks_rows(tmp_path):
     expected = [(*row[1:4], *row[5:], flink_time(row[0]), flink_time(row[4])) for row in FLINK_STRINGS]
     assert strings == expected
     assert numbers == sorted(FLINK_NUMBERS)
+
+
+def test_a_timestamp_cast_to_string_shows_its_fractional_digits_as_flink_does():
+    """Flink's CAST(TIMESTAMP(3) AS STRING) always has three fractional digits
+    ('2024-01-01 00:00:02.000', measured with PyFlink 2.3); DuckDB drops trailing zeros."""
+    millis = pa.field("m", pa.timestamp("us"), metadata={PRECISION: "3"})
+    seconds = pa.field("z", pa.timestamp("us"), metadata={PRECISION: "0"})
+    table = pa.table([pa.array([datetime(2024, 1, 1, 0, 0, 2), datetime(2024, 1, 1, 0, 0, 1, 500000)], pa.timestamp("us"))] * 3
+                     + [pa.array([datetime(2024, 1, 1, 0, 0, 2), datetime(2024, 1, 1, 0, 0, 1, 123456)], pa.timestamp("us"))],
+                     schema=pa.schema([millis, seconds, pa.field("u", pa.timestamp("us")), pa.field("v", pa.timestamp("us"))]))
+    problems: list = []
+    items = parse("SELECT CAST(m AS STRING), CAST(z AS STRING), CAST(u AS VARCHAR), CAST(v AS STRING) FROM t")[0].query
+    sql = ", ".join(to_duckdb(bind(e, Scope(table.schema, "t"), problems), table.schema) for e in items.expressions)
+    assert problems == []
+    con = duckdb.connect()
+    con.register("timestamps", table)
+    rows = con.sql(f"SELECT {sql} FROM timestamps").fetchall()
+    assert rows == [("2024-01-01 00:00:02.000", "2024-01-01 00:00:02", "2024-01-01 00:00:02.000", "2024-01-01 00:00:02.000"),
+                    ("2024-01-01 00:00:01.500", "2024-01-01 00:00:01", "2024-01-01 00:00:01.500", "2024-01-01 00:00:01.123456")]
