@@ -30,6 +30,8 @@ KEY_GROUP = 0
 
 
 class Limit(Operator):
+    #: State: the rows let through so far, counted against n.
+    STATE_CONFIG = ("limit",)
     #: The rows it lets through keep their arrival watermarks (a slice keeps every column).
     arrival_watermark = "pass"
 

@@ -7,6 +7,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from sql.errors import WeirSqlError
+
 from engine.errors import EngineError
 from engine.runtime.job import JobOptions, run_job
 from planner.planner import plan_script
@@ -87,10 +89,12 @@ def test_window_aggregates_pre_aggregate_before_the_exchange_unless_one_phase(tm
 
 @pytest.mark.parametrize("parallelism", [1, 2])
 def test_an_unknown_agg_phase_strategy_is_refused(tmp_path, parallelism):
-    with pytest.raises(EngineError) as raised:
+    """Refused when the job is planned (settings are checked at their values), before anything runs."""
+    with pytest.raises(WeirSqlError) as raised:
         run(tmp_path, parallelism, settings={"table.optimizer.agg-phase-strategy": "THREE_PHASE"})
-    assert "'table.optimizer.agg-phase-strategy' is 'THREE_PHASE'" in raised.value.message
-    assert "'ONE_PHASE'" in raised.value.hint
+    [problem] = raised.value.problems
+    assert "'table.optimizer.agg-phase-strategy' must be one of 'AUTO', 'TWO_PHASE', 'ONE_PHASE'" in problem.message
+    assert "'THREE_PHASE'" in problem.message
     assert not (tmp_path / "out").exists()
 
 
