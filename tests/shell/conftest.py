@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import pytest
 
 from shell.cli import main
+from shell.session import Session
 
 
 @dataclass
@@ -26,3 +27,13 @@ def weir(capsys, tmp_path, monkeypatch):
         return Outcome(code, captured.out, captured.err)
 
     return run
+
+
+@pytest.fixture
+def session(tmp_path, monkeypatch):
+    """A shell session without a terminal, its database in a temporary working directory."""
+    monkeypatch.chdir(tmp_path)
+    s = Session(db_path=str(tmp_path / "session.duckdb"))
+    yield s
+    s.jobs.cancel_all()
+    s.jobs.join_all()

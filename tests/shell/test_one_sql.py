@@ -4,25 +4,12 @@ from __future__ import annotations
 import pytest
 
 from shell.jobs import FINISHED
-from shell.session import ResultTable, Session
-from sql import parse
+from shell.session import ResultTable
+from sessions import BIDS, run
 from sql.errors import WeirSqlError
 
-BIDS = ("CREATE TABLE bids (auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR, date_time TIMESTAMP(3), "
-        "WATERMARK FOR date_time AS date_time - INTERVAL '2' SECOND) ")
 
 
-@pytest.fixture
-def session(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    s = Session(db_path=str(tmp_path / "session.duckdb"))
-    yield s
-    s.jobs.cancel_all()
-    s.jobs.join_all()
-
-
-def run(session: Session, text: str):
-    return [session.execute(statement) for statement in parse(text)][-1]
 
 
 def rows(reply) -> list[dict]:

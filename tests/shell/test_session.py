@@ -6,29 +6,15 @@ from pathlib import Path
 import pytest
 
 from jobs import nexmark_source
-from shell.jobs import CANCELED, FINISHED, STOPPED
-from shell.session import LiveQuery, Message, ResultTable, Session
-from sql import parse
+from shell.jobs import FINISHED, STOPPED
+from shell.session import LiveQuery, Message, ResultTable
+from sessions import BIDS, run
 from sql.errors import WeirSqlError
 
-BIDS = ("CREATE TABLE bids (auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR, date_time TIMESTAMP(3), "
-        "WATERMARK FOR date_time AS date_time - INTERVAL '2' SECOND) ")
 PER_CHANNEL = ("CREATE MATERIALIZED VIEW per_channel AS SELECT channel, window_start, window_end, COUNT(*) AS n "
                "FROM TUMBLE(bids, date_time, INTERVAL '10' SECOND) GROUP BY channel, window_start, window_end;")
 
 
-@pytest.fixture
-def session(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    s = Session(db_path=str(tmp_path / "session.duckdb"))
-    yield s
-    s.jobs.cancel_all()
-    s.jobs.join_all()
-
-
-def run(session: Session, text: str):
-    replies = [session.execute(statement) for statement in parse(text)]
-    return replies[-1]
 
 
 def rows(reply) -> list[dict]:

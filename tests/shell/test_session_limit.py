@@ -1,27 +1,12 @@
 """A streaming LIMIT in the shell's session (Flink's SQL client accepts it)."""
 from __future__ import annotations
 
-import pytest
 
 from shell.jobs import FINISHED
-from shell.session import Session
-from sql import parse
-
-BIDS = ("CREATE TABLE bids (auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR, date_time TIMESTAMP(3), "
-        "WATERMARK FOR date_time AS date_time - INTERVAL '2' SECOND) ")
+from sessions import BIDS, run
 
 
-@pytest.fixture
-def session(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    s = Session(db_path=str(tmp_path / "session.duckdb"))
-    yield s
-    s.jobs.cancel_all()
-    s.jobs.join_all()
 
-
-def run(session: Session, text: str):
-    return [session.execute(statement) for statement in parse(text)][-1]
 
 
 def test_a_live_select_with_limit_shows_the_first_rows_that_arrive(session, tmp_path):
