@@ -271,8 +271,10 @@ def run_job(directory: Path, source_path: str, statements: list[str], batch_size
     job.write_text(SOURCE_DDL.format(path=source_path, options=options) + ";\n".join(statements) + ";\n")
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        # Each job its own state directory: every job here is called `job`, and a finished
+        # job of that name with other SQL is refused (it would not be this job's output).
         code = main(["run", str(job), "--db", str(directory / "weir.duckdb"), "--no-progress",
-                     "--set", f"weir.source.batch-size={batch_size}"])
+                     "--state-dir", str(directory / "state"), "--set", f"weir.source.batch-size={batch_size}"])
     assert code == 0, err.getvalue()
     return out.getvalue()
 
