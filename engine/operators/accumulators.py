@@ -110,11 +110,14 @@ class AggregateCall:
         """AVG's value in its result type from the sum and count of its values (NULL if none)."""
         kind = self.result_type or "DOUBLE"
         if kind in INTEGER_RANGES:  # Java's integer division: truncated toward zero
-            value = f"CAST(CAST({total} AS HUGEINT) // {count} AS {kind})"
+            # Both sides HUGEINT: restored state holds sums and counts as DECIMAL(38, 0) (how a
+            # HUGEINT column comes back from a snapshot), and `//` with a DECIMAL divides exactly.
+            value = f"CAST(CAST({total} AS HUGEINT) // CAST({count} AS HUGEINT) AS {kind})"
         elif kind.startswith("DECIMAL"):
             scale = int(kind.rstrip(")").split(",")[1])
             units = f"CAST(({total}) * {10 ** scale} AS HUGEINT)"
-            rounded = f"sign({units}) * ((abs({units}) * 2 + {count}) // (2 * {count}))"  # half up
+            n = f"CAST({count} AS HUGEINT)"
+            rounded = f"sign({units}) * ((abs({units}) * 2 + {n}) // (2 * {n}))"  # half up
             value = (f"CAST(CAST({rounded} AS DECIMAL(38, 0)) * CAST('{10 ** -scale:.{scale}f}' "
                      f"AS DECIMAL({scale + 1}, {scale})) AS {kind})")
         else:

@@ -81,3 +81,18 @@ def test_sum_of_int_is_int_and_its_overflow_names_the_aggregate_and_the_fix(kind
     assert code == 0, stderr
     with duckdb.connect("weir.duckdb", read_only=True) as con:
         assert dict(con.sql("SELECT k, si FROM v").fetchall()) == {"a": 5, "z": 2147483648}
+
+
+def test_avg_after_a_restore_still_truncates_and_rounds_half_up():
+    """A snapshot brings sums and counts back as DECIMAL(38, 0), where DuckDB's `//` divides
+    exactly: AVG must still be Java's integer division, and a DECIMAL average half up."""
+    from engine.operators.accumulators import AggregateCall
+    import duckdb
+    con = duckdb.connect()
+    for kind, total, count, want in [("BIGINT", 29, 3, 9), ("BIGINT", -29, 3, -9), ("DECIMAL(38, 6)", 1, 8, "0.125000"),
+                                     ("DECIMAL(38, 6)", "2", 3, "0.666667"), ("DECIMAL(38, 6)", "-2", 3, "-0.666667")]:
+        call = AggregateCall.from_config({"name": "a", "function": "avg", "argument": "x", "result_type": kind}, "op")
+        sql = call.avg_sql(f"CAST({total} AS DECIMAL(38, 0))" if kind == "BIGINT" else f"CAST({total} AS DECIMAL(38, 6))",
+                           f"CAST({count} AS DECIMAL(38, 0))")
+        (value,) = con.sql(f"SELECT {sql}").fetchall()[0]
+        assert str(value) == str(want), (kind, total, count, value)
