@@ -103,13 +103,6 @@ PARALLEL = ["--set", "parallelism.default=2"]
 PARALLEL_BATCHING = {
     "print_changelog": "fewer intermediate changes printed at parallelism 2",
 }
-#: A known bug, not a design: with a checkpoint every batch at parallelism 2, a materialized
-#: view of this job misses one worker's staged rows of one checkpoint in about 1 run of 8 (the
-#: coordinator's single commit of DuckDB tables gets no handle for them). Not strict: it passes
-#: most runs; it must be fixed, not kept (issue 11).
-PARALLEL_KNOWN_BUG = {
-    "regular_join_append": "a view misses one worker's rows of one checkpoint now and then at parallelism 2",
-}
 SMALL_BATCHES = 2
 #: Folders whose expected output holds for some batch sizes only, and the size to use
 #: (none since lateness is judged per row).
@@ -323,9 +316,6 @@ def golden_runs() -> list:
             if mode == "parallel" and folder in PARALLEL_BATCHING:
                 reason = f"{PARALLEL_BATCHING[folder]} (see PARALLEL_BATCHING)"
                 runs.append(pytest.param(folder, mode, marks=pytest.mark.xfail(strict=True, reason=reason)))
-            elif mode == "parallel" and folder in PARALLEL_KNOWN_BUG:
-                reason = f"{PARALLEL_KNOWN_BUG[folder]} (see PARALLEL_KNOWN_BUG)"
-                runs.append(pytest.param(folder, mode, marks=pytest.mark.xfail(strict=False, reason=reason)))
             else:
                 runs.append((folder, mode))
     return runs

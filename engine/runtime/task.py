@@ -74,8 +74,8 @@ class Task:
         self.forward: Callable[[int], None] = _discard
         #: Inputs whose rows were counted where they were pre-aggregated (not again here).
         self.partials: set[int] = set()
-        #: A sink's pre-committed handles not yet committed.
-        self.uncommitted: list = []
+        #: A sink's pre-committed handles not yet committed, with the checkpoint of each.
+        self._pre_commits: list[tuple[int, Any]] = []
         self.finished = False
         self.wire_channels(list(range(len(node.inputs))) or [0])  # one channel per input (a source: its own)
 
@@ -155,15 +155,24 @@ class Task:
         if self.reader is not None:
             return self.reader.position()
         if self.node.kind == "sink":
-            self.uncommitted.append(self.call(self.operator.sink.pre_commit, checkpoint_id))
+            self._pre_commits.append((checkpoint_id, self.call(self.operator.sink.pre_commit, checkpoint_id)))
             return None
         return self.call(self.operator.snapshot)
 
+    @property
+    def uncommitted(self) -> list:
+        """A sink's pre-committed handles not yet committed."""
+        return [handle for _, handle in self._pre_commits]
+
     def commit(self, checkpoint_id: int) -> None:
-        """Checkpoint ``checkpoint_id`` is complete: a sink publishes what it pre-committed."""
-        for handle in self.uncommitted:
+        """Checkpoint ``checkpoint_id`` is complete: a sink publishes what it pre-committed up to
+        it. A pre-commit of a later checkpoint stays: in a parallel worker the sink may already
+        have passed barrier n + 1 when n completes, and that handle still has to reach the
+        coordinator with the worker's acknowledgement of n + 1."""
+        done = [handle for n, handle in self._pre_commits if n <= checkpoint_id]
+        for handle in done:
             self.call(self.operator.sink.commit, checkpoint_id, handle)
-        self.uncommitted.clear()
+        self._pre_commits = [(n, handle) for n, handle in self._pre_commits if n > checkpoint_id]
 
     def finish(self) -> None:
         """Every input ended: the operator emits what it still holds."""
