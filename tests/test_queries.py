@@ -96,10 +96,10 @@ CHECKPOINT_EVERY_BATCH = ["--set", "weir.checkpointing.interval-batches=1"]
 PARALLEL = ["--set", "parallelism.default=2"]
 #: Folders whose expected output holds at parallelism 1 only, and why. At 2 a worker gathers
 #: the rows an exchange brings over several source batches before it hands them to the
-#: operator and applies their watermark (``SubtaskExecutor._flush``): fewer rows are late, and
-#: an updating query prints fewer intermediate changes (its final rows are the same). A known
-#: deviation: in Flink too, lateness and changelog granularity depend on when rows and
-#: watermarks reach a subtask (mini-batch).
+#: operator (``SubtaskExecutor._flush``): an updating query prints fewer intermediate changes
+#: (its final rows are the same). A known deviation: in Flink too, changelog granularity
+#: depends on when rows reach a subtask (mini-batch). Lateness no longer does: it is judged
+#: per row, by each row's arrival watermark.
 PARALLEL_BATCHING = {
     "print_changelog": "fewer intermediate changes printed at parallelism 2",
 }
