@@ -68,7 +68,7 @@ def run(workdir: Path, data: Path, settings: str, cgroup_mb: int | None) -> dict
     shutil.rmtree(state, ignore_errors=True)
     job = workdir / "memory_job.sql"
     job.write_text(JOB.format(settings=settings, data=data, out=out))
-    command = [sys.executable, "-m", "shell.cli", "run", str(job), "--state-dir", str(state)]
+    command = [sys.executable, "-m", "weir.shell.cli", "run", str(job), "--state-dir", str(state)]
     spilled = [0]
     done = threading.Event()
 

@@ -54,7 +54,7 @@ def run_weir(job: Path, work: Path, parallelism: int) -> tuple[float, float] | s
     subprocess.run(["rm", "-rf", str(work / "out"), str(work / "state"), str(work / "bench.duckdb")], check=True)
     started = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "shell.cli", "run", str(job), "--db", str(work / "bench.duckdb"), "--no-progress",
+        [sys.executable, "-m", "weir.shell.cli", "run", str(job), "--db", str(work / "bench.duckdb"), "--no-progress",
          "--state-dir", str(work / "state"), "--parallelism", str(parallelism)],
         capture_output=True, text=True, cwd=HERE.parent,
     )

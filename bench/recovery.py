@@ -49,16 +49,16 @@ def main() -> None:
     job = work / "job.sql"
     job.write_text(JOB.format(data=data))
     batches = -(-args.keys // BATCH)  # the first checkpoint comes once every key has been read
-    command = [sys.executable, "-m", "shell.cli", "run", str(job), "--no-progress", "--state-dir", str(work / "state"),
+    command = [sys.executable, "-m", "weir.shell.cli", "run", str(job), "--no-progress", "--state-dir", str(work / "state"),
                "--set", f"weir.source.batch-size={BATCH}", "--set", f"weir.checkpointing.interval-batches={batches}"]
     # Die at the step after the checkpoint holding every key has been written.
     env = {**os.environ, "WEIR_FAULT": f"after-metadata:1"}
     killed = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True)
     assert killed.returncode == -9, killed.stderr
 
-    from engine.runtime.job import JobOptions, run_job
-    from planner.planner import plan_script
-    from sql import parse
+    from weir.engine.runtime.job import JobOptions, run_job
+    from weir.planner.planner import plan_script
+    from weir.sql import parse
 
     os.chdir(work)
     script = plan_script(parse(job.read_text()), settings={"weir.source.batch-size": str(BATCH)})
@@ -72,7 +72,7 @@ def main() -> None:
         seen["rows"] = sum(t.num_rows for t in state.values())
         executors[0].cancel()
 
-    from engine.errors import JobCancelled
+    from weir.engine.errors import JobCancelled
 
     try:
         run_job(script.graph, JobOptions(state_dir=work / "state", on_progress=first_progress, progress_interval=0,

@@ -17,9 +17,9 @@ import time
 import duckdb
 import pyarrow as pa
 
-from engine.messages import MAX_WATERMARK
-from engine.operators.base import OperatorContext
-from engine.operators.session_window import SessionWindow
+from weir.engine.messages import MAX_WATERMARK
+from weir.engine.operators.base import OperatorContext
+from weir.engine.operators.session_window import SessionWindow
 
 CONFIG = {
     "window": {"kind": "session", "time_column": "date_time", "gap": 10_000_000},

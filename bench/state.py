@@ -45,9 +45,9 @@ def state_rows(executor) -> dict[str, int]:
 
 
 def run(query: str, events: int, rate: int, ttl: str | None, every: float) -> None:
-    from engine.runtime.job import JobOptions, run_job
-    from planner.planner import plan_script
-    from sql import parse
+    from weir.engine.runtime.job import JobOptions, run_job
+    from weir.planner.planner import plan_script
+    from weir.sql import parse
 
     settings = {"table.exec.state.ttl": ttl} if ttl else {}
     script = plan_script(parse(job_text(query, events, rate)), settings=settings)

@@ -97,7 +97,7 @@ def run_weir(job: Path, db: Path, *extra: str) -> tuple[float, float, int]:
     subprocess.run(["rm", "-rf", str(job.parent / "out"), str(job.parent / "state")], check=True)
     started = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "shell.cli", "run", str(job), "--db", str(db), "--no-progress",
+        [sys.executable, "-m", "weir.shell.cli", "run", str(job), "--db", str(db), "--no-progress",
          "--state-dir", str(job.parent / "state"), *extra],
         capture_output=True, text=True, cwd=HERE.parent,
     )

@@ -16,7 +16,7 @@ import os
 import signal
 import threading
 
-from engine.errors import EngineError
+from weir.engine.errors import EngineError
 
 
 class InjectedFault(EngineError):

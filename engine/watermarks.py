@@ -28,8 +28,8 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.messages import MAX_WATERMARK, MIN_WATERMARK
-from engine.sql_eval import INPUT
+from weir.engine.messages import MAX_WATERMARK, MIN_WATERMARK
+from weir.engine.sql_eval import INPUT
 
 
 #: The transport column holding each row's arrival watermark (int64 µs); see the module docstring.

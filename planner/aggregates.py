@@ -11,18 +11,18 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 from sqlglot import exp
 
-from engine.graph import Edge
-from engine.sql_eval import INPUT
-from planner.expressions import AGGREGATES, Scope, bind, is_aggregate, output_name, quote, to_duckdb
-from planner.graph_builder import Stream
-from planner.grouping_sets import (CONSTRUCTS, MAX_SETS, SET_ID, construct_sets, describe_sets, grouping_value,
+from weir.engine.graph import Edge
+from weir.engine.sql_eval import INPUT
+from weir.planner.expressions import AGGREGATES, Scope, bind, is_aggregate, output_name, quote, to_duckdb
+from weir.planner.graph_builder import Stream
+from weir.planner.grouping_sets import (CONSTRUCTS, MAX_SETS, SET_ID, construct_sets, describe_sets, grouping_value,
                                    multiply)
-from planner.windows import WINDOW_COLUMNS, WindowSpec
-from sql.dialect import Weir
-from sql.errors import Problem
+from weir.planner.windows import WINDOW_COLUMNS, WindowSpec
+from weir.sql.dialect import Weir
+from weir.sql.errors import Problem
 
 if TYPE_CHECKING:
-    from planner.queries import QueryPlanner
+    from weir.planner.queries import QueryPlanner
 
 
 class _Aggregates:
@@ -272,7 +272,7 @@ def _output_schema(qp, grouped: pa.Schema, projection, having_sql, select) -> pa
 
 
 def _pos(expression: exp.Expression, name: str, fallback):
-    from planner.expressions import position
+    from weir.planner.expressions import position
 
     for column in expression.find_all(exp.Column):
         if column.name.lower() == name.lower():
@@ -281,6 +281,6 @@ def _pos(expression: exp.Expression, name: str, fallback):
 
 
 def _error(problems: list[Problem]):
-    from planner.queries import PlanError
+    from weir.planner.queries import PlanError
 
     return PlanError(problems)

@@ -34,15 +34,15 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 from sqlglot import exp
 
-from engine.graph import Edge
-from planner.aggregates import plan_window_aggregate
-from planner.expressions import Scope, output_name, quote
-from planner.graph_builder import Stream
-from planner.grouping_sets import CONSTRUCTS
-from planner.windows import WINDOW_COLUMNS, WINDOW_TIME_OFFSET_US, WindowSpec, same_window, window_bound, window_fields
+from weir.engine.graph import Edge
+from weir.planner.aggregates import plan_window_aggregate
+from weir.planner.expressions import Scope, output_name, quote
+from weir.planner.graph_builder import Stream
+from weir.planner.grouping_sets import CONSTRUCTS
+from weir.planner.windows import WINDOW_COLUMNS, WINDOW_TIME_OFFSET_US, WindowSpec, same_window, window_bound, window_fields
 
 if TYPE_CHECKING:
-    from planner.queries import QueryPlanner
+    from weir.planner.queries import QueryPlanner
 
 #: The internal names of the input's window bounds and its window_time.
 START, END, TIME = "_window_start", "_window_end", "_window_time"
@@ -84,7 +84,7 @@ def plan_cascaded_window(qp: "QueryPlanner", select: exp.Select, stream: Stream,
     clauses = [*select.expressions, *(select.args.get(k) for k in ("where", "having", "group"))]
     for column in (c for clause in clauses if clause is not None for c in clause.find_all(exp.Column)):
         if column.name.lower() in WINDOW_COLUMNS and scope.resolve(column.name) is None:
-            from planner.queries import PlanError  # no window table function here to give window_start
+            from weir.planner.queries import PlanError  # no window table function here to give window_start
 
             raise PlanError(scope.unknown_column(column))
     renamed = {start: START, end: END}

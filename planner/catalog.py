@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 from sqlglot import exp
 
-from sql.statements import CreateTable, CreateView
+from weir.sql.statements import CreateTable, CreateView
 
 
 @dataclass

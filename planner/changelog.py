@@ -6,12 +6,12 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
-from engine.changelog import APPEND, RETRACT, UPSERT, is_changelog
-from engine.graph import OperatorNode
-from planner.graph_builder import Stream
+from weir.engine.changelog import APPEND, RETRACT, UPSERT, is_changelog
+from weir.engine.graph import OperatorNode
+from weir.planner.graph_builder import Stream
 
 if TYPE_CHECKING:
-    from planner.queries import QueryPlanner
+    from weir.planner.queries import QueryPlanner
 
 
 def require_append_only(qp: "QueryPlanner", stream: Stream, what: str, node: exp.Expression | None) -> None:
@@ -50,8 +50,8 @@ def sink_changelog(stream: Stream, options: dict[str, str], *, name: str, what: 
     with a key (a PRIMARY KEY, or a materialized view's grouping key) is maintained by upsert;
     print and blackhole sinks and 'debezium-json' files take the changes as they are; other
     sinks are append-only and refuse an updating stream."""
-    from engine.connectors.registry import CONNECTORS
-    from sql.errors import Problem, WeirSqlError
+    from weir.engine.connectors.registry import CONNECTORS
+    from weir.sql.errors import Problem, WeirSqlError
 
     connector = options.get("connector", "")
     if connector == "duckdb":

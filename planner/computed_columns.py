@@ -13,11 +13,11 @@ import duckdb
 import pyarrow as pa
 from sqlglot import exp
 
-from engine.sql_eval import INPUT, describe
-from planner.expressions import Scope, bind, quote, to_duckdb
-from planner.types import normalise
-from sql import statements as st
-from sql.errors import Problem
+from weir.engine.sql_eval import INPUT, describe
+from weir.planner.expressions import Scope, bind, quote, to_duckdb
+from weir.planner.types import normalise
+from weir.sql import statements as st
+from weir.sql.errors import Problem
 
 
 def computed_columns(s: st.CreateTable, physical: pa.Schema,

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import re
 
-from engine.connectors.registry import validate_options
-from planner.catalog import TableDef
-from planner.locate import locate, quoted
-from sql.errors import Problem, WeirSqlError
+from weir.engine.connectors.registry import validate_options
+from weir.planner.catalog import TableDef
+from weir.planner.locate import locate, quoted
+from weir.sql.errors import Problem, WeirSqlError
 
 
 def check_connector(table: TableDef, role: str) -> None:

@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 from sqlglot import exp
 
-from engine.graph import Edge
-from planner.expressions import quote
-from planner.graph_builder import Stream
+from weir.engine.graph import Edge
+from weir.planner.expressions import quote
+from weir.planner.graph_builder import Stream
 
 if TYPE_CHECKING:
-    from planner.queries import QueryPlanner
+    from weir.planner.queries import QueryPlanner
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ def _rename(qp: "QueryPlanner", stream: Stream, cte: CommonTable, pipeline: str)
         raise qp.fail(f"`{cte.name}` names {len(cte.columns)} columns but its query gives {len(stream.schema)} "
                       f"({', '.join(stream.schema.names)})", cte.node,
                       "name every column of the query, or none")
-    from planner.queries import calc_description
+    from weir.planner.queries import calc_description
 
     projection = [[new, quote(old)] for new, old in zip(cte.columns, stream.schema.names)]
     schema = pa.schema([f.with_name(new) for f, new in zip(stream.schema, cte.columns)])

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import re
 
-from engine.connectors.registry import CONNECTORS
-from engine.graph import LATE_ROWS_PORT, Edge, JobGraph, OperatorNode
-from engine.operators.base import late_counter
-from planner.changelog import changelog_mode
-from planner.types import sql_name
+from weir.engine.connectors.registry import CONNECTORS
+from weir.engine.graph import LATE_ROWS_PORT, Edge, JobGraph, OperatorNode
+from weir.engine.operators.base import late_counter
+from weir.planner.changelog import changelog_mode
+from weir.planner.types import sql_name
 
 
 def explain(graph: JobGraph, title: str | None = None, metrics: dict | None = None) -> str:

@@ -14,14 +14,14 @@ import duckdb
 import pyarrow as pa
 from sqlglot import exp
 
-from engine.sql_eval import INPUT, describe
-from planner.functions import FLINK_FUNCTIONS, TRANSLATED, translate_tree, typed_rewrites
-from planner.types import normalise, sql_name
+from weir.engine.sql_eval import INPUT, describe
+from weir.planner.functions import FLINK_FUNCTIONS, TRANSLATED, translate_tree, typed_rewrites
+from weir.planner.types import normalise, sql_name
 
-from sql.dialect import Weir
-from sql.errors import Problem, WeirSqlError
-from sql.positions import operator_position
-from sql.positions import position as token_position
+from weir.sql.dialect import Weir
+from weir.sql.errors import Problem, WeirSqlError
+from weir.sql.positions import operator_position
+from weir.sql.positions import position as token_position
 
 AGGREGATES = {exp.Count: "count", exp.Sum: "sum", exp.Min: "min", exp.Max: "max", exp.Avg: "avg"}
 

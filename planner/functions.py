@@ -10,11 +10,11 @@ from __future__ import annotations
 import pyarrow as pa
 from sqlglot import exp
 
-from engine.connectors.timestamps import declared_precision
-from engine.sql_eval import INPUT, describe
+from weir.engine.connectors.timestamps import declared_precision
+from weir.engine.sql_eval import INPUT, describe
 
-from sql.intervals import check_interval_unit
-from sql.positions import error_at
+from weir.sql.intervals import check_interval_unit
+from weir.sql.positions import error_at
 
 class PatternError(ValueError):
     """A Java date-time pattern weir cannot translate; the message names the letter."""

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from engine.graph import Edge, JobGraph, OperatorNode
+from weir.engine.graph import Edge, JobGraph, OperatorNode
 
 
 @dataclass

@@ -14,17 +14,17 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 from sqlglot import exp
 
-from engine.changelog import ROW_KIND, ROW_KIND_TYPE
-from engine.graph import Edge
-from engine.sql_eval import INPUT
-from planner.aggregates import _Aggregates, _error, _pos, typed
-from planner.expressions import Scope, bind, contains_aggregate, is_aggregate, output_name, quote, to_duckdb
-from planner.graph_builder import Stream
-from planner.queries import projected_key
-from sql.errors import Problem
+from weir.engine.changelog import ROW_KIND, ROW_KIND_TYPE
+from weir.engine.graph import Edge
+from weir.engine.sql_eval import INPUT
+from weir.planner.aggregates import _Aggregates, _error, _pos, typed
+from weir.planner.expressions import Scope, bind, contains_aggregate, is_aggregate, output_name, quote, to_duckdb
+from weir.planner.graph_builder import Stream
+from weir.planner.queries import projected_key
+from weir.sql.errors import Problem
 
 if TYPE_CHECKING:
-    from planner.queries import QueryPlanner
+    from weir.planner.queries import QueryPlanner
 
 
 def plan_group_aggregate(qp: "QueryPlanner", select: exp.Select, stream: Stream, scope: Scope,

@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 from sqlglot import exp
 
-from engine.graph import Edge, JobGraph
-from planner.graph_builder import GraphBuilder, Stream
-from planner.joins import (
+from weir.engine.graph import Edge, JobGraph
+from weir.planner.graph_builder import GraphBuilder, Stream
+from weir.planner.joins import (
     DESCRIBED_TYPES,
     JoinScope,
     _join_clause,
@@ -42,13 +42,13 @@ from planner.joins import (
     output_names,
     project_joined,
 )
-from planner.expressions import Scope, bind, to_duckdb
-from planner.windows import format_duration as _format_duration
-from sql.errors import Problem, WeirSqlError
-from sql.intervals import interval_micros
+from weir.planner.expressions import Scope, bind, to_duckdb
+from weir.planner.windows import format_duration as _format_duration
+from weir.sql.errors import Problem, WeirSqlError
+from weir.sql.intervals import interval_micros
 
 if TYPE_CHECKING:
-    from planner.queries import QueryPlanner
+    from weir.planner.queries import QueryPlanner
 
 _COMPARISONS = {exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<=", exp.EQ: "="}
 _FLIPPED = {">": "<", ">=": "<=", "<": ">", "<=": ">=", "=": "="}
@@ -139,7 +139,7 @@ def is_interval_join(qp: "QueryPlanner", select: exp.Select) -> bool:
     on = _on_clause(select)
     if on is None or not any(_comparisons(t) for t in conjuncts(on)):
         return False
-    from planner.queries import QueryPlanner
+    from weir.planner.queries import QueryPlanner
 
     scratch = QueryPlanner(qp.catalog, GraphBuilder(JobGraph("check")), qp.settings, qp.fallback)
     scratch.ctes = qp.ctes
@@ -157,7 +157,7 @@ def is_interval_join(qp: "QueryPlanner", select: exp.Select) -> bool:
 
 
 def plan_interval_join(qp: "QueryPlanner", select: exp.Select, pipeline: str) -> Stream:
-    from planner.queries import PlanError
+    from weir.planner.queries import PlanError
 
     for unsupported, what in (("group", "GROUP BY"), ("having", "HAVING"), ("order", "ORDER BY"),
                               ("limit", "LIMIT"), ("distinct", "DISTINCT")):

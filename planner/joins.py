@@ -30,19 +30,19 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 from sqlglot import exp
 
-from engine.changelog import ROW_KIND
-from engine.graph import Edge
-from engine.sql_eval import INPUT
-from planner.changelog import require_append_only
-from planner.expressions import Scope, contains_aggregate, position, quote, to_duckdb
-from planner.graph_builder import Stream
-from planner.types import sql_name
-from planner.windows import same_window, window_bound
-from sql.errors import Problem
-from sql.statements import WindowTVF
+from weir.engine.changelog import ROW_KIND
+from weir.engine.graph import Edge
+from weir.engine.sql_eval import INPUT
+from weir.planner.changelog import require_append_only
+from weir.planner.expressions import Scope, contains_aggregate, position, quote, to_duckdb
+from weir.planner.graph_builder import Stream
+from weir.planner.types import sql_name
+from weir.planner.windows import same_window, window_bound
+from weir.sql.errors import Problem
+from weir.sql.statements import WindowTVF
 
 if TYPE_CHECKING:
-    from planner.queries import QueryPlanner
+    from weir.planner.queries import QueryPlanner
 
 OUTER_SIDES = {"": "inner", "LEFT": "left", "RIGHT": "right", "FULL": "full"}
 DESCRIBED_TYPES = {"inner": "InnerJoin", "left": "LeftOuterJoin", "right": "RightOuterJoin",
@@ -382,7 +382,7 @@ def _common_type(left: pa.DataType, right: pa.DataType) -> str | None | bool:
 
 def plan_window_join(qp: "QueryPlanner", select: exp.Select, pipeline: str) -> Stream:
     """Plan a SELECT whose FROM joins two windowed inputs, or whose WHERE has an IN / EXISTS subquery."""
-    from planner.queries import PlanError
+    from weir.planner.queries import PlanError
 
     planner = _WindowJoinPlanner(qp, select, pipeline)
     for unsupported, what in (("with", "WITH"), ("order", "ORDER BY"), ("limit", "LIMIT"), ("distinct", "DISTINCT")):
@@ -421,7 +421,7 @@ def plan_window_join(qp: "QueryPlanner", select: exp.Select, pipeline: str) -> S
     if planner.problems:
         raise PlanError(planner.problems)
     if not planner.windowed(pairs, left, right):
-        from planner.stream_joins import plan_regular_join
+        from weir.planner.stream_joins import plan_regular_join
 
         return plan_regular_join(planner, join_type, left, right, pairs, remaining, null_aware)
     for relation in (left, right):
@@ -481,7 +481,7 @@ def project_joined(qp: "QueryPlanner", select: exp.Select, joined: Stream, scope
     outer.set("expressions", items)
     if outer.args.get("group") is not None or any(contains_aggregate(e) for e in
                                                     [*outer.expressions, outer.args.get("having") or exp.Null()]):
-        from planner.group_aggregate import plan_group_aggregate  # GROUP BY over the join: updating
+        from weir.planner.group_aggregate import plan_group_aggregate  # GROUP BY over the join: updating
 
         return plan_group_aggregate(qp, outer, joined, scope, pipeline)
     return qp._plan_calc(outer, joined, scope, pipeline)

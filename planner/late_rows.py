@@ -20,16 +20,16 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from engine.graph import LATE_ROWS_PORT, Edge
-from engine.operators.late_rows import OPERATOR_COLUMN, WATERMARK_COLUMN
-from planner.expressions import quote
-from planner.locate import locate, quoted
-from planner.types import sql_name
-from sql.errors import Problem, WeirSqlError
+from weir.engine.graph import LATE_ROWS_PORT, Edge
+from weir.engine.operators.late_rows import OPERATOR_COLUMN, WATERMARK_COLUMN
+from weir.planner.expressions import quote
+from weir.planner.locate import locate, quoted
+from weir.planner.types import sql_name
+from weir.sql.errors import Problem, WeirSqlError
 
 if TYPE_CHECKING:
-    from planner.catalog import TableDef
-    from planner.planner import Planner
+    from weir.planner.catalog import TableDef
+    from weir.planner.planner import Planner
 
 OPTION = "source.late-rows.table"
 WINDOWED = ("window_aggregate", "window_join", "window_rank", "session_window")

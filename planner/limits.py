@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 from sqlglot import exp
 
-from engine.changelog import ROW_KIND
-from engine.graph import Edge
-from planner.expressions import Scope, bind, quote, to_duckdb
-from planner.graph_builder import Stream
-from sql.errors import Problem
+from weir.engine.changelog import ROW_KIND
+from weir.engine.graph import Edge
+from weir.planner.expressions import Scope, bind, quote, to_duckdb
+from weir.planner.graph_builder import Stream
+from weir.sql.errors import Problem
 
 if TYPE_CHECKING:
-    from planner.queries import QueryPlanner
+    from weir.planner.queries import QueryPlanner
 
 #: The rank column the Top-N of ORDER BY ... LIMIT computes and the result leaves out.
 RANK = "_limit_rank"
@@ -67,8 +67,8 @@ def plan_limit(qp: "QueryPlanner", stream: Stream, limit: int, order: exp.Order 
 
 
 def _top(qp: "QueryPlanner", stream: Stream, limit: int, order: exp.Order, pipeline: str) -> Stream:
-    from planner.queries import PlanError  # planner/queries.py plans the query this wraps
-    from planner.top_n import plan_top_n
+    from weir.planner.queries import PlanError  # planner/queries.py plans the query this wraps
+    from weir.planner.top_n import plan_top_n
 
     scope = Scope(pa.schema([f for f in stream.schema if f.name != ROW_KIND]), stream.name, qp.fallback)
     problems: list[Problem] = []

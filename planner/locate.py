@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from sql.statements import Statement
+from weir.sql.statements import Statement
 
 
 def locate(statement: Statement, pattern: str, *, after: str | None = None) -> tuple[int, int]:

@@ -27,17 +27,17 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 from sqlglot import exp
 
-from engine.graph import Edge
-from engine.sql_eval import INPUT
-from planner.expressions import AGGREGATES, Scope, bind, quote, to_duckdb
-from planner.graph_builder import Stream
-from planner.windows import format_duration
-from sql.errors import Problem, WeirSqlError
-from sql.intervals import interval_micros
-from sql.statements import WindowTVF
+from weir.engine.graph import Edge
+from weir.engine.sql_eval import INPUT
+from weir.planner.expressions import AGGREGATES, Scope, bind, quote, to_duckdb
+from weir.planner.graph_builder import Stream
+from weir.planner.windows import format_duration
+from weir.sql.errors import Problem, WeirSqlError
+from weir.sql.intervals import interval_micros
+from weir.sql.statements import WindowTVF
 
 if TYPE_CHECKING:
-    from planner.queries import QueryPlanner
+    from weir.planner.queries import QueryPlanner
 
 EXAMPLE = ("SUM(amount) OVER (PARTITION BY customer ORDER BY order_time "
            "ROWS BETWEEN 10 PRECEDING AND CURRENT ROW)")
@@ -189,7 +189,7 @@ class _OverPlanner:
 
 
 def plan_over_aggregate(qp: "QueryPlanner", select: exp.Select, pipeline: str) -> Stream:
-    from planner.queries import PlanError
+    from weir.planner.queries import PlanError
 
     for unsupported, what in (("group", "GROUP BY"), ("having", "HAVING"), ("order", "ORDER BY"),
                               ("limit", "LIMIT"), ("distinct", "DISTINCT"), ("joins", "JOIN")):

@@ -14,22 +14,22 @@ from pathlib import Path
 import pyarrow as pa
 from sqlglot import exp
 
-from engine.changelog import ROW_KIND, ROW_KIND_TYPE
-from engine.graph import Edge, JobGraph
-from planner.changelog import sink_changelog
-from planner.catalog import Catalog, TableDef, ViewDef
-from planner.computed_columns import computed_columns
-from planner.connectors import check_connector
-from planner.expressions import Scope, bind, position
-from planner.explain import explain
-from planner.graph_builder import GraphBuilder, Stream
-from planner.late_rows import plan_late_rows_tables
-from planner.locate import locate, name, quoted
-from planner.queries import QueryPlanner
-from planner.settings import check_setting
-from planner.types import UnsupportedType, assignable, column_field, sql_name
-from sql import statements as st
-from sql.errors import Problem, WeirSqlError
+from weir.engine.changelog import ROW_KIND, ROW_KIND_TYPE
+from weir.engine.graph import Edge, JobGraph
+from weir.planner.changelog import sink_changelog
+from weir.planner.catalog import Catalog, TableDef, ViewDef
+from weir.planner.computed_columns import computed_columns
+from weir.planner.connectors import check_connector
+from weir.planner.expressions import Scope, bind, position
+from weir.planner.explain import explain
+from weir.planner.graph_builder import GraphBuilder, Stream
+from weir.planner.late_rows import plan_late_rows_tables
+from weir.planner.locate import locate, name, quoted
+from weir.planner.queries import QueryPlanner
+from weir.planner.settings import check_setting
+from weir.planner.types import UnsupportedType, assignable, column_field, sql_name
+from weir.sql import statements as st
+from weir.sql.errors import Problem, WeirSqlError
 
 
 @dataclass

@@ -12,11 +12,11 @@ import duckdb
 import pyarrow as pa
 from sqlglot import exp
 
-from engine.changelog import ROW_KIND
-from engine.graph import Edge
-from engine.sql_eval import INPUT, describe
-from planner.catalog import Catalog, TableDef
-from planner.expressions import (
+from weir.engine.changelog import ROW_KIND
+from weir.engine.graph import Edge
+from weir.engine.sql_eval import INPUT, describe
+from weir.planner.catalog import Catalog, TableDef
+from weir.planner.expressions import (
     Scope,
     bind,
     contains_aggregate,
@@ -25,14 +25,14 @@ from planner.expressions import (
     quote,
     to_duckdb,
 )
-from planner.aggregates import plan_window_aggregate
-from planner.graph_builder import GraphBuilder, Stream
-from planner.types import normalise, sql_name
-from planner.windows import (WINDOW_COLUMNS, register_window_columns, window_fields, window_problems,
+from weir.planner.aggregates import plan_window_aggregate
+from weir.planner.graph_builder import GraphBuilder, Stream
+from weir.planner.types import normalise, sql_name
+from weir.planner.windows import (WINDOW_COLUMNS, register_window_columns, window_fields, window_problems,
                              window_spec)
-from sql.errors import Problem, WeirSqlError
-from sql.intervals import interval_micros
-from sql.statements import WindowTVF
+from weir.sql.errors import Problem, WeirSqlError
+from weir.sql.intervals import interval_micros
+from weir.sql.statements import WindowTVF
 
 
 class PlanError(WeirSqlError):
@@ -80,11 +80,11 @@ class QueryPlanner:
         if isinstance(query, exp.Subquery):
             return self.plan_query(query.this, pipeline)
         if query.args.get("with_") is not None:
-            from planner.ctes import plan_with  # WITH a AS (...) SELECT ...
+            from weir.planner.ctes import plan_with  # WITH a AS (...) SELECT ...
 
             return plan_with(self, query, pipeline)
         if isinstance(query, exp.SetOperation):
-            from planner.unions import plan_union  # UNION ALL
+            from weir.planner.unions import plan_union  # UNION ALL
 
             return plan_union(self, query, pipeline)
         if isinstance(query, exp.Select):
@@ -101,7 +101,7 @@ class QueryPlanner:
         raise self.fail(f"unsupported relation in FROM: {relation.sql()}", relation)
 
     def _plan_named(self, table: exp.Table, pipeline: str) -> Stream:
-        from planner.ctes import plan_cte_reference
+        from weir.planner.ctes import plan_cte_reference
 
         cte = plan_cte_reference(self, table, pipeline)
         if cte is not None:
@@ -131,7 +131,7 @@ class QueryPlanner:
         key = table.name.lower()
         if key in self.builder.sources:
             return self.builder.sources[key]
-        from planner.connectors import check_connector
+        from weir.planner.connectors import check_connector
 
         check_connector(table, "source")
         physical = table.physical_schema
@@ -164,27 +164,27 @@ class QueryPlanner:
     # -- SELECT ------------------------------------------------------------------
     def _plan_select(self, select: exp.Select, pipeline: str) -> Stream:
         if select.args.get("limit") is not None or select.args.get("offset") is not None:
-            from planner.limits import plan_limit, split_limit  # SELECT ... [ORDER BY ...] LIMIT n
+            from weir.planner.limits import plan_limit, split_limit  # SELECT ... [ORDER BY ...] LIMIT n
 
             plain, limit, order = split_limit(self, select)
             return plan_limit(self, self._plan_select(plain, pipeline), limit, order, pipeline, select)
-        from planner.over_aggregates import is_over_aggregate, plan_over_aggregate, ranks_below
+        from weir.planner.over_aggregates import is_over_aggregate, plan_over_aggregate, ranks_below
 
         if is_over_aggregate(select):  # SUM(x) OVER (PARTITION BY k ORDER BY ts ...)
             return plan_over_aggregate(self, select, pipeline)
-        from planner.ranking import plan_window_rank, uses_ranking  # window Top-N and deduplication
+        from weir.planner.ranking import plan_window_rank, uses_ranking  # window Top-N and deduplication
 
         if uses_ranking(select) and ranks_below(select):
             return plan_window_rank(self, select, pipeline)
-        from planner.versioned_joins import is_versioned_join, plan_versioned_join  # FOR SYSTEM_TIME AS OF
+        from weir.planner.versioned_joins import is_versioned_join, plan_versioned_join  # FOR SYSTEM_TIME AS OF
 
         if is_versioned_join(select):
             return plan_versioned_join(self, select, pipeline)
-        from planner.interval_joins import is_interval_join, plan_interval_join  # time-bounded joins
+        from weir.planner.interval_joins import is_interval_join, plan_interval_join  # time-bounded joins
 
         if is_interval_join(self, select):
             return plan_interval_join(self, select, pipeline)
-        from planner.joins import is_window_join, plan_window_join  # two windowed inputs, or a regular join
+        from weir.planner.joins import is_window_join, plan_window_join  # two windowed inputs, or a regular join
 
         if is_window_join(select):
             return plan_window_join(self, select, pipeline)
@@ -206,7 +206,7 @@ class QueryPlanner:
             scope_schema = stream.schema
         scope = Scope(scope_schema, stream.name, self.fallback)
         if select.args.get("distinct"):
-            from planner.group_aggregate import distinct_as_group_by  # SELECT DISTINCT: GROUP BY every item
+            from weir.planner.group_aggregate import distinct_as_group_by  # SELECT DISTINCT: GROUP BY every item
 
             select = distinct_as_group_by(self, select, scope)
         aggregated = select.args.get("group") is not None or any(
@@ -214,16 +214,16 @@ class QueryPlanner:
         )
         if aggregated:
             if window is None:
-                from planner.cascaded_windows import plan_cascaded_window  # GROUP BY starttime, endtime
-                from planner.group_aggregate import plan_group_aggregate  # an updating result
+                from weir.planner.cascaded_windows import plan_cascaded_window  # GROUP BY starttime, endtime
+                from weir.planner.group_aggregate import plan_group_aggregate  # an updating result
 
                 cascaded = plan_cascaded_window(self, select, stream, scope, pipeline)
                 if cascaded is not None:
                     return cascaded
                 return plan_group_aggregate(self, select, stream, scope, pipeline)
             if window.kind == "session":
-                from planner.grouping_sets import grouping_construct
-                from planner.sessions import plan_session_window
+                from weir.planner.grouping_sets import grouping_construct
+                from weir.planner.sessions import plan_session_window
 
                 construct = grouping_construct(select)
                 if construct is not None:
@@ -247,7 +247,7 @@ class QueryPlanner:
         return self._plan_calc(select, stream, scope, pipeline)
 
     def _window(self, tvf: WindowTVF, stream: Stream):
-        from planner.changelog import require_append_only
+        from weir.planner.changelog import require_append_only
 
         require_append_only(self, stream, f"the window table function {tvf.kind}", tvf)
         time_col = tvf.args["time_col"]

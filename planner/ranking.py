@@ -21,16 +21,16 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 from sqlglot import exp
 
-from engine.changelog import ROW_KIND
-from engine.graph import Edge
-from planner.changelog import require_append_only
-from planner.expressions import Scope, bind, output_name, position, quote, to_duckdb
-from planner.graph_builder import Stream
-from sql.errors import Problem
-from sql.statements import WindowTVF
+from weir.engine.changelog import ROW_KIND
+from weir.engine.graph import Edge
+from weir.planner.changelog import require_append_only
+from weir.planner.expressions import Scope, bind, output_name, position, quote, to_duckdb
+from weir.planner.graph_builder import Stream
+from weir.sql.errors import Problem
+from weir.sql.statements import WindowTVF
 
 if TYPE_CHECKING:
-    from planner.queries import QueryPlanner
+    from weir.planner.queries import QueryPlanner
 
 RANK_FUNCTIONS = {exp.RowNumber: "row_number", exp.Rank: "rank", exp.DenseRank: "dense_rank"}
 WINDOW_BOUNDS = ("window_start", "window_end")
@@ -116,7 +116,7 @@ def plan_window_rank(qp: "QueryPlanner", select: exp.Select, pipeline: str) -> S
         raise _error(problems)
     schema = qp.describe_projection(projection, filter_sql, ranked, select)
     if not windowed:
-        from planner.top_n import plan_top_n
+        from weir.planner.top_n import plan_top_n
 
         return plan_top_n(qp, stream, scope, keys, order_by, function, rank_column, (low, high), filter_sql,
                           projection, schema, order.expressions, pipeline)
@@ -257,6 +257,6 @@ def _problem(qp: "QueryPlanner", message: str, node: exp.Expression, hint: str) 
 
 
 def _error(problems: list[Problem]):
-    from planner.queries import PlanError
+    from weir.planner.queries import PlanError
 
     return PlanError(problems)

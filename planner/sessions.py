@@ -18,15 +18,15 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
-from planner.aggregates import plan_window_aggregate
-from planner.expressions import Scope, position
-from planner.graph_builder import GraphBuilder, Stream
-from planner.windows import WINDOW_COLUMNS, WindowSpec
-from sql.errors import Problem
-from sql.statements import WindowTVF
+from weir.planner.aggregates import plan_window_aggregate
+from weir.planner.expressions import Scope, position
+from weir.planner.graph_builder import GraphBuilder, Stream
+from weir.planner.windows import WINDOW_COLUMNS, WindowSpec
+from weir.sql.errors import Problem
+from weir.sql.statements import WindowTVF
 
 if TYPE_CHECKING:
-    from planner.queries import QueryPlanner
+    from weir.planner.queries import QueryPlanner
 
 KIND = "session_window"
 
@@ -92,6 +92,6 @@ def _check_partition_keys(qp: "QueryPlanner", select: exp.Select, tvf: WindowTVF
                 f"{', '.join([*window.partition_by, item.sql()])}, ...), or drop it from GROUP BY",
             ))
     if problems:
-        from planner.queries import PlanError
+        from weir.planner.queries import PlanError
 
         raise PlanError(problems)

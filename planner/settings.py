@@ -11,10 +11,10 @@ import difflib
 from dataclasses import dataclass
 from typing import Callable
 
-from engine.connectors.options import parse_duration_seconds, parse_size
-from engine.errors import EngineError
-from engine.state.memory import MIN_CONNECTION_BYTES
-from sql.errors import Problem
+from weir.engine.connectors.options import parse_duration_seconds, parse_size
+from weir.engine.errors import EngineError
+from weir.engine.state.memory import MIN_CONNECTION_BYTES
+from weir.sql.errors import Problem
 
 
 def _integer(minimum: int, maximum: int | None = None) -> Callable[[str], str | None]:

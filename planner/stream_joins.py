@@ -29,17 +29,17 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 from sqlglot import exp
 
-from engine.changelog import ROW_KIND, ROW_KIND_TYPE
-from engine.graph import Edge, schema_to_json
-from engine.sql_eval import INPUT
-from planner.expressions import bind, to_duckdb
-from planner.graph_builder import Stream
-from planner.joins import DESCRIBED_TYPES, JoinScope, Relation, output_names, project_joined
-from sql.errors import Problem, WeirSqlError
-from sql.intervals import parse_duration
+from weir.engine.changelog import ROW_KIND, ROW_KIND_TYPE
+from weir.engine.graph import Edge, schema_to_json
+from weir.engine.sql_eval import INPUT
+from weir.planner.expressions import bind, to_duckdb
+from weir.planner.graph_builder import Stream
+from weir.planner.joins import DESCRIBED_TYPES, JoinScope, Relation, output_names, project_joined
+from weir.sql.errors import Problem, WeirSqlError
+from weir.sql.intervals import parse_duration
 
 if TYPE_CHECKING:
-    from planner.joins import _Pair, _WindowJoinPlanner
+    from weir.planner.joins import _Pair, _WindowJoinPlanner
 
 _HINT = re.compile(r"STATE_TTL\s*\((.*?)\)", re.IGNORECASE | re.DOTALL)
 _HINT_ITEM = re.compile(r"'([^']*)'\s*=\s*'([^']*)'")
@@ -47,7 +47,7 @@ _HINT_ITEM = re.compile(r"'([^']*)'\s*=\s*'([^']*)'")
 
 def plan_regular_join(planner: "_WindowJoinPlanner", join_type: str, left: Relation, right: Relation,
                       pairs: list["_Pair"], remaining: list[exp.Expression], null_aware: bool) -> Stream:
-    from planner.queries import PlanError
+    from weir.planner.queries import PlanError
 
     qp, select = planner.qp, planner.select
     if not pairs:

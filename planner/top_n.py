@@ -18,15 +18,15 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 from sqlglot import exp
 
-from engine.changelog import ROW_KIND, ROW_KIND_TYPE
-from engine.graph import Edge
-from planner.expressions import Scope, quote
-from planner.graph_builder import Stream
-from planner.ranking import is_deduplication, tie_order
-from planner.stream_joins import state_ttl_ms
+from weir.engine.changelog import ROW_KIND, ROW_KIND_TYPE
+from weir.engine.graph import Edge
+from weir.planner.expressions import Scope, quote
+from weir.planner.graph_builder import Stream
+from weir.planner.ranking import is_deduplication, tie_order
+from weir.planner.stream_joins import state_ttl_ms
 
 if TYPE_CHECKING:
-    from planner.queries import QueryPlanner
+    from weir.planner.queries import QueryPlanner
 
 
 def plan_top_n(qp: "QueryPlanner", stream: Stream, scope: Scope, keys: list[str], order_by: list[tuple[str, str]],

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pyarrow as pa
 from sqlglot import exp
 
-from engine.connectors.timestamps import PRECISION
+from weir.engine.connectors.timestamps import PRECISION
 
 _T = exp.DataType.Type
 

@@ -23,16 +23,16 @@ import duckdb
 import pyarrow as pa
 from sqlglot import exp
 
-from engine.changelog import INSERT, ROW_KIND, ROW_KIND_TYPE
-from engine.graph import Edge
-from engine.sql_eval import INPUT, describe
-from planner.expressions import quote
-from planner.graph_builder import Stream
-from planner.types import duckdb_name, normalise, sql_name
-from sql.errors import Problem
+from weir.engine.changelog import INSERT, ROW_KIND, ROW_KIND_TYPE
+from weir.engine.graph import Edge
+from weir.engine.sql_eval import INPUT, describe
+from weir.planner.expressions import quote
+from weir.planner.graph_builder import Stream
+from weir.planner.types import duckdb_name, normalise, sql_name
+from weir.sql.errors import Problem
 
 if TYPE_CHECKING:
-    from planner.queries import QueryPlanner
+    from weir.planner.queries import QueryPlanner
 
 _NUMERIC = (pa.types.is_integer, pa.types.is_floating, pa.types.is_decimal)
 
@@ -69,7 +69,7 @@ def common_type(left: pa.DataType, right: pa.DataType) -> pa.DataType | None:
 
 
 def plan_union(qp: "QueryPlanner", query: exp.Union, pipeline: str) -> Stream:
-    from planner.queries import PlanError
+    from weir.planner.queries import PlanError
 
     kind = {exp.Intersect: "INTERSECT", exp.Except: "EXCEPT"}.get(type(query))
     if kind or query.args.get("distinct"):
@@ -157,7 +157,7 @@ def _cast(qp: "QueryPlanner", stream: Stream, original: Stream, schema: pa.Schem
     if updating:
         projection.append([ROW_KIND, f"CAST({INSERT} AS TINYINT)" if add_kind else quote(ROW_KIND)])
         fields.append(pa.field(ROW_KIND, ROW_KIND_TYPE))
-    from planner.queries import calc_description
+    from weir.planner.queries import calc_description
 
     cast_schema = pa.schema(fields)
     added = qp.builder.add(pipeline, "calc", {"projection": projection, "filter": None}, cast_schema,

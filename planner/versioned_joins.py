@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 from sqlglot import exp
 
-from engine.changelog import ROW_KIND, ROW_KIND_TYPE
-from engine.graph import Edge, schema_to_json
-from planner.expressions import bind, to_duckdb
-from planner.graph_builder import Stream
-from planner.joins import JoinScope, Relation, _join_clause, _WindowJoinPlanner, output_names, project_joined
-from sql.errors import Problem
+from weir.engine.changelog import ROW_KIND, ROW_KIND_TYPE
+from weir.engine.graph import Edge, schema_to_json
+from weir.planner.expressions import bind, to_duckdb
+from weir.planner.graph_builder import Stream
+from weir.planner.joins import JoinScope, Relation, _join_clause, _WindowJoinPlanner, output_names, project_joined
+from weir.sql.errors import Problem
 
 if TYPE_CHECKING:
-    from planner.queries import QueryPlanner
+    from weir.planner.queries import QueryPlanner
 
 
 def is_versioned_join(select: exp.Select) -> bool:
@@ -36,8 +36,8 @@ def is_versioned_join(select: exp.Select) -> bool:
 
 
 def plan_versioned_join(qp: "QueryPlanner", select: exp.Select, pipeline: str) -> Stream:
-    from planner.catalog import TableDef
-    from planner.queries import PlanError
+    from weir.planner.catalog import TableDef
+    from weir.planner.queries import PlanError
 
     joins = select.args["joins"]
     if len(joins) > 1:
@@ -93,7 +93,7 @@ def plan_versioned_join(qp: "QueryPlanner", select: exp.Select, pipeline: str) -
     remaining = []
     where = select.args.get("where")
     if where is not None:
-        from planner.joins import conjuncts
+        from weir.planner.joins import conjuncts
 
         remaining = conjuncts(where.this)
     right_stream_before = right.stream

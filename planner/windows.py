@@ -6,10 +6,10 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from planner.expressions import position, quote
-from sql.errors import Problem
-from sql.intervals import interval_micros
-from sql.statements import WindowTVF
+from weir.planner.expressions import position, quote
+from weir.sql.errors import Problem
+from weir.sql.intervals import interval_micros
+from weir.sql.statements import WindowTVF
 
 WINDOW_COLUMNS = ("window_start", "window_end", "window_time")
 #: window_time is window_end minus one millisecond, as in Flink.

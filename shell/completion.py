@@ -15,11 +15,11 @@ from typing import Callable, Iterable
 from prompt_toolkit.completion import Completer, Completion
 from prompt_toolkit.document import Document
 
-from engine.connectors.registry import CONNECTORS
-from planner.settings import SETTINGS
-from shell.live import RESULT_CONNECTOR
-from shell.splitter import split
-from shell.vocabulary import FUNCTIONS, KEYWORDS, SHELL_COMMANDS
+from weir.engine.connectors.registry import CONNECTORS
+from weir.planner.settings import SETTINGS
+from weir.shell.live import RESULT_CONNECTOR
+from weir.shell.splitter import split
+from weir.shell.vocabulary import FUNCTIONS, KEYWORDS, SHELL_COMMANDS
 
 TABLE_CONTEXT = {"FROM", "JOIN", "INTO", "TABLE", "DESCRIBE", "DESC", "VIEW", "EXISTS"}
 RESULT_MODES = ("table", "changelog", "tableau")

@@ -11,7 +11,7 @@ from typing import Callable
 from prompt_toolkit.document import Document
 from prompt_toolkit.lexers import Lexer
 
-from shell.vocabulary import FUNCTIONS, KEYWORDS
+from weir.shell.vocabulary import FUNCTIONS, KEYWORDS
 
 STYLES = {
     "keyword": "class:keyword",

@@ -5,13 +5,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from engine.checkpoint.coordinator import CheckpointEvent
-from engine.errors import EngineError
-from engine.runtime import control
-from engine.runtime.job import JobOptions, run_job
-from planner.explain import explain
-from planner.planner import Script, default_job_name
-from shell import render
+from weir.engine.checkpoint.coordinator import CheckpointEvent
+from weir.engine.errors import EngineError
+from weir.engine.runtime import control
+from weir.engine.runtime.job import JobOptions, run_job
+from weir.planner.explain import explain
+from weir.planner.planner import Script, default_job_name
+from weir.shell import render
 
 
 def state_dir(args, job_name: str, script: Script | None = None) -> Path:

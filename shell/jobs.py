@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from engine.errors import EngineError, JobCancelled
-from engine.graph import JobGraph
-from engine.messages import MIN_WATERMARK
-from engine.runtime import control
-from engine.runtime.job import JobOptions, run_job
-from engine.runtime.local import JobResult, LocalExecutor
-from engine.runtime.parallel import ProcessExecutor
+from weir.engine.errors import EngineError, JobCancelled
+from weir.engine.graph import JobGraph
+from weir.engine.messages import MIN_WATERMARK
+from weir.engine.runtime import control
+from weir.engine.runtime.job import JobOptions, run_job
+from weir.engine.runtime.local import JobResult, LocalExecutor
+from weir.engine.runtime.parallel import ProcessExecutor
 
 RUNNING, FINISHED, FAILED, CANCELED, STOPPED = "RUNNING", "FINISHED", "FAILED", "CANCELED", "STOPPED"
 

@@ -25,11 +25,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from engine.changelog import ROW_KIND, SHORT_NAMES, UPDATE_BEFORE, DELETE
-from engine.connectors.base import ConnectorSpec, OptionSpec, Sink
-from engine.connectors.registry import CONNECTORS
-from engine.graph import JobGraph
-from shell.render import cell
+from weir.engine.changelog import ROW_KIND, SHORT_NAMES, UPDATE_BEFORE, DELETE
+from weir.engine.connectors.base import ConnectorSpec, OptionSpec, Sink
+from weir.engine.connectors.registry import CONNECTORS
+from weir.engine.graph import JobGraph
+from weir.shell.render import cell
 
 RESULT_CONNECTOR = "weir-shell-result"
 MAX_ROWS = 100_000

@@ -20,8 +20,8 @@ from prompt_toolkit.key_binding import KeyBindings
 from prompt_toolkit.layout import HSplit, Layout, Window
 from prompt_toolkit.layout.controls import FormattedTextControl
 
-from shell.jobs import Job
-from shell.live import LiveResult
+from weir.shell.jobs import Job
+from weir.shell.live import LiveResult
 
 REFRESH_SECONDS = 0.2
 

@@ -8,10 +8,10 @@ from datetime import datetime, timezone
 
 import pyarrow as pa
 
-from engine.errors import EngineError
-from engine.messages import MAX_WATERMARK, MIN_WATERMARK
-from engine.runtime.local import JobResult, Progress
-from sql.errors import WeirSqlError
+from weir.engine.errors import EngineError
+from weir.engine.messages import MAX_WATERMARK, MIN_WATERMARK
+from weir.engine.runtime.local import JobResult, Progress
+from weir.sql.errors import WeirSqlError
 
 
 def _paint(text: str, code: str, colour: bool) -> str:

@@ -17,12 +17,12 @@ from prompt_toolkit.key_binding import KeyBindings
 from prompt_toolkit.patch_stdout import patch_stdout
 from prompt_toolkit.styles import Style
 
-from shell.completion import SqlCompleter
-from shell.highlight import SqlLexer
-from shell.jobs import FAILED, Job
-from shell.runner import Runner, job_done_line, job_failure
-from shell.session import Session
-from shell.splitter import is_complete
+from weir.shell.completion import SqlCompleter
+from weir.shell.highlight import SqlLexer
+from weir.shell.jobs import FAILED, Job
+from weir.shell.runner import Runner, job_done_line, job_failure
+from weir.shell.session import Session
+from weir.shell.splitter import is_complete
 
 HISTORY_ENV = "WEIR_HISTORY"
 PROMPT = "weir> "

@@ -9,14 +9,14 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-from engine.errors import EngineError
-from shell import live_view, render
-from shell.database import DatabaseError
-from shell.jobs import FAILED, FINISHED, Job
-from shell.session import LiveQuery, Message, ResultTable, Session
-from shell.splitter import split
-from sql import parse
-from sql.errors import WeirSqlError
+from weir.engine.errors import EngineError
+from weir.shell import live_view, render
+from weir.shell.database import DatabaseError
+from weir.shell.jobs import FAILED, FINISHED, Job
+from weir.shell.session import LiveQuery, Message, ResultTable, Session
+from weir.shell.splitter import split
+from weir.sql import parse
+from weir.sql.errors import WeirSqlError
 
 HELP = """\
 Statements end with `;` and may span lines. Tab completes, Ctrl-C cancels, Ctrl-D exits.

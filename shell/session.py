@@ -15,21 +15,21 @@ from pathlib import Path
 import pyarrow as pa
 from sqlglot import exp
 
-from engine.errors import EngineError
-from engine.graph import JobGraph
-from planner.catalog import TableDef, ViewDef
-from planner.expressions import check_functions, output_name, to_duckdb
-from planner.graph_builder import GraphBuilder
-from planner.locate import locate, name, quoted
-from planner.planner import Planner
-from planner.queries import QueryPlanner
-from planner.types import sql_name
-from shell.database import ResultDatabase
-from shell.jobs import Job, JobManager
-from shell.live import LiveResult, redirect_to
-from shell.render import timestamp
-from sql import statements as st
-from sql.errors import Problem, WeirSqlError
+from weir.engine.errors import EngineError
+from weir.engine.graph import JobGraph
+from weir.planner.catalog import TableDef, ViewDef
+from weir.planner.expressions import check_functions, output_name, to_duckdb
+from weir.planner.graph_builder import GraphBuilder
+from weir.planner.locate import locate, name, quoted
+from weir.planner.planner import Planner
+from weir.planner.queries import QueryPlanner
+from weir.planner.types import sql_name
+from weir.shell.database import ResultDatabase
+from weir.shell.jobs import Job, JobManager
+from weir.shell.live import LiveResult, redirect_to
+from weir.shell.render import timestamp
+from weir.sql import statements as st
+from weir.sql.errors import Problem, WeirSqlError
 
 RESULT_MODE = "sql-client.execution.result-mode"
 SAVEPOINT_PATH = "execution.savepoint.path"

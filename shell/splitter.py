@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shell.vocabulary import SHELL_COMMANDS as _COMMANDS
+from weir.shell.vocabulary import SHELL_COMMANDS as _COMMANDS
 
 #: Words that the shell itself understands, with or without a `;`.
 SHELL_COMMANDS = tuple(c.lower() for c in _COMMANDS)

@@ -4,9 +4,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from shell.repl import Repl
-from shell.runner import Runner
-from shell.session import Session
+from weir.shell.repl import Repl
+from weir.shell.runner import Runner
+from weir.shell.session import Session
 
 
 def run_shell(file: str | None, init: str | None, *, db_path: str, settings: dict[str, str]) -> int:

@@ -22,7 +22,7 @@ from sqlglot.parsers.risingwave import RisingWaveParser
 from sqlglot.tokens import TokenType
 from sqlglot.trie import new_trie
 
-from sql.statements import WindowTVF
+from weir.sql.statements import WindowTVF
 
 #: Each window's interval parameters in positional order (after the table and time column).
 WINDOW_PARAMETERS = {

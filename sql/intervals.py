@@ -13,8 +13,8 @@ from decimal import Decimal, InvalidOperation
 
 from sqlglot import exp
 
-from sql.errors import Problem, WeirSqlError
-from sql.positions import error_at
+from weir.sql.errors import Problem, WeirSqlError
+from weir.sql.positions import error_at
 
 MICROS = {
     "MICROSECOND": 1,

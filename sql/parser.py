@@ -11,11 +11,11 @@ import re
 from sqlglot.errors import ErrorLevel, ParseError, SqlglotError, TokenError
 from sqlglot.tokens import Token, TokenType
 
-from sql.dialect import TIMESTAMP_UNITS, Weir
-from sql.errors import Problem, WeirSqlError
-from sql.positions import line_col
-from sql.statement_builder import Span, build_statement
-from sql.statements import Statement
+from weir.sql.dialect import TIMESTAMP_UNITS, Weir
+from weir.sql.errors import Problem, WeirSqlError
+from weir.sql.positions import line_col
+from weir.sql.statement_builder import Span, build_statement
+from weir.sql.statements import Statement
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 

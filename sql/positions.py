@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from sql.errors import Problem, WeirSqlError
+from weir.sql.errors import Problem, WeirSqlError
 
 
 def line_col(text: str, offset: int) -> tuple[int, int]:

@@ -5,11 +5,11 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from sql import statements as st
-from sql.dialect import ExplainStatement, ResetStatement, StopJobStatement
-from sql.errors import Problem, WeirSqlError
-from sql.positions import error_at, line_col, position
-from sql.windows import normalise_windows
+from weir.sql import statements as st
+from weir.sql.dialect import ExplainStatement, ResetStatement, StopJobStatement
+from weir.sql.errors import Problem, WeirSqlError
+from weir.sql.positions import error_at, line_col, position
+from weir.sql.windows import normalise_windows
 
 SUPPORTED = (
     "CREATE TABLE, CREATE [MATERIALIZED] VIEW, INSERT INTO ... SELECT, SELECT, EXPLAIN, SET, RESET, "

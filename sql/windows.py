@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from sql.dialect import WINDOW_PARAMETERS, Descriptor, TableArgument, WindowCall
-from sql.errors import WeirSqlError
-from sql.intervals import INTERVAL_HINT, interval_micros
-from sql.positions import error_at
-from sql.statements import WindowTVF
+from weir.sql.dialect import WINDOW_PARAMETERS, Descriptor, TableArgument, WindowCall
+from weir.sql.errors import WeirSqlError
+from weir.sql.intervals import INTERVAL_HINT, interval_micros
+from weir.sql.positions import error_at
+from weir.sql.statements import WindowTVF
 
 #: The argument names of each window table function, in positional order.
 ARGUMENT_NAMES = {kind: ("DATA", "TIMECOL", *(p.upper() for p in params)) for kind, params in WINDOW_PARAMETERS.items()}

@@ -19,11 +19,11 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from engine.connectors.nexmark import COLUMNS
-from engine.connectors.registry import create_source
-from engine.runtime.source_reader import SourceReader
-from planner.settings import SETTINGS
-from shell.cli import main
+from weir.engine.connectors.nexmark import COLUMNS
+from weir.engine.connectors.registry import create_source
+from weir.engine.runtime.source_reader import SourceReader
+from weir.planner.settings import SETTINGS
+from weir.shell.cli import main
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "nexmark"
 EVENTS = 100_000

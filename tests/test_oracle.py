@@ -19,7 +19,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from shell.cli import main
+from weir.shell.cli import main
 
 ROWS = 120_000
 KEYS = 50

@@ -64,8 +64,8 @@ from unittest import mock
 import duckdb
 import pytest
 
-from engine import faults
-from shell.cli import main
+from weir.engine import faults
+from weir.shell.cli import main
 
 QUERIES = Path(__file__).parent / "queries"
 FOLDERS = sorted(p.name for p in QUERIES.iterdir() if (p / "query.sql").is_file())
@@ -144,7 +144,7 @@ def run_parallel(capsys: pytest.CaptureFixture) -> JobRun:
     batch, in a subprocess (so that what the workers' print sinks write is captured too)."""
     settings = [*batch_settings(), *CHECKPOINT_EVERY_BATCH, *PARALLEL]
     env = {k: v for k, v in os.environ.items() if k != "WEIR_FAULT"}
-    attempt = subprocess.run([sys.executable, "-m", "shell.cli", *RUN, *settings], env=env,
+    attempt = subprocess.run([sys.executable, "-m", "weir.shell.cli", *RUN, *settings], env=env,
                              capture_output=True, text=True, timeout=120)
     return JobRun(attempt.returncode, attempt.stdout, attempt.stderr)
 
@@ -194,7 +194,7 @@ def run_killed(capsys: pytest.CaptureFixture) -> JobRun:
     """Run the job in subprocesses killed at seeded-random points, then once more to the end."""
     settings = [*batch_settings(), *CHECKPOINT_EVERY_BATCH]
     plan = kill_plan(count_fault_points(settings, capsys), random.Random(f"{SEED}:{Path.cwd().name}"))
-    command = [sys.executable, "-m", "shell.cli", *RUN, *settings]
+    command = [sys.executable, "-m", "weir.shell.cli", *RUN, *settings]
     stdout, stderr = [], []
     for point, n in [*plan, (None, 0)]:
         env = {k: v for k, v in os.environ.items() if k != "WEIR_FAULT"}

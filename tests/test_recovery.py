@@ -23,8 +23,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from engine.checkpoint.storage import CheckpointStorage
-from shell.cli import main
+from weir.engine.checkpoint.storage import CheckpointStorage
+from weir.shell.cli import main
 
 JOB_NAME = "job"
 DATABASE = "weir.duckdb"
@@ -83,7 +83,7 @@ def weir(directory: Path, *args: str, fault: str | None = None) -> subprocess.Co
     env = {k: v for k, v in os.environ.items() if k != "WEIR_FAULT"}
     if fault is not None:
         env["WEIR_FAULT"] = fault
-    return subprocess.run([sys.executable, "-m", "shell.cli", *args], cwd=directory, env=env,
+    return subprocess.run([sys.executable, "-m", "weir.shell.cli", *args], cwd=directory, env=env,
                           capture_output=True, text=True, timeout=120)
 
 
@@ -419,7 +419,7 @@ def test_a_job_stopped_with_a_savepoint_resumes_to_the_uninterrupted_result(tmp_
     directory = tmp_path / "resumed"
     directory.mkdir()
     (directory / "bids.sql").write_text(NEXMARK_JOB.format(events=""))
-    job = subprocess.Popen([sys.executable, "-m", "shell.cli", "run", "bids.sql", "--db", DATABASE, "--no-progress"],
+    job = subprocess.Popen([sys.executable, "-m", "weir.shell.cli", "run", "bids.sql", "--db", DATABASE, "--no-progress"],
                            cwd=directory, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         control = directory / ".weir" / "bids" / "control" / "job.json"

@@ -24,7 +24,7 @@ Flink (PyFlink, streaming mode) runs every case in one JVM, in a subprocess of
 the PyFlink venv's Python (``flink_job.py``; its settings are ``SETTINGS``
 there): each INSERT's SELECT is collected with its row kinds and applied to an
 empty table. Flink's csv format has no header line, so Flink reads copies of
-the csv inputs without theirs. weir runs each case with ``python -m shell.cli
+the csv inputs without theirs. weir runs each case with ``python -m weir.shell.cli
 run`` from the root of the checkout this file is in, while Flink runs; its sink
 files are read back (a debezium-json sink's changes applied in order). Values
 are compared by the sink's declared types: timestamps as ISO text with
@@ -124,7 +124,7 @@ def prepare(folder: Path, work_root: Path) -> Case:
 def run_weir(case: Case, python: str, timeout: float) -> None:
     job = case.work / "weir_job.sql"
     job.write_text(case.weir_sql)
-    command = [python, "-m", "shell.cli", "run", str(job), "--db", str(case.work / "weir.duckdb"),
+    command = [python, "-m", "weir.shell.cli", "run", str(job), "--db", str(case.work / "weir.duckdb"),
                "--state-dir", str(case.work / "weir_state"), "--no-progress"]
     started = time.perf_counter()
     try:

@@ -43,8 +43,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine.errors import EngineError
-from engine.messages import Barrier
+from weir.engine.errors import EngineError
+from weir.engine.messages import Barrier
 
 
 class BarrierOrderError(EngineError):

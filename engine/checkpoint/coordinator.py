@@ -43,14 +43,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from engine import faults
-from engine.checkpoint.files import write_atomically
-from engine.checkpoint.storage import Checkpoint, CheckpointStorage
-from engine.connectors.registry import create_sink
-from engine.errors import EngineError
-from engine.graph import JobGraph, OperatorNode
-from engine.operators.registry import OPERATORS
-from engine.state.key_groups import range_for_subtask
+from weir.engine import faults
+from weir.engine.checkpoint.files import write_atomically
+from weir.engine.checkpoint.storage import Checkpoint, CheckpointStorage
+from weir.engine.connectors.registry import create_sink
+from weir.engine.errors import EngineError
+from weir.engine.graph import JobGraph, OperatorNode
+from weir.engine.operators.registry import OPERATORS
+from weir.engine.state.key_groups import range_for_subtask
 
 COMMITTED_MARKER = "_output_committed"
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.errors import EngineError
+from weir.engine.errors import EngineError
 
 
 class CheckpointError(EngineError):

@@ -12,16 +12,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from engine.checkpoint.errors import CheckpointError
-from engine.checkpoint.files import FileProblem, verify_file
-from engine.checkpoint.metadata import (
+from weir.engine.checkpoint.errors import CheckpointError
+from weir.engine.checkpoint.files import FileProblem, verify_file
+from weir.engine.checkpoint.metadata import (
     METADATA_FILE,
     CheckpointInfo,
     MetadataProblem,
     decode_metadata,
     info_of,
 )
-from engine.checkpoint.state_files import read_subtask_state
+from weir.engine.checkpoint.state_files import read_subtask_state
 
 _HINT = "restore from another checkpoint or savepoint; this one cannot be used as it is"
 

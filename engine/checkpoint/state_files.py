@@ -33,8 +33,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from engine.checkpoint.errors import CheckpointError
-from engine.checkpoint.files import (
+from weir.engine.checkpoint.errors import CheckpointError
+from weir.engine.checkpoint.files import (
     FileProblem,
     check_size,
     fsync_directory,

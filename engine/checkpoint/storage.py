@@ -25,9 +25,9 @@ import re
 from pathlib import Path
 from typing import Callable
 
-from engine.checkpoint.errors import CheckpointError
-from engine.checkpoint.files import fsync_directory, make_directories, remove_directory
-from engine.checkpoint.metadata import (
+from weir.engine.checkpoint.errors import CheckpointError
+from weir.engine.checkpoint.files import fsync_directory, make_directories, remove_directory
+from weir.engine.checkpoint.metadata import (
     KINDS,
     METADATA_FILE,
     CheckpointInfo,
@@ -35,8 +35,8 @@ from engine.checkpoint.metadata import (
     decode_metadata,
     info_of,
 )
-from engine.checkpoint.reader import Checkpoint
-from engine.checkpoint.writer import CheckpointWriter
+from weir.engine.checkpoint.reader import Checkpoint
+from weir.engine.checkpoint.writer import CheckpointWriter
 
 __all__ = ["Checkpoint", "CheckpointError", "CheckpointInfo", "CheckpointStorage", "CheckpointWriter"]
 

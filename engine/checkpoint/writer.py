@@ -16,9 +16,9 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from engine.checkpoint.errors import CheckpointError
-from engine.checkpoint.files import fsync_directory, remove_directory, write_atomically
-from engine.checkpoint.metadata import (
+from weir.engine.checkpoint.errors import CheckpointError
+from weir.engine.checkpoint.files import fsync_directory, remove_directory, write_atomically
+from weir.engine.checkpoint.metadata import (
     METADATA_FILE,
     CheckpointInfo,
     decode_metadata,
@@ -26,7 +26,7 @@ from engine.checkpoint.metadata import (
     info_of,
     now,
 )
-from engine.checkpoint.state_files import safe_name, write_subtask_state
+from weir.engine.checkpoint.state_files import safe_name, write_subtask_state
 
 
 class CheckpointWriter:

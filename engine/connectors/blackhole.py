@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from engine.connectors.base import ConnectorSpec, Sink
+from weir.engine.connectors.base import ConnectorSpec, Sink
 
 
 class BlackholeSink(Sink):

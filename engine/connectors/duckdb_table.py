@@ -49,10 +49,10 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from engine.changelog import INSERT, ROW_KIND, UPDATE_AFTER
-from engine.connectors.base import ConnectorSpec, OptionSpec, Sink, option_value
-from engine.connectors.options import parse_duration_seconds
-from engine.errors import EngineError
+from weir.engine.changelog import INSERT, ROW_KIND, UPDATE_AFTER
+from weir.engine.connectors.base import ConnectorSpec, OptionSpec, Sink, option_value
+from weir.engine.connectors.options import parse_duration_seconds
+from weir.engine.errors import EngineError
 
 COMMITS_TABLE = "_weir_sink_commits"
 #: How many of its latest checkpoints' rows a keyless table keeps the staged files of, to take

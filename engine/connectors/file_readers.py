@@ -30,9 +30,9 @@ import pyarrow.csv as pa_csv
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
-from engine.connectors.timestamps import declared_precision
-from engine.connectors.timestamps import truncate as truncate_timestamps
-from engine.errors import SourceError
+from weir.engine.connectors.timestamps import declared_precision
+from weir.engine.connectors.timestamps import truncate as truncate_timestamps
+from weir.engine.errors import SourceError
 
 #: Bytes in the first block of a text file, before the row size is known.
 FIRST_BLOCK_BYTES = 1 << 20

@@ -21,11 +21,11 @@ from typing import Any, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from engine.connectors.base import ConnectorSpec, OptionSpec, Source, option_value
-from engine.connectors.file_readers import READERS, Block, FileReader, refuse_misread_types
-from engine.connectors.filesystem_sink import FileSystemSink
-from engine.connectors.options import parse_bool, parse_char
-from engine.errors import SourceError
+from weir.engine.connectors.base import ConnectorSpec, OptionSpec, Source, option_value
+from weir.engine.connectors.file_readers import READERS, Block, FileReader, refuse_misread_types
+from weir.engine.connectors.filesystem_sink import FileSystemSink
+from weir.engine.connectors.options import parse_bool, parse_char
+from weir.engine.errors import SourceError
 
 FORMATS = ("csv", "json", "parquet")
 #: A sink format only: each change as a Debezium envelope (see ``filesystem_sink``).

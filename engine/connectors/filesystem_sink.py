@@ -40,13 +40,13 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
-from engine.changelog import DELETE, INSERT, ROW_KIND, UPDATE_BEFORE
-from engine.connectors.base import Sink
-from engine.connectors.duckdb_table import checkpoints_text
-from engine.connectors.options import parse_size
-from engine.connectors.text_format import timestamps_as_text
+from weir.engine.changelog import DELETE, INSERT, ROW_KIND, UPDATE_BEFORE
+from weir.engine.connectors.base import Sink
+from weir.engine.connectors.duckdb_table import checkpoints_text
+from weir.engine.connectors.options import parse_size
+from weir.engine.connectors.text_format import timestamps_as_text
 
-from engine.checkpoint.files import fsync_directory, write_atomically
+from weir.engine.checkpoint.files import fsync_directory, write_atomically
 
 EXTENSION = {"csv": "csv", "json": "json", "parquet": "parquet", "debezium-json": "json"}
 IN_PROGRESS_SUFFIX = ".inprogress"

@@ -21,16 +21,16 @@ from typing import Any, Callable, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.connectors.base import ConnectorSpec, OptionSpec, Source, option_value
-from engine.connectors.nexmark_model import (
+from weir.engine.connectors.base import ConnectorSpec, OptionSpec, Source, option_value
+from weir.engine.connectors.nexmark_model import (
     AVG_BYTES, CHANNELS_NUMBER, FIRST_AUCTION_ID, FIRST_CATEGORY_ID, FIRST_PERSON_ID, HOT_BLOCK,
     HOT_CHANNELS, NUM_CATEGORIES, NUM_IN_FLIGHT_AUCTIONS, US_CITIES, US_STATES, Draws, Proportions,
     StringPools, div, extra_lengths, hot_or, mod, person_names, price, random_active_person,
     random_in_flight_auction,
 )
-from engine.connectors.options import parse_int, parse_timestamp_us
-from engine.errors import ConnectorOptionError
-from engine.operators.batches import positions
+from weir.engine.connectors.options import parse_int, parse_timestamp_us
+from weir.engine.errors import ConnectorOptionError
+from weir.engine.operators.batches import positions
 
 _TS = pa.timestamp("us")
 COLUMNS: dict[str, dict[str, pa.DataType]] = {

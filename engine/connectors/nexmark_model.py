@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.state.key_groups import splitmix64, splitmix64_int
+from weir.engine.state.key_groups import splitmix64, splitmix64_int
 
 FIRST_PERSON_ID = 1000
 FIRST_AUCTION_ID = 1000

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from datetime import datetime, timezone
 
-from engine.connectors.base import OptionSpec
-from engine.errors import ConnectorOptionError
+from weir.engine.connectors.base import OptionSpec
+from weir.engine.errors import ConnectorOptionError
 
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}

@@ -12,8 +12,8 @@ from typing import Any, TextIO
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.connectors.base import ConnectorSpec, OptionSpec, Sink
-from engine.connectors.text_format import changelog_lines
+from weir.engine.connectors.base import ConnectorSpec, OptionSpec, Sink
+from weir.engine.connectors.text_format import changelog_lines
 
 
 class PrintSink(Sink):

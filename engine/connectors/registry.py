@@ -10,10 +10,10 @@ import difflib
 
 import pyarrow as pa
 
-from engine.connectors import blackhole, duckdb_table, filesystem, nexmark, print_sink
-from engine.connectors.base import DEFAULT_BATCH_SIZE, ConnectorSpec, OptionSpec, Sink, Source
-from engine.connectors.options import value_problem
-from engine.errors import ConnectorOptionError
+from weir.engine.connectors import blackhole, duckdb_table, filesystem, nexmark, print_sink
+from weir.engine.connectors.base import DEFAULT_BATCH_SIZE, ConnectorSpec, OptionSpec, Sink, Source
+from weir.engine.connectors.options import value_problem
+from weir.engine.errors import ConnectorOptionError
 
 CONNECTORS: dict[str, ConnectorSpec] = {
     spec.name: spec

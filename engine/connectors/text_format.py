@@ -7,7 +7,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.changelog import ROW_KIND, SHORT_NAMES
+from weir.engine.changelog import ROW_KIND, SHORT_NAMES
 
 
 def timestamp_text(column: pa.Array, separator: str = " ") -> pa.Array:

@@ -28,8 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from engine.errors import EngineError
-from engine.operators.duckdb_sql import RAISED
+from weir.engine.errors import EngineError
+from weir.engine.operators.duckdb_sql import RAISED
 
 AGGREGATE_FUNCTIONS = ("count", "sum", "min", "max", "avg")
 

@@ -12,9 +12,9 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from engine.operators.duckdb_sql import execute
-from engine.state.key_groups import range_for_subtask
-from engine.state.memory import ManagedMemory
+from weir.engine.operators.duckdb_sql import execute
+from weir.engine.state.key_groups import range_for_subtask
+from weir.engine.state.memory import ManagedMemory
 
 
 #: The counter of rows dropped because their event time is NULL (no window, no join bound).

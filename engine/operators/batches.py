@@ -4,8 +4,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.errors import EngineError
-from engine.watermarks import ARRIVAL_FIELD, ARRIVAL_WATERMARK
+from weir.engine.errors import EngineError
+from weir.engine.watermarks import ARRIVAL_FIELD, ARRIVAL_WATERMARK
 
 #: 0, 1, 2, ...: grown by doubling, so that no batch builds its positions in a Python loop.
 _POSITIONS = pa.array([], pa.int64())

@@ -19,11 +19,11 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from engine.errors import EngineError
-from engine.operators.base import Operator, OperatorContext
-from engine.operators.batches import conform
-from engine.operators.duckdb_sql import query_arrow, quote_ident
-from engine.watermarks import ARRIVAL_WATERMARK, PASS, has_arrival
+from weir.engine.errors import EngineError
+from weir.engine.operators.base import Operator, OperatorContext
+from weir.engine.operators.batches import conform
+from weir.engine.operators.duckdb_sql import query_arrow, quote_ident
+from weir.engine.watermarks import ARRIVAL_WATERMARK, PASS, has_arrival
 
 INPUT_VIEW = "calc_input"
 

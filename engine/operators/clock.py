@@ -5,7 +5,7 @@ watermark at or below the current one changes nothing.
 """
 from __future__ import annotations
 
-from engine.messages import MIN_WATERMARK
+from weir.engine.messages import MIN_WATERMARK
 
 
 class EventTimeClock:

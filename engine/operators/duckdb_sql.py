@@ -11,7 +11,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from engine.errors import EngineError
+from weir.engine.errors import EngineError
 
 
 def quote_ident(name: str) -> str:

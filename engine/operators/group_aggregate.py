@@ -45,14 +45,14 @@ from typing import Any
 
 import pyarrow as pa
 
-from engine.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER, UPDATE_BEFORE
-from engine.errors import EngineError
-from engine.operators.accumulators import AggregateCall
-from engine.operators.base import OperatorContext, StateOperator
-from engine.operators.batches import conform
-from engine.operators.duckdb_sql import create_table_from_arrow, query_arrow, quote_ident, snapshot_tables
-from engine.state.key_groups import key_groups
-from engine.state.keyed_tables import merge_snapshots, owned_tables
+from weir.engine.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER, UPDATE_BEFORE
+from weir.engine.errors import EngineError
+from weir.engine.operators.accumulators import AggregateCall
+from weir.engine.operators.base import OperatorContext, StateOperator
+from weir.engine.operators.batches import conform
+from weir.engine.operators.duckdb_sql import create_table_from_arrow, query_arrow, quote_ident, snapshot_tables
+from weir.engine.state.key_groups import key_groups
+from weir.engine.state.keyed_tables import merge_snapshots, owned_tables
 
 INPUT_VIEW = "group_input"
 ACCUMULATORS = "group_accumulators"

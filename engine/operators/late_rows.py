@@ -25,9 +25,9 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.operators.base import OperatorContext
-from engine.operators.duckdb_sql import int_literal, query_arrow, quote_ident, string_literal
-from engine.watermarks import without_arrival
+from weir.engine.operators.base import OperatorContext
+from weir.engine.operators.duckdb_sql import int_literal, query_arrow, quote_ident, string_literal
+from weir.engine.watermarks import without_arrival
 
 LATE_INPUT = "late_input"
 OPERATOR_COLUMN = "weir_operator"

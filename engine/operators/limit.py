@@ -21,8 +21,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from engine.errors import EngineError
-from engine.operators.base import Operator
+from weir.engine.errors import EngineError
+from weir.engine.operators.base import Operator
 
 SNAPSHOT_VERSION = 1
 #: The key group of the empty key, which every row of the limit's input has.

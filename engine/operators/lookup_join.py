@@ -30,12 +30,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from engine.changelog import ROW_KIND
-from engine.errors import EngineError
-from engine.graph import schema_from_json
-from engine.operators.base import OperatorContext, StateOperator
-from engine.operators.batches import conform, positions
-from engine.operators.duckdb_sql import execute, query_arrow, quote_ident
+from weir.engine.changelog import ROW_KIND
+from weir.engine.errors import EngineError
+from weir.engine.graph import schema_from_json
+from weir.engine.operators.base import OperatorContext, StateOperator
+from weir.engine.operators.batches import conform, positions
+from weir.engine.operators.duckdb_sql import execute, query_arrow, quote_ident
 
 BATCH = "lookup_batch"
 SIDE_INPUT = "lookup_rows"
@@ -67,7 +67,7 @@ class LookupJoin(StateOperator):
         """A file is read once, as a side input; a duckdb table is queried per batch."""
         if self.connector == "duckdb":
             return
-        from engine.connectors.registry import create_source
+        from weir.engine.connectors.registry import create_source
 
         source = create_source(self.options, self.schema)
         if not source.bounded:

@@ -38,16 +38,16 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.errors import EngineError
-from engine.messages import MIN_WATERMARK
-from engine.operators.accumulators import AGGREGATE_FUNCTIONS
-from engine.operators.base import OperatorContext, StateOperator
-from engine.operators.batches import conform
-from engine.operators.clock import EventTimeClock
-from engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow, snapshot_tables
-from engine.state.key_groups import key_groups
-from engine.watermarks import USE, row_watermarks, without_arrival
-from engine.state.keyed_tables import merge_snapshots, owned_tables
+from weir.engine.errors import EngineError
+from weir.engine.messages import MIN_WATERMARK
+from weir.engine.operators.accumulators import AGGREGATE_FUNCTIONS
+from weir.engine.operators.base import OperatorContext, StateOperator
+from weir.engine.operators.batches import conform
+from weir.engine.operators.clock import EventTimeClock
+from weir.engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow, snapshot_tables
+from weir.engine.state.key_groups import key_groups
+from weir.engine.watermarks import USE, row_watermarks, without_arrival
+from weir.engine.state.keyed_tables import merge_snapshots, owned_tables
 
 STATE_TABLES = ("pending", "history")
 TIME = "__t"

@@ -3,22 +3,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.errors import EngineError
-from engine.operators.base import Operator, OperatorContext
-from engine.operators.calc import Calc
-from engine.operators.limit import Limit
-from engine.operators.lookup_join import LookupJoin
-from engine.operators.group_aggregate import GroupAggregate
-from engine.operators.session_window import SessionWindow
-from engine.operators.stream_join import StreamJoin
-from engine.operators.temporal_join import TemporalJoin
-from engine.operators.top_n import TopN
-from engine.operators.window_aggregate import WindowAggregate
-from engine.operators.window_rank import WindowRank
-from engine.operators.window_join import WindowJoin
-from engine.operators.union import Union
-from engine.operators.interval_join import IntervalJoin
-from engine.operators.over_aggregate import OverAggregate
+from weir.engine.errors import EngineError
+from weir.engine.operators.base import Operator, OperatorContext
+from weir.engine.operators.calc import Calc
+from weir.engine.operators.limit import Limit
+from weir.engine.operators.lookup_join import LookupJoin
+from weir.engine.operators.group_aggregate import GroupAggregate
+from weir.engine.operators.session_window import SessionWindow
+from weir.engine.operators.stream_join import StreamJoin
+from weir.engine.operators.temporal_join import TemporalJoin
+from weir.engine.operators.top_n import TopN
+from weir.engine.operators.window_aggregate import WindowAggregate
+from weir.engine.operators.window_rank import WindowRank
+from weir.engine.operators.window_join import WindowJoin
+from weir.engine.operators.union import Union
+from weir.engine.operators.interval_join import IntervalJoin
+from weir.engine.operators.over_aggregate import OverAggregate
 
 OPERATORS: dict[str, type[Operator]] = {
     "calc": Calc,

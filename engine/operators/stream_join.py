@@ -49,14 +49,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER
-from engine.errors import EngineError
-from engine.operators.base import OperatorContext, StateOperator, without_output_names
-from engine.operators.batches import conform, positions
-from engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow, quote_ident, snapshot_tables
-from engine.graph import schema_from_json
-from engine.state.key_groups import key_groups
-from engine.state.keyed_tables import merge_snapshots, owned_tables
+from weir.engine.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER
+from weir.engine.errors import EngineError
+from weir.engine.operators.base import OperatorContext, StateOperator, without_output_names
+from weir.engine.operators.batches import conform, positions
+from weir.engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow, quote_ident, snapshot_tables
+from weir.engine.graph import schema_from_json
+from weir.engine.state.key_groups import key_groups
+from weir.engine.state.keyed_tables import merge_snapshots, owned_tables
 
 JOIN_TYPES = ("inner", "left", "right", "full", "semi", "anti")
 SIDES = ("left", "right")

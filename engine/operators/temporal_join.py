@@ -27,15 +27,15 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.errors import EngineError
-from engine.graph import schema_from_json
-from engine.operators.base import OperatorContext, StateOperator, without_output_names
-from engine.operators.batches import conform
-from engine.operators.clock import EventTimeClock
-from engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow, quote_ident, snapshot_tables
-from engine.state.key_groups import key_groups
-from engine.watermarks import USE, row_watermarks
-from engine.state.keyed_tables import merge_snapshots, owned_tables
+from weir.engine.errors import EngineError
+from weir.engine.graph import schema_from_json
+from weir.engine.operators.base import OperatorContext, StateOperator, without_output_names
+from weir.engine.operators.batches import conform
+from weir.engine.operators.clock import EventTimeClock
+from weir.engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow, quote_ident, snapshot_tables
+from weir.engine.state.key_groups import key_groups
+from weir.engine.watermarks import USE, row_watermarks
+from weir.engine.state.keyed_tables import merge_snapshots, owned_tables
 
 TABLES = ("left_rows", "versions")
 INPUT = "temporal_input"

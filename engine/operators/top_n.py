@@ -49,13 +49,13 @@ import time
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER
-from engine.errors import EngineError
-from engine.operators.base import OperatorContext, StateOperator
-from engine.operators.batches import conform, positions
-from engine.operators.duckdb_sql import int_literal, query_arrow, quote_ident, snapshot_tables
-from engine.state.key_groups import key_groups
-from engine.state.keyed_tables import merge_snapshots, owned_tables
+from weir.engine.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER
+from weir.engine.errors import EngineError
+from weir.engine.operators.base import OperatorContext, StateOperator
+from weir.engine.operators.batches import conform, positions
+from weir.engine.operators.duckdb_sql import int_literal, query_arrow, quote_ident, snapshot_tables
+from weir.engine.state.key_groups import key_groups
+from weir.engine.state.keyed_tables import merge_snapshots, owned_tables
 
 TABLE = "ranked_rows"
 DELTA = "top_n_delta"

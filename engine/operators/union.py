@@ -13,9 +13,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from engine.errors import EngineError
-from engine.operators.base import Operator, OperatorContext
-from engine.watermarks import ARRIVAL_FIELD, PASS, has_arrival
+from weir.engine.errors import EngineError
+from weir.engine.operators.base import Operator, OperatorContext
+from weir.engine.watermarks import ARRIVAL_FIELD, PASS, has_arrival
 
 
 class Union(Operator):

@@ -58,19 +58,19 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.errors import EngineError
-from engine.operators.accumulators import Accumulator, AggregateCall, DistinctAccumulator, argument_columns
-from engine.operators.base import Operator, OperatorContext
-from engine.operators.batches import conform
-from engine.operators.clock import EventTimeClock
-from engine.operators.late_rows import LateRows
-from engine.operators.duckdb_sql import int_literal, query_arrow, quote_ident
-from engine.operators.window_state import FROM_END, SLICE, WINDOW_END, WINDOW_START, WindowState
-from engine.operators.windows import WINDOW_TIME_LAG_US, align_array, window_assigner
-from engine.state.key_groups import key_groups
-from engine.state.keyed_tables import merge_snapshots, owned_tables
-from engine.messages import MIN_WATERMARK
-from engine.watermarks import USE, highest_watermark, row_watermarks
+from weir.engine.errors import EngineError
+from weir.engine.operators.accumulators import Accumulator, AggregateCall, DistinctAccumulator, argument_columns
+from weir.engine.operators.base import Operator, OperatorContext
+from weir.engine.operators.batches import conform
+from weir.engine.operators.clock import EventTimeClock
+from weir.engine.operators.late_rows import LateRows
+from weir.engine.operators.duckdb_sql import int_literal, query_arrow, quote_ident
+from weir.engine.operators.window_state import FROM_END, SLICE, WINDOW_END, WINDOW_START, WindowState
+from weir.engine.operators.windows import WINDOW_TIME_LAG_US, align_array, window_assigner
+from weir.engine.state.key_groups import key_groups
+from weir.engine.state.keyed_tables import merge_snapshots, owned_tables
+from weir.engine.messages import MIN_WATERMARK
+from weir.engine.watermarks import USE, highest_watermark, row_watermarks
 
 INPUT_VIEW = "window_input"
 #: Schema metadata marking a batch of partial aggregates (``pre_aggregate``).

@@ -39,16 +39,16 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.errors import EngineError
-from engine.operators.late_rows import LateRows
-from engine.operators.base import OperatorContext, StateOperator
-from engine.operators.batches import conform
-from engine.operators.clock import EventTimeClock
-from engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow
-from engine.operators.windows import WINDOW_TIME_LAG_US
-from engine.state.key_groups import key_groups
-from engine.watermarks import USE, row_watermarks, without_arrival
-from engine.state.keyed_tables import merge_snapshots, owned_tables
+from weir.engine.errors import EngineError
+from weir.engine.operators.late_rows import LateRows
+from weir.engine.operators.base import OperatorContext, StateOperator
+from weir.engine.operators.batches import conform
+from weir.engine.operators.clock import EventTimeClock
+from weir.engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow
+from weir.engine.operators.windows import WINDOW_TIME_LAG_US
+from weir.engine.state.key_groups import key_groups
+from weir.engine.watermarks import USE, row_watermarks, without_arrival
+from weir.engine.state.keyed_tables import merge_snapshots, owned_tables
 
 JOIN_TYPES = ("inner", "left", "right", "full", "semi", "anti")
 SIDES = ("left", "right")

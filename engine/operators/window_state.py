@@ -27,10 +27,10 @@ from dataclasses import dataclass
 import duckdb
 import pyarrow as pa
 
-from engine.errors import EngineError
-from engine.operators.accumulators import Accumulator, DistinctAccumulator
-from engine.operators.duckdb_sql import create_table_from_arrow, execute, int_literal, query_arrow, quote_ident
-from engine.operators.windows import WINDOW_TIME_LAG_US, SliceWindows
+from weir.engine.errors import EngineError
+from weir.engine.operators.accumulators import Accumulator, DistinctAccumulator
+from weir.engine.operators.duckdb_sql import create_table_from_arrow, execute, int_literal, query_arrow, quote_ident
+from weir.engine.operators.windows import WINDOW_TIME_LAG_US, SliceWindows
 
 ACCUMULATORS = "window_accumulators"
 SLICE = "__slice_start"

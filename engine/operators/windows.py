@@ -28,7 +28,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.errors import EngineError
+from weir.engine.errors import EngineError
 
 #: window_time = window_end - 1 ms: the largest timestamp inside the window
 #: at Flink's millisecond resolution; a window fires when the watermark reaches it.

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.errors import EngineError
+from weir.engine.errors import EngineError
 
 
 def _write_atomically(path: Path, data: dict[str, Any]) -> None:

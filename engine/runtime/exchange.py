@@ -30,10 +30,10 @@ from multiprocessing.connection import Connection
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.errors import EngineError
-from engine.graph import Edge, OperatorNode
-from engine.state.key_groups import key_groups, subtask_for_key_group
-from engine.watermarks import ARRIVAL_WATERMARK, has_arrival
+from weir.engine.errors import EngineError
+from weir.engine.graph import Edge, OperatorNode
+from weir.engine.state.key_groups import key_groups, subtask_for_key_group
+from weir.engine.watermarks import ARRIVAL_WATERMARK, has_arrival
 
 #: Operators whose state is keyed: every edge into them is an exchange by the edge's keys.
 KEYED_KINDS = frozenset({"window_aggregate", "window_join", "window_rank", "session_window", "group_aggregate",

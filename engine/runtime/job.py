@@ -8,16 +8,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from engine.checkpoint.coordinator import AlreadyFinished, CheckpointConfig, CheckpointEvent
-from engine.checkpoint.files import remove_directory
-from engine.checkpoint.storage import CheckpointStorage
-from engine.connectors.options import parse_duration_seconds, parse_int
-from engine.errors import EngineError, JobCancelled
-from engine.graph import JobGraph
-from engine.runtime.control import LOCK_FILE, ControlChannel, lock_state_dir
-from engine.runtime.exchange import two_phase
-from engine.runtime.local import JobResult, LocalExecutor, Progress
-from engine.runtime.parallel import ProcessExecutor, check_parallelism
+from weir.engine.checkpoint.coordinator import AlreadyFinished, CheckpointConfig, CheckpointEvent
+from weir.engine.checkpoint.files import remove_directory
+from weir.engine.checkpoint.storage import CheckpointStorage
+from weir.engine.connectors.options import parse_duration_seconds, parse_int
+from weir.engine.errors import EngineError, JobCancelled
+from weir.engine.graph import JobGraph
+from weir.engine.runtime.control import LOCK_FILE, ControlChannel, lock_state_dir
+from weir.engine.runtime.exchange import two_phase
+from weir.engine.runtime.local import JobResult, LocalExecutor, Progress
+from weir.engine.runtime.parallel import ProcessExecutor, check_parallelism
 
 
 @dataclass

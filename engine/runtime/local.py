@@ -17,20 +17,20 @@ from typing import Callable
 
 import pyarrow as pa
 
-from engine.connectors.options import parse_duration_seconds
-from engine.connectors.registry import create_sink, create_source
-from engine.errors import EngineError, JobCancelled
-from engine.graph import JobGraph, OperatorNode
-from engine.messages import MIN_WATERMARK
-from engine.operators.base import NULL_TIME_ROWS_DROPPED, Operator, OperatorContext, late_counter
-from engine.operators.registry import build_operator
-from engine import faults
-from engine.checkpoint.coordinator import CheckpointConfig, CheckpointEvent, Coordinator, RestorePoint
-from engine.runtime.control import ControlChannel
-from engine.runtime.sink_writer import SinkWriter
-from engine.runtime.source_reader import SourceReader
-from engine.runtime.task import OperatorMetrics, Task
-from engine.state.memory import ManagedMemory
+from weir.engine.connectors.options import parse_duration_seconds
+from weir.engine.connectors.registry import create_sink, create_source
+from weir.engine.errors import EngineError, JobCancelled
+from weir.engine.graph import JobGraph, OperatorNode
+from weir.engine.messages import MIN_WATERMARK
+from weir.engine.operators.base import NULL_TIME_ROWS_DROPPED, Operator, OperatorContext, late_counter
+from weir.engine.operators.registry import build_operator
+from weir.engine import faults
+from weir.engine.checkpoint.coordinator import CheckpointConfig, CheckpointEvent, Coordinator, RestorePoint
+from weir.engine.runtime.control import ControlChannel
+from weir.engine.runtime.sink_writer import SinkWriter
+from weir.engine.runtime.source_reader import SourceReader
+from weir.engine.runtime.task import OperatorMetrics, Task
+from weir.engine.state.memory import ManagedMemory
 
 
 @dataclass

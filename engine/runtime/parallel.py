@@ -41,16 +41,16 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable
 
-from engine import faults
-from engine.checkpoint.coordinator import CheckpointConfig, CheckpointEvent, Coordinator, RestorePoint
-from engine.connectors.base import Sink
-from engine.connectors.registry import create_sink
-from engine.errors import EngineError, JobCancelled
-from engine.graph import JobGraph
-from engine.messages import MIN_WATERMARK
-from engine.runtime.control import ControlChannel
-from engine.runtime.local import JobResult, OperatorMetrics, Progress
-from engine.runtime.subtask import SubtaskExecutor
+from weir.engine import faults
+from weir.engine.checkpoint.coordinator import CheckpointConfig, CheckpointEvent, Coordinator, RestorePoint
+from weir.engine.connectors.base import Sink
+from weir.engine.connectors.registry import create_sink
+from weir.engine.errors import EngineError, JobCancelled
+from weir.engine.graph import JobGraph
+from weir.engine.messages import MIN_WATERMARK
+from weir.engine.runtime.control import ControlChannel
+from weir.engine.runtime.local import JobResult, OperatorMetrics, Progress
+from weir.engine.runtime.subtask import SubtaskExecutor
 
 
 #: Files a process has open beside its pipes (interpreter, DuckDB files, sockets): headroom.

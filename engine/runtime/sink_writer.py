@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from engine.connectors.base import Sink
-from engine.operators.base import Operator, OperatorContext
+from weir.engine.connectors.base import Sink
+from weir.engine.operators.base import Operator, OperatorContext
 
 
 class SinkWriter(Operator):

@@ -21,9 +21,9 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 
-from engine.connectors.base import Source
-from engine.messages import MAX_WATERMARK, Watermark
-from engine.watermarks import ARRIVAL_FIELD, SplitWatermarks, WatermarkGenerator, arrival_watermarks
+from weir.engine.connectors.base import Source
+from weir.engine.messages import MAX_WATERMARK, Watermark
+from weir.engine.watermarks import ARRIVAL_FIELD, SplitWatermarks, WatermarkGenerator, arrival_watermarks
 
 
 class SourceReader:

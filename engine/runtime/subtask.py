@@ -42,19 +42,19 @@ from multiprocessing.connection import Connection, wait
 
 import pyarrow as pa
 
-from engine import faults
-from engine.checkpoint.coordinator import RestorePoint
-from engine.checkpoint.reader import Checkpoint, read_metadata
-from engine.connectors.options import parse_size
-from engine.errors import JobCancelled
-from engine.messages import MAX_WATERMARK, MIN_WATERMARK, Barrier
-from engine.runtime.exchange import (
+from weir.engine import faults
+from weir.engine.checkpoint.coordinator import RestorePoint
+from weir.engine.checkpoint.reader import Checkpoint, read_metadata
+from weir.engine.connectors.options import parse_size
+from weir.engine.errors import JobCancelled
+from weir.engine.messages import MAX_WATERMARK, MIN_WATERMARK, Barrier
+from weir.engine.runtime.exchange import (
     BARRIER, BROADCAST, DATA, END, KEY_GROUP_COLUMN, SAVEPOINT_BARRIER, WATERMARK, Decoder, Encoder, Outbox,
     carries_key_groups, needed_columns, routing, select_columns, split, split_by_key_group, two_phase, widen,
 )
-from engine.runtime.local import JobResult, LocalExecutor
-from engine.runtime.task import Task
-from engine.state.key_groups import range_for_subtask
+from weir.engine.runtime.local import JobResult, LocalExecutor
+from weir.engine.runtime.task import Task
+from weir.engine.state.key_groups import range_for_subtask
 
 #: The id under which a worker stages its final output.
 FINAL = 2**62

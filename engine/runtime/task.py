@@ -34,13 +34,13 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
-from engine.checkpoint.alignment import BarrierAligner
-from engine.errors import EngineError
-from engine.graph import LATE_ROWS_PORT, OperatorNode
-from engine.messages import MIN_WATERMARK, Barrier
-from engine.operators.base import Operator, OperatorContext
-from engine.runtime.source_reader import SourceReader
-from engine.watermarks import for_operator
+from weir.engine.checkpoint.alignment import BarrierAligner
+from weir.engine.errors import EngineError
+from weir.engine.graph import LATE_ROWS_PORT, OperatorNode
+from weir.engine.messages import MIN_WATERMARK, Barrier
+from weir.engine.operators.base import Operator, OperatorContext
+from weir.engine.runtime.source_reader import SourceReader
+from weir.engine.watermarks import for_operator
 
 
 @dataclass

@@ -42,7 +42,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.errors import EngineError
+from weir.engine.errors import EngineError
 
 DEFAULT_MAX_PARALLELISM = 128
 #: The hash of NULL, whatever the column's type.

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.errors import EngineError
+from weir.engine.errors import EngineError
 
 KEY_GROUP = "key_group"
 

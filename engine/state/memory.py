@@ -27,8 +27,8 @@ from pathlib import Path
 
 import duckdb
 
-from engine.connectors.options import parse_size
-from engine.errors import ConnectorOptionError
+from weir.engine.connectors.options import parse_size
+from weir.engine.errors import ConnectorOptionError
 
 MANAGED_SIZE = "taskmanager.memory.managed.size"
 MANAGED_FRACTION = "taskmanager.memory.managed.fraction"

@@ -7,9 +7,9 @@ import dataclasses
 import pyarrow as pa
 import pytest
 
-from planner.planner import plan_script
-from planner.queries import QueryPlanner
-from sql import Problem, WeirSqlError, parse
+from weir.planner.planner import plan_script
+from weir.planner.queries import QueryPlanner
+from weir.sql import Problem, WeirSqlError, parse
 
 CATALOG = """\
 CREATE TABLE a (id INT, v VARCHAR, ts TIMESTAMP(3), n INT,

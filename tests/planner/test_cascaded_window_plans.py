@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from planner.planner import plan_script
-from sql import WeirSqlError, parse
+from weir.planner.planner import plan_script
+from weir.sql import WeirSqlError, parse
 
 CATALOG = """\
 CREATE TABLE bid (auction BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from planner.planner import plan_script
-from sql import WeirSqlError, parse
+from weir.planner.planner import plan_script
+from weir.sql import WeirSqlError, parse
 
 
 def test_computed_columns_are_computed_after_the_source_and_never_written():

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from planner.planner import default_job_name, explain_text, plan_script
-from sql import parse
+from weir.planner.planner import default_job_name, explain_text, plan_script
+from weir.sql import parse
 
 GOLDENS = Path(__file__).parent / "explain"
 CASES = sorted(path.stem for path in GOLDENS.glob("*.sql"))

@@ -7,12 +7,12 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from engine.connectors.timestamps import PRECISION
-from engine.runtime.job import JobOptions, run_job
-from planner.expressions import Scope, bind, to_duckdb
-from planner.functions import integer_division, java_to_strftime, translate_tree
-from planner.planner import plan_script
-from sql import parse
+from weir.engine.connectors.timestamps import PRECISION
+from weir.engine.runtime.job import JobOptions, run_job
+from weir.planner.expressions import Scope, bind, to_duckdb
+from weir.planner.functions import integer_division, java_to_strftime, translate_tree
+from weir.planner.planner import plan_script
+from weir.sql import parse
 
 SCHEMA = pa.schema([("a", pa.int64()), ("b", pa.int32()), ("x", pa.float64())])
 

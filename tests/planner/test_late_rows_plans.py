@@ -5,9 +5,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from engine.graph import LATE_ROWS_PORT
-from planner.planner import plan_script
-from sql import WeirSqlError, parse
+from weir.engine.graph import LATE_ROWS_PORT
+from weir.planner.planner import plan_script
+from weir.sql import WeirSqlError, parse
 
 SOURCE = """CREATE TABLE bids (auction BIGINT, price BIGINT, date_time TIMESTAMP(3),
   WATERMARK FOR date_time AS date_time - INTERVAL '2' SECOND)

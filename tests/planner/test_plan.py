@@ -6,10 +6,10 @@ import json
 
 import pyarrow as pa
 
-from engine.graph import Edge, JobGraph
-from planner.planner import plan_script
-from planner.queries import bounded_delay
-from sql import parse
+from weir.engine.graph import Edge, JobGraph
+from weir.planner.planner import plan_script
+from weir.planner.queries import bounded_delay
+from weir.sql import parse
 
 from jobs import bids_over_nexmark, issue_job_over_nexmark
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from planner.planner import plan_script
-from sql import Problem, WeirSqlError, parse
+from weir.planner.planner import plan_script
+from weir.sql import Problem, WeirSqlError, parse
 
 CATALOG = """\
 CREATE TABLE bids (

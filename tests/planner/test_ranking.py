@@ -5,9 +5,9 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from planner.expressions import to_duckdb
-from planner.planner import plan_script
-from sql import WeirSqlError, parse
+from weir.planner.expressions import to_duckdb
+from weir.planner.planner import plan_script
+from weir.sql import WeirSqlError, parse
 
 CATALOG = """\
 CREATE TABLE bids (

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from planner.planner import plan_script
-from sql import parse
+from weir.planner.planner import plan_script
+from weir.sql import parse
 from test_planner_errors import CATALOG, at, problems, the_problem
 
 SESSION = "TABLE(SESSION(TABLE bids PARTITION BY {keys}, DESCRIPTOR(date_time), INTERVAL '5' SECOND))"

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from planner.planner import plan_script
-from planner.settings import SETTINGS, check_setting
-from sql import WeirSqlError, parse
+from weir.planner.planner import plan_script
+from weir.planner.settings import SETTINGS, check_setting
+from weir.sql import WeirSqlError, parse
 
 JOB = """CREATE TABLE t (a BIGINT) WITH ('connector' = 'blackhole');"""
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from planner.planner import plan_script
-from sql import WeirSqlError, parse
+from weir.planner.planner import plan_script
+from weir.sql import WeirSqlError, parse
 from test_planner_errors import CATALOG, at, the_problem
 
 

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from engine.changelog import ROW_KIND
-from planner.explain import explain
-from planner.planner import plan_script
-from sql import WeirSqlError, parse
+from weir.engine.changelog import ROW_KIND
+from weir.planner.explain import explain
+from weir.planner.planner import plan_script
+from weir.sql import WeirSqlError, parse
 
 CATALOG = """\
 CREATE TABLE a (id BIGINT, seller BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts)

@@ -4,10 +4,10 @@ from __future__ import annotations
 import pytest
 from sqlglot import exp
 
-from planner.expressions import Scope, bind
-from planner.joins import output_names
-from planner.planner import plan_script
-from sql import Problem, WeirSqlError, parse
+from weir.planner.expressions import Scope, bind
+from weir.planner.joins import output_names
+from weir.planner.planner import plan_script
+from weir.sql import Problem, WeirSqlError, parse
 
 CATALOG = """\
 CREATE TABLE l (num INT, id VARCHAR, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)

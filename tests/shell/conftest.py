@@ -5,8 +5,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from shell.cli import main
-from shell.session import Session
+from weir.shell.cli import main
+from weir.shell.session import Session
 
 
 @dataclass

@@ -2,7 +2,7 @@
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 
-from shell.completion import SqlCompleter, completions
+from weir.shell.completion import SqlCompleter, completions
 
 TABLES = {"bids": ["auction", "bidder", "price", "channel", "date_time"], "per_channel": ["channel", "n"]}
 

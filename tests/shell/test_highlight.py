@@ -1,7 +1,7 @@
 """The prompt's lexer: keywords, functions, strings, numbers, comments, quoted names."""
 from prompt_toolkit.document import Document
 
-from shell.highlight import SqlLexer, tokens
+from weir.shell.highlight import SqlLexer, tokens
 
 
 def kinds(text):

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from shell.jobs import FINISHED
-from shell.session import ResultTable
+from weir.shell.jobs import FINISHED
+from weir.shell.session import ResultTable
 from sessions import BIDS, run
-from sql.errors import WeirSqlError
+from weir.sql.errors import WeirSqlError
 
 
 

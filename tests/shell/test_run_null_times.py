@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.runtime.local import LocalExecutor
-from planner.planner import plan_script
-from sql import parse
+from weir.engine.runtime.local import LocalExecutor
+from weir.planner.planner import plan_script
+from weir.sql import parse
 
 JOB = """\
 SET 'weir.source.batch-size' = '{batch}';

@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 
 from jobs import nexmark_source
-from shell.jobs import FINISHED, STOPPED
-from shell.session import LiveQuery, Message, ResultTable
+from weir.shell.jobs import FINISHED, STOPPED
+from weir.shell.session import LiveQuery, Message, ResultTable
 from sessions import BIDS, run
-from sql.errors import WeirSqlError
+from weir.sql.errors import WeirSqlError
 
 PER_CHANNEL = ("CREATE MATERIALIZED VIEW per_channel AS SELECT channel, window_start, window_end, COUNT(*) AS n "
                "FROM TUMBLE(bids, date_time, INTERVAL '10' SECOND) GROUP BY channel, window_start, window_end;")
@@ -185,8 +185,8 @@ def test_the_stop_with_savepoint_recipe_resumes_a_view_as_printed_and_keeps_its_
 def test_shell_jobs_run_at_the_configured_parallelism_with_the_restart_strategy(session, tmp_path, monkeypatch):
     """The shell runs a job as `weir run` does: 'parallelism.default' gives N workers (one
     part file per worker), and a failure restarts the job per the restart strategy."""
-    from engine import faults
-    from engine.runtime.parallel import ProcessExecutor
+    from weir.engine import faults
+    from weir.engine.runtime.parallel import ProcessExecutor
 
     run(session, BIDS + nexmark_source(4000))
     query = "SELECT channel, COUNT(*) FROM TUMBLE(bids, date_time, INTERVAL '10' SECOND) GROUP BY channel, window_start, window_end;"

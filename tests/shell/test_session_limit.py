@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 
-from shell.jobs import FINISHED
+from weir.shell.jobs import FINISHED
 from sessions import BIDS, run
 
 

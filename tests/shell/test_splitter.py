@@ -1,5 +1,5 @@
 """Where statements end: `;` outside quotes and comments; positions kept."""
-from shell.splitter import is_complete, split
+from weir.shell.splitter import is_complete, split
 
 
 def test_split_keeps_positions_and_skips_empty_statements():

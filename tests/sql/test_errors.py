@@ -1,7 +1,7 @@
 """Every problem is a WeirSqlError with the line and column of the offending token and a hint."""
 import pytest
 
-from sql import WeirSqlError, parse
+from weir.sql import WeirSqlError, parse
 
 
 def error(text: str) -> WeirSqlError:

@@ -2,8 +2,8 @@
 import pytest
 import sqlglot
 
-from sql import WeirSqlError, interval_micros, parse_duration
-from sql.dialect import Weir
+from weir.sql import WeirSqlError, interval_micros, parse_duration
+from weir.sql.dialect import Weir
 
 SECOND = 1_000_000
 

@@ -1,8 +1,8 @@
 """The job from the issue, parsed end to end."""
 from sqlglot import exp
 
-from sql import WindowTVF, interval_micros, parse
-from sql import statements as st
+from weir.sql import WindowTVF, interval_micros, parse
+from weir.sql import statements as st
 
 from jobs import ISSUE_JOB
 

@@ -1,8 +1,8 @@
 """sql.parse: each statement kind becomes its dataclass, with the fields the planner reads."""
 from sqlglot import exp
 
-from sql import parse
-from sql import statements as st
+from weir.sql import parse
+from weir.sql import statements as st
 
 
 def one(text: str) -> st.Statement:

@@ -2,7 +2,7 @@
 import pytest
 from sqlglot import exp
 
-from sql import WindowTVF, interval_micros, parse
+from weir.sql import WindowTVF, interval_micros, parse
 
 SECOND = 1_000_000
 MINUTE = 60 * SECOND

@@ -1,8 +1,8 @@
 """Helpers for tests of the shell's session without a terminal: statements in, replies out."""
 from __future__ import annotations
 
-from shell.session import Session
-from sql import parse
+from weir.shell.session import Session
+from weir.sql import parse
 
 BIDS = ("CREATE TABLE bids (auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR, date_time TIMESTAMP(3), "
         "WATERMARK FOR date_time AS date_time - INTERVAL '2' SECOND) ")

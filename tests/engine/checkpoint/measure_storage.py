@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from engine.checkpoint.storage import CheckpointStorage
-from engine.operators.base import OperatorContext
-from engine.operators.window_aggregate import WindowAggregate
+from weir.engine.checkpoint.storage import CheckpointStorage
+from weir.engine.operators.base import OperatorContext
+from weir.engine.operators.window_aggregate import WindowAggregate
 
 OP = "bids.window_aggregate"
 CONFIG = {

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.checkpoint.alignment import BarrierAligner, BarrierOrderError, CheckpointAbort
-from engine.messages import Barrier, EndOfInput
+from weir.engine.checkpoint.alignment import BarrierAligner, BarrierOrderError, CheckpointAbort
+from weir.engine.messages import Barrier, EndOfInput
 
 
 @dataclass(frozen=True)

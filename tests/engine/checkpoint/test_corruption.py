@@ -12,8 +12,8 @@ from typing import Callable
 
 import pytest
 
-from engine.checkpoint.metadata import _canonical
-from engine.checkpoint.storage import CheckpointError, CheckpointStorage
+from weir.engine.checkpoint.metadata import _canonical
+from weir.engine.checkpoint.storage import CheckpointError, CheckpointStorage
 from state_builders import window_snapshot
 
 OP = "auction_counts.window_aggregate"

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from engine.checkpoint.storage import CheckpointStorage
+from weir.engine.checkpoint.storage import CheckpointStorage
 
 CHILD = textwrap.dedent("""
     import os, signal, sys
     from pathlib import Path
-    from engine.checkpoint import state_files, storage as storage_module, writer as writer_module
-    from engine.checkpoint.files import fsync_directory
-    from engine.checkpoint.storage import CheckpointStorage
+    from weir.engine.checkpoint import state_files, storage as storage_module, writer as writer_module
+    from weir.engine.checkpoint.files import fsync_directory
+    from weir.engine.checkpoint.storage import CheckpointStorage
     from state_builders import window_snapshot
 
     def die(*args, **kwargs):

@@ -6,12 +6,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.checkpoint.state_files import filter_key_groups
-from engine.checkpoint.storage import CheckpointStorage
-from engine.messages import MAX_WATERMARK
-from engine.operators.base import OperatorContext
-from engine.operators.window_aggregate import WindowAggregate
-from engine.state.key_groups import range_for_subtask
+from weir.engine.checkpoint.state_files import filter_key_groups
+from weir.engine.checkpoint.storage import CheckpointStorage
+from weir.engine.messages import MAX_WATERMARK
+from weir.engine.operators.base import OperatorContext
+from weir.engine.operators.window_aggregate import WindowAggregate
+from weir.engine.state.key_groups import range_for_subtask
 from state_builders import MAX_PARALLELISM, rows, window_snapshot
 
 OP = "auction_counts.window_aggregate"
@@ -51,7 +51,7 @@ def test_every_row_lands_in_exactly_one_new_subtask(tmp_path, old, new):
 
 
 def test_a_range_outside_a_subtasks_key_groups_reads_only_the_schema(tmp_path, monkeypatch):
-    from engine.checkpoint import state_files
+    from weir.engine.checkpoint import state_files
 
     checkpoint, _ = write_at_parallelism(CheckpointStorage(tmp_path), 2, list(range(128)))
     read = []

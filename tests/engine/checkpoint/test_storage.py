@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from engine.checkpoint.storage import Checkpoint, CheckpointError, CheckpointStorage
+from weir.engine.checkpoint.storage import Checkpoint, CheckpointError, CheckpointStorage
 from state_builders import window_snapshot
 
 OP = "auction_counts.window_aggregate"
@@ -286,7 +286,7 @@ def test_subtasks_write_their_state_concurrently(storage):
 
 
 def test_commit_refuses_while_a_state_write_is_still_running(storage, monkeypatch):
-    from engine.checkpoint import writer as writer_module
+    from weir.engine.checkpoint import writer as writer_module
 
     writer = storage.writer(1)
     inside, release = threading.Event(), threading.Event()

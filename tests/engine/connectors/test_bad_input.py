@@ -4,8 +4,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from engine.connectors.registry import create_source
-from engine.errors import SourceError
+from weir.engine.connectors.registry import create_source
+from weir.engine.errors import SourceError
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
 #: Line 3 holds a latin-1 'é' (0xE9), line 5 a value that is not a number.

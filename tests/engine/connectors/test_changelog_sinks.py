@@ -7,8 +7,8 @@ import json
 import duckdb
 import pyarrow as pa
 
-from engine.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER, UPDATE_BEFORE
-from engine.connectors.registry import create_sink
+from weir.engine.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER, UPDATE_BEFORE
+from weir.engine.connectors.registry import create_sink
 
 SCHEMA = pa.schema([("k", pa.string()), ("n", pa.int64()), (ROW_KIND, pa.int8())])
 

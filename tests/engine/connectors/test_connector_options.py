@@ -2,8 +2,8 @@
 import pyarrow as pa
 import pytest
 
-from engine.connectors.registry import CONNECTORS, connector_spec, create_sink, create_source, validate_options
-from engine.errors import ConnectorOptionError
+from weir.engine.connectors.registry import CONNECTORS, connector_spec, create_sink, create_source, validate_options
+from weir.engine.errors import ConnectorOptionError
 
 SCHEMA = pa.schema([("id", pa.int64())])
 

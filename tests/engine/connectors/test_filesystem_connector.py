@@ -6,8 +6,8 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from engine.connectors.registry import create_sink, create_source
-from engine.errors import ConnectorOptionError, SourceError
+from weir.engine.connectors.registry import create_sink, create_source
+from weir.engine.errors import ConnectorOptionError, SourceError
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("ts", pa.timestamp("us")), ("x", pa.float64())])
 READ = {"csv": "read_csv", "json": "read_json", "parquet": "read_parquet"}

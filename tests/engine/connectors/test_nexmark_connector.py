@@ -5,9 +5,9 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from engine.connectors.nexmark import COLUMNS
-from engine.connectors.registry import create_source
-from engine.errors import ConnectorOptionError
+from weir.engine.connectors.nexmark import COLUMNS
+from weir.engine.connectors.registry import create_source
+from weir.engine.errors import ConnectorOptionError
 
 BASE_US = 1_704_067_200_000_000  # 2024-01-01 00:00:00
 
@@ -202,7 +202,7 @@ def test_without_events_the_source_is_unbounded():
 def test_a_split_that_never_has_an_event_of_its_kind_ends_at_once_even_unbounded():
     import itertools
 
-    from engine.connectors.registry import create_source
+    from weir.engine.connectors.registry import create_source
 
     schema = pa.schema([("id", pa.int64()), ("date_time", pa.timestamp("us"))])
     source = create_source({"connector": "nexmark", "table": "person", "splits": "2"}, schema, batch_size=10)

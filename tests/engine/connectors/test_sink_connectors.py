@@ -6,8 +6,8 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from engine.connectors.registry import create_sink
-from engine.errors import EngineError
+from weir.engine.connectors.registry import create_sink
+from weir.engine.errors import EngineError
 
 SCHEMA = pa.schema([("auction", pa.int64()), ("window_end", pa.timestamp("us")), ("bids", pa.int64())])
 
@@ -166,7 +166,7 @@ def test_print_renders_nested_values(capsys):
 
 
 def test_print_sink_writes_doubles_as_java_does():
-    from engine.connectors.text_format import float_text
+    from weir.engine.connectors.text_format import float_text
 
     values = pa.array([200.0, 3.5, 1e20, -2.0, 1.5e-7, None, float("nan"), float("-inf")])
     assert float_text(values).to_pylist() == ["200.0", "3.5", "1.0E20", "-2.0", "1.5E-7", None, "NaN", "-Infinity"]

@@ -11,10 +11,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from engine.connectors.registry import create_source
-from planner.planner import plan_script
-from shell.cli import main
-from sql import parse
+from weir.engine.connectors.registry import create_source
+from weir.planner.planner import plan_script
+from weir.shell.cli import main
+from weir.sql import parse
 
 ROWS = ["2024-01-01 00:00:01.123456", "2024-01-01 00:00:02.999999", "1969-12-31 23:59:59.0005"]
 

@@ -15,7 +15,7 @@ from decimal import Decimal
 import duckdb
 import pytest
 
-from shell.cli import main
+from weir.shell.cli import main
 
 ROWS = """k,ts,i,b,m,n
 a,2024-01-01 00:00:01,1,7,0.01,0.000001
@@ -86,7 +86,7 @@ def test_sum_of_int_is_int_and_its_overflow_names_the_aggregate_and_the_fix(kind
 def test_avg_after_a_restore_still_truncates_and_rounds_half_up():
     """A snapshot brings sums and counts back as DECIMAL(38, 0), where DuckDB's `//` divides
     exactly: AVG must still be Java's integer division, and a DECIMAL average half up."""
-    from engine.operators.accumulators import AggregateCall
+    from weir.engine.operators.accumulators import AggregateCall
     import duckdb
     con = duckdb.connect()
     for kind, total, count, want in [("BIGINT", 29, 3, 9), ("BIGINT", -29, 3, -9), ("DECIMAL(38, 6)", 1, 8, "0.125000"),

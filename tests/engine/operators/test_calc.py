@@ -6,9 +6,9 @@ import datetime as dt
 import pyarrow as pa
 import pytest
 
-from engine.errors import EngineError
-from engine.operators.base import OperatorContext
-from engine.operators.calc import Calc
+from weir.engine.errors import EngineError
+from weir.engine.operators.base import OperatorContext
+from weir.engine.operators.calc import Calc
 
 
 def make_calc(projection, schema, filter=None) -> Calc:

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER, UPDATE_BEFORE
-from engine.operators.base import OperatorContext
-from engine.operators.group_aggregate import GroupAggregate
+from weir.engine.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER, UPDATE_BEFORE
+from weir.engine.operators.base import OperatorContext
+from weir.engine.operators.group_aggregate import GroupAggregate
 
 INPUT = pa.schema([("k", pa.int64()), ("g", pa.string()), ("v", pa.int64()), ("x", pa.float64())])
 
@@ -222,7 +222,7 @@ def test_restore_at_another_parallelism(parallelism):
 
 
 def _owned(batch: pa.RecordBatch, op: GroupAggregate) -> pa.RecordBatch:
-    from engine.state.key_groups import key_groups
+    from weir.engine.state.key_groups import key_groups
 
     groups = key_groups(batch, ["k", "g"], op.ctx.max_parallelism).to_pylist()
     owned = op.ctx.owned_key_groups()

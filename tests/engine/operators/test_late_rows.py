@@ -6,9 +6,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.graph import LATE_ROWS_PORT, Edge, JobGraph, OperatorNode
-from engine.operators.base import OperatorContext
-from engine.operators.window_aggregate import WindowAggregate
+from weir.engine.graph import LATE_ROWS_PORT, Edge, JobGraph, OperatorNode
+from weir.engine.operators.base import OperatorContext
+from weir.engine.operators.window_aggregate import WindowAggregate
 from window_harness import SECOND, timestamps
 
 SCHEMA = pa.schema([("k", pa.string()), ("window_start", pa.timestamp("us")), ("n", pa.int64())])

@@ -5,8 +5,8 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.operators.base import OperatorContext
-from engine.operators.limit import Limit
+from weir.engine.operators.base import OperatorContext
+from weir.engine.operators.limit import Limit
 
 SCHEMA = pa.schema([("v", pa.int64())])
 

@@ -15,11 +15,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.errors import EngineError
-from engine.messages import MAX_WATERMARK
-from engine.operators.base import OperatorContext
-from engine.operators.over_aggregate import OverAggregate
-from engine.state.key_groups import key_groups, range_for_subtask
+from weir.engine.errors import EngineError
+from weir.engine.messages import MAX_WATERMARK
+from weir.engine.operators.base import OperatorContext
+from weir.engine.operators.over_aggregate import OverAggregate
+from weir.engine.state.key_groups import key_groups, range_for_subtask
 
 SECOND = 1_000_000
 MAX_P = 16

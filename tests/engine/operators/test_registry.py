@@ -4,11 +4,11 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from engine.errors import EngineError
-from engine.operators.base import OperatorContext
-from engine.operators.calc import Calc
-from engine.operators.registry import OPERATORS, build_operator
-from engine.operators.window_aggregate import WindowAggregate
+from weir.engine.errors import EngineError
+from weir.engine.operators.base import OperatorContext
+from weir.engine.operators.calc import Calc
+from weir.engine.operators.registry import OPERATORS, build_operator
+from weir.engine.operators.window_aggregate import WindowAggregate
 
 
 def test_kinds_build_their_operator():

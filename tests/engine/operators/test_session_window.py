@@ -22,9 +22,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.messages import MAX_WATERMARK, MIN_WATERMARK
-from engine.operators.base import OperatorContext
-from engine.operators.session_window import SessionWindow
+from weir.engine.messages import MAX_WATERMARK, MIN_WATERMARK
+from weir.engine.operators.base import OperatorContext
+from weir.engine.operators.session_window import SessionWindow
 from test_window_aggregate_oracle import CONFIG as WINDOW_CONFIG
 from test_window_aggregate_oracle import SCHEMA, Rng, cadences, random_bids
 from window_harness import SECOND, assert_same_rows, drive, drive_to_end, to_rows

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.messages import MIN_WATERMARK
+from weir.engine.messages import MIN_WATERMARK
 from test_window_aggregate_oracle import CONFIG, INT_CONFIG, INT_SCHEMA, SCHEMA, Rng, cadences, random_bids
 from window_harness import SECOND, assert_same_rows, drive, drive_to_end, make_window_op, sliced_oracle, to_rows
 

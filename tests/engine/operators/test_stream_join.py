@@ -15,12 +15,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER, UPDATE_BEFORE
-from engine.graph import schema_to_json
-from engine.operators import stream_join
-from engine.operators.base import OperatorContext
-from engine.operators.stream_join import JOIN_TYPES, StreamJoin
-from engine.state.key_groups import key_groups, range_for_subtask
+from weir.engine.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER, UPDATE_BEFORE
+from weir.engine.graph import schema_to_json
+from weir.engine.operators import stream_join
+from weir.engine.operators.base import OperatorContext
+from weir.engine.operators.stream_join import JOIN_TYPES, StreamJoin
+from weir.engine.state.key_groups import key_groups, range_for_subtask
 
 MAX_P = 16
 LEFT = pa.schema([("k", pa.int64()), ("v", pa.int64())])

@@ -9,9 +9,9 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER, UPDATE_BEFORE
-from engine.operators.base import OperatorContext
-from engine.operators.top_n import TopN
+from weir.engine.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER, UPDATE_BEFORE
+from weir.engine.operators.base import OperatorContext
+from weir.engine.operators.top_n import TopN
 
 SCHEMA = pa.schema([("k", pa.int64()), ("v", pa.int64())])
 
@@ -95,7 +95,7 @@ def test_append_only_input_keeps_only_the_top_rows():
 
 
 def test_rows_older_than_the_retention_are_forgotten(monkeypatch):
-    from engine.operators import top_n
+    from weir.engine.operators import top_n
 
     clock = [0]
     monkeypatch.setattr(top_n, "now_ms", lambda: clock[0])

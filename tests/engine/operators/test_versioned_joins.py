@@ -12,12 +12,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.errors import EngineError
-from engine.graph import schema_to_json
-from engine.messages import MAX_WATERMARK
-from engine.operators.base import OperatorContext
-from engine.operators.lookup_join import LookupJoin
-from engine.operators.temporal_join import TemporalJoin
+from weir.engine.errors import EngineError
+from weir.engine.graph import schema_to_json
+from weir.engine.messages import MAX_WATERMARK
+from weir.engine.operators.base import OperatorContext
+from weir.engine.operators.lookup_join import LookupJoin
+from weir.engine.operators.temporal_join import TemporalJoin
 
 TS = pa.timestamp("us")
 ORDERS = pa.schema([("id", pa.int64()), ("cur", pa.string()), ("ts", TS)])

@@ -6,9 +6,9 @@ import datetime as dt
 import pyarrow as pa
 import pytest
 
-from engine.errors import EngineError
-from engine.messages import MAX_WATERMARK
-from engine.operators import window_state
+from weir.engine.errors import EngineError
+from weir.engine.messages import MAX_WATERMARK
+from weir.engine.operators import window_state
 from window_harness import (
     SECOND,
     assert_same_rows,

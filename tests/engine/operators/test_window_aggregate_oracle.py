@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.messages import MIN_WATERMARK
+from weir.engine.messages import MIN_WATERMARK
 from window_harness import (
     SECOND,
     assert_same_rows,

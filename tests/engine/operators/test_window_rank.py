@@ -15,12 +15,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.errors import EngineError
-from engine.messages import MAX_WATERMARK
-from engine.operators.base import OperatorContext
-from engine.operators.registry import build_operator
-from engine.operators.window_rank import WindowRank
-from engine.state.key_groups import key_groups, range_for_subtask
+from weir.engine.errors import EngineError
+from weir.engine.messages import MAX_WATERMARK
+from weir.engine.operators.base import OperatorContext
+from weir.engine.operators.registry import build_operator
+from weir.engine.operators.window_rank import WindowRank
+from weir.engine.state.key_groups import key_groups, range_for_subtask
 
 SECOND = 1_000_000
 SIZE = 10 * SECOND
@@ -153,7 +153,7 @@ def test_output_is_ordered_by_window_key_and_rank():
 
 
 def test_pruning_keeps_state_near_n_rows_per_window_and_key(monkeypatch):
-    monkeypatch.setattr("engine.operators.window_rank.PRUNE_MIN_ROWS", 10)
+    monkeypatch.setattr("weir.engine.operators.window_rank.PRUNE_MIN_ROWS", 10)
     rows = random_rows(random.Random(5), 2000)
     cfg = config(high=2)
     op = make_op(cfg)

@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.errors import EngineError
-from engine.messages import MIN_WATERMARK
-from engine.operators.window_aggregate import WindowAggregate
-from engine.state.key_groups import key_groups, partition, range_for_subtask
-from engine.state.keyed_tables import select_key_groups
+from weir.engine.errors import EngineError
+from weir.engine.messages import MIN_WATERMARK
+from weir.engine.operators.window_aggregate import WindowAggregate
+from weir.engine.state.key_groups import key_groups, partition, range_for_subtask
+from weir.engine.state.keyed_tables import select_key_groups
 from window_harness import SECOND, drive, drive_to_end, make_window_op, timestamps, to_rows
 
 MAX_P = 16

@@ -6,9 +6,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from engine.messages import MIN_WATERMARK
-from engine.operators.window_aggregate import KEY_GROUP_INPUT, PARTIALS
-from engine.state.key_groups import key_groups
+from weir.engine.messages import MIN_WATERMARK
+from weir.engine.operators.window_aggregate import KEY_GROUP_INPUT, PARTIALS
+from weir.engine.state.key_groups import key_groups
 from test_window_aggregate_oracle import CONFIG, SCHEMA, Rng, random_bids
 from window_harness import SECOND, assert_same_rows, drive_to_end, make_window_op, to_rows
 

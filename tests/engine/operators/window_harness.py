@@ -7,9 +7,9 @@ from typing import Any, Iterable
 import duckdb
 import pyarrow as pa
 
-from engine.messages import MAX_WATERMARK
-from engine.operators.base import OperatorContext
-from engine.operators.window_aggregate import WindowAggregate
+from weir.engine.messages import MAX_WATERMARK
+from weir.engine.operators.base import OperatorContext
+from weir.engine.operators.window_aggregate import WindowAggregate
 
 SECOND = 1_000_000
 

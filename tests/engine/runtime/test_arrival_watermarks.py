@@ -5,13 +5,13 @@ from __future__ import annotations
 import pyarrow as pa
 from hypothesis import given, settings, strategies as st
 
-from engine.connectors.base import Source
-from engine.messages import MIN_WATERMARK
-from engine.operators.base import Operator, OperatorContext
-from engine.operators.batches import conform
-from engine.operators.calc import Calc
-from engine.runtime.source_reader import SourceReader
-from engine.watermarks import (ARRIVAL_WATERMARK, WatermarkGenerator, arrival_watermarks, for_operator,
+from weir.engine.connectors.base import Source
+from weir.engine.messages import MIN_WATERMARK
+from weir.engine.operators.base import Operator, OperatorContext
+from weir.engine.operators.batches import conform
+from weir.engine.operators.calc import Calc
+from weir.engine.runtime.source_reader import SourceReader
+from weir.engine.watermarks import (ARRIVAL_WATERMARK, WatermarkGenerator, arrival_watermarks, for_operator,
                                row_watermarks)
 
 SECOND = 1_000_000

@@ -12,12 +12,12 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from engine.checkpoint.storage import CheckpointStorage
-from engine.errors import EngineError
-from engine.runtime.job import JobOptions, run_job
-from engine.state.key_groups import subtasks
-from planner.planner import plan_script
-from sql import parse
+from weir.engine.checkpoint.storage import CheckpointStorage
+from weir.engine.errors import EngineError
+from weir.engine.runtime.job import JobOptions, run_job
+from weir.engine.state.key_groups import subtasks
+from weir.planner.planner import plan_script
+from weir.sql import parse
 
 ROOT = Path(__file__).resolve().parents[3]
 NEXMARK = ROOT / "examples" / "nexmark"
@@ -170,7 +170,7 @@ def test_a_worker_killed_mid_run_recovers_from_a_checkpoint_taken_with_rows_in_f
 def test_messages_cross_a_pipe_in_order_with_each_channels_schema_once():
     import multiprocessing
 
-    from engine.runtime.exchange import DATA, WATERMARK, Decoder, Encoder
+    from weir.engine.runtime.exchange import DATA, WATERMARK, Decoder, Encoder
 
     receiving, sending = multiprocessing.Pipe(duplex=False)
     encoder, decoder = Encoder(), Decoder(receiving)
@@ -189,7 +189,7 @@ def test_messages_cross_a_pipe_in_order_with_each_channels_schema_once():
 
 
 def test_only_the_columns_a_window_aggregate_reads_cross_the_exchange(tmp_path):
-    from engine.runtime.exchange import needed_columns
+    from weir.engine.runtime.exchange import needed_columns
 
     sql = SKEWED.format(path=tmp_path / "none.parquet").replace(
         "COUNT(*) AS n, SUM(v)", "COUNT(*) AS n, SUM(\"v\") FILTER (WHERE k2 > 'a')", 1)
@@ -202,8 +202,8 @@ def test_only_the_columns_a_window_aggregate_reads_cross_the_exchange(tmp_path):
 
 @pytest.mark.parametrize("parallelism", [2, 3, 11])
 def test_split_cuts_by_the_stable_key_groups_and_can_carry_them(parallelism):
-    from engine.runtime.exchange import KEY_GROUP_COLUMN, split
-    from engine.state.key_groups import key_groups, partition
+    from weir.engine.runtime.exchange import KEY_GROUP_COLUMN, split
+    from weir.engine.state.key_groups import key_groups, partition
 
     batch = pa.record_batch({"k": [f"key-{i % 37}" for i in range(500)], "v": list(range(500))})
     parts = split(batch, ("k",), parallelism, 128)
@@ -214,7 +214,7 @@ def test_split_cuts_by_the_stable_key_groups_and_can_carry_them(parallelism):
 
 
 def test_key_groups_travel_only_to_an_aggregate_keyed_by_the_exchange_keys(tmp_path):
-    from engine.runtime.exchange import carries_key_groups
+    from weir.engine.runtime.exchange import carries_key_groups
 
     graph = plan_script(parse(SKEWED.format(path=tmp_path / "none.parquet")), db_path=str(tmp_path / "v.duckdb")).graph
     aggregate = graph.node("by_k1.window_aggregate")

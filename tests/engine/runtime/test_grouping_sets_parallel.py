@@ -7,9 +7,9 @@ from pathlib import Path
 
 import duckdb
 
-from engine.runtime.job import JobOptions, run_job
-from planner.planner import plan_script
-from sql import parse
+from weir.engine.runtime.job import JobOptions, run_job
+from weir.planner.planner import plan_script
+from weir.sql import parse
 
 JOB = """
 CREATE TABLE bids (auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR, date_time TIMESTAMP(3),

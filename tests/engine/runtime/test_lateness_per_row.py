@@ -13,9 +13,9 @@ import duckdb
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from engine.runtime.job import JobOptions, run_job
-from planner.planner import plan_script
-from sql import parse
+from weir.engine.runtime.job import JobOptions, run_job
+from weir.planner.planner import plan_script
+from weir.sql import parse
 
 #: The issue's example: TUMBLE 10 s, delay 2 s; 9.0 s and 9.999 s arrive after 12.5 s.
 ISSUE_ROWS = [("00:00:01", 10), ("00:00:03", 20), ("00:00:12.5", 5), ("00:00:09", 60), ("00:00:09.999", 70)]

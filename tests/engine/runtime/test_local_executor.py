@@ -6,9 +6,9 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pytest
 
-from engine.errors import EngineError
-from engine.graph import Edge, JobGraph, OperatorNode
-from engine.runtime.local import LocalExecutor
+from weir.engine.errors import EngineError
+from weir.engine.graph import Edge, JobGraph, OperatorNode
+from weir.engine.runtime.local import LocalExecutor
 
 SCHEMA = pa.schema([("k", pa.string()), ("v", pa.int64()), ("ts", pa.timestamp("us"))])
 OUT = pa.schema([("k", pa.string()), ("window_start", pa.timestamp("us")), ("n", pa.int64()), ("total", pa.int64())])
@@ -92,7 +92,7 @@ def test_a_failing_source_names_its_operator(tmp_path):
 
 
 def test_cancel_stops_the_job_and_commits_nothing(tmp_path):
-    from engine.errors import JobCancelled
+    from weir.engine.errors import JobCancelled
 
     write_csv(tmp_path / "in.csv", [("a", 1, t) for t in range(50)])
     executor = LocalExecutor(job(tmp_path, tmp_path / "in.csv"), on_progress=lambda p: executor.cancel(),

@@ -7,12 +7,12 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from sql.errors import WeirSqlError
+from weir.sql.errors import WeirSqlError
 
-from engine.errors import EngineError
-from engine.runtime.job import JobOptions, run_job
-from planner.planner import plan_script
-from sql import parse
+from weir.engine.errors import EngineError
+from weir.engine.runtime.job import JobOptions, run_job
+from weir.planner.planner import plan_script
+from weir.sql import parse
 
 JOB = """
 CREATE TABLE bids (auction BIGINT, channel VARCHAR, price BIGINT, date_time TIMESTAMP(3),
@@ -102,7 +102,7 @@ def test_an_unknown_agg_phase_strategy_is_refused(tmp_path, parallelism):
 def test_a_savepoint_restores_at_another_parallelism(tmp_path, straight, before, after):
     """Stop an unbounded job with a savepoint at one parallelism; finish it at another."""
     expected, _ = straight
-    from engine.runtime import control
+    from weir.engine.runtime import control
 
     def ask_for_stop(executor) -> None:
         # The request is picked up at a batch boundary once the job runs.

@@ -18,10 +18,10 @@ import pyarrow.csv as pacsv
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import faults
-from engine.errors import EngineError
-from engine.graph import Edge, JobGraph, OperatorNode
-from engine.runtime.job import JobOptions, run_job
+from weir.engine import faults
+from weir.engine.errors import EngineError
+from weir.engine.graph import Edge, JobGraph, OperatorNode
+from weir.engine.runtime.job import JobOptions, run_job
 
 SCHEMA = pa.schema([("k", pa.string()), ("v", pa.int64()), ("ts", pa.timestamp("us"))])
 OUT = pa.schema([("k", pa.string()), ("window_start", pa.timestamp("us")), ("n", pa.int64()), ("total", pa.int64())])

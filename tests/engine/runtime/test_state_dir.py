@@ -16,13 +16,13 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from engine.checkpoint.storage import CheckpointStorage
-from engine.errors import EngineError
-from engine.runtime import parallel
-from engine.runtime.control import lock_state_dir
-from engine.runtime.job import JobOptions, run_job
-from planner.planner import plan_script
-from sql import parse
+from weir.engine.checkpoint.storage import CheckpointStorage
+from weir.engine.errors import EngineError
+from weir.engine.runtime import parallel
+from weir.engine.runtime.control import lock_state_dir
+from weir.engine.runtime.job import JobOptions, run_job
+from weir.planner.planner import plan_script
+from weir.sql import parse
 
 JOB = """
 CREATE TABLE events (ts TIMESTAMP(3), k VARCHAR, v BIGINT, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)

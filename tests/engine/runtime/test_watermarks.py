@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from engine.messages import MAX_WATERMARK, MIN_WATERMARK
-from engine.watermarks import SplitWatermarks, WatermarkGenerator
+from weir.engine.messages import MAX_WATERMARK, MIN_WATERMARK
+from weir.engine.watermarks import SplitWatermarks, WatermarkGenerator
 
 SECOND = 1_000_000
 
@@ -34,9 +34,9 @@ def test_only_the_split_a_chain_is_reading_holds_the_watermark_back():
 
 
 def test_a_parallel_reader_reads_every_nth_split():
-    from engine.runtime.source_reader import SourceReader
+    from weir.engine.runtime.source_reader import SourceReader
 
-    from engine.connectors.base import Source
+    from weir.engine.connectors.base import Source
 
     class Splits(Source):
         def splits(self):
@@ -96,8 +96,8 @@ def test_when_every_split_is_idle_the_watermark_waits():
 
 
 def test_a_reader_marks_a_split_idle_when_it_brings_no_rows():
-    from engine.connectors.base import Source
-    from engine.runtime.source_reader import SourceReader
+    from weir.engine.connectors.base import Source
+    from weir.engine.runtime.source_reader import SourceReader
 
     schema = pa.schema([("ts", pa.timestamp("us"))])
 

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.errors import EngineError
-from engine.state import key_groups as kg_module
-from engine.state.key_groups import (
+from weir.engine.errors import EngineError
+from weir.engine.state import key_groups as kg_module
+from weir.engine.state.key_groups import (
     NULL_HASH,
     key_groups,
     partition,

@@ -5,11 +5,11 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from engine.errors import EngineError
-from engine.operators.base import OperatorContext
-from engine.operators.window_aggregate import WindowAggregate
-from engine.state import memory
-from engine.state.memory import ManagedMemory, cgroup_memory_limit, managed_memory_bytes
+from weir.engine.errors import EngineError
+from weir.engine.operators.base import OperatorContext
+from weir.engine.operators.window_aggregate import WindowAggregate
+from weir.engine.state import memory
+from weir.engine.state.memory import ManagedMemory, cgroup_memory_limit, managed_memory_bytes
 
 MB = 1 << 20
 

@@ -37,7 +37,7 @@ def test_window_state_beyond_managed_memory_spills_and_completes_in_a_cgroup(tmp
     (key_bytes,) = duckdb.sql(f"SELECT sum(strlen(k)) FROM '{tmp_path / 'events.parquet'}'").fetchall()[0]
     assert key_bytes > MANAGED
     (tmp_path / "job.sql").write_text(JOB)
-    command = [sys.executable, "-m", "shell.cli", "run", str(tmp_path / "job.sql"), "--state-dir",
+    command = [sys.executable, "-m", "weir.shell.cli", "run", str(tmp_path / "job.sql"), "--state-dir",
                str(tmp_path / "state")]
     env_cwd = Path(__file__).resolve().parents[3]
     with memory_cgroup(CGROUP_LIMIT) as cgroup:

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from engine.checkpoint.coordinator import Coordinator
-from engine.errors import EngineError
-from engine.operators.registry import OPERATORS
-from engine.runtime.job import JobOptions, checkpoint_config, run_job
-from planner.planner import plan_script
-from sql import parse
+from weir.engine.checkpoint.coordinator import Coordinator
+from weir.engine.errors import EngineError
+from weir.engine.operators.registry import OPERATORS
+from weir.engine.runtime.job import JobOptions, checkpoint_config, run_job
+from weir.planner.planner import plan_script
+from weir.sql import parse
 
 TABLES = """
 SET 'weir.checkpointing.interval-batches' = '2';
