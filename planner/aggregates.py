@@ -6,6 +6,7 @@ projection and HAVING over (keys, window bounds, aggregate results).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -13,183 +14,41 @@ from sqlglot import exp
 
 from weir.engine.graph import Edge
 from weir.engine.sql_eval import INPUT
-from weir.planner.expressions import AGGREGATES, Scope, bind, is_aggregate, output_name, quote, to_duckdb
+from weir.planner.aggregate_calls import AggregateCalls, typed
+from weir.planner.errors import PlanError, column_position
+from weir.planner.expressions import Scope, bind, is_aggregate, output_name, quote, to_duckdb
 from weir.planner.graph_builder import Stream
 from weir.planner.grouping_sets import (CONSTRUCTS, MAX_SETS, SET_ID, construct_sets, describe_sets, grouping_value,
                                    multiply)
 from weir.planner.windows import WINDOW_COLUMNS, WindowSpec
-from weir.sql.dialect import Weir
 from weir.sql.errors import Problem
 
 if TYPE_CHECKING:
     from weir.planner.queries import QueryPlanner
 
 
-class _Aggregates:
-    """The distinct aggregate calls of a query, named _agg0, _agg1, ..."""
-
-    def __init__(self, qp: "QueryPlanner", input_scope: Scope, problems: list[Problem]):
-        self.qp, self.scope, self.problems = qp, input_scope, problems
-        self.calls: list[dict] = []
-        self.sql: list[str] = []  # the call as DuckDB SQL, for describe and EXPLAIN
-        self._by_sql: dict[str, str] = {}
-
-    def name_for(self, node: exp.Expression) -> str:
-        call = node.this if isinstance(node, exp.Filter) else node
-        condition = node.expression.this if isinstance(node, exp.Filter) else None
-        function = AGGREGATES.get(type(call))
-        if function is None:
-            raise self.qp.fail(f"aggregate function {call.sql_name()} is not supported yet", call,
-                               "supported: COUNT, SUM, MIN, MAX, AVG, with DISTINCT and FILTER (WHERE ...)")
-        argument, distinct = call.this, False
-        if isinstance(argument, exp.Distinct):
-            distinct, argument = True, argument.expressions[0]
-        if isinstance(argument, exp.Star):
-            argument = None
-        schema = self.scope.schema
-        arg_sql = to_duckdb(bind(argument, self.scope, self.problems), schema) if argument is not None else None
-        filter_sql = to_duckdb(bind(condition, self.scope, self.problems), schema) if condition is not None else None
-        text = f"{function}({'DISTINCT ' if distinct else ''}{arg_sql or '*'})"
-        if filter_sql:
-            text += f" FILTER (WHERE {filter_sql})"
-        if text not in self._by_sql:
-            name = f"_agg{len(self.calls)}"
-            self._by_sql[text] = name
-            call = {"name": name, "function": function, "argument": arg_sql,
-                    "distinct": distinct, "filter": filter_sql}
-            kind = self._result_type(function, arg_sql, node) if arg_sql is not None else None
-            if kind is not None:
-                call.update(result_type=kind, label=node.sql(dialect=Weir))
-            self.calls.append(call)
-            self.sql.append(text)
-        return self._by_sql[text]
-
-    def _result_type(self, function: str, arg_sql: str, node: exp.Expression) -> str | None:
-        """Flink's result type of SUM and AVG as DuckDB type SQL (``LogicalTypeMerging.findSumAggType``,
-        ``findAvgAggType``): an integer or floating type stays itself (AVG truncates), DECIMAL(p, s)
-        becomes DECIMAL(38, s) for SUM and DECIMAL(38, max(6, s)) for AVG."""
-        if function not in ("sum", "avg"):
-            return None
-        kind = self.qp.describe(f"SELECT {arg_sql} AS a FROM {INPUT}", self.scope.schema, node).field(0).type
-        if pa.types.is_decimal(kind):
-            return f"DECIMAL(38, {kind.scale if function == 'sum' else max(6, kind.scale)})"
-        return FLINK_NUMERIC_TYPES.get(kind)
-
-
-#: The DuckDB name of each Arrow numeric type whose SUM and AVG keep it, as in Flink.
-FLINK_NUMERIC_TYPES = {pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER",
-                       pa.int64(): "BIGINT", pa.float32(): "FLOAT", pa.float64(): "DOUBLE"}
+Key = tuple[str, exp.Expression]
 
 
 def plan_window_aggregate(qp: "QueryPlanner", select: exp.Select, stream: Stream, window: WindowSpec,
                           scope: Scope, pipeline: str) -> Stream:
+    """1. the group keys and grouping sets; 2. the SELECT list and HAVING over keys, window bounds
+    and aggregate calls; 3. WHERE, computed keys or the Expand before the exchange; 4. the operator."""
     problems: list[Problem] = []
     input_scope = Scope(stream.schema, stream.name, qp.fallback)
-
-    keys: list[tuple[str, exp.Expression]] = []
-    grouped_windows: set[str] = set()
-    #: Grouping sets as key indices; None without GROUPING SETS, ROLLUP or CUBE.
-    sets: list[tuple[int, ...]] | None = None
     group = select.args.get("group")
-
-    def key_index(item: exp.Expression, in_construct: bool) -> int | None:
-        bound = bind(item, scope, problems)
-        if isinstance(bound, exp.Column) and bound.name in WINDOW_COLUMNS:
-            if in_construct:
-                problems.append(Problem(
-                    f"{bound.name} inside GROUPING SETS, ROLLUP or CUBE", *_pos(item, bound.name, qp.fallback),
-                    "group by window_start, window_end outside the sets: GROUP BY window_start, window_end, "
-                    "GROUPING SETS (...)"))
-            grouped_windows.add(bound.name)
-            return None
-        for index, (_, key) in enumerate(keys):
-            if key == bound:
-                return index
-        keys.append((bound.name if isinstance(bound, exp.Column) else f"_key{len(keys)}", bound))
-        return len(keys) - 1
-
-    common: list[int] = []
-    constructs: list[list[tuple[int, ...]]] = []
-    for item in group.expressions if group else []:
-        if isinstance(item, CONSTRUCTS):
-            constructs.append([tuple(i for i in (key_index(e, True) for e in members) if i is not None)
-                               for members in construct_sets(item)])
-        else:
-            index = key_index(item, False)
-            if index is not None:
-                common.append(index)
-    if problems:
-        raise _error(problems)
-    if constructs:
-        sets = [tuple(dict.fromkeys(common))]
-        for more in constructs:
-            sets = multiply(sets, more)
-            if len(sets) > MAX_SETS:
-                raise qp.fail(f"GROUP BY has more than {MAX_SETS} grouping sets", group,
-                              "group by fewer sets: each set is one more copy of every row")
-    if not {"window_start", "window_end"} <= grouped_windows:
-        raise qp.fail(
-            "a window aggregate must GROUP BY window_start and window_end", group or select,
-            "add window_start, window_end to the GROUP BY clause",
-        )
-    for name, key in keys:
-        if any(c.name in WINDOW_COLUMNS for c in key.find_all(exp.Column)):
-            raise qp.fail(f"group key {key.sql()} uses a window column; only window_start, "
-                          "window_end may be grouped", key)
-
-    aggregates = _Aggregates(qp, input_scope, problems)
-    allowed = {name for name, _ in keys} | set(WINDOW_COLUMNS) | ({SET_ID} if sets else set())
-
-    def grouping(node: exp.Expression) -> exp.Expression:
-        """GROUPING(k) / GROUPING_ID(k, ...): which of its keys the row's grouping set leaves out."""
-        arguments = node.expressions or [node.this]
-        indices: list[int | None] = []
-        for argument in arguments:
-            text = argument.name if isinstance(argument, exp.Column) else argument.sql()  # bound: quoted
-            bound = bind(argument, scope, problems)
-            if isinstance(bound, exp.Column) and bound.name in WINDOW_COLUMNS:
-                indices.append(None)
-                continue
-            found = [i for i, (_, key) in enumerate(keys) if key == bound]
-            if not found:
-                problems.append(Problem(f"{node.sql_name()} of `{text}`, which is not a GROUP BY key",
-                                        *_pos(select, text, qp.fallback),
-                                        "GROUPING and GROUPING_ID take GROUP BY keys"))
-            indices.append(found[0] if found else None)
-        return grouping_value(sets or [tuple(range(len(keys)))], indices)
-
-    def rewrite(node: exp.Expression) -> exp.Expression:
-        if isinstance(node, (exp.Grouping, exp.GroupingId)):
-            return grouping(node)
-        if is_aggregate(node):
-            return exp.column(aggregates.name_for(node), quoted=True)
-        for name, key in keys:
-            if node == key:
-                return exp.column(name, quoted=True)
-        return node
-
-    def final(expression: exp.Expression) -> exp.Expression:
-        bound = bind(expression, scope, problems)
-        rewritten = bound.transform(rewrite)
-        for column in rewritten.find_all(exp.Column):
-            if column.name not in allowed and not column.name.startswith("_agg"):
-                problems.append(Problem(
-                    f"column `{column.name}` is neither grouped nor aggregated",
-                    *_pos(expression, column.name, qp.fallback),
-                    f"add `{column.name}` to GROUP BY or wrap it in an aggregate such as MAX({column.name})",
-                ))
-        return rewritten
-
-    final_items = []
+    keys, sets = _group_keys(qp, select, scope, problems)
+    aggregates = AggregateCalls(qp, input_scope, problems)
+    grouped_by = GroupedExpressions(keys, sets, aggregates, scope, problems, qp.fallback, select)
     items = qp.expand_star(select.expressions, scope)
-    for index, item in enumerate(items):
-        final_items.append((output_name(item, index), final(item.unalias() if isinstance(item, exp.Alias) else item)))
+    final_items = [(output_name(item, index), grouped_by.final(item.unalias() if isinstance(item, exp.Alias) else item))
+                   for index, item in enumerate(items)]
     having = select.args.get("having")
-    having_final = final(having.this) if having is not None else None
+    having_final = grouped_by.final(having.this) if having is not None else None
     where = select.args.get("where")
     filter_sql = to_duckdb(bind(where.this, input_scope, problems), input_scope.schema) if where is not None else None
     if problems:
-        raise _error(problems)
+        raise PlanError(problems)
 
     if sets:
         stream = _plan_expand(qp, stream, keys, sets, filter_sql, input_scope, pipeline, group)
@@ -206,6 +65,128 @@ def plan_window_aggregate(qp: "QueryPlanner", select: exp.Select, stream: Stream
     projection = [[name, to_duckdb(expression, grouped)] for name, expression in final_items]
     having_sql = to_duckdb(having_final, grouped) if having_final is not None else None
     schema = _output_schema(qp, grouped, projection, having_sql, select)
+    edge = Edge(stream.node_id, "hash", tuple(hashed)) if key_sql else Edge(stream.node_id)
+    node = _add_window_aggregate(qp, window, key_sql, aggregates, having_sql, projection, sets, schema, edge,
+                                 pipeline)
+    times = frozenset(n for n, s in projection if s == quote("window_time"))
+    return Stream(node.id, schema, times, stream.name)
+
+
+def _group_keys(qp: "QueryPlanner", select: exp.Select, scope: Scope,
+                problems: list[Problem]) -> tuple[list[Key], list[tuple[int, ...]] | None]:
+    """The GROUP BY keys other than the window bounds (a column keeps its name, an expression is
+    ``_key<i>``), and the grouping sets as key indices (None without GROUPING SETS, ROLLUP or CUBE)."""
+    keys: list[Key] = []
+    grouped_windows: set[str] = set()
+    group = select.args.get("group")
+    common: list[int] = []
+    constructs: list[list[tuple[int, ...]]] = []
+    for item in group.expressions if group else []:
+        if isinstance(item, CONSTRUCTS):
+            constructs.append([tuple(i for i in (_key_index(e, True, keys, grouped_windows, scope, problems,
+                                                             qp.fallback) for e in members) if i is not None)
+                               for members in construct_sets(item)])
+        else:
+            index = _key_index(item, False, keys, grouped_windows, scope, problems, qp.fallback)
+            if index is not None:
+                common.append(index)
+    if problems:
+        raise PlanError(problems)
+    sets = None
+    if constructs:
+        sets = [tuple(dict.fromkeys(common))]
+        for more in constructs:
+            sets = multiply(sets, more)
+            if len(sets) > MAX_SETS:
+                raise qp.fail(f"GROUP BY has more than {MAX_SETS} grouping sets", group,
+                              "group by fewer sets: each set is one more copy of every row")
+    if not {"window_start", "window_end"} <= grouped_windows:
+        raise qp.fail(
+            "a window aggregate must GROUP BY window_start and window_end", group or select,
+            "add window_start, window_end to the GROUP BY clause",
+        )
+    for name, key in keys:
+        if any(c.name in WINDOW_COLUMNS for c in key.find_all(exp.Column)):
+            raise qp.fail(f"group key {key.sql()} uses a window column; only window_start, "
+                          "window_end may be grouped", key)
+    return keys, sets
+
+
+def _key_index(item: exp.Expression, in_construct: bool, keys: list[Key], grouped_windows: set[str],
+               scope: Scope, problems: list[Problem], fallback: tuple[int, int]) -> int | None:
+    """The index of the GROUP BY item in ``keys`` (added when new), or None for a window bound."""
+    bound = bind(item, scope, problems)
+    if isinstance(bound, exp.Column) and bound.name in WINDOW_COLUMNS:
+        if in_construct:
+            problems.append(Problem(
+                f"{bound.name} inside GROUPING SETS, ROLLUP or CUBE", *column_position(item, bound.name, fallback),
+                "group by window_start, window_end outside the sets: GROUP BY window_start, window_end, "
+                "GROUPING SETS (...)"))
+        grouped_windows.add(bound.name)
+        return None
+    for index, (_, key) in enumerate(keys):
+        if key == bound:
+            return index
+    keys.append((bound.name if isinstance(bound, exp.Column) else f"_key{len(keys)}", bound))
+    return len(keys) - 1
+
+
+@dataclass
+class GroupedExpressions:
+    """The SELECT list and HAVING of a window aggregate as expressions over its keys (by name),
+    window bounds, grouping set id and aggregate calls (``_agg<i>``)."""
+
+    keys: list[Key]
+    sets: list[tuple[int, ...]] | None
+    aggregates: AggregateCalls
+    scope: Scope
+    problems: list[Problem]
+    fallback: tuple[int, int]
+    select: exp.Select
+
+    def final(self, expression: exp.Expression) -> exp.Expression:
+        allowed = {name for name, _ in self.keys} | set(WINDOW_COLUMNS) | ({SET_ID} if self.sets else set())
+        rewritten = bind(expression, self.scope, self.problems).transform(self._rewrite)
+        for column in rewritten.find_all(exp.Column):
+            if column.name not in allowed and not column.name.startswith("_agg"):
+                self.problems.append(Problem(
+                    f"column `{column.name}` is neither grouped nor aggregated",
+                    *column_position(expression, column.name, self.fallback),
+                    f"add `{column.name}` to GROUP BY or wrap it in an aggregate such as MAX({column.name})",
+                ))
+        return rewritten
+
+    def _rewrite(self, node: exp.Expression) -> exp.Expression:
+        if isinstance(node, (exp.Grouping, exp.GroupingId)):
+            return self._grouping(node)
+        if is_aggregate(node):
+            return exp.column(self.aggregates.name_for(node), quoted=True)
+        for name, key in self.keys:
+            if node == key:
+                return exp.column(name, quoted=True)
+        return node
+
+    def _grouping(self, node: exp.Expression) -> exp.Expression:
+        """GROUPING(k) / GROUPING_ID(k, ...): which of its keys the row's grouping set leaves out."""
+        indices: list[int | None] = []
+        for argument in node.expressions or [node.this]:
+            text = argument.name if isinstance(argument, exp.Column) else argument.sql()  # bound: quoted
+            bound = bind(argument, self.scope, self.problems)
+            if isinstance(bound, exp.Column) and bound.name in WINDOW_COLUMNS:
+                indices.append(None)
+                continue
+            found = [i for i, (_, key) in enumerate(self.keys) if key == bound]
+            if not found:
+                self.problems.append(Problem(f"{node.sql_name()} of `{text}`, which is not a GROUP BY key",
+                                             *column_position(self.select, text, self.fallback),
+                                             "GROUPING and GROUPING_ID take GROUP BY keys"))
+            indices.append(found[0] if found else None)
+        return grouping_value(self.sets or [tuple(range(len(self.keys)))], indices)
+
+
+def _add_window_aggregate(qp: "QueryPlanner", window: WindowSpec, key_sql: list[list[str]],
+                          aggregates: AggregateCalls, having_sql: str | None, projection: list[list[str]],
+                          sets: list[tuple[int, ...]] | None, schema: pa.Schema, edge: Edge, pipeline: str):
     config = {
         "window": window.config(),
         "keys": key_sql,
@@ -222,10 +203,7 @@ def plan_window_aggregate(qp: "QueryPlanner", select: exp.Select, stream: Stream
         f"aggregates=[{aggregate_list}], select=[{select_list}]"
         + (f", having=[{having_sql}]" if having_sql else "") + ")"
     )
-    edge = Edge(stream.node_id, "hash", tuple(hashed)) if key_sql else Edge(stream.node_id)
-    node = qp.builder.add(pipeline, "window_aggregate", config, schema, [edge], description)
-    times = frozenset(n for n, s in projection if s == quote("window_time"))
-    return Stream(node.id, schema, times, stream.name)
+    return qp.builder.add(pipeline, "window_aggregate", config, schema, [edge], description)
 
 
 def _plan_expand(qp, stream: Stream, keys, sets, filter_sql, input_scope: Scope, pipeline: str,
@@ -251,7 +229,7 @@ def _plan_expand(qp, stream: Stream, keys, sets, filter_sql, input_scope: Scope,
     return Stream(added.id, schema, stream.time_attributes, stream.name)
 
 
-def _grouped_schema(qp, key_sql, aggregates: _Aggregates, stream: Stream, select) -> pa.Schema:
+def _grouped_schema(qp, key_sql, aggregates: AggregateCalls, stream: Stream, select) -> pa.Schema:
     """The schema the projection and HAVING see: keys, window bounds, aggregate results."""
     inner = [f"{sql} AS {quote(name)}" for name, sql in key_sql]
     inner += [f"CAST(NULL AS TIMESTAMP) AS {name}" for name in WINDOW_COLUMNS]
@@ -260,27 +238,7 @@ def _grouped_schema(qp, key_sql, aggregates: _Aggregates, stream: Stream, select
     return qp.describe(f"SELECT {', '.join(inner)} FROM {INPUT}{group_by}", stream.schema, select)
 
 
-def typed(sql: str, call: dict) -> str:
-    """An aggregate call's SQL in its result type, for the schema its results have."""
-    return f"CAST({sql} AS {call['result_type']})" if call.get("result_type") else sql
-
-
 def _output_schema(qp, grouped: pa.Schema, projection, having_sql, select) -> pa.Schema:
     outer = ", ".join(f"{sql} AS {quote(name)}" for name, sql in projection)
     where = f" WHERE {having_sql}" if having_sql else ""
     return qp.describe(f"SELECT {outer} FROM {INPUT}{where}", grouped, select)
-
-
-def _pos(expression: exp.Expression, name: str, fallback):
-    from weir.planner.expressions import position
-
-    for column in expression.find_all(exp.Column):
-        if column.name.lower() == name.lower():
-            return position(column, fallback)
-    return position(expression, fallback)
-
-
-def _error(problems: list[Problem]):
-    from weir.planner.queries import PlanError
-
-    return PlanError(problems)

@@ -36,6 +36,7 @@ from sqlglot import exp
 
 from weir.engine.graph import Edge
 from weir.planner.aggregates import plan_window_aggregate
+from weir.planner.errors import PlanError
 from weir.planner.expressions import Scope, output_name, quote
 from weir.planner.graph_builder import Stream
 from weir.planner.grouping_sets import CONSTRUCTS
@@ -84,8 +85,6 @@ def plan_cascaded_window(qp: "QueryPlanner", select: exp.Select, stream: Stream,
     clauses = [*select.expressions, *(select.args.get(k) for k in ("where", "having", "group"))]
     for column in (c for clause in clauses if clause is not None for c in clause.find_all(exp.Column)):
         if column.name.lower() in WINDOW_COLUMNS and scope.resolve(column.name) is None:
-            from weir.planner.queries import PlanError  # no window table function here to give window_start
-
             raise PlanError(scope.unknown_column(column))
     renamed = {start: START, end: END}
     renamed.update({name: f"_input_{name}" for name in stream.schema.names

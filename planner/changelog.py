@@ -7,8 +7,10 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from weir.engine.changelog import APPEND, RETRACT, UPSERT, is_changelog
+from weir.engine.connectors.registry import CONNECTORS
 from weir.engine.graph import OperatorNode
 from weir.planner.graph_builder import Stream
+from weir.sql.errors import Problem, WeirSqlError
 
 if TYPE_CHECKING:
     from weir.planner.queries import QueryPlanner
@@ -50,9 +52,6 @@ def sink_changelog(stream: Stream, options: dict[str, str], *, name: str, what: 
     with a key (a PRIMARY KEY, or a materialized view's grouping key) is maintained by upsert;
     print and blackhole sinks and 'debezium-json' files take the changes as they are; other
     sinks are append-only and refuse an updating stream."""
-    from weir.engine.connectors.registry import CONNECTORS
-    from weir.sql.errors import Problem, WeirSqlError
-
     connector = options.get("connector", "")
     if connector == "duckdb":
         # A table is kept by its declared PRIMARY KEY; a view by its query's key.

@@ -17,6 +17,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from weir.engine.graph import Edge
+from weir.planner.calc import calc_description
 from weir.planner.expressions import quote
 from weir.planner.graph_builder import Stream
 
@@ -83,8 +84,6 @@ def _rename(qp: "QueryPlanner", stream: Stream, cte: CommonTable, pipeline: str)
         raise qp.fail(f"`{cte.name}` names {len(cte.columns)} columns but its query gives {len(stream.schema)} "
                       f"({', '.join(stream.schema.names)})", cte.node,
                       "name every column of the query, or none")
-    from weir.planner.queries import calc_description
-
     projection = [[new, quote(old)] for new, old in zip(cte.columns, stream.schema.names)]
     schema = pa.schema([f.with_name(new) for f, new in zip(stream.schema, cte.columns)])
     node = qp.builder.add(pipeline, "calc", {"projection": projection, "filter": None}, schema,

@@ -17,10 +17,11 @@ from sqlglot import exp
 from weir.engine.changelog import ROW_KIND, ROW_KIND_TYPE
 from weir.engine.graph import Edge
 from weir.engine.sql_eval import INPUT
-from weir.planner.aggregates import _Aggregates, _error, _pos, typed
+from weir.planner.aggregate_calls import AggregateCalls, typed
+from weir.planner.calc import projected_key
+from weir.planner.errors import PlanError, column_position
 from weir.planner.expressions import Scope, bind, contains_aggregate, is_aggregate, output_name, quote, to_duckdb
 from weir.planner.graph_builder import Stream
-from weir.planner.queries import projected_key
 from weir.sql.errors import Problem
 
 if TYPE_CHECKING:
@@ -39,9 +40,9 @@ def plan_group_aggregate(qp: "QueryPlanner", select: exp.Select, stream: Stream,
         else:
             keys.append((f"_key{len(keys)}", bound))
     if problems:
-        raise _error(problems)
+        raise PlanError(problems)
 
-    aggregates = _Aggregates(qp, scope, problems)
+    aggregates = AggregateCalls(qp, scope, problems)
     allowed = {name for name, _ in keys}
 
     def rewrite(node: exp.Expression) -> exp.Expression:
@@ -58,7 +59,7 @@ def plan_group_aggregate(qp: "QueryPlanner", select: exp.Select, stream: Stream,
             if column.name not in allowed and not column.name.startswith("_agg"):
                 problems.append(Problem(
                     f"column `{column.name}` is neither grouped nor aggregated",
-                    *_pos(expression, column.name, qp.fallback),
+                    *column_position(expression, column.name, qp.fallback),
                     f"add `{column.name}` to GROUP BY or wrap it in an aggregate such as MAX({column.name})",
                 ))
         return rewritten
@@ -70,7 +71,7 @@ def plan_group_aggregate(qp: "QueryPlanner", select: exp.Select, stream: Stream,
     where = select.args.get("where")
     filter_sql = to_duckdb(bind(where.this, scope, problems), scope.schema) if where is not None else None
     if problems:
-        raise _error(problems)
+        raise PlanError(problems)
 
     computed = [[name, to_duckdb(key, scope.schema)] for name, key in keys if not isinstance(key, exp.Column)]
     if filter_sql or computed:
@@ -112,7 +113,7 @@ def distinct_as_group_by(qp: "QueryPlanner", select: exp.Select, scope: Scope) -
     return rewritten
 
 
-def _grouped_schema(qp, key_sql, aggregates: _Aggregates, stream: Stream, select) -> pa.Schema:
+def _grouped_schema(qp, key_sql, aggregates: AggregateCalls, stream: Stream, select) -> pa.Schema:
     """The schema the projection and HAVING see: keys and aggregate results."""
     inner = [f"{sql} AS {quote(name)}" for name, sql in key_sql]
     inner += [f"{typed(sql, call)} AS {quote(call['name'])}" for sql, call in zip(aggregates.sql, aggregates.calls)]

@@ -24,8 +24,10 @@ from sqlglot import exp
 
 from weir.engine.changelog import ROW_KIND
 from weir.engine.graph import Edge
+from weir.planner.errors import PlanError
 from weir.planner.expressions import Scope, bind, quote, to_duckdb
 from weir.planner.graph_builder import Stream
+from weir.planner.top_n import plan_top_n
 from weir.sql.errors import Problem
 
 if TYPE_CHECKING:
@@ -67,9 +69,6 @@ def plan_limit(qp: "QueryPlanner", stream: Stream, limit: int, order: exp.Order 
 
 
 def _top(qp: "QueryPlanner", stream: Stream, limit: int, order: exp.Order, pipeline: str) -> Stream:
-    from weir.planner.queries import PlanError  # planner/queries.py plans the query this wraps
-    from weir.planner.top_n import plan_top_n
-
     scope = Scope(pa.schema([f for f in stream.schema if f.name != ROW_KIND]), stream.name, qp.fallback)
     problems: list[Problem] = []
     order_by = []

@@ -29,6 +29,7 @@ from sqlglot import exp
 
 from weir.engine.graph import Edge
 from weir.engine.sql_eval import INPUT
+from weir.planner.errors import PlanError
 from weir.planner.expressions import AGGREGATES, Scope, bind, quote, to_duckdb
 from weir.planner.graph_builder import Stream
 from weir.planner.windows import format_duration
@@ -189,8 +190,6 @@ class _OverPlanner:
 
 
 def plan_over_aggregate(qp: "QueryPlanner", select: exp.Select, pipeline: str) -> Stream:
-    from weir.planner.queries import PlanError
-
     for unsupported, what in (("group", "GROUP BY"), ("having", "HAVING"), ("order", "ORDER BY"),
                               ("limit", "LIMIT"), ("distinct", "DISTINCT"), ("joins", "JOIN")):
         if select.args.get(unsupported):

@@ -15,28 +15,30 @@ from sqlglot import exp
 from weir.engine.changelog import ROW_KIND
 from weir.engine.graph import Edge
 from weir.engine.sql_eval import INPUT, describe
-from weir.planner.catalog import Catalog, TableDef
-from weir.planner.expressions import (
-    Scope,
-    bind,
-    contains_aggregate,
-    output_name,
-    position,
-    quote,
-    to_duckdb,
-)
 from weir.planner.aggregates import plan_window_aggregate
+from weir.planner.calc import calc_description, projected_key
+from weir.planner.cascaded_windows import plan_cascaded_window
+from weir.planner.catalog import Catalog, TableDef
+from weir.planner.changelog import require_append_only
+from weir.planner.connectors import check_connector
+from weir.planner.ctes import plan_cte_reference, plan_with
+from weir.planner.errors import PlanError
+from weir.planner.expressions import Scope, bind, contains_aggregate, output_name, position, quote, to_duckdb
 from weir.planner.graph_builder import GraphBuilder, Stream
+from weir.planner.group_aggregate import distinct_as_group_by, plan_group_aggregate
+from weir.planner.grouping_sets import grouping_construct
+from weir.planner.joins import is_join, plan_join
+from weir.planner.limits import plan_limit, split_limit
+from weir.planner.over_aggregates import is_over_aggregate, plan_over_aggregate, ranks_below
+from weir.planner.ranking import plan_window_rank, uses_ranking
+from weir.planner.sessions import plan_session_window
 from weir.planner.types import normalise, sql_name
+from weir.planner.unions import plan_union
 from weir.planner.windows import (WINDOW_COLUMNS, register_window_columns, window_fields, window_problems,
                              window_spec)
 from weir.sql.errors import Problem, WeirSqlError
 from weir.sql.intervals import interval_micros
 from weir.sql.statements import WindowTVF
-
-
-class PlanError(WeirSqlError):
-    pass
 
 
 def _idle_timeout(settings: dict[str, str]) -> str | None:
@@ -79,13 +81,9 @@ class QueryPlanner:
     def plan_query(self, query: exp.Expression, pipeline: str) -> Stream:
         if isinstance(query, exp.Subquery):
             return self.plan_query(query.this, pipeline)
-        if query.args.get("with_") is not None:
-            from weir.planner.ctes import plan_with  # WITH a AS (...) SELECT ...
-
+        if query.args.get("with_") is not None:  # WITH a AS (...) SELECT ...
             return plan_with(self, query, pipeline)
-        if isinstance(query, exp.SetOperation):
-            from weir.planner.unions import plan_union  # UNION ALL
-
+        if isinstance(query, exp.SetOperation):  # UNION ALL
             return plan_union(self, query, pipeline)
         if isinstance(query, exp.Select):
             return self._plan_select(query, pipeline)
@@ -101,8 +99,6 @@ class QueryPlanner:
         raise self.fail(f"unsupported relation in FROM: {relation.sql()}", relation)
 
     def _plan_named(self, table: exp.Table, pipeline: str) -> Stream:
-        from weir.planner.ctes import plan_cte_reference
-
         cte = plan_cte_reference(self, table, pipeline)
         if cte is not None:
             return cte
@@ -131,8 +127,6 @@ class QueryPlanner:
         key = table.name.lower()
         if key in self.builder.sources:
             return self.builder.sources[key]
-        from weir.planner.connectors import check_connector
-
         check_connector(table, "source")
         physical = table.physical_schema
         config = {
@@ -163,31 +157,15 @@ class QueryPlanner:
 
     # -- SELECT ------------------------------------------------------------------
     def _plan_select(self, select: exp.Select, pipeline: str) -> Stream:
-        if select.args.get("limit") is not None or select.args.get("offset") is not None:
-            from weir.planner.limits import plan_limit, split_limit  # SELECT ... [ORDER BY ...] LIMIT n
-
+        if select.args.get("limit") is not None or select.args.get("offset") is not None:  # ... LIMIT n
             plain, limit, order = split_limit(self, select)
             return plan_limit(self, self._plan_select(plain, pipeline), limit, order, pipeline, select)
-        from weir.planner.over_aggregates import is_over_aggregate, plan_over_aggregate, ranks_below
-
         if is_over_aggregate(select):  # SUM(x) OVER (PARTITION BY k ORDER BY ts ...)
             return plan_over_aggregate(self, select, pipeline)
-        from weir.planner.ranking import plan_window_rank, uses_ranking  # window Top-N and deduplication
-
-        if uses_ranking(select) and ranks_below(select):
+        if uses_ranking(select) and ranks_below(select):  # window Top-N and deduplication
             return plan_window_rank(self, select, pipeline)
-        from weir.planner.versioned_joins import is_versioned_join, plan_versioned_join  # FOR SYSTEM_TIME AS OF
-
-        if is_versioned_join(select):
-            return plan_versioned_join(self, select, pipeline)
-        from weir.planner.interval_joins import is_interval_join, plan_interval_join  # time-bounded joins
-
-        if is_interval_join(self, select):
-            return plan_interval_join(self, select, pipeline)
-        from weir.planner.joins import is_window_join, plan_window_join  # two windowed inputs, or a regular join
-
-        if is_window_join(select):
-            return plan_window_join(self, select, pipeline)
+        if is_join(select):  # temporal, lookup, interval, window or regular (planner/joins/)
+            return plan_join(self, select, pipeline)
         for unsupported, what in (("joins", "joins"), ("with", "WITH (common table expressions)"),
                                   ("order", "ORDER BY"), ("limit", "LIMIT")):
             if select.args.get(unsupported):
@@ -205,26 +183,18 @@ class QueryPlanner:
         else:
             scope_schema = stream.schema
         scope = Scope(scope_schema, stream.name, self.fallback)
-        if select.args.get("distinct"):
-            from weir.planner.group_aggregate import distinct_as_group_by  # SELECT DISTINCT: GROUP BY every item
-
+        if select.args.get("distinct"):  # SELECT DISTINCT: GROUP BY every item
             select = distinct_as_group_by(self, select, scope)
         aggregated = select.args.get("group") is not None or any(
             contains_aggregate(e) for e in [*select.expressions, select.args.get("having") or exp.Null()]
         )
         if aggregated:
             if window is None:
-                from weir.planner.cascaded_windows import plan_cascaded_window  # GROUP BY starttime, endtime
-                from weir.planner.group_aggregate import plan_group_aggregate  # an updating result
-
-                cascaded = plan_cascaded_window(self, select, stream, scope, pipeline)
+                cascaded = plan_cascaded_window(self, select, stream, scope, pipeline)  # GROUP BY starttime, endtime
                 if cascaded is not None:
                     return cascaded
                 return plan_group_aggregate(self, select, stream, scope, pipeline)
             if window.kind == "session":
-                from weir.planner.grouping_sets import grouping_construct
-                from weir.planner.sessions import plan_session_window
-
                 construct = grouping_construct(select)
                 if construct is not None:
                     raise self.fail(f"{construct.key.upper().replace('GROUPINGSETS', 'GROUPING SETS')} over a "
@@ -247,8 +217,6 @@ class QueryPlanner:
         return self._plan_calc(select, stream, scope, pipeline)
 
     def _window(self, tvf: WindowTVF, stream: Stream):
-        from weir.planner.changelog import require_append_only
-
         require_append_only(self, stream, f"the window table function {tvf.kind}", tvf)
         time_col = tvf.args["time_col"]
         scope = Scope(stream.schema, stream.name, self.fallback)
@@ -341,30 +309,3 @@ class QueryPlanner:
             raise self.fail(f"cannot evaluate this query: {message}", node,
                             "check the types of the expressions and the functions used") from None
         return pa.schema([pa.field(f.name, normalise(f.type)) for f in schema])
-
-
-def projected_key(key: tuple[str, ...] | None, projection: list[list[str]]) -> tuple[str, ...] | None:
-    """An upsert key through a projection: the output names of its columns, or None
-    when the projection drops one of them (the rows are then no longer unique by a key)."""
-    if key is None:
-        return None
-    out = []
-    for column in key:
-        name = next((n for n, sql in projection if sql == quote(column)), None)
-        if name is None:
-            return None
-        out.append(name)
-    return tuple(out)
-
-
-def calc_description(projection: list[list[str]], filter_sql: str | None, input_names: list[str]) -> str:
-    """``Calc(select=[...], where=[...])``; a column passed through is shown by its name alone,
-    and a projection passing every input column through is left out."""
-    identity = [[name, quote(name)] for name in input_names]
-    parts = []
-    if projection != identity or not filter_sql:
-        items = [name if sql == quote(name) else f"{name}={sql}" for name, sql in projection]
-        parts.append(f"select=[{', '.join(items)}]")
-    if filter_sql:
-        parts.append(f"where=[{filter_sql}]")
-    return f"Calc({', '.join(parts)})"

@@ -24,8 +24,10 @@ from sqlglot import exp
 from weir.engine.changelog import ROW_KIND
 from weir.engine.graph import Edge
 from weir.planner.changelog import require_append_only
+from weir.planner.errors import PlanError
 from weir.planner.expressions import Scope, bind, output_name, position, quote, to_duckdb
 from weir.planner.graph_builder import Stream
+from weir.planner.top_n import is_deduplication, plan_top_n, tie_order
 from weir.sql.errors import Problem
 from weir.sql.statements import WindowTVF
 
@@ -116,8 +118,6 @@ def plan_window_rank(qp: "QueryPlanner", select: exp.Select, pipeline: str) -> S
         raise _error(problems)
     schema = qp.describe_projection(projection, filter_sql, ranked, select)
     if not windowed:
-        from weir.planner.top_n import plan_top_n
-
         return plan_top_n(qp, stream, scope, keys, order_by, function, rank_column, (low, high), filter_sql,
                           projection, schema, order.expressions, pipeline)
 
@@ -222,21 +222,6 @@ def _rank_bounds(where: exp.Where | None, rank: str) -> tuple[int, int | None, e
     return low, high, exp.and_(*rest) if rest else None
 
 
-def is_deduplication(function: str, rank_range: tuple[int, int], ordered: list[exp.Ordered], stream: Stream) -> bool:
-    """Flink's deduplication: ROW_NUMBER() = 1 ordered by one time attribute."""
-    return (function == "row_number" and tuple(rank_range) == (1, 1) and len(ordered) == 1
-            and isinstance(ordered[0].this, exp.Column) and ordered[0].this.name in stream.time_attributes)
-
-
-def tie_order(function: str, rank_range: tuple[int, int], ordered: list[exp.Ordered], stream: Stream) -> str:
-    """Which of the rows that tie on ORDER BY ranks first, as in Flink: the earliest to arrive
-    (Top-N, first-row deduplication), except that keep-last deduplication (ORDER BY time DESC)
-    keeps the latest of rows with the same time."""
-    if is_deduplication(function, rank_range, ordered, stream) and ordered[0].args.get("desc"):
-        return "latest_first"
-    return "earliest_first"
-
-
 def _describe(config: dict, order_text: list[str], ordered: list[exp.Ordered], stream: Stream) -> str:
     partition = ", ".join([config["window_start"], config["window_end"], *config["partition_keys"]])
     select = ", ".join(n if s == quote(n) else f"{n}={s}" for n, s in config["projection"])
@@ -257,6 +242,4 @@ def _problem(qp: "QueryPlanner", message: str, node: exp.Expression, hint: str) 
 
 
 def _error(problems: list[Problem]):
-    from weir.planner.queries import PlanError
-
     return PlanError(problems)

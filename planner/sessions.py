@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from weir.planner.aggregates import plan_window_aggregate
+from weir.planner.errors import PlanError
 from weir.planner.expressions import Scope, position
 from weir.planner.graph_builder import GraphBuilder, Stream
 from weir.planner.windows import WINDOW_COLUMNS, WindowSpec
@@ -92,6 +93,4 @@ def _check_partition_keys(qp: "QueryPlanner", select: exp.Select, tvf: WindowTVF
                 f"{', '.join([*window.partition_by, item.sql()])}, ...), or drop it from GROUP BY",
             ))
     if problems:
-        from weir.planner.queries import PlanError
-
         raise PlanError(problems)

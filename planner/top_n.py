@@ -22,8 +22,7 @@ from weir.engine.changelog import ROW_KIND, ROW_KIND_TYPE
 from weir.engine.graph import Edge
 from weir.planner.expressions import Scope, quote
 from weir.planner.graph_builder import Stream
-from weir.planner.ranking import is_deduplication, tie_order
-from weir.planner.stream_joins import state_ttl_ms
+from weir.planner.state_ttl import state_ttl_ms
 
 if TYPE_CHECKING:
     from weir.planner.queries import QueryPlanner
@@ -75,3 +74,18 @@ def _key(keys: list[str], rank_column: str, function: str, high: int,
         if (high == 1 or quote(rank_column) in wanted) and all(w in names for w in wanted):
             return tuple(names[w] for w in wanted)
     return None
+
+
+def is_deduplication(function: str, rank_range: tuple[int, int], ordered: list[exp.Ordered], stream: Stream) -> bool:
+    """Flink's deduplication: ROW_NUMBER() = 1 ordered by one time attribute."""
+    return (function == "row_number" and tuple(rank_range) == (1, 1) and len(ordered) == 1
+            and isinstance(ordered[0].this, exp.Column) and ordered[0].this.name in stream.time_attributes)
+
+
+def tie_order(function: str, rank_range: tuple[int, int], ordered: list[exp.Ordered], stream: Stream) -> str:
+    """Which of the rows that tie on ORDER BY ranks first, as in Flink: the earliest to arrive
+    (Top-N, first-row deduplication), except that keep-last deduplication (ORDER BY time DESC)
+    keeps the latest of rows with the same time."""
+    if is_deduplication(function, rank_range, ordered, stream) and ordered[0].args.get("desc"):
+        return "latest_first"
+    return "earliest_first"

@@ -26,6 +26,8 @@ from sqlglot import exp
 from weir.engine.changelog import INSERT, ROW_KIND, ROW_KIND_TYPE
 from weir.engine.graph import Edge
 from weir.engine.sql_eval import INPUT, describe
+from weir.planner.calc import calc_description
+from weir.planner.errors import PlanError
 from weir.planner.expressions import quote
 from weir.planner.graph_builder import Stream
 from weir.planner.types import duckdb_name, normalise, sql_name
@@ -69,8 +71,6 @@ def common_type(left: pa.DataType, right: pa.DataType) -> pa.DataType | None:
 
 
 def plan_union(qp: "QueryPlanner", query: exp.Union, pipeline: str) -> Stream:
-    from weir.planner.queries import PlanError
-
     kind = {exp.Intersect: "INTERSECT", exp.Except: "EXCEPT"}.get(type(query))
     if kind or query.args.get("distinct"):
         word = kind or "UNION"
@@ -157,8 +157,6 @@ def _cast(qp: "QueryPlanner", stream: Stream, original: Stream, schema: pa.Schem
     if updating:
         projection.append([ROW_KIND, f"CAST({INSERT} AS TINYINT)" if add_kind else quote(ROW_KIND)])
         fields.append(pa.field(ROW_KIND, ROW_KIND_TYPE))
-    from weir.planner.queries import calc_description
-
     cast_schema = pa.schema(fields)
     added = qp.builder.add(pipeline, "calc", {"projection": projection, "filter": None}, cast_schema,
                            [Edge(original.node_id)], calc_description(projection, None, original.schema.names))

@@ -5,7 +5,7 @@ FULL] JOIN b ON a.k = b.k [AND <condition>]``, ``FROM a, b WHERE a.k = b.k
 ...``, and ``[NOT] IN`` / ``[NOT] EXISTS`` subqueries over a stream (SEMI and
 ANTI joins). Either input may be an updating stream.
 
-Plan: as for window joins (``planner/joins.py`` plans both inputs, finds the
+Plan: as for window joins (``planner/joins/conditions.py`` plans both inputs, finds the
 key equalities, computes key expressions before a hash edge on each side), a
 ``stream_join`` node keeps both inputs' rows and joins every batch of one side
 with the other side's rows. Conditions of ON that are not key equalities are
@@ -23,32 +23,24 @@ long a row is kept (processing time since it arrived, as Flink's TTL).
 """
 from __future__ import annotations
 
-import re
-from typing import TYPE_CHECKING
-
 import pyarrow as pa
 from sqlglot import exp
 
 from weir.engine.changelog import ROW_KIND, ROW_KIND_TYPE
 from weir.engine.graph import Edge, schema_to_json
 from weir.engine.sql_eval import INPUT
+from weir.planner.errors import PlanError
 from weir.planner.expressions import bind, to_duckdb
 from weir.planner.graph_builder import Stream
-from weir.planner.joins import DESCRIBED_TYPES, JoinScope, Relation, output_names, project_joined
-from weir.sql.errors import Problem, WeirSqlError
-from weir.sql.intervals import parse_duration
-
-if TYPE_CHECKING:
-    from weir.planner.joins import _Pair, _WindowJoinPlanner
-
-_HINT = re.compile(r"STATE_TTL\s*\((.*?)\)", re.IGNORECASE | re.DOTALL)
-_HINT_ITEM = re.compile(r"'([^']*)'\s*=\s*'([^']*)'")
+from weir.planner.joins.conditions import JoinPlanner
+from weir.planner.joins.scope import DESCRIBED_TYPES, JoinScope, Pair, Relation, output_names, project_joined
+from weir.planner.state_ttl import state_ttl
+from weir.sql.errors import Problem
 
 
-def plan_regular_join(planner: "_WindowJoinPlanner", join_type: str, left: Relation, right: Relation,
-                      pairs: list["_Pair"], remaining: list[exp.Expression], null_aware: bool) -> Stream:
-    from weir.planner.queries import PlanError
 
+def plan_regular_join(planner: JoinPlanner, join_type: str, left: Relation, right: Relation,
+                      pairs: list[Pair], remaining: list[exp.Expression], null_aware: bool) -> Stream:
     qp, select = planner.qp, planner.select
     if not pairs:
         raise qp.fail(f"the join of `{left.alias}` and `{right.alias}` has no equality between them", select,
@@ -142,35 +134,3 @@ def _drop_row_kind(relation: Relation) -> None:
 
 def _columns(relation: Relation) -> pa.Schema:
     return pa.schema([f for f in relation.stream.schema if f.name != ROW_KIND])
-
-
-def state_ttl_ms(qp) -> int:
-    """The job's 'table.exec.state.ttl' in milliseconds (0: state is kept for ever)."""
-    return _millis(qp.settings.get("table.exec.state.ttl") or "0", "'table.exec.state.ttl'", qp, None)
-
-
-def state_ttl(settings: dict[str, str], select: exp.Select, left: str, right: str, qp) -> dict[str, int]:
-    """Milliseconds each side's rows are kept (0: for ever): the job's 'table.exec.state.ttl',
-    overridden per input by ``/*+ STATE_TTL('alias' = '1h') */``."""
-    default = _millis(settings.get("table.exec.state.ttl") or "0", "'table.exec.state.ttl'", qp, select)
-    ttl = {"left": default, "right": default}
-    for comment in select.comments or []:
-        match = _HINT.search(comment)
-        if not match:
-            continue
-        for alias, value in _HINT_ITEM.findall(match.group(1)):
-            sides = [s for s, a in (("left", left), ("right", right)) if a.lower() == alias.lower()]
-            if not sides:
-                raise qp.fail(f"STATE_TTL names `{alias}`, which is not an input of this join", select,
-                              f"name the inputs by their aliases: `{left}`, `{right}`")
-            ttl[sides[0]] = _millis(value, f"STATE_TTL for `{alias}`", qp, select)
-    return ttl
-
-
-def _millis(text: str, what: str, qp, node: exp.Expression) -> int:
-    if text.strip() in ("0", "0s", "0 ms", "0ms"):
-        return 0
-    try:
-        return parse_duration(text) // 1000
-    except WeirSqlError as error:
-        raise qp.fail(f"{what}: {error.problems[0].message}", node, error.problems[0].hint) from None

@@ -10,11 +10,11 @@ bounds stay strict) or ``=`` between the two inputs' time attributes, each
 side a time attribute plus or minus intervals. Both a lower and an upper
 bound are needed; every bound must compare the same two time attributes.
 A SELECT is an interval join when its ON compares a time attribute of one
-input with one of the other (the inputs are planned on a scratch graph to
-know their time attributes); otherwise it stays with ``planner/joins.py``.
+input with one of the other (``is_interval_join``, asked by ``planner/joins/__init__.py``
+once it planned both inputs); otherwise it is a window or regular join.
 
-Plan: each side is planned as any relation; key expressions are computed
-before a hash edge on each side (``planner.joins`` machinery), after a
+Plan: key expressions are computed before a hash edge on each side
+(``planner/joins/conditions.py``), after a
 filter by the ON's conditions on that input alone (either input of an INNER
 join, the NULL-padded input of an outer one); an ``interval_join`` node joins
 both; the projection, WHERE and, for an INNER join, the ON's other conditions
@@ -31,18 +31,12 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 from sqlglot import exp
 
-from weir.engine.graph import Edge, JobGraph
-from weir.planner.graph_builder import GraphBuilder, Stream
-from weir.planner.joins import (
-    DESCRIBED_TYPES,
-    JoinScope,
-    _join_clause,
-    _WindowJoinPlanner,
-    conjuncts,
-    output_names,
-    project_joined,
-)
+from weir.engine.graph import Edge
+from weir.planner.errors import PlanError
 from weir.planner.expressions import Scope, bind, to_duckdb
+from weir.planner.graph_builder import Stream
+from weir.planner.joins.conditions import JoinPlanner
+from weir.planner.joins.scope import DESCRIBED_TYPES, JoinScope, Relation, conjuncts, join_clause, output_names, project_joined
 from weir.planner.windows import format_duration as _format_duration
 from weir.sql.errors import Problem, WeirSqlError
 from weir.sql.intervals import interval_micros
@@ -128,27 +122,10 @@ def time_bounds(term: exp.Expression, scope: JoinScope, time_attributes: bool = 
     return out
 
 
-def _on_clause(select: exp.Select) -> exp.Expression | None:
-    joins = select.args.get("joins") or []
-    return joins[0].args.get("on") if len(joins) == 1 else None
-
-
-def is_interval_join(qp: "QueryPlanner", select: exp.Select) -> bool:
-    """True when the SELECT's single JOIN ... ON bounds a time attribute of one input from both
-    sides by one of the other."""
-    on = _on_clause(select)
-    if on is None or not any(_comparisons(t) for t in conjuncts(on)):
+def is_interval_join(qp: "QueryPlanner", on: exp.Expression, left: Relation, right: Relation) -> bool:
+    """True when ON bounds a time attribute of one input from both sides by one of the other."""
+    if not any(_comparisons(t) for t in conjuncts(on)):
         return False
-    from weir.planner.queries import QueryPlanner
-
-    scratch = QueryPlanner(qp.catalog, GraphBuilder(JobGraph("check")), qp.settings, qp.fallback)
-    scratch.ctes = qp.ctes
-    planner = _WindowJoinPlanner(scratch, select, "check")
-    try:
-        left = planner.plan_side(select.args["from_"].this)
-        right = planner.plan_side(select.args["joins"][0].this)
-    except WeirSqlError:
-        return False  # the join planner reports what is wrong with the inputs
     scope = JoinScope([left, right], qp.fallback)
     # Both bounds are needed, as in Flink: a join bounded on one side only (or on timestamps
     # that carry no watermark) is a regular join with that condition.
@@ -156,18 +133,15 @@ def is_interval_join(qp: "QueryPlanner", select: exp.Select) -> bool:
     return any(b.op in (">", ">=", "=") for b in bounds) and any(b.op in ("<", "<=", "=") for b in bounds)
 
 
-def plan_interval_join(qp: "QueryPlanner", select: exp.Select, pipeline: str) -> Stream:
-    from weir.planner.queries import PlanError
-
+def plan_interval_join(planner: JoinPlanner, left: Relation, right: Relation) -> Stream:
+    """The ``interval_join`` of two planned inputs of ``FROM a JOIN b ON ...``."""
+    qp, select, pipeline = planner.qp, planner.select, planner.pipeline
     for unsupported, what in (("group", "GROUP BY"), ("having", "HAVING"), ("order", "ORDER BY"),
                               ("limit", "LIMIT"), ("distinct", "DISTINCT")):
         if select.args.get(unsupported):
             raise qp.fail(f"{what} over an interval join is not supported", select.args[unsupported],
                           "join in a subquery and window or aggregate its rows in the query around it")
-    join_type, right_node, condition = _join_clause(qp, select.args["joins"][0])
-    planner = _WindowJoinPlanner(qp, select, pipeline)
-    left = planner.plan_side(select.args["from_"].this)
-    right = planner.plan_side(right_node)
+    join_type, _, condition = join_clause(qp, select.args["joins"][0])
     for relation in (left, right):
         if not relation.stream.append_only:
             raise qp.fail(f"an interval join over an updating stream (the result of `{relation.alias}`) is not "
