@@ -28,8 +28,8 @@ from weir.planner.types import sql_name
 from weir.sql.errors import Problem, WeirSqlError
 
 if TYPE_CHECKING:
-    from weir.planner.catalog import TableDef
-    from weir.planner.planner import Planner
+    from weir.planner.catalog import Catalog, TableDef
+    from weir.planner.graph_builder import GraphBuilder
 
 OPTION = "source.late-rows.table"
 WINDOWED = ("window_aggregate", "window_join", "window_rank", "session_window")
@@ -40,17 +40,19 @@ def late_rows_schema(table: "TableDef") -> pa.Schema:
                       pa.field(WATERMARK_COLUMN, pa.timestamp("ms"))])
 
 
-def plan_late_rows_tables(planner: "Planner") -> list[str]:
-    """Wire the late-rows table of every source the job reads that has one; their names."""
-    graph = planner.builder.graph
+def plan_late_rows_tables(builder: "GraphBuilder", catalog: "Catalog", db_path: str) -> list[str]:
+    """Wire the late-rows table of every source the job reads that has one (into the graph of
+    ``builder``, the tables declared in ``catalog``, each a table of the DuckDB file ``db_path``);
+    their names."""
+    graph = builder.graph
     names = []
-    for key in planner.builder.sources:
-        table = planner.catalog.tables[key]
+    for key in builder.sources:
+        table = catalog.tables[key]
         name = table.options.get(OPTION)
         if not name:
             continue
         where = locate(table.statement, quoted(OPTION) + r"\s*=", after=r"\bWITH\b")
-        if planner.catalog.lookup(name) is not None:
+        if catalog.lookup(name) is not None:
             raise WeirSqlError(Problem(f"the late-rows table of `{table.name}` is `{name}`, which is already a "
                                        "table or view", *where, "name the late-rows table something else"))
         if any(n.id == f"{name}.sink" for n in graph.nodes):  # planned already (script() asked twice)
@@ -74,8 +76,8 @@ def plan_late_rows_tables(planner: "Planner") -> list[str]:
                     readers.append(Edge(node.id, "forward", (), LATE_ROWS_PORT))
         if not readers:  # no window reads the source: no row can be late
             continue
-        options = {"connector": "duckdb", "path": planner.db_path, "table-name": name, "sink.mode": "replace"}
-        planner.builder.add(name, "sink", {"options": options, "table": name}, late_rows_schema(table), readers,
+        options = {"connector": "duckdb", "path": db_path, "table-name": name, "sink.mode": "replace"}
+        builder.add(name, "sink", {"options": options, "table": name}, late_rows_schema(table), readers,
                             f"Sink(late rows of=[{table.name}], table=[{name}], connector=[duckdb])")
         names.append(name)
     return names

@@ -76,7 +76,7 @@ class Planner:
 
     def script(self) -> Script:
         graph = self.builder.graph
-        late_rows_tables = plan_late_rows_tables(self)
+        late_rows_tables = plan_late_rows_tables(self.builder, self.catalog, self.db_path)
         graph.settings = dict(self.settings)
         if "pipeline.name" in self.settings:
             graph.name = self.settings["pipeline.name"]
