@@ -1,0 +1,79 @@
+"""The planner's modules form layers: shared basics (errors, calc, aggregate_calls, expressions,
+...) below the features, the dispatcher (planner/queries.py) above them, every import at the
+top of its file. An import inside a function hides a circle instead of cutting it."""
+from __future__ import annotations
+
+import ast
+import graphlib
+from pathlib import Path
+
+import weir.planner
+
+PLANNER = Path(weir.planner.__file__).parent
+
+
+def _modules() -> dict[str, ast.Module]:
+    out = {}
+    for path in sorted(PLANNER.rglob("*.py")):
+        parts = path.relative_to(PLANNER).with_suffix("").parts
+        name = ".".join(("weir", "planner", *parts[:-1], *([] if parts[-1] == "__init__" else parts[-1:])))
+        out[name] = ast.parse(path.read_text(), str(path))
+    return out
+
+
+def _type_checking(node: ast.stmt) -> bool:
+    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+
+
+def _run_time_imports(module: ast.Module) -> list[ast.ImportFrom | ast.Import]:
+    """The imports a module runs when it is imported: at its top level, outside ``if TYPE_CHECKING``."""
+    out = []
+    for statement in module.body:
+        if isinstance(statement, (ast.Import, ast.ImportFrom)):
+            out.append(statement)
+        elif isinstance(statement, (ast.If, ast.Try)) and not _type_checking(statement):
+            out.extend(n for n in ast.walk(statement) if isinstance(n, (ast.Import, ast.ImportFrom)))
+    return out
+
+
+def _planner_targets(statement: ast.ImportFrom | ast.Import, modules: dict[str, ast.Module]) -> set[str]:
+    if isinstance(statement, ast.Import):
+        return {a.name for a in statement.names if a.name in modules}
+    assert statement.level == 0, "the planner imports by absolute weir.planner names"
+    base = statement.module or ""
+    targets = {base} if base in modules else set()
+    targets |= {f"{base}.{a.name}" for a in statement.names if f"{base}.{a.name}" in modules}
+    return targets
+
+
+def test_no_planner_module_imports_inside_a_function():
+    found = []
+    for name, module in _modules().items():
+        for node in ast.walk(module):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                found += [f"{name}:{n.lineno}" for n in ast.walk(node) if isinstance(n, (ast.Import, ast.ImportFrom))]
+    assert found == []
+
+
+def test_the_module_level_import_graph_has_no_cycle():
+    modules = _modules()
+    graph = {name: set() for name in modules}
+    for name, module in modules.items():
+        for statement in _run_time_imports(module):
+            graph[name] |= _planner_targets(statement, modules) - {name}
+    assert graph["weir.planner.queries"] >= {"weir.planner.joins", "weir.planner.errors"}  # the graph is read
+    try:
+        order = list(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError as error:
+        raise AssertionError(f"planner modules import each other in a circle: {error.args[1]}") from None
+    assert order.index("weir.planner.errors") < order.index("weir.planner.joins") < order.index("weir.planner.queries")
+
+
+def test_no_private_name_is_imported_from_another_planner_module():
+    modules = _modules()
+    found = [f"{name}: {statement.module}.{alias.name}"
+             for name, module in modules.items() for statement in ast.walk(module)
+             if isinstance(statement, ast.ImportFrom) and (statement.module or "").startswith("weir.planner")
+             for alias in statement.names
+             if alias.name.startswith("_") and f"{statement.module}.{alias.name}" not in modules]
+    assert found == []
