@@ -284,7 +284,7 @@ def _project(qp: "QueryPlanner", select: exp.Select, over: Stream, visible: list
         item = item.transform(lambda n: exp.column(names[n.sql()], quoted=True) if isinstance(n, exp.Window) else n)
         items.append(item if named else exp.alias_(item, f"EXPR${index}", quoted=True))
     outer.set("expressions", items)
-    return qp._plan_calc(outer, over, Scope(over.schema, over.name, qp.fallback), pipeline)
+    return qp.plan_calc(outer, over, Scope(over.schema, over.name, qp.fallback), pipeline)
 
 
 def _frame_text(frame: dict) -> str:

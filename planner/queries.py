@@ -214,7 +214,7 @@ class QueryPlanner:
                             "GROUP BY k, window_start, window_end")
         if window is not None:
             stream = self._assign_window(stream, window, pipeline)
-        return self._plan_calc(select, stream, scope, pipeline)
+        return self.plan_calc(select, stream, scope, pipeline)
 
     def _window(self, tvf: WindowTVF, stream: Stream):
         require_append_only(self, stream, f"the window table function {tvf.kind}", tvf)
@@ -255,7 +255,7 @@ class QueryPlanner:
         # window_time is a time attribute of the windowed rows (Flink's rowtime).
         return Stream(node.id, schema, stream.time_attributes | {"window_time"}, stream.name)
 
-    def _plan_calc(self, select: exp.Select, stream: Stream, scope: Scope, pipeline: str) -> Stream:
+    def plan_calc(self, select: exp.Select, stream: Stream, scope: Scope, pipeline: str) -> Stream:
         problems: list[Problem] = []
         projection: list[list[str]] = []
         times: set[str] = set()

@@ -161,7 +161,7 @@ def project_joined(qp: "QueryPlanner", select: exp.Select, joined: Stream, scope
                                                     [*outer.expressions, outer.args.get("having") or exp.Null()]):
         # GROUP BY over the join: updating
         return plan_group_aggregate(qp, outer, joined, scope, pipeline)
-    return qp._plan_calc(outer, joined, scope, pipeline)
+    return qp.plan_calc(outer, joined, scope, pipeline)
 
 
 def join_clause(qp: "QueryPlanner", join: exp.Join) -> tuple[str, exp.Expression, exp.Expression]:
