@@ -25,7 +25,10 @@ class SourceError(EngineError):
 
 
 class ConnectorOptionError(EngineError):
-    """A connector was configured with a bad or missing option."""
+    """A connector was configured with a bad or missing option; ``option`` is the key of the
+    WITH clause it is about, when it is about one (the planner points at it)."""
+
+    option: str | None = None
 
 
 class JobCancelled(EngineError):

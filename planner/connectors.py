@@ -1,9 +1,8 @@
 """Checking a table's WITH (...) options against the engine's connector catalogue."""
 from __future__ import annotations
 
-import re
-
 from weir.engine.connectors.registry import validate_options
+from weir.engine.errors import ConnectorOptionError
 from weir.planner.catalog import TableDef
 from weir.planner.locate import locate, quoted
 from weir.sql.errors import Problem, WeirSqlError
@@ -14,17 +13,14 @@ def check_connector(table: TableDef, role: str) -> None:
     pointing at the option it names in the CREATE TABLE (or at its WITH)."""
     problems = []
     for error in validate_options(table.options, role):
-        line, col = _where(table, error.message)
+        line, col = _where(table, error)
         problems.append(Problem(f"table `{table.name}`: {error.message}", line, col, error.hint))
     if problems:
         raise WeirSqlError(problems)
 
 
-def _where(table: TableDef, message: str) -> tuple[int, int]:
-    words = re.findall(r"'([^']*)'", message)
-    keys = [word for word in words if word in table.options and word != "connector"]
-    if not keys and ("unknown connector" in message or "can only be used" in message):
-        keys = ["connector"]
-    if keys:
-        return locate(table.statement, quoted(keys[0]) + r"\s*=", after=r"\bWITH\b")
+def _where(table: TableDef, error: ConnectorOptionError) -> tuple[int, int]:
+    """The option ``error`` is about in the CREATE TABLE, or its WITH (an option that is missing)."""
+    if error.option is not None and error.option in table.options:
+        return locate(table.statement, quoted(error.option) + r"\s*=", after=r"\bWITH\b")
     return locate(table.statement, r"\bWITH\b")

@@ -70,16 +70,15 @@ def validate_options(options: dict[str, str], role: str) -> list[ConnectorOption
     try:
         spec = connector_spec(name)
     except ConnectorOptionError as error:
+        error.option = "connector"
         return [error]
     if (spec.source if role == "source" else spec.sink) is None:
         usable = [n for n, s in sorted(CONNECTORS.items()) if (s.source if role == "source" else s.sink)]
         other = "sink" if role == "source" else "source"
-        return [
-            ConnectorOptionError(
-                f"connector '{name}' can only be used as a {other}, not as a {role}",
-                hint=f"connectors usable as a {role}: " + ", ".join(f"'{n}'" for n in usable),
-            )
-        ]
+        error = ConnectorOptionError(f"connector '{name}' can only be used as a {other}, not as a {role}",
+                                     hint=f"connectors usable as a {role}: " + ", ".join(f"'{n}'" for n in usable))
+        error.option = "connector"
+        return [error]
 
     problems: list[ConnectorOptionError] = []
     general = {**spec.options, **(SOURCE_OPTIONS if role == "source" else {})}
@@ -105,6 +104,7 @@ def validate_options(options: dict[str, str], role: str) -> list[ConnectorOption
         else:
             problem = _unknown_key(name, key, known_keys)
         if problem is not None:
+            problem.option = key
             problems.append(problem)
 
     if role == "source" and chosen_format in spec.sink_only_formats:
