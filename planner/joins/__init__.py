@@ -54,13 +54,13 @@ def plan_join(qp: "QueryPlanner", select: exp.Select, pipeline: str) -> Stream:
     if not joins:
         _check_join_query(qp, select)
         return _plan_equi_join(planner, *_subquery_inputs(planner))
-    if len(joins) == 1 and joins[0].args.get("on") is not None:
+    if len(joins) == 1 and joins[0].args.get("on") is not None:  # ON may bound time: an interval join?
         left, right = _plan_inputs(qp, planner, select)
         if is_interval_join(qp, joins[0].args["on"], left, right):
             return plan_interval_join(planner, left, right)
         _check_join_query(qp, select)
         join_type, _, condition = join_clause(qp, joins[0])
-    else:
+    else:  # FROM a, b; JOIN ... USING; more than one JOIN
         _check_join_query(qp, select)
         join_type, right_node, condition = join_clause(qp, joins[0])
         left, right = planner.plan_side(select.args["from_"].this), planner.plan_side(right_node)
