@@ -7,7 +7,12 @@ import ast
 import graphlib
 from pathlib import Path
 
+import pytest
+
 import weir.planner
+from weir.planner.planner import plan_script
+from weir.planner.queries import QueryPlanner
+from weir.sql import parse
 
 PLANNER = Path(weir.planner.__file__).parent
 
@@ -77,3 +82,29 @@ def test_no_private_name_is_imported_from_another_planner_module():
              for alias in statement.names
              if alias.name.startswith("_") and f"{statement.module}.{alias.name}" not in modules]
     assert found == []
+
+
+CATALOG = """\
+CREATE TABLE a (id INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) WITH ('connector' = 'nexmark', 'table' = 'bid');
+CREATE TABLE b (id INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) WITH ('connector' = 'nexmark', 'table' = 'bid');
+"""
+JOINS = {
+    "interval_join": "SELECT a.id FROM a JOIN b ON a.id = b.id AND b.ts BETWEEN a.ts AND a.ts + INTERVAL '1' MINUTE",
+    "stream_join": "SELECT a.id FROM a JOIN b ON a.id = b.id",
+    "window_join": ("SELECT l.id FROM TABLE(TUMBLE(TABLE a, DESCRIPTOR(ts), INTERVAL '1' MINUTE)) AS l "
+                    "JOIN TABLE(TUMBLE(TABLE b, DESCRIPTOR(ts), INTERVAL '1' MINUTE)) AS r "
+                    "ON l.window_start = r.window_start AND l.window_end = r.window_end AND l.id = r.id"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(JOINS))
+def test_a_join_plans_each_input_once(kind, monkeypatch):
+    """plan_join plans both inputs, then classifies the join (no scratch planning to find out)."""
+    planned = []
+    plan_relation = QueryPlanner.plan_relation
+    monkeypatch.setattr(QueryPlanner, "plan_relation",
+                        lambda self, relation, pipeline: planned.append(relation.name) or plan_relation(
+                            self, relation, pipeline))
+    graph = plan_script(parse(CATALOG + f"CREATE MATERIALIZED VIEW out AS {JOINS[kind]};")).graph
+    assert [n.kind for n in graph.nodes].count(kind) == 1
+    assert sorted(planned) == ["a", "b"]
