@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import multiprocessing
 import resource
+import signal
 import time
 import traceback
 from pathlib import Path
@@ -53,6 +54,8 @@ from weir.engine.runtime.local import JobResult, OperatorMetrics, Progress
 from weir.engine.runtime.subtask import SubtaskExecutor
 
 
+#: Seconds the coordinator waits for a worker to exit before it ends it the hard way.
+JOIN_SECONDS = 5.0
 #: Files a process has open beside its pipes (interpreter, DuckDB files, sockets): headroom.
 OTHER_FILES = 64
 
@@ -91,6 +94,7 @@ def check_parallelism(graph: JobGraph, parallelism: int) -> None:
 # -- the worker's side ---------------------------------------------------------
 def _worker(conn: Connection, graph_json: dict, subtask: int, parallelism: int, restore_from: str | None,
             backend: str, spill_dir: str | None, peers_in: dict, peers_out: dict) -> None:
+    faults.set_subtask(subtask)
     conn.send(("ready", subtask))  # the interpreter has started and imported the engine
     graph = JobGraph.from_json(graph_json)
     try:
@@ -171,11 +175,21 @@ class ProcessExecutor:
                 self.coordinator.mark_committed(self._final_event)
         finally:
             self.coordinator.settle()
-            for process in self._processes:
-                if process.is_alive():
-                    process.terminate()
-                process.join()
+            self._end_workers()
         return self._result()
+
+    def _end_workers(self) -> None:
+        """A worker that reported its end exits by itself; any other (the job failed or was
+        cancelled) is terminated, then killed: no wait here is longer than ``JOIN_SECONDS``."""
+        for subtask, process in enumerate(self._processes):
+            if subtask in self._results:
+                process.join(JOIN_SECONDS)
+            if process.is_alive():
+                process.terminate()
+                process.join(JOIN_SECONDS)
+            if process.is_alive():
+                process.kill()  # SIGKILL: it cannot be ignored
+                process.join()
 
     # -- setup ---------------------------------------------------------------
     def _prepare_sinks(self) -> None:
@@ -252,10 +266,7 @@ class ProcessExecutor:
                 try:
                     message = conn.recv()
                 except (EOFError, OSError):
-                    subtask = self._conns.index(conn)
-                    raise EngineError(f"worker {subtask} of job {self.graph.name} died "
-                                      f"(exit code {self._processes[subtask].exitcode})",
-                                      hint="the job resumes from its latest checkpoint when run again") from None
+                    raise self._died(self._conns.index(conn)) from None
                 self._handle(message)
             self._checkpoints()
             if self._cancelled:
@@ -264,6 +275,15 @@ class ProcessExecutor:
             if self.on_progress and time.perf_counter() >= next_report:
                 self.on_progress(self.progress())
                 next_report = time.perf_counter() + self.progress_interval
+
+    def _died(self, subtask: int) -> EngineError:
+        """The error for worker ``subtask``, whose pipe ended without its result: it died."""
+        process = self._processes[subtask]
+        process.join(JOIN_SECONDS)  # its pipe closed as it died: reap it, for its exit code
+        code = process.exitcode
+        how = f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
+        return EngineError(f"worker {subtask} of job {self.graph.name} died ({how})",
+                           hint="the job resumes from its latest checkpoint when run again")
 
     def _handle(self, message: tuple) -> None:
         kind, subtask = message[0], message[1]

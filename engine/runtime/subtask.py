@@ -203,6 +203,7 @@ class SubtaskExecutor(LocalExecutor):
             for task in operators:
                 task.operator.close()
         if self._final_committed:
+            faults.reach("shutdown")
             for outbox in self.outboxes.values():
                 outbox.close()
         return self._result(time.perf_counter() - started)
@@ -364,6 +365,8 @@ class SubtaskExecutor(LocalExecutor):
             aligned = task.on_barrier(channel, Barrier(value, kind == SAVEPOINT_BARRIER))
             if aligned is not None:
                 self._pass_barrier(task, aligned)
+            elif task.aligner.pending is not None:
+                faults.reach("align")  # some channels delivered the barrier, not yet all
         elif kind == END:
             self._channel_watermark(task, channel, MAX_WATERMARK)
             aligned = task.on_end_of_input(channel)
