@@ -143,6 +143,10 @@ class ProcessExecutor:
         self._results: dict[int, JobResult] = {}
         self._collecting: dict[Any, _Collect] = {}
         self._pending_barrier: int | None = None
+        #: When the pending barrier was sent (for 'execution.checkpointing.timeout').
+        self._pending_since = 0.0
+        #: Checkpoints aborted (expired): what workers still send for them is dropped.
+        self._aborted: set[int] = set()
         self._stopped_with: CheckpointEvent | None = None
         self._stopping = False
         self._cancelled = False
@@ -305,6 +309,8 @@ class ProcessExecutor:
             raise EngineError(f"{text} (in worker {subtask})", hint=hint, operator_id=operator_id)
 
     def _collect(self, subtask, checkpoint_id, kind, finished, sources, snapshots, handles) -> None:
+        if checkpoint_id in self._aborted:
+            return  # a worker passed the barrier before it heard of the abort
         key = "final" if finished else checkpoint_id
         collect = self._collecting.setdefault(key, _Collect(kind, finished))
         collect.arrived.add(subtask)
@@ -347,6 +353,9 @@ class ProcessExecutor:
         if self.control is not None:
             for request in self.control.poll():
                 self._request(request)
+        if self._pending_barrier is not None \
+                and time.monotonic() - self._pending_since > coordinator.config.timeout:
+            self._abort(self._pending_barrier)
         if self._pending_barrier is None and not coordinator.in_flight and not self._stopping \
                 and not all_final and self._final_id is None:
             kind = coordinator.due()
@@ -354,9 +363,25 @@ class ProcessExecutor:
                 kind = self._batches_due()
             if kind is not None and self._progress:
                 checkpoint_id = coordinator.next_id
-                self._pending_barrier = checkpoint_id
+                self._pending_barrier, self._pending_since = checkpoint_id, time.monotonic()
                 coordinator.next_id += 1
                 self._broadcast(("barrier", checkpoint_id, kind))
+
+    def _abort(self, checkpoint_id: int) -> None:
+        """Checkpoint ``checkpoint_id`` did not complete within 'execution.checkpointing.timeout'
+        (a worker that holds the barrier back, a slow source): give it up, as Flink expires it.
+        What the workers acknowledged for it is dropped; each worker releases the channels that
+        wait for its barrier (``BarrierAligner.abort``). A sink's output pre-committed at it stays
+        pending and is committed with the next checkpoint that completes (as a Flink two-phase
+        sink's transactions are), and a savepoint asked for stays asked for: the next barrier
+        is that savepoint again."""
+        self._aborted.add(checkpoint_id)
+        self._collecting.pop(checkpoint_id, None)
+        self._pending_barrier = None
+        self._broadcast(("abort", checkpoint_id))
+        timeout = self.graph.settings.get("execution.checkpointing.timeout", "10min")
+        self.warn(f"checkpoint {checkpoint_id} was aborted: it did not complete within "
+                  f"'execution.checkpointing.timeout' ({timeout}); the job goes on and takes the next one")
 
     def _batches_due(self) -> str | None:
         every = self.coordinator.config.interval_batches
