@@ -183,11 +183,10 @@ class ProcessExecutor:
         return self._result()
 
     def _end_workers(self) -> None:
-        """A worker that reported its end exits by itself; any other (the job failed or was
-        cancelled) is terminated, then killed: no wait here is longer than ``JOIN_SECONDS``."""
-        for subtask, process in enumerate(self._processes):
-            if subtask in self._results:
-                process.join(JOIN_SECONDS)
+        """End every worker still running: one that reported its end has nothing left to do
+        (its exit, interpreter shutdown, is not waited for), any other failed or was cancelled.
+        Terminated, then killed: no wait here is longer than ``JOIN_SECONDS``."""
+        for process in self._processes:
             if process.is_alive():
                 process.terminate()
                 process.join(JOIN_SECONDS)
