@@ -91,6 +91,8 @@ SETTINGS: dict[str, Setting] = {
     "pipeline.max-parallelism": Setting("128", "number of key groups", _integer(1, 32768)),
     "execution.checkpointing.interval": Setting(None, "checkpoint every this long, e.g. '5s'",
                                                 _duration(positive=True)),
+    "execution.checkpointing.timeout": Setting("10min", "a checkpoint not complete after this long is aborted",
+                                               _duration(positive=True)),
     "state.backend": Setting("duckdb", "'duckdb' or 'memory'", _one_of("duckdb", "memory")),
     "state.checkpoints.num-retained": Setting("3", "completed checkpoints kept", _integer(1)),
     "restart-strategy.type": Setting("none", "'none' or 'fixed-delay'",

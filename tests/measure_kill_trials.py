@@ -1,7 +1,7 @@
 """Seeded SIGKILL trials: how many of N killed-and-rerun jobs end with exactly the output
 of an uninterrupted run. Not a test (slow); run from the repository root:
 
-    PYTHONPATH=. python tests/measure_kill_trials.py --trials 20 --seed 1
+    python tests/measure_kill_trials.py --trials 20 --seed 1
 
 Each trial runs the job of test_rerun.py (csv, json and parquet part files, an append-only
 DuckDB table and a materialized view) at parallelism 1 or 2, kills it at a random fault
@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import random
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -69,7 +70,10 @@ def main() -> int:
         exact = 0
         started = time.perf_counter()
         for i in range(args.trials):
-            ok, what = trial(root / f"trial-{i}", rng, reference)
+            try:
+                ok, what = trial(root / f"trial-{i}", rng, reference)
+            except subprocess.TimeoutExpired as expired:  # a hung run is a wrong trial, not the end
+                ok, what = False, f"a run hung (no exit in {expired.timeout:.0f} s): {' '.join(expired.cmd[3:])}"
             exact += ok
             print(f"trial {i}: {'exact' if ok else 'WRONG'}  {what}", flush=True)
         print(f"{exact} of {args.trials} trials exact ({time.perf_counter() - started:.0f} s)")

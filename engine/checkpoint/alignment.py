@@ -33,11 +33,16 @@ bug upstream and raises ``BarrierOrderError``. Overlapping checkpoints: while
 delivered ``n`` means that channel skipped ``n`` (an upstream task declined
 it), so ``n`` can never complete here. As in Flink, the older checkpoint is
 aborted: the aligner starts aligning ``m`` (only that channel blocked) and
-raises ``CheckpointAbort`` for ``n``, which the task reports to the
-coordinator before draining the buffers of the channels it released. A
-barrier that arrives later for an aborted checkpoint is ignored (None, the
-channel is not blocked). ``abort(n)`` does the same when the coordinator
-gives up on ``n``.
+raises ``CheckpointAbort`` for ``n``; the task then drains the buffers of the
+channels it released. A barrier that arrives later for an aborted checkpoint
+is ignored (None, the channel is not blocked). ``abort(n)`` does the same when
+the coordinator gives up on ``n``.
+
+In weir an upstream task skips ``n`` only after the coordinator aborted it (it
+did not complete within 'execution.checkpointing.timeout'): every worker gets
+``abort(n)`` and calls ``abort`` on each task's aligner, and a worker whose
+channel brings ``m`` before that message meets ``CheckpointAbort``
+(``subtask.SubtaskExecutor._handle``). Either way nothing is reported back.
 """
 from __future__ import annotations
 

@@ -71,6 +71,8 @@ class CheckpointConfig:
     storage: CheckpointStorage
     interval: float | None = None  # seconds between checkpoints
     interval_batches: int | None = None  # or: source batches between checkpoints
+    #: Seconds after which a checkpoint that has not completed is aborted ('execution.checkpointing.timeout').
+    timeout: float = 600.0
     #: Restore from this savepoint instead of the latest checkpoint.
     savepoint: Path | None = None
     #: Where savepoints go when asked for without a path.

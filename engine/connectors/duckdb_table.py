@@ -101,6 +101,8 @@ class DuckDBTableSink(Sink):
             self._replace_pending = False  # the table holds output committed before the restore
         os.makedirs(os.path.dirname(os.path.abspath(self.database)), exist_ok=True)
         os.makedirs(self.staging_dir, exist_ok=True)
+        if self.committed_elsewhere:
+            return  # a parallel worker only stages: the coordinator, which commits, made the table
         with self._connect() as connection:
             self._create_table(connection)
 

@@ -41,6 +41,7 @@ def checkpoint_config(graph: JobGraph, options: JobOptions) -> CheckpointConfig:
     settings = graph.settings
     interval = settings.get("execution.checkpointing.interval")
     batches = settings.get("weir.checkpointing.interval-batches")
+    timeout = settings.get("execution.checkpointing.timeout", "10min")
     retained = parse_int("state.checkpoints.num-retained", settings.get("state.checkpoints.num-retained", "3"),
                          minimum=1)
     return CheckpointConfig(
@@ -49,6 +50,7 @@ def checkpoint_config(graph: JobGraph, options: JobOptions) -> CheckpointConfig:
         interval_batches=parse_int("weir.checkpointing.interval-batches", batches, minimum=1) if batches else None,
         savepoint=options.from_savepoint,
         savepoint_dir=options.state_dir / "savepoints",
+        timeout=parse_duration_seconds("execution.checkpointing.timeout", timeout),
     )
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import multiprocessing
 import resource
+import signal
 import time
 import traceback
 from pathlib import Path
@@ -53,6 +54,8 @@ from weir.engine.runtime.local import JobResult, OperatorMetrics, Progress
 from weir.engine.runtime.subtask import SubtaskExecutor
 
 
+#: Seconds the coordinator waits for a worker to exit before it ends it the hard way.
+JOIN_SECONDS = 5.0
 #: Files a process has open beside its pipes (interpreter, DuckDB files, sockets): headroom.
 OTHER_FILES = 64
 
@@ -91,6 +94,7 @@ def check_parallelism(graph: JobGraph, parallelism: int) -> None:
 # -- the worker's side ---------------------------------------------------------
 def _worker(conn: Connection, graph_json: dict, subtask: int, parallelism: int, restore_from: str | None,
             backend: str, spill_dir: str | None, peers_in: dict, peers_out: dict) -> None:
+    faults.set_subtask(subtask)
     conn.send(("ready", subtask))  # the interpreter has started and imported the engine
     graph = JobGraph.from_json(graph_json)
     try:
@@ -139,6 +143,10 @@ class ProcessExecutor:
         self._results: dict[int, JobResult] = {}
         self._collecting: dict[Any, _Collect] = {}
         self._pending_barrier: int | None = None
+        #: When the pending barrier was sent (for 'execution.checkpointing.timeout').
+        self._pending_since = 0.0
+        #: Checkpoints aborted (expired): what workers still send for them is dropped.
+        self._aborted: set[int] = set()
         self._stopped_with: CheckpointEvent | None = None
         self._stopping = False
         self._cancelled = False
@@ -171,11 +179,20 @@ class ProcessExecutor:
                 self.coordinator.mark_committed(self._final_event)
         finally:
             self.coordinator.settle()
-            for process in self._processes:
-                if process.is_alive():
-                    process.terminate()
-                process.join()
+            self._end_workers()
         return self._result()
+
+    def _end_workers(self) -> None:
+        """End every worker still running: one that reported its end has nothing left to do
+        (its exit, interpreter shutdown, is not waited for), any other failed or was cancelled.
+        Terminated, then killed: no wait here is longer than ``JOIN_SECONDS``."""
+        for process in self._processes:
+            if process.is_alive():
+                process.terminate()
+                process.join(JOIN_SECONDS)
+            if process.is_alive():
+                process.kill()  # SIGKILL: it cannot be ignored
+                process.join()
 
     # -- setup ---------------------------------------------------------------
     def _prepare_sinks(self) -> None:
@@ -252,10 +269,7 @@ class ProcessExecutor:
                 try:
                     message = conn.recv()
                 except (EOFError, OSError):
-                    subtask = self._conns.index(conn)
-                    raise EngineError(f"worker {subtask} of job {self.graph.name} died "
-                                      f"(exit code {self._processes[subtask].exitcode})",
-                                      hint="the job resumes from its latest checkpoint when run again") from None
+                    raise self._died(self._conns.index(conn)) from None
                 self._handle(message)
             self._checkpoints()
             if self._cancelled:
@@ -264,6 +278,15 @@ class ProcessExecutor:
             if self.on_progress and time.perf_counter() >= next_report:
                 self.on_progress(self.progress())
                 next_report = time.perf_counter() + self.progress_interval
+
+    def _died(self, subtask: int) -> EngineError:
+        """The error for worker ``subtask``, whose pipe ended without its result: it died."""
+        process = self._processes[subtask]
+        process.join(JOIN_SECONDS)  # its pipe closed as it died: reap it, for its exit code
+        code = process.exitcode
+        how = f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
+        return EngineError(f"worker {subtask} of job {self.graph.name} died ({how})",
+                           hint="the job resumes from its latest checkpoint when run again")
 
     def _handle(self, message: tuple) -> None:
         kind, subtask = message[0], message[1]
@@ -285,6 +308,8 @@ class ProcessExecutor:
             raise EngineError(f"{text} (in worker {subtask})", hint=hint, operator_id=operator_id)
 
     def _collect(self, subtask, checkpoint_id, kind, finished, sources, snapshots, handles) -> None:
+        if checkpoint_id in self._aborted:
+            return  # a worker passed the barrier before it heard of the abort
         key = "final" if finished else checkpoint_id
         collect = self._collecting.setdefault(key, _Collect(kind, finished))
         collect.arrived.add(subtask)
@@ -327,6 +352,9 @@ class ProcessExecutor:
         if self.control is not None:
             for request in self.control.poll():
                 self._request(request)
+        if self._pending_barrier is not None \
+                and time.monotonic() - self._pending_since > coordinator.config.timeout:
+            self._abort(self._pending_barrier)
         if self._pending_barrier is None and not coordinator.in_flight and not self._stopping \
                 and not all_final and self._final_id is None:
             kind = coordinator.due()
@@ -334,9 +362,25 @@ class ProcessExecutor:
                 kind = self._batches_due()
             if kind is not None and self._progress:
                 checkpoint_id = coordinator.next_id
-                self._pending_barrier = checkpoint_id
+                self._pending_barrier, self._pending_since = checkpoint_id, time.monotonic()
                 coordinator.next_id += 1
                 self._broadcast(("barrier", checkpoint_id, kind))
+
+    def _abort(self, checkpoint_id: int) -> None:
+        """Checkpoint ``checkpoint_id`` did not complete within 'execution.checkpointing.timeout'
+        (a worker that holds the barrier back, a slow source): give it up, as Flink expires it.
+        What the workers acknowledged for it is dropped; each worker releases the channels that
+        wait for its barrier (``BarrierAligner.abort``). A sink's output pre-committed at it stays
+        pending and is committed with the next checkpoint that completes (as a Flink two-phase
+        sink's transactions are), and a savepoint asked for stays asked for: the next barrier
+        is that savepoint again."""
+        self._aborted.add(checkpoint_id)
+        self._collecting.pop(checkpoint_id, None)
+        self._pending_barrier = None
+        self._broadcast(("abort", checkpoint_id))
+        timeout = self.graph.settings.get("execution.checkpointing.timeout", "10min")
+        self.warn(f"checkpoint {checkpoint_id} was aborted: it did not complete within "
+                  f"'execution.checkpointing.timeout' ({timeout}); the job goes on and takes the next one")
 
     def _batches_due(self) -> str | None:
         every = self.coordinator.config.interval_batches

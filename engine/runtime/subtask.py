@@ -43,6 +43,7 @@ from multiprocessing.connection import Connection, wait
 import pyarrow as pa
 
 from weir.engine import faults
+from weir.engine.checkpoint.alignment import CheckpointAbort
 from weir.engine.checkpoint.coordinator import RestorePoint
 from weir.engine.checkpoint.reader import Checkpoint, read_metadata
 from weir.engine.connectors.options import parse_size
@@ -135,6 +136,9 @@ class SubtaskExecutor(LocalExecutor):
                                        graph.settings.get("weir.exchange.buffer-size", OUTBOX_LIMIT))
         self._records: dict[int, _Record] = {}
         self._to_inject: list[tuple[int, str]] = []
+        #: A checkpoint whose barrier this worker's sources hold back (fault point ``inject``:
+        #: a stalled source); they read nothing until it is aborted.
+        self._held: int | None = None
         self._final_sent = False
         self._final_committed = False
         self._streams: dict[str, object] = {}
@@ -203,6 +207,7 @@ class SubtaskExecutor(LocalExecutor):
             for task in operators:
                 task.operator.close()
         if self._final_committed:
+            faults.reach("shutdown")
             for outbox in self.outboxes.values():
                 outbox.close()
         return self._result(time.perf_counter() - started)
@@ -216,7 +221,7 @@ class SubtaskExecutor(LocalExecutor):
             while self._to_inject:
                 self._inject(*self._to_inject.pop(0))
             self._receive()
-            if self._streams and self._room():
+            if self._streams and self._room() and self._held is None:
                 self._read_step()
                 self._flush_all(older_than=FLUSH_STEPS)
                 faults.reach("batch")
@@ -263,6 +268,8 @@ class SubtaskExecutor(LocalExecutor):
                 self.commit(FINAL if final else checkpoint_id)  # (LocalExecutor.commit: every sink task's)
                 if final:
                     self._final_committed = True
+            elif kind == "abort":
+                self._abort(message[1])
             elif kind == "stop":
                 self._stop_requested = True
             elif kind == "cancel":
@@ -281,6 +288,9 @@ class SubtaskExecutor(LocalExecutor):
     # -- checkpoints ----------------------------------------------------------------------
     def _inject(self, checkpoint_id: int, kind: str) -> None:
         """Barrier n enters this worker at its sources; finished tasks take part as they are."""
+        if faults.reach("inject"):  # ':stall': the sources hold barrier n back until it is aborted
+            self._held = checkpoint_id
+            return
         record = self._records.setdefault(checkpoint_id, _Record(kind))
         barrier = Barrier(checkpoint_id, kind == "savepoint")
         record.injected = True
@@ -292,6 +302,18 @@ class SubtaskExecutor(LocalExecutor):
                 self._snapshot(task, checkpoint_id)
                 self._control_out(task, SAVEPOINT_BARRIER if barrier.is_savepoint else BARRIER, checkpoint_id)
         self._maybe_done(checkpoint_id)
+
+    def _abort(self, checkpoint_id: int) -> None:
+        """The coordinator aborted checkpoint n (it expired): forget this worker's part of it,
+        release every channel blocked for its barrier and process what they held back. A
+        sink's pre-commit of n stays pending: the next completed checkpoint commits it."""
+        self._to_inject = [(n, kind) for n, kind in self._to_inject if n != checkpoint_id]
+        self._records.pop(checkpoint_id, None)
+        if self._held == checkpoint_id:
+            self._held = None
+        for task in self._order:
+            if task.inputs is not None and task.aligner.abort(checkpoint_id):
+                self._drain(task)
 
     def _snapshot(self, task: Task, checkpoint_id: int) -> None:
         record = self._records[checkpoint_id]
@@ -361,9 +383,18 @@ class SubtaskExecutor(LocalExecutor):
         elif kind == WATERMARK:
             self._channel_watermark(task, channel, value)
         elif kind in (BARRIER, SAVEPOINT_BARRIER):
-            aligned = task.on_barrier(channel, Barrier(value, kind == SAVEPOINT_BARRIER))
+            try:
+                aligned = task.on_barrier(channel, Barrier(value, kind == SAVEPOINT_BARRIER))
+            except CheckpointAbort as abort:
+                # An upstream task skipped the pending barrier (its worker heard of the abort
+                # first): the aligner moved on; the coordinator aborted that checkpoint already.
+                self._records.pop(abort.checkpoint_id, None)
+                self._drain(task)
+                return
             if aligned is not None:
                 self._pass_barrier(task, aligned)
+            elif task.aligner.pending is not None:
+                faults.reach("align")  # some channels delivered the barrier, not yet all
         elif kind == END:
             self._channel_watermark(task, channel, MAX_WATERMARK)
             aligned = task.on_end_of_input(channel)

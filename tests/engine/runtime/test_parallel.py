@@ -5,11 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 import pytest
 
 from weir.sql.errors import WeirSqlError
 
+from weir.engine.connectors.registry import create_sink
 from weir.engine.errors import EngineError
+from weir.engine.operators.base import OperatorContext
+from weir.engine.runtime.sink_writer import SinkWriter
 from weir.engine.runtime.job import JobOptions, run_job
 from weir.planner.planner import plan_script
 from weir.sql import parse
@@ -141,3 +145,27 @@ def test_regrouping_by_other_keys_gets_a_second_exchange(tmp_path):
         con.close()
     assert len(views[0]) >= 10
     assert views[1] == views[0]
+
+
+def test_a_workers_duckdb_table_sink_only_stages_and_the_coordinator_commits_once(tmp_path):
+    """At parallelism 64 every worker opening the database at start queued on its lock and timed
+    out: a worker's sink of a DuckDB table (committed by the coordinator) never opens it."""
+    database = tmp_path / "out.duckdb"
+    options = {"connector": "duckdb", "path": str(database), "table-name": "t"}
+    schema = pa.schema([("k", pa.int64())])
+    workers = []
+    for subtask in range(2):
+        ctx = OperatorContext(operator_id="t.sink", output_schema=schema, subtask_index=subtask, parallelism=2)
+        writer = SinkWriter(create_sink(options, schema, subtask_index=subtask), ctx)
+        writer.open()
+        writer.process_batch(pa.record_batch([pa.array([subtask, subtask + 10])], schema=schema))
+        workers.append(writer.sink)
+    assert not database.exists(), "a worker opened the database"
+    handles = [sink.pre_commit(1) for sink in workers]
+    coordinator = create_sink(options, schema)
+    coordinator.open()
+    coordinator.commit(1, [f for handle in handles for f in handle])
+    for sink in workers:
+        sink.commit(1)  # forgets its handles: committed elsewhere
+    with duckdb.connect(str(database), read_only=True) as con:
+        assert con.sql("SELECT k FROM t ORDER BY k").fetchall() == [(0,), (1,), (10,), (11,)]
