@@ -53,7 +53,8 @@ rows' arrival watermarks).
 """
 from __future__ import annotations
 
-from typing import Any
+import itertools
+from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -64,7 +65,7 @@ from weir.engine.operators.base import Operator, OperatorContext
 from weir.engine.operators.batches import conform
 from weir.engine.operators.clock import EventTimeClock
 from weir.engine.operators.late_rows import LateRows
-from weir.engine.operators.duckdb_sql import int_literal, query_arrow, quote_ident
+from weir.engine.operators.duckdb_sql import int_literal, query_arrow, quote_ident, stream_arrow
 from weir.engine.operators.window_state import FROM_END, SLICE, WINDOW_END, WINDOW_START, WindowState
 from weir.engine.operators.windows import WINDOW_TIME_LAG_US, align_array, window_assigner
 from weir.engine.state.key_groups import key_groups
@@ -122,6 +123,9 @@ class WindowAggregate(Operator):
         self.state: WindowState | None = None
         #: The earliest slice that may hold state (None: no state); saves a query per watermark.
         self._earliest_slice: int | None = None
+        #: A large firing being streamed out (``process_watermark``): its reader and the slices
+        #: to delete once it ends.
+        self._streaming: tuple[Iterator[pa.RecordBatch], int] | None = None
 
     def _distinct_for(self, call: AggregateCall) -> DistinctAccumulator:
         for d in self.distincts:
@@ -133,6 +137,7 @@ class WindowAggregate(Operator):
 
     # -- lifecycle -----------------------------------------------------------
     def open(self) -> None:
+        self._end_stream()
         if self.state is None:
             self.state = WindowState(
                 self.ctx.state_connection(preserve_insertion_order=False),
@@ -144,9 +149,10 @@ class WindowAggregate(Operator):
             )
 
     def close(self) -> None:
+        self._end_stream()
         self.late_rows.close()
         if self.state is not None:
-            self.state.con.close()
+            self.state.close()
             self.state = None
 
     # -- batches -------------------------------------------------------------
@@ -352,7 +358,12 @@ class WindowAggregate(Operator):
         return f"SELECT {', '.join(columns)} FROM {quote_ident(INPUT_VIEW)} WHERE {where}"
 
     # -- watermarks ----------------------------------------------------------
-    def process_watermark(self, watermark: int) -> list[pa.RecordBatch]:
+    def process_watermark(self, watermark: int) -> Iterable[pa.RecordBatch]:
+        """The windows this watermark fires, in Arrow batches of at most ``OUTPUT_BATCH_ROWS``
+        rows. A firing that fits in two batches is read at once and returned as a list; a larger
+        one is an iterator that reads the rest from DuckDB as it is consumed (so no more than a
+        batch of it is ever held outside DuckDB's limited, spilling memory), and deletes the
+        fired slices when it ends. The windows are fired (the clock has moved) either way."""
         self.open()
         fired_before = self.clock.watermark
         if not self.clock.advance(watermark):
@@ -360,12 +371,49 @@ class WindowAggregate(Operator):
         upto = self.assigner.last_fired_slice(watermark)
         if self._earliest_slice is None or self._earliest_slice > upto:
             return []
-        table = query_arrow(self.state.con, self._emit_sql(upto, watermark, fired_before), self.ctx.operator_id)
-        self.state.evict(self.assigner.last_expired_slice(watermark))
+        batches = stream_arrow(self.state.reader(), self._emit_sql(upto, watermark, fired_before),
+                               self.ctx.operator_id)
+        expired = self.assigner.last_expired_slice(watermark)
+        head = [batch for _, batch in zip(range(2), batches)]
+        if len(head) < 2:
+            self._evict(expired)
+            return self._conform(head)
+        self._streaming = (batches, expired)
+        return self._stream_rest(head, batches, self._streaming)
+
+    def _stream_rest(self, head: list[pa.RecordBatch], rest: Iterator[pa.RecordBatch],
+                     streaming: tuple) -> Iterator[pa.RecordBatch]:
+        try:
+            for batch in itertools.chain(head, rest):
+                if self._streaming is not streaming:  # ended by a later call into the operator
+                    return
+                yield from self._conform([batch])
+        finally:
+            if self._streaming is streaming:
+                self._end_stream()
+
+    def _end_stream(self) -> None:
+        """A firing's stream ended (read to the end, or abandoned: its other rows are not emitted,
+        as if the stream had been read and dropped): close it and delete the fired slices. Every
+        call into the operator ends an open stream first, so the state never lags behind."""
+        if self._streaming is None:
+            return
+        rest, expired = self._streaming
+        self._streaming = None
+        rest.close()
+        if self.state is not None:
+            self._evict(expired)
+
+    def _evict(self, expired: int) -> None:
+        self.state.evict(expired)
         self._earliest_slice = self.state.earliest_slice()
-        out = conform(table, self.ctx.output_schema, self.ctx.operator_id)
+
+    def _conform(self, batches: list[pa.RecordBatch]) -> list[pa.RecordBatch]:
+        if not batches:
+            return []
+        table = pa.Table.from_batches(batches)
         self.ctx.count("rows_out", table.num_rows)
-        return out
+        return conform(table, self.ctx.output_schema, self.ctx.operator_id)
 
     def _emit_sql(self, upto: int, watermark: int, fired_before: int) -> str:
         """Fired windows with their bounds, filtered by HAVING, projected, in a stable order."""
@@ -400,7 +448,7 @@ class WindowAggregate(Operator):
             "version": SNAPSHOT_VERSION,
             "watermark": self.clock.watermark,
             "max_parallelism": self.ctx.max_parallelism,
-            "tables": self.state.snapshot(),
+            "tables": self.state.snapshot(self.ctx),
         }
 
     @staticmethod
