@@ -20,6 +20,7 @@ from weir.engine.operators import duckdb_sql
 from weir.engine.operators.base import OperatorContext
 from weir.engine.operators.window_aggregate import WindowAggregate
 from weir.engine.state.staged import StagedTable
+from tests.engine.runtime.test_recovery_at_any_barrier import run, write_input
 
 SECOND = 1_000_000
 SCHEMA = pa.schema([("k", pa.int64()), ("window_start", pa.timestamp("us")), ("n", pa.int64()),
@@ -179,3 +180,52 @@ def test_a_duckdb_sink_abort_deletes_its_in_progress_file(monkeypatch, tmp_path)
     assert list((tmp_path / "out.db.staging").iterdir()) == []
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM results").fetchall() == [(0,)]
+
+
+def run_bounded(directory: Path, batch_size: int, failures: dict, calls: dict[str, int] | None = None):
+    """``run`` with one-row output batches and a 1-byte sink cap: every firing of 3+ windows
+    streams, every snapshot table of 3+ rows is staged as Parquet, the DuckDB sink stages on a
+    file; ``calls`` counts the staged snapshot tables and the streamed firings."""
+    calls = {} if calls is None else calls
+    stage, stream = duckdb_sql.stage_table, WindowAggregate._stream_rest
+
+    def counted(name, function):
+        def call(*args, **kwargs):
+            calls[name] = calls.get(name, 0) + 1
+            return function(*args, **kwargs)
+        return call
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(duckdb_sql, "OUTPUT_BATCH_ROWS", 1)
+        patch.setattr(duckdb_table, "STAGE_IN_MEMORY_BYTES", 1)
+        patch.setattr(duckdb_sql, "stage_table", counted("staged", stage))
+        patch.setattr(WindowAggregate, "_stream_rest", counted("streamed", stream))
+        return run(directory, batch_size, failures)
+
+
+def test_a_job_with_staged_snapshots_and_streamed_firings_recovers_exactly(tmp_path):
+    rows = [(k, i, t) for t in (1, 12, 25) for i, k in enumerate("abcdefgh")] + [("a", 5, 59)]
+    write_input(tmp_path / "plain", rows)
+    write_input(tmp_path / "bounded", rows)
+    plain, _ = run(tmp_path / "plain", 4, {})
+    calls: dict[str, int] = {}
+    bounded, warnings = run_bounded(tmp_path / "bounded", 4, {"batch": {3, 5}}, calls)
+    assert sum("restarting from its latest checkpoint" in w for w in warnings) == 2
+    assert calls["staged"] > 0 and calls["streamed"] > 0
+    assert bounded == plain and len(plain["table"]) == 25
+    assert not list((tmp_path / "bounded" / "state").glob("**/snapshots/**/*.parquet"))  # every one was taken
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(st.tuples(st.sampled_from("abcdefgh"), st.integers(0, 99), st.integers(0, 59)),
+                     min_size=1, max_size=40),
+       batch_size=st.integers(1, 5), fail_at=st.sets(st.integers(1, 12), max_size=2))
+def test_any_job_leaving_memory_in_tiny_batches_recovers_exactly(tmp_path_factory, rows, batch_size, fail_at):
+    """Through the real executor, a checkpoint after every batch and failures restored from:
+    the output is the plain run's, whatever the input, batch size and failures."""
+    plain_dir, bounded_dir = tmp_path_factory.mktemp("plain"), tmp_path_factory.mktemp("bounded")
+    write_input(plain_dir, rows)
+    write_input(bounded_dir, rows)
+    plain, _ = run(plain_dir, batch_size, {})
+    bounded, _ = run_bounded(bounded_dir, batch_size, {"batch": fail_at})
+    assert bounded == plain
