@@ -153,7 +153,7 @@ class WindowState:
     def _compact(self, table: str) -> None:
         tmp = f"{table}__compacted"
         self._run(f"CREATE TABLE {tmp} AS SELECT * FROM {table} LIMIT 0")
-        (rows,) = self._run(f"INSERT INTO {tmp} {self._merge_select(table)} ORDER BY key_group")[0]
+        (rows,) = self._run(f"INSERT INTO {tmp} {self._merge_select(table)}")[0]
         self._run(f"DROP TABLE {table}")
         self._run(f"ALTER TABLE {tmp} RENAME TO {table}")
         self.sizes[table] = _TableSize(rows, rows)
