@@ -79,6 +79,10 @@ PARTIALS = {b"weir.window_partials": b"1"}
 #: The column of key groups added to each input batch.
 KEY_GROUP_INPUT = "__weir_key_group"
 SNAPSHOT_VERSION = 1
+#: Past this many rows of state a firing is computed into ``FIRED_TABLE`` before it is sorted
+#: (``_emit_sql``); below it one statement does both, which is cheaper.
+MATERIALIZE_FIRING_ROWS = 1_000_000
+FIRED_TABLE = "__weir_fired_windows"
 
 
 def has_from_end(batch: pa.RecordBatch) -> bool:
@@ -126,6 +130,8 @@ class WindowAggregate(Operator):
         #: A large firing being streamed out (``process_watermark``): its reader and the slices
         #: to delete once it ends.
         self._streaming: tuple[Iterator[pa.RecordBatch], int] | None = None
+        #: Whether ``FIRED_TABLE`` holds a large firing being read (dropped with the eviction).
+        self._fired_table = False
 
     def _distinct_for(self, call: AggregateCall) -> DistinctAccumulator:
         for d in self.distincts:
@@ -371,7 +377,9 @@ class WindowAggregate(Operator):
         upto = self.assigner.last_fired_slice(watermark)
         if self._earliest_slice is None or self._earliest_slice > upto:
             return []
-        batches = stream_arrow(self.state.reader(), self._emit_sql(upto, watermark, fired_before),
+        materialize = self.state.rows() > MATERIALIZE_FIRING_ROWS
+        batches = stream_arrow(self.state.reader(),
+                               self._emit_sql(upto, watermark, fired_before, materialize=materialize),
                                self.ctx.operator_id)
         expired = self.assigner.last_expired_slice(watermark)
         head = [batch for _, batch in zip(range(2), batches)]
@@ -405,6 +413,9 @@ class WindowAggregate(Operator):
             self._evict(expired)
 
     def _evict(self, expired: int) -> None:
+        if self._fired_table:
+            self.state.run(f"DROP TABLE {FIRED_TABLE}")
+            self._fired_table = False
         self.state.evict(expired)
         self._earliest_slice = self.state.earliest_slice()
 
@@ -415,8 +426,11 @@ class WindowAggregate(Operator):
         self.ctx.count("rows_out", table.num_rows)
         return conform(table, self.ctx.output_schema, self.ctx.operator_id)
 
-    def _emit_sql(self, upto: int, watermark: int, fired_before: int) -> str:
-        """Fired windows with their bounds, filtered by HAVING, projected, in a stable order."""
+    def _emit_sql(self, upto: int, watermark: int, fired_before: int, *, materialize: bool = False) -> str:
+        """Fired windows with their bounds, filtered by HAVING, projected, in a stable order.
+        With ``materialize`` the windows are first computed into ``FIRED_TABLE`` and the query
+        returned sorts that table: DuckDB then never groups and sorts at once, which a large
+        firing in a small memory share cannot (16M windows in 64 MB ran out of memory)."""
         fired = self.state.fired_sql(
             self.assigner.windows_sql(SLICE), upto, watermark, fired_before
         )
@@ -430,13 +444,18 @@ class WindowAggregate(Operator):
             *(f"__k{i} AS __order_k{i}" for i in range(len(self.keys))),
         ]
         projection = ", ".join(f"{sql} AS {quote_ident(name)}" for name, sql in self.projection)
-        order = ", ".join(
-            ["fired_windows.__order_end"]
-            + [f"fired_windows.__order_k{i}" for i in range(len(self.keys))]
-        )
+        order_columns = ["__order_end", *(f"__order_k{i}" for i in range(len(self.keys)))]
+        order = ", ".join(f"fired_windows.{c}" for c in order_columns)
+        if materialize:  # the windows into a table first, then sorted as they are read
+            projection += "".join(f", fired_windows.{c}" for c in order_columns)
         sql = f"SELECT {projection} FROM (SELECT {', '.join(columns)} FROM ({fired})) AS fired_windows"
         if self.having:
             sql += f" WHERE {self.having}"
+        if materialize:
+            self.state.run(f"CREATE OR REPLACE TABLE {FIRED_TABLE} AS {sql}")
+            self._fired_table = True
+            names = ", ".join(quote_ident(name) for name, _ in self.projection)
+            return f"SELECT {names} FROM {FIRED_TABLE} ORDER BY {', '.join(order_columns)}"
         return f"{sql} ORDER BY {order}"
 
     # -- checkpoints ---------------------------------------------------------

@@ -86,6 +86,13 @@ class WindowState:
     def _run(self, sql: str) -> list[tuple]:
         return execute(self.con, sql, self.operator_id)
 
+    run = _run
+
+    def rows(self) -> int:
+        """Rows in the accumulator table now (partials not yet compacted included)."""
+        size = self.sizes.get(ACCUMULATORS)
+        return size.rows if size else 0
+
     def _group_columns(self) -> str:
         return ", ".join([*self.keys, SLICE, FROM_END])
 

@@ -16,7 +16,7 @@ from weir.engine.checkpoint.state_files import read_subtask_state, write_subtask
 from weir.engine.connectors import duckdb_table
 from weir.engine.connectors.registry import create_sink
 from weir.engine.messages import MAX_WATERMARK
-from weir.engine.operators import duckdb_sql
+from weir.engine.operators import duckdb_sql, window_aggregate
 from weir.engine.operators.base import OperatorContext
 from weir.engine.operators.window_aggregate import WindowAggregate
 from weir.engine.state.staged import StagedTable
@@ -58,9 +58,12 @@ def expected(keys: int) -> list[dict]:
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(keys=st.integers(1, 300), batch_rows=st.sampled_from([1, 7, 64, 1 << 20]))
-def test_a_firing_streams_out_in_bounded_batches_with_the_same_rows(monkeypatch, keys, batch_rows):
+@given(keys=st.integers(1, 300), batch_rows=st.sampled_from([1, 7, 64, 1 << 20]),
+       materialize_past=st.sampled_from([0, 10**9]))
+def test_a_firing_streams_out_in_bounded_batches_with_the_same_rows(monkeypatch, keys, batch_rows, materialize_past):
     monkeypatch.setattr(duckdb_sql, "OUTPUT_BATCH_ROWS", batch_rows)
+    # a large state's firing is grouped into a table first, then sorted as it is read: same rows
+    monkeypatch.setattr(window_aggregate, "MATERIALIZE_FIRING_ROWS", materialize_past)
     op = window_op()
     assert op.process_batch(events(keys)) == []
     fired = op.process_watermark(MAX_WATERMARK)
@@ -70,6 +73,8 @@ def test_a_firing_streams_out_in_bounded_batches_with_the_same_rows(monkeypatch,
     assert all(0 < b.num_rows <= batch_rows and b.schema == SCHEMA for b in batches)
     assert pa.Table.from_batches(batches, SCHEMA).to_pylist() == expected(keys)  # ordered by window end, key
     assert op.state.earliest_slice() is None  # the fired windows were deleted when the stream ended
+    assert op.state.run(f"SELECT count(*) FROM duckdb_tables() WHERE table_name = '{window_aggregate.FIRED_TABLE}'") \
+        == [(0,)]
     assert op.ctx.metrics["rows_out"] == keys
     op.close()
 
