@@ -1,17 +1,20 @@
 """Benchmark: window state larger than memory completes, spilling to the state directory.
 
     python bench/memory.py [--keys 8000000] [--cgroup-mb 700] [--managed 64mb] [--unconstrained]
+                           [--checkpoint-interval 10s]
 
 A job counts and sums rows per key in a one-hour tumbling window over N rows
 with N distinct keys (every key's window stays open until the input ends),
 writing the windows to parquet. It runs as `weir run` in a memory cgroup of
 ``--cgroup-mb`` (where this machine allows one: root and a cgroup memory
 controller), with ``'taskmanager.memory.managed.size'`` = ``--managed`` if
-given (else the default: 0.4 of the cgroup's limit). Printed: whole-process
+given (else the default: 0.4 of the cgroup's limit less 256 MB for the process
+outside DuckDB), checkpointing every ``--checkpoint-interval`` if given (the
+snapshots of the large state are then staged as Parquet batch by batch). Printed: whole-process
 time, peak RSS (the kernel's rusage of the process tree, and the cgroup's peak),
 the most bytes of state spilled to disk at once (sampled), and whether the output
 equals DuckDB's batch query. ``--unconstrained`` first runs the same job with
-no limit, to show the state's size in memory.
+no limit, to show the state's size in memory, and its ratio to the cgroup's limit.
 """
 from __future__ import annotations
 
@@ -62,13 +65,16 @@ def directory_bytes(path: Path) -> int:
     return total
 
 
-def run(workdir: Path, data: Path, settings: str, cgroup_mb: int | None) -> dict:
+def run(workdir: Path, data: Path, settings: str, cgroup_mb: int | None,
+        checkpoint_interval: str | None = None) -> dict:
     out, state = workdir / "out", workdir / "state"
     shutil.rmtree(out, ignore_errors=True)
     shutil.rmtree(state, ignore_errors=True)
     job = workdir / "memory_job.sql"
     job.write_text(JOB.format(settings=settings, data=data, out=out))
-    command = [sys.executable, "-m", "weir.shell.cli", "run", str(job), "--state-dir", str(state)]
+    command = [sys.executable, "-m", "weir.shell.cli", "run", str(job), "--state-dir", str(state), "--no-progress"]
+    if checkpoint_interval:
+        command += ["--checkpoint-interval", checkpoint_interval]
     spilled = [0]
     done = threading.Event()
 
@@ -128,21 +134,28 @@ def main() -> None:
     parser.add_argument("--cgroup-mb", type=int, default=700)
     parser.add_argument("--managed", help="'taskmanager.memory.managed.size', e.g. 64mb (default: the fraction)")
     parser.add_argument("--unconstrained", action="store_true", help="first run without any limit")
+    parser.add_argument("--checkpoint-interval", help="checkpoint every DURATION (e.g. 10s) in the limited run")
     parser.add_argument("--workdir", type=Path, default=HERE / ".data" / "memory")
     args = parser.parse_args()
     data = args.workdir / f"events-{args.keys}.parquet"
     make_input(data, args.keys)
     settings = f"SET 'taskmanager.memory.managed.size' = '{args.managed}';" if args.managed else ""
     print(f"{args.keys:,} rows, {args.keys:,} distinct keys in one open window; input {data.stat().st_size >> 20} MB")
+    free = None
     if args.unconstrained:
-        report("no limit", run(args.workdir, data, "", None))
+        free = run(args.workdir, data, "", None)
+        report("no limit", free)
     reason = unavailable_reason()
     if reason is not None:
         print(f"no memory cgroup ({reason}): running without one")
-        report(f"managed {args.managed or 'default'}", run(args.workdir, data, settings, None))
+        report(f"managed {args.managed or 'default'}",
+               run(args.workdir, data, settings, None, args.checkpoint_interval))
         return
-    report(f"cgroup {args.cgroup_mb} MB, managed {args.managed or 'default (0.4 of the cgroup)'}",
-           run(args.workdir, data, settings, args.cgroup_mb))
+    checkpoints = f", a checkpoint every {args.checkpoint_interval}" if args.checkpoint_interval else ""
+    report(f"cgroup {args.cgroup_mb} MB, managed {args.managed or 'default'}{checkpoints}",
+           run(args.workdir, data, settings, args.cgroup_mb, args.checkpoint_interval))
+    if free is not None:
+        print(f"the job's peak RSS with no limit is {free['peak_rss_mb'] / args.cgroup_mb:.1f}x the cgroup's limit")
 
 
 if __name__ == "__main__":

@@ -56,6 +56,27 @@ def write_file(root: Path, relative: str, data: Any) -> dict[str, Any]:
     return {"path": relative, "sha256": hashlib.sha256(view).hexdigest(), "bytes": view.nbytes}
 
 
+def move_file(root: Path, relative: str, source: Path) -> dict[str, Any]:
+    """Move the finished file ``source`` to the new file ``root/relative`` (a rename where both
+    are on one file system, else a copy), fsync it and return its entry, its checksum read in
+    chunks. The caller fsyncs the directory once all its files are written."""
+    target = root / relative
+    if target.exists():
+        raise FileExistsError(f"{target} exists already")
+    try:
+        os.replace(source, target)
+    except OSError:  # another file system
+        shutil.copyfile(source, target)
+        source.unlink()
+    h = hashlib.sha256()
+    with open(target, "rb+") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+        os.fsync(f.fileno())
+        size = f.tell()
+    return {"path": relative, "sha256": h.hexdigest(), "bytes": size}
+
+
 def write_atomically(path: Path, data: bytes) -> None:
     """Write ``path`` so that it exists whole or not at all: a temporary file, fsync,
     rename over ``path``, fsync the directory."""

@@ -34,10 +34,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from weir.engine.checkpoint.errors import CheckpointError
+from weir.engine.state.staged import StagedTable
 from weir.engine.checkpoint.files import (
     FileProblem,
     check_size,
     fsync_directory,
+    move_file,
     read_verified,
     write_file,
 )
@@ -90,8 +92,13 @@ def write_subtask_state(root: Path, operator_id: str, subtask: int, state: Any) 
             if file_name in used:  # only if a name collides with another's safe form
                 file_name = f"{file_name}-{len(used)}"
             used.add(file_name)
-            data, index = encode_table(table, operator_id, name)
-            entry = write_file(root, f"{directory}/{file_name}.parquet", data)
+            relative = f"{directory}/{file_name}.parquet"
+            if isinstance(table, StagedTable):  # written at snapshot time (too large for memory)
+                entry = move_file(root, relative, Path(table.path))
+                index = {"rows": table.rows, "key_groups": list(table.key_groups) if table.key_groups else None}
+            else:
+                data, index = encode_table(table, operator_id, name)
+                entry = write_file(root, relative, data)
             handle["files"].append(entry)
             handle["tables"][name] = {"path": entry["path"], **index}
     fsync_directory(root / directory)

@@ -8,7 +8,9 @@ the file open only while it commits:
    closes the file. With 'sink.mode' = 'replace' the old table is dropped and
    recreated inside the first commit's transaction, so a job that fails
    before committing leaves the previous result in place.
-2. ``write`` stages batches in memory.
+2. ``write`` stages batches in memory, and past ``STAGE_IN_MEMORY_BYTES`` on
+   to an in-progress parquet file in the staging folder (bounded memory
+   however much a checkpoint's output is).
 3. ``pre_commit(checkpoint_id)`` writes the staged rows to a parquet staging
    file beside the database (``<database>.staging/``), fsyncs it, and returns
    its path: durable and invisible.
@@ -58,6 +60,9 @@ COMMITS_TABLE = "_weir_sink_commits"
 #: How many of its latest checkpoints' rows a keyless table keeps the staged files of, to take
 #: them back when a run resumes from an earlier checkpoint (more than the 3 retained by default).
 KEEP_COMMITTED = 8
+#: Rows staged for the next commit are kept in memory up to this many bytes, then written on to
+#: a staging file as they come (the output between two checkpoints can be larger than memory).
+STAGE_IN_MEMORY_BYTES = 16 << 20
 #: The checkpoint id under which ``finish`` stages what is left.
 FINAL = 2**62
 RETRY_PAUSE_SECONDS = 0.005
@@ -83,6 +88,10 @@ class DuckDBTableSink(Sink):
         self.kept_dir = f"{self.database}.weir-log"
         self._run = uuid.uuid4().hex[:12]
         self._staged: list[pa.RecordBatch] = []
+        self._staged_bytes = 0
+        #: Past ``STAGE_IN_MEMORY_BYTES`` the staged rows go on to a Parquet file (its writer and
+        #: in-progress path), so that the rows between two checkpoints never pile up in memory.
+        self._stage_file: tuple[pq.ParquetWriter, str] | None = None
         self._pre_committed: dict[int, list[str]] = {}
         self._replace_pending = self.mode == "replace"
         key = option_value(options, SPEC, "sink.upsert-key")
@@ -121,9 +130,31 @@ class DuckDBTableSink(Sink):
     def write(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows:
             self._staged.append(batch)
+            self._staged_bytes += batch.nbytes
+            if self._staged_bytes > STAGE_IN_MEMORY_BYTES:
+                self._write_staged()
+
+    def _write_staged(self) -> None:
+        """The rows staged in memory on to the in-progress staging file."""
+        if self._stage_file is None:
+            os.makedirs(self.staging_dir, exist_ok=True)
+            path = os.path.join(self.staging_dir, f"{_safe(self.table_name)}~{self.subtask_index}-{self._run}"
+                                                  f"-{uuid.uuid4().hex[:8]}.inprogress")
+            self._stage_file = (pq.ParquetWriter(path, self.schema), path)
+        for batch in self._staged:
+            self._stage_file[0].write_batch(batch)
+        self._staged, self._staged_bytes = [], 0
+
+    def _drop_stage_file(self) -> None:
+        if self._stage_file is not None:
+            writer, path = self._stage_file
+            self._stage_file = None
+            writer.close()
+            if os.path.exists(path):
+                os.remove(path)
 
     def pre_commit(self, checkpoint_id: int) -> list[str]:
-        files = [self._stage_to_file(checkpoint_id)] if self._staged else []
+        files = [self._stage_to_file(checkpoint_id)] if self._staged or self._stage_file else []
         self._pre_committed[checkpoint_id] = files
         return files
 
@@ -140,7 +171,7 @@ class DuckDBTableSink(Sink):
             del self._pre_committed[cid]
 
     def finish(self) -> None:
-        if self._staged:
+        if self._staged or self._stage_file:
             self.pre_commit(FINAL)
         files = [f for cid in sorted(self._pre_committed) for f in self._pre_committed[cid]]
         self._insert(files)  # may fail: then everything stays pre-committed
@@ -161,7 +192,8 @@ class DuckDBTableSink(Sink):
     def abort(self) -> None:
         """Drop the rows staged since the last pre-commit. Pre-committed files stay:
         they may belong to a checkpoint that completed, and ``recover`` decides."""
-        self._staged = []
+        self._staged, self._staged_bytes = [], 0
+        self._drop_stage_file()
         self._pre_committed = {}
 
     # -- the parts ---------------------------------------------------------
@@ -173,11 +205,20 @@ class DuckDBTableSink(Sink):
     def _stage_to_file(self, checkpoint_id: int) -> str:
         name = f"{_safe(self.table_name)}~{self.subtask_index}-{self._run}-{checkpoint_id}.parquet"
         path = os.path.join(self.staging_dir, name)
+        if self._stage_file is not None:  # the rows went on to a file as they came: finish it
+            self._write_staged()
+            writer, written = self._stage_file
+            self._stage_file = None
+            writer.close()
+            with open(written, "rb+") as file:
+                os.fsync(file.fileno())
+            os.replace(written, path)
+            return path
         with open(path, "wb") as file:
             pq.write_table(pa.Table.from_batches(self._staged, schema=self.schema), file)
             file.flush()
             os.fsync(file.fileno())
-        self._staged = []
+        self._staged, self._staged_bytes = [], 0
         return path
 
     def _insert(self, files: list[str]) -> None:

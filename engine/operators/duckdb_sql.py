@@ -8,10 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import itertools
+from pathlib import Path
+
 import duckdb
 import pyarrow as pa
 
 from weir.engine.errors import EngineError
+from weir.engine.state.staged import STAGING, StagedTable, stage_table
 
 
 def quote_ident(name: str) -> str:
@@ -44,6 +48,55 @@ def query_arrow(con: duckdb.DuckDBPyConnection, sql: str, operator_id: str) -> p
         raise _failure(exc, sql, operator_id) from exc
 
 
+#: Rows per Arrow batch an operator streams out of DuckDB (a large result is never held whole
+#: outside DuckDB, whose own memory is limited and spills). Results do not depend on it.
+OUTPUT_BATCH_ROWS = 65_536
+
+
+class ArrowStream:
+    """The rows of a query as Arrow batches read from DuckDB one at a time (an iterator, with
+    the result's ``schema``); ``close()`` ends the query early."""
+
+    def __init__(self, reader: pa.RecordBatchReader, sql: str, operator_id: str):
+        self.schema = reader.schema
+        self._reader, self._sql, self._operator_id = reader, sql, operator_id
+
+    def __iter__(self) -> "ArrowStream":
+        return self
+
+    def __next__(self) -> pa.RecordBatch:
+        while self._reader is not None:
+            try:
+                batch = self._reader.read_next_batch()
+            except StopIteration:
+                self.close()
+                break
+            except (duckdb.Error, pa.ArrowException) as exc:  # an error while DuckDB runs the query
+                self.close()
+                raise _failure(exc, self._sql, self._operator_id) from exc
+            if batch.num_rows:
+                return batch
+        raise StopIteration
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+
+def stream_arrow(con: duckdb.DuckDBPyConnection, sql: str, operator_id: str,
+                 batch_rows: int | None = None) -> ArrowStream:
+    """The rows of a query as Arrow batches of at most ``batch_rows`` rows (default
+    ``OUTPUT_BATCH_ROWS``), read from DuckDB as the stream is: only the batch being read lives
+    outside DuckDB. The query starts at once (its errors are raised here). An open stream
+    blocks ``con``: stream from a ``cursor()`` where the connection is used meanwhile."""
+    try:
+        reader = con.sql(sql).to_arrow_reader(batch_rows or OUTPUT_BATCH_ROWS)
+    except duckdb.Error as exc:
+        raise _failure(exc, sql, operator_id) from exc
+    return ArrowStream(reader, sql, operator_id)
+
+
 def create_table_from_arrow(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table, operator_id: str) -> None:
     """``CREATE TABLE name`` holding the rows of an Arrow table (restoring state)."""
     con.register("restored_state", table)
@@ -56,16 +109,31 @@ def create_table_from_arrow(con: duckdb.DuckDBPyConnection, name: str, table: pa
 def snapshot_tables(con: duckdb.DuckDBPyConnection, names, ctx, *, version: int, watermark: int,
                     order: str = "key_group") -> dict[str, Any]:
     """A keyed operator's snapshot: its state tables ordered by key group (then ``order``'s other
-    columns), with the snapshot version, watermark and max parallelism (``engine.state.keyed_tables``)."""
-    tables = {name: query_arrow(con, f"SELECT * FROM {name} ORDER BY {order}", ctx.operator_id) for name in names}
+    columns), with the snapshot version, watermark and max parallelism (``engine.state.keyed_tables``).
+    A large table is written to a Parquet file as it is read (``snapshot_table``)."""
+    tables = {name: snapshot_table(con, f"SELECT * FROM {name} ORDER BY {order}", ctx, name) for name in names}
     return {"version": version, "watermark": watermark, "max_parallelism": ctx.max_parallelism, "tables": tables}
+
+
+def snapshot_table(con: duckdb.DuckDBPyConnection, sql: str, ctx, name: str) -> "pa.Table | StagedTable":
+    """The rows of ``sql`` (a state table ordered by key group) for a snapshot: an Arrow table
+    when they fit in two output batches, else — where the job has a state directory — a Parquet
+    file written batch by batch under its ``snapshots`` folder (``StagedTable``), which the
+    checkpoint writer moves into the checkpoint. Either way no more than two batches of the
+    state are ever held outside DuckDB."""
+    stream = stream_arrow(con, sql, ctx.operator_id)
+    head = [batch for _, batch in zip(range(2), stream)]
+    if len(head) < 2 or not ctx.spill_dir:
+        return pa.Table.from_batches([*head, *stream], stream.schema)
+    return stage_table(Path(ctx.spill_dir) / STAGING, ctx.operator_id, name, stream.schema,
+                       itertools.chain(head, stream))
 
 
 #: Starts the message of an ``error()`` weir's own SQL raises (``accumulators.RAISED``).
 RAISED = "weir-error: "
 
 
-def _failure(exc: duckdb.Error, sql: str, operator_id: str) -> EngineError:
+def _failure(exc: Exception, sql: str, operator_id: str) -> EngineError:
     text = str(exc)
     if RAISED in text:  # weir's own check, written in SQL: its message and hint as they are
         message, _, hint = text.split(RAISED, 1)[1].partition(" | hint: ")

@@ -53,7 +53,8 @@ rows' arrival watermarks).
 """
 from __future__ import annotations
 
-from typing import Any
+import itertools
+from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -64,7 +65,7 @@ from weir.engine.operators.base import Operator, OperatorContext
 from weir.engine.operators.batches import conform
 from weir.engine.operators.clock import EventTimeClock
 from weir.engine.operators.late_rows import LateRows
-from weir.engine.operators.duckdb_sql import int_literal, query_arrow, quote_ident
+from weir.engine.operators.duckdb_sql import int_literal, query_arrow, quote_ident, stream_arrow
 from weir.engine.operators.window_state import FROM_END, SLICE, WINDOW_END, WINDOW_START, WindowState
 from weir.engine.operators.windows import WINDOW_TIME_LAG_US, align_array, window_assigner
 from weir.engine.state.key_groups import key_groups
@@ -78,6 +79,10 @@ PARTIALS = {b"weir.window_partials": b"1"}
 #: The column of key groups added to each input batch.
 KEY_GROUP_INPUT = "__weir_key_group"
 SNAPSHOT_VERSION = 1
+#: Past this many rows of state a firing is computed into ``FIRED_TABLE`` before it is sorted
+#: (``_emit_sql``); below it one statement does both, which is cheaper.
+MATERIALIZE_FIRING_ROWS = 1_000_000
+FIRED_TABLE = "__weir_fired_windows"
 
 
 def has_from_end(batch: pa.RecordBatch) -> bool:
@@ -122,6 +127,11 @@ class WindowAggregate(Operator):
         self.state: WindowState | None = None
         #: The earliest slice that may hold state (None: no state); saves a query per watermark.
         self._earliest_slice: int | None = None
+        #: A large firing being streamed out (``process_watermark``): its reader and the slices
+        #: to delete once it ends.
+        self._streaming: tuple[Iterator[pa.RecordBatch], int] | None = None
+        #: Whether ``FIRED_TABLE`` holds a large firing being read (dropped with the eviction).
+        self._fired_table = False
 
     def _distinct_for(self, call: AggregateCall) -> DistinctAccumulator:
         for d in self.distincts:
@@ -133,6 +143,7 @@ class WindowAggregate(Operator):
 
     # -- lifecycle -----------------------------------------------------------
     def open(self) -> None:
+        self._end_stream()
         if self.state is None:
             self.state = WindowState(
                 self.ctx.state_connection(preserve_insertion_order=False),
@@ -144,9 +155,10 @@ class WindowAggregate(Operator):
             )
 
     def close(self) -> None:
+        self._end_stream()
         self.late_rows.close()
         if self.state is not None:
-            self.state.con.close()
+            self.state.close()
             self.state = None
 
     # -- batches -------------------------------------------------------------
@@ -352,7 +364,12 @@ class WindowAggregate(Operator):
         return f"SELECT {', '.join(columns)} FROM {quote_ident(INPUT_VIEW)} WHERE {where}"
 
     # -- watermarks ----------------------------------------------------------
-    def process_watermark(self, watermark: int) -> list[pa.RecordBatch]:
+    def process_watermark(self, watermark: int) -> Iterable[pa.RecordBatch]:
+        """The windows this watermark fires, in Arrow batches of at most ``OUTPUT_BATCH_ROWS``
+        rows. A firing that fits in two batches is read at once and returned as a list; a larger
+        one is an iterator that reads the rest from DuckDB as it is consumed (so no more than a
+        batch of it is ever held outside DuckDB's limited, spilling memory), and deletes the
+        fired slices when it ends. The windows are fired (the clock has moved) either way."""
         self.open()
         fired_before = self.clock.watermark
         if not self.clock.advance(watermark):
@@ -360,15 +377,60 @@ class WindowAggregate(Operator):
         upto = self.assigner.last_fired_slice(watermark)
         if self._earliest_slice is None or self._earliest_slice > upto:
             return []
-        table = query_arrow(self.state.con, self._emit_sql(upto, watermark, fired_before), self.ctx.operator_id)
-        self.state.evict(self.assigner.last_expired_slice(watermark))
-        self._earliest_slice = self.state.earliest_slice()
-        out = conform(table, self.ctx.output_schema, self.ctx.operator_id)
-        self.ctx.count("rows_out", table.num_rows)
-        return out
+        materialize = self.state.rows() > MATERIALIZE_FIRING_ROWS
+        batches = stream_arrow(self.state.reader(),
+                               self._emit_sql(upto, watermark, fired_before, materialize=materialize),
+                               self.ctx.operator_id)
+        expired = self.assigner.last_expired_slice(watermark)
+        head = [batch for _, batch in zip(range(2), batches)]
+        if len(head) < 2:
+            self._evict(expired)
+            return self._conform(head)
+        self._streaming = (batches, expired)
+        return self._stream_rest(head, batches, self._streaming)
 
-    def _emit_sql(self, upto: int, watermark: int, fired_before: int) -> str:
-        """Fired windows with their bounds, filtered by HAVING, projected, in a stable order."""
+    def _stream_rest(self, head: list[pa.RecordBatch], rest: Iterator[pa.RecordBatch],
+                     streaming: tuple) -> Iterator[pa.RecordBatch]:
+        try:
+            for batch in itertools.chain(head, rest):
+                if self._streaming is not streaming:  # ended by a later call into the operator
+                    return
+                yield from self._conform([batch])
+        finally:
+            if self._streaming is streaming:
+                self._end_stream()
+
+    def _end_stream(self) -> None:
+        """A firing's stream ended (read to the end, or abandoned: its other rows are not emitted,
+        as if the stream had been read and dropped): close it and delete the fired slices. Every
+        call into the operator ends an open stream first, so the state never lags behind."""
+        if self._streaming is None:
+            return
+        rest, expired = self._streaming
+        self._streaming = None
+        rest.close()
+        if self.state is not None:
+            self._evict(expired)
+
+    def _evict(self, expired: int) -> None:
+        if self._fired_table:
+            self.state.run(f"DROP TABLE {FIRED_TABLE}")
+            self._fired_table = False
+        self.state.evict(expired)
+        self._earliest_slice = self.state.earliest_slice()
+
+    def _conform(self, batches: list[pa.RecordBatch]) -> list[pa.RecordBatch]:
+        if not batches:
+            return []
+        table = pa.Table.from_batches(batches)
+        self.ctx.count("rows_out", table.num_rows)
+        return conform(table, self.ctx.output_schema, self.ctx.operator_id)
+
+    def _emit_sql(self, upto: int, watermark: int, fired_before: int, *, materialize: bool = False) -> str:
+        """Fired windows with their bounds, filtered by HAVING, projected, in a stable order.
+        With ``materialize`` the windows are first computed into ``FIRED_TABLE`` and the query
+        returned sorts that table: DuckDB then never groups and sorts at once, which a large
+        firing in a small memory share cannot (16M windows in 64 MB ran out of memory)."""
         fired = self.state.fired_sql(
             self.assigner.windows_sql(SLICE), upto, watermark, fired_before
         )
@@ -382,13 +444,18 @@ class WindowAggregate(Operator):
             *(f"__k{i} AS __order_k{i}" for i in range(len(self.keys))),
         ]
         projection = ", ".join(f"{sql} AS {quote_ident(name)}" for name, sql in self.projection)
-        order = ", ".join(
-            ["fired_windows.__order_end"]
-            + [f"fired_windows.__order_k{i}" for i in range(len(self.keys))]
-        )
+        order_columns = ["__order_end", *(f"__order_k{i}" for i in range(len(self.keys)))]
+        order = ", ".join(f"fired_windows.{c}" for c in order_columns)
+        if materialize:  # the windows into a table first, then sorted as they are read
+            projection += "".join(f", fired_windows.{c}" for c in order_columns)
         sql = f"SELECT {projection} FROM (SELECT {', '.join(columns)} FROM ({fired})) AS fired_windows"
         if self.having:
             sql += f" WHERE {self.having}"
+        if materialize:
+            self.state.run(f"CREATE OR REPLACE TABLE {FIRED_TABLE} AS {sql}")
+            self._fired_table = True
+            names = ", ".join(quote_ident(name) for name, _ in self.projection)
+            return f"SELECT {names} FROM {FIRED_TABLE} ORDER BY {', '.join(order_columns)}"
         return f"{sql} ORDER BY {order}"
 
     # -- checkpoints ---------------------------------------------------------
@@ -400,7 +467,7 @@ class WindowAggregate(Operator):
             "version": SNAPSHOT_VERSION,
             "watermark": self.clock.watermark,
             "max_parallelism": self.ctx.max_parallelism,
-            "tables": self.state.snapshot(),
+            "tables": self.state.snapshot(self.ctx),
         }
 
     @staticmethod

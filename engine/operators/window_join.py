@@ -44,7 +44,7 @@ from weir.engine.operators.late_rows import LateRows
 from weir.engine.operators.base import OperatorContext, StateOperator
 from weir.engine.operators.batches import conform
 from weir.engine.operators.clock import EventTimeClock
-from weir.engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow
+from weir.engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow, snapshot_table
 from weir.engine.operators.windows import WINDOW_TIME_LAG_US
 from weir.engine.state.key_groups import key_groups
 from weir.engine.watermarks import USE, row_watermarks, without_arrival
@@ -238,7 +238,7 @@ class WindowJoin(StateOperator):
         every table has a ``key_group`` column and is ordered by it."""
         self.open()
         tables = {
-            name: query_arrow(self.con, f"SELECT * FROM {name} ORDER BY key_group", self.ctx.operator_id)
+            name: snapshot_table(self.con, f"SELECT * FROM {name} ORDER BY key_group", self.ctx, name)
             for name in STATE_TABLES if name in self._created
         }
         return {

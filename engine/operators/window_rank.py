@@ -53,7 +53,8 @@ from weir.engine.operators.late_rows import LateRows
 from weir.engine.operators.base import OperatorContext, StateOperator
 from weir.engine.operators.batches import conform, positions
 from weir.engine.operators.clock import EventTimeClock
-from weir.engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow, quote_ident
+from weir.engine.operators.duckdb_sql import (create_table_from_arrow, int_literal, query_arrow, quote_ident,
+                                              snapshot_table)
 from weir.engine.operators.windows import WINDOW_TIME_LAG_US
 from weir.engine.state.key_groups import key_groups
 from weir.engine.watermarks import USE, row_watermarks, without_arrival
@@ -244,8 +245,8 @@ class WindowRank(StateOperator):
         self.open()
         tables = {}
         if self._has_table:
-            tables[WINDOW_ROWS] = query_arrow(
-                self.con, f"SELECT * FROM {WINDOW_ROWS} ORDER BY {KEY_GROUP}", self.ctx.operator_id)
+            tables[WINDOW_ROWS] = snapshot_table(
+                self.con, f"SELECT * FROM {WINDOW_ROWS} ORDER BY {KEY_GROUP}", self.ctx, WINDOW_ROWS)
         return {
             "version": SNAPSHOT_VERSION,
             "watermark": self.clock.watermark,

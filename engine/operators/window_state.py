@@ -29,8 +29,9 @@ import pyarrow as pa
 
 from weir.engine.errors import EngineError
 from weir.engine.operators.accumulators import Accumulator, DistinctAccumulator
-from weir.engine.operators.duckdb_sql import create_table_from_arrow, execute, int_literal, query_arrow, quote_ident
+from weir.engine.operators.duckdb_sql import create_table_from_arrow, execute, int_literal, quote_ident, snapshot_table
 from weir.engine.operators.windows import WINDOW_TIME_LAG_US, SliceWindows
+from weir.engine.state.staged import StagedTable
 
 ACCUMULATORS = "window_accumulators"
 SLICE = "__slice_start"
@@ -66,10 +67,31 @@ class WindowState:
         self.distincts = distincts
         self.max_parallelism = max_parallelism
         self.sizes: dict[str, _TableSize] = {}
+        self._reader: duckdb.DuckDBPyConnection | None = None
+
+    def reader(self) -> duckdb.DuckDBPyConnection:
+        """A second connection to the state database, for streaming a result out while ``con``
+        stays free (an unread result blocks its connection)."""
+        if self._reader is None:
+            self._reader = self.con.cursor()
+        return self._reader
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+        self.con.close()
 
     # -- helpers -----------------------------------------------------------
     def _run(self, sql: str) -> list[tuple]:
         return execute(self.con, sql, self.operator_id)
+
+    run = _run
+
+    def rows(self) -> int:
+        """Rows in the accumulator table now (partials not yet compacted included)."""
+        size = self.sizes.get(ACCUMULATORS)
+        return size.rows if size else 0
 
     def _group_columns(self) -> str:
         return ", ".join([*self.keys, SLICE, FROM_END])
@@ -138,7 +160,7 @@ class WindowState:
     def _compact(self, table: str) -> None:
         tmp = f"{table}__compacted"
         self._run(f"CREATE TABLE {tmp} AS SELECT * FROM {table} LIMIT 0")
-        (rows,) = self._run(f"INSERT INTO {tmp} {self._merge_select(table)} ORDER BY key_group")[0]
+        (rows,) = self._run(f"INSERT INTO {tmp} {self._merge_select(table)}")[0]
         self._run(f"DROP TABLE {table}")
         self._run(f"ALTER TABLE {tmp} RENAME TO {table}")
         self.sizes[table] = _TableSize(rows, rows)
@@ -216,10 +238,11 @@ class WindowState:
             size.rows_after_compaction = min(size.rows_after_compaction, size.rows)
 
     # -- snapshot / restore ------------------------------------------------
-    def snapshot(self) -> dict[str, pa.Table]:
-        """A copy of every state table, rows ordered by key group."""
+    def snapshot(self, ctx) -> dict[str, "pa.Table | StagedTable"]:
+        """A copy of every state table, rows ordered by key group (a large one staged as a
+        Parquet file: ``duckdb_sql.snapshot_table``)."""
         return {
-            table: query_arrow(self.con, f"SELECT * FROM {table} ORDER BY key_group", self.operator_id)
+            table: snapshot_table(self.con, f"SELECT * FROM {table} ORDER BY key_group", ctx, table)
             for table in self._tables()
             if table in self.sizes
         }

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from weir.engine.errors import EngineError
+from weir.engine.state.staged import as_table
 
 KEY_GROUP = "key_group"
 
@@ -94,7 +95,7 @@ def merge_snapshots(snapshots: list[dict], *, version: int, what: str) -> dict:
     merged = {
         "version": version,
         "watermark": min(snap["watermark"] for snap in snapshots),
-        "tables": {name: merge_tables([s["tables"][name] for s in snapshots if name in s["tables"]], name)
+        "tables": {name: merge_tables([as_table(s["tables"][name]) for s in snapshots if name in s["tables"]], name)
                    for name in names},
     }
     if max_ps:
@@ -122,6 +123,7 @@ def owned_tables(state: dict, *, version: int, max_parallelism: int, key_groups:
     tables = {}
     try:
         for name, table in state["tables"].items():
+            table = as_table(table)
             check_key_groups(table, max_parallelism, name)
             tables[name] = select_key_groups(table, key_groups, name)
     except EngineError as exc:

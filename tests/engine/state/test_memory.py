@@ -63,10 +63,14 @@ def test_no_cgroup_limit_means_physical_memory(tmp_path, monkeypatch):
     assert memory.process_memory_limit() == memory.physical_memory()
 
 
-def test_managed_memory_is_the_size_else_the_fraction_of_the_limit():
+def test_managed_memory_is_the_size_else_the_fraction_of_the_limit_less_each_process_overhead():
     assert managed_memory_bytes({"taskmanager.memory.managed.size": "256mb"}, total=1 << 40) == 256 * MB
-    assert managed_memory_bytes({}, total=1000 * MB) == 400 * MB  # Flink's default fraction, 0.4
-    assert managed_memory_bytes({"taskmanager.memory.managed.fraction": "0.25"}, total=1000 * MB) == 250 * MB
+    # Flink's default fraction, 0.4, of what the process leaves: 1000 MB less 256 MB outside DuckDB
+    assert managed_memory_bytes({}, total=1000 * MB) == int(744 * MB * 0.4)
+    assert managed_memory_bytes({"taskmanager.memory.managed.fraction": "0.25"}, total=1256 * MB) == 250 * MB
+    # two workers and their coordinator each keep their overhead; nothing is left under 768 MB
+    assert managed_memory_bytes({}, total=1768 * MB, processes=3) == 400 * MB
+    assert managed_memory_bytes({}, total=700 * MB, processes=3) == 0
     with pytest.raises(EngineError, match="taskmanager.memory.managed.fraction"):
         managed_memory_bytes({"taskmanager.memory.managed.fraction": "1.2"}, total=1000 * MB)
 
@@ -74,6 +78,10 @@ def test_managed_memory_is_the_size_else_the_fraction_of_the_limit():
 def test_each_worker_gets_its_share_of_the_job_and_one_thread():
     worker = ManagedMemory.for_job({"taskmanager.memory.managed.size": "1gb"}, parallelism=4)
     assert (worker.total, worker.max_threads) == (256 * MB, 1)
+    # by default: 0.4 of the limit less 5 processes' overhead, then a quarter; never below 64 MB
+    worker = ManagedMemory.for_job({}, parallelism=4, total=5 * 256 * MB + 1000 * MB)
+    assert worker.total == int(1000 * MB * 0.4) // 4
+    assert ManagedMemory.for_job({}, parallelism=4, total=512 * MB).total == 64 * MB
 
 
 def test_memory_limit_and_temp_directory_reach_duckdb(tmp_path):
