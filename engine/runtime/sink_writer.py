@@ -1,9 +1,9 @@
 """The operator at the end of a pipeline: hands rows to a sink connector."""
 from __future__ import annotations
 
-import pyarrow as pa
-
 from typing import Any
+
+import pyarrow as pa
 
 from weir.engine.connectors.base import Sink
 from weir.engine.connectors.registry import CONNECTORS
