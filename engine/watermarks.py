@@ -65,7 +65,7 @@ def for_operator(operator, batch: pa.RecordBatch) -> pa.RecordBatch:
     """``batch`` as ``operator`` takes it: with ``ARRIVAL_WATERMARK`` only for an operator that
     uses or passes it (its class attribute ``arrival_watermark``). The runtime calls this where
     it hands a batch to an operator."""
-    return batch if getattr(operator, "arrival_watermark", None) in (USE, PASS) else without_arrival(batch)
+    return batch if operator.arrival_watermark in (USE, PASS) else without_arrival(batch)
 
 
 def row_watermarks(batch: pa.RecordBatch, watermark: int) -> pa.Array | int | None:

@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from weir.engine.graph import LATE_ROWS_PORT, Edge
 from weir.engine.operators.late_rows import OPERATOR_COLUMN, WATERMARK_COLUMN
+from weir.engine.operators.registry import operator_class
 from weir.planner.expressions import quote
 from weir.planner.locate import locate, quoted
 from weir.planner.types import sql_name
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
     from weir.planner.graph_builder import GraphBuilder
 
 OPTION = "source.late-rows.table"
-WINDOWED = ("window_aggregate", "window_join", "window_rank", "session_window")
 
 
 def late_rows_schema(table: "TableDef") -> pa.Schema:
@@ -60,12 +60,13 @@ def plan_late_rows_tables(builder: "GraphBuilder", catalog: "Catalog", db_path: 
             continue
         readers = []
         for node in graph.nodes:
-            if node.kind not in WINDOWED:
+            kind = operator_class(node.kind)
+            if not kind.windowed:
                 continue
             for index, edge in enumerate(node.inputs):
                 if edge.port != 0 or graph.source_tables(edge.source) != (table.name,):
                     continue
-                if node.kind == "session_window":
+                if not kind.late_rows_table:
                     raise WeirSqlError(Problem(
                         f"`{table.name}` keeps its late rows in `{name}`, but the SESSION window of {node.id} "
                         "cannot tell which rows were late", *where,

@@ -49,7 +49,7 @@ from weir.engine.checkpoint.storage import Checkpoint, CheckpointStorage
 from weir.engine.connectors.registry import create_sink
 from weir.engine.errors import EngineError
 from weir.engine.graph import JobGraph, OperatorNode
-from weir.engine.operators.registry import OPERATORS
+from weir.engine.operators.registry import KINDS, operator_class
 from weir.engine.state.key_groups import range_for_subtask
 
 COMMITTED_MARKER = "_output_committed"
@@ -123,8 +123,8 @@ class RestorePoint:
 def state_shape(kind: str, config: dict) -> dict | None:
     """What the state of an operator of ``kind`` depends on, as the operator declares it
     (``Operator.state_shape``); None for one without state (sources and sinks recover otherwise)."""
-    operator = OPERATORS.get(kind)
-    return operator.state_shape(config) if operator is not None else None
+    declared = KINDS.get(kind)  # a checkpoint may name a kind this version no longer has
+    return declared.state_shape(config) if declared is not None else None
 
 
 def _differences(old: Any, new: Any, path: str) -> list[str]:
@@ -217,7 +217,7 @@ class Coordinator:
         after = checkpoint.id if checkpoint is not None else 0
         handles = _handles(checkpoint.metadata) if checkpoint is not None else {}
         for node in self.graph.nodes:
-            if node.kind != "sink":
+            if not operator_class(node.kind).commits_output:
                 continue
             sink = create_sink(node.config["options"], node.output_schema)
             sink.job = self.graph.name

@@ -21,11 +21,6 @@ from weir.engine.state.memory import ManagedMemory
 NULL_TIME_ROWS_DROPPED = "null_time_rows_dropped"
 
 
-def late_counter(source: str) -> str:
-    """The counter of rows from ``source`` dropped as late (summed over operators and workers)."""
-    return f"late_rows_dropped[{source}]"
-
-
 def without_output_names(shape: dict[str, Any]) -> dict[str, Any]:
     """A join's state shape without its sides' output ``names``: renaming a column keeps the state."""
     return {key: ({k: v for k, v in value.items() if k != "names"} if isinstance(value, dict) else value)
@@ -52,6 +47,8 @@ class OperatorContext:
     memory_limit: str | None = None
     #: Per input: the source tables its rows come from ('bids'; 'auctions+bids' after a join).
     input_sources: list[str] = field(default_factory=list)
+    #: Rows dropped as late, per source table of their input (``count_late``).
+    late_by_source: dict[str, int] = field(default_factory=dict)
     #: Late rows handed to ``LATE_ROWS_PORT`` since the executor last collected them.
     late_output: list[pa.RecordBatch] = field(default_factory=list)
 
@@ -60,11 +57,12 @@ class OperatorContext:
 
     def count_late(self, n: int, input_index: int = 0) -> None:
         """``n`` rows of input ``input_index`` dropped as late: counted in ``late_rows_dropped``
-        and per source table in ``late_rows_dropped[<table>]`` (``late_counter``)."""
+        and per source table of the input in ``late_by_source``."""
         if n:
             self.count("late_rows_dropped", n)
             if input_index < len(self.input_sources):
-                self.count(late_counter(self.input_sources[input_index]), n)
+                source = self.input_sources[input_index]
+                self.late_by_source[source] = self.late_by_source.get(source, 0) + n
 
     def owned_key_groups(self) -> range:
         """The key groups this subtask owns."""
@@ -89,16 +87,121 @@ class OperatorContext:
         return connection
 
 
-class Operator:
-    """Base class. Subclasses override the hooks they need."""
+def explain_lines(key: str, state: str) -> list[str]:
+    """An operator's own EXPLAIN lines (``OperatorKind.explain``): its key and its state."""
+    return [f"key:       {key}", f"state:     {state}"]
 
+
+def _config_entry(config: dict[str, Any], path: str) -> Any:
+    """``config["left"]["keys"]`` for ``path`` "left.keys"."""
+    value: Any = config
+    for part in path.split("."):
+        value = (value or {}).get(part)
+    return value
+
+
+class OperatorKind:
+    """What a kind of node of a JobGraph *is*, declared once on its class.
+
+    The runtime, the exchange, the checkpoint coordinator and EXPLAIN ask the class
+    (``engine.operators.registry.operator_class(kind)``); no list of kinds elsewhere holds
+    these facts. Every operator is one (``Operator``), and so are the runtime's
+    ``SourceReader`` and ``SinkWriter`` for the kinds "source" and "sink". Traits, with
+    their defaults (nothing special):
+
+    - ``keyed_by``: the config entries naming the columns its state is partitioned by
+      ("keys", or "left.keys" and "right.keys" per input; ``()``: keyed by no column, one
+      group); None: not keyed. Every edge into a keyed operator is an exchange
+      (``engine.runtime.exchange.routing``; a forward edge: every row to one subtask).
+    - ``STATE_CONFIG``: the config entries its state depends on; not empty = ``stateful``.
+      Checkpoints record ``state_shape(config)``, and restore refuses a snapshot whose shape
+      differs (``engine.checkpoint.coordinator``).
+    - ``merges_snapshots``: ``merge_snapshots`` merges the snapshots of several subtasks (a
+      restore at another parallelism); else a restore takes the one snapshot there is.
+    - ``windowed``: its state is per event-time window (EXPLAIN ANALYZE always shows its late
+      rows; a source's late-rows table is fed by it, ``planner.late_rows``).
+    - ``late_rows_table``: it can hand the rows it drops as late to its late-rows port
+      (config ``late_rows``, ``engine.operators.late_rows``).
+    - ``drops_late_rows``: it drops rows behind its watermark and counts them
+      (``OperatorContext.count_late``).
+    - ``holds_watermark_back``: ``output_watermark`` passes on less than its watermark.
+    - ``arrival_watermark``: what it does with each row's arrival watermark (below).
+    - ``pre_aggregates``: two-phase aggregation: where ``combinable`` and keyed by exactly
+      the exchange's keys, the sending subtask calls ``pre_aggregate`` and only partials cross.
+    - ``takes_key_groups``: keyed by exactly the exchange's keys, it reads the rows' key groups
+      from the exchange (``exchange.carries_key_groups``) instead of hashing them again.
+    - ``commits_output``: a sink: it emits nothing, pre-commits its output at a barrier and
+      commits it when the checkpoint completes.
+    - ``reads_source``: a source: the runtime reads it (``SourceReader``); no operator runs.
+
+    Besides the traits the class renders its EXPLAIN lines (``explain``) and says which input
+    columns it reads (``input_expressions``), both from its config.
+    """
+
+    keyed_by: tuple[str, ...] | None = None
     #: The parts of the config this operator's state depends on: a snapshot taken with other
     #: values does not fit, and restore refuses it (``state_shape``). Empty: nothing to restore.
     STATE_CONFIG: tuple[str, ...] = ()
+    merges_snapshots: bool = False
+    windowed: bool = False
+    late_rows_table: bool = False
+    drops_late_rows: bool = False
+    holds_watermark_back: bool = False
     #: What the operator does with each row's arrival watermark (``engine.watermarks``): "use"
     #: (it judges lateness per row with it), "pass" (it hands it on with the rows), or None —
     #: then the runtime strips the column before the operator sees a batch.
     arrival_watermark: str | None = None
+    pre_aggregates: bool = False
+    takes_key_groups: bool = False
+    commits_output: bool = False
+    reads_source: bool = False
+
+    @classmethod
+    def keyed(cls) -> bool:
+        return cls.keyed_by is not None
+
+    @classmethod
+    def stateful(cls) -> bool:
+        return bool(cls.STATE_CONFIG)
+
+    @classmethod
+    def state_shape(cls, config: dict[str, Any]) -> dict[str, Any] | None:
+        """What a snapshot of this operator depends on (keys, accumulators, window geometry...),
+        JSON-able; None for an operator without state. Checkpoints record it, and restore
+        refuses a snapshot whose shape differs, naming what changed."""
+        if not cls.STATE_CONFIG:
+            return None
+        return {key: config.get(key) for key in cls.STATE_CONFIG}
+
+    @staticmethod
+    def merge_snapshots(snapshots: list[Any]) -> Any:
+        """The snapshots of several subtasks as one (where ``merges_snapshots``)."""
+        raise NotImplementedError("this operator does not merge snapshots")
+
+    @classmethod
+    def key_expressions(cls, config: dict[str, Any], input_index: int = 0) -> list[str]:
+        """The keys of input ``input_index`` as SQL over that input (``keyed_by``; a key
+        given as [output name, SQL] is its SQL)."""
+        if not cls.keyed_by:
+            return []
+        entry = _config_entry(config, cls.keyed_by[min(input_index, len(cls.keyed_by) - 1)]) or []
+        return [key[1] if isinstance(key, (list, tuple)) else key for key in entry]
+
+    @classmethod
+    def input_expressions(cls, config: dict[str, Any]) -> list[str] | None:
+        """SQL over the input naming every input column the operator reads, so that only those
+        cross an exchange (``exchange.needed_columns``); None (the default): every column."""
+        return None
+
+    @classmethod
+    def explain(cls, config: dict[str, Any]) -> list[str]:
+        """The operator's own EXPLAIN lines (``explain_lines``: key and state), from its config."""
+        return explain_lines("-", "none")
+
+
+class Operator(OperatorKind):
+    """Base class. Subclasses override the hooks they need, and declare their traits
+    (``OperatorKind``)."""
 
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         self.config = config
@@ -116,17 +219,19 @@ class Operator:
 
     def output_watermark(self, watermark: int) -> int:
         """The watermark passed downstream once this operator has processed ``watermark``: the
-        same, unless the operator emits rows older than its watermark (an interval join)."""
+        same, unless the operator emits rows older than its watermark (an interval join:
+        ``holds_watermark_back``)."""
         return watermark
 
-    @classmethod
-    def state_shape(cls, config: dict[str, Any]) -> dict[str, Any] | None:
-        """What a snapshot of this operator depends on (keys, accumulators, window geometry...),
-        JSON-able; None for an operator without state. Checkpoints record it, and restore
-        refuses a snapshot whose shape differs, naming what changed."""
-        if not cls.STATE_CONFIG:
-            return None
-        return {key: config.get(key) for key in cls.STATE_CONFIG}
+    @property
+    def combinable(self) -> bool:
+        """Whether, with this config, rows may become partials before the exchange
+        (``pre_aggregates``, ``pre_aggregate``)."""
+        return False
+
+    def pre_aggregate(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """The local phase of a two-phase aggregate (``pre_aggregates``): ``batch`` as partials."""
+        raise NotImplementedError(f"{type(self).__name__} does not pre-aggregate")
 
     def snapshot(self) -> Any:
         """A consistent copy of the state (the synchronous part of a checkpoint)."""

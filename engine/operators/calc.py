@@ -20,7 +20,7 @@ import duckdb
 import pyarrow as pa
 
 from weir.engine.errors import EngineError
-from weir.engine.operators.base import Operator, OperatorContext
+from weir.engine.operators.base import Operator, OperatorContext, explain_lines
 from weir.engine.operators.batches import conform
 from weir.engine.operators.duckdb_sql import query_arrow, quote_ident
 from weir.engine.watermarks import ARRIVAL_WATERMARK, PASS, has_arrival
@@ -30,6 +30,10 @@ INPUT_VIEW = "calc_input"
 
 class Calc(Operator):
     arrival_watermark = PASS
+
+    @classmethod
+    def explain(cls, config: dict[str, Any]) -> list[str]:
+        return explain_lines("-", "none")
 
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)

@@ -48,7 +48,7 @@ import pyarrow as pa
 from weir.engine.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER, UPDATE_BEFORE
 from weir.engine.errors import EngineError
 from weir.engine.operators.accumulators import AggregateCall
-from weir.engine.operators.base import OperatorContext, StateOperator
+from weir.engine.operators.base import OperatorContext, StateOperator, explain_lines
 from weir.engine.operators.batches import conform
 from weir.engine.operators.duckdb_sql import create_table_from_arrow, query_arrow, quote_ident, snapshot_tables
 from weir.engine.state.key_groups import key_groups
@@ -77,6 +77,20 @@ class _ValueSet:
 class GroupAggregate(StateOperator):
     #: State: keys and accumulators (HAVING and the projection are applied to them when read).
     STATE_CONFIG = ("keys", "aggregates", "append_only_input")
+    keyed_by = ("keys",)
+    merges_snapshots = True
+
+    @classmethod
+    def explain(cls, config: dict[str, Any]) -> list[str]:
+        per = ", ".join(name for name, _ in config["keys"]) or "the one group"
+        retracting = not config.get("append_only_input")
+        multisets = any((a["function"] in ("min", "max") and retracting) or
+                        (a.get("distinct") and a["function"] not in ("min", "max")) for a in config["aggregates"])
+        return explain_lines(
+            ", ".join(name for name, _ in config["keys"]) or "- (one global group)",
+            f"accumulators per ({per})"
+            + (" and value counts for DISTINCT (and MIN/MAX of a retracting input)" if multisets else "")
+            + "; a key is dropped when its row count falls to 0")
 
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)

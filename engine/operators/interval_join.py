@@ -47,7 +47,7 @@ import pyarrow.compute as pc
 
 from weir.engine.errors import EngineError
 from weir.engine.messages import MAX_WATERMARK, MIN_WATERMARK
-from weir.engine.operators.base import OperatorContext, StateOperator
+from weir.engine.operators.base import OperatorContext, StateOperator, explain_lines
 from weir.engine.operators.batches import conform
 from weir.engine.operators.clock import EventTimeClock
 from weir.engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow, snapshot_tables
@@ -92,6 +92,17 @@ class IntervalJoin(StateOperator):
     #: State: the bounds decide how long each side's rows are buffered.
     STATE_CONFIG = ("join_type", "lower", "lower_strict", "upper", "upper_strict", "left", "right")
     arrival_watermark = USE
+    keyed_by = ("left.keys", "right.keys")
+    merges_snapshots = True
+    holds_watermark_back = True
+
+    @classmethod
+    def explain(cls, config: dict[str, Any]) -> list[str]:
+        left, right = config["left"]["keys"], config["right"]["keys"]
+        return explain_lines(
+            f"{', '.join(left)} | {', '.join(right)}" if left else "- (one group)",
+            "rows of each input per key, dropped when the watermark passes the last time a row "
+            "of the other input could match them")
 
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)

@@ -22,7 +22,7 @@ from typing import Any
 import pyarrow as pa
 
 from weir.engine.errors import EngineError
-from weir.engine.operators.base import Operator
+from weir.engine.operators.base import Operator, explain_lines
 
 SNAPSHOT_VERSION = 1
 #: The key group of the empty key, which every row of the limit's input has.
@@ -34,6 +34,14 @@ class Limit(Operator):
     STATE_CONFIG = ("limit",)
     #: The rows it lets through keep their arrival watermarks (a slice keeps every column).
     arrival_watermark = "pass"
+    #: Keyed by no column: one count, so every row goes to one subtask.
+    keyed_by = ()
+    merges_snapshots = True
+
+    @classmethod
+    def explain(cls, config: dict[str, Any]) -> list[str]:
+        return explain_lines("- (one count for the whole stream)",
+                             f"the number of rows let through (at most {config['limit']})")
 
     def open(self) -> None:
         if not hasattr(self, "emitted"):

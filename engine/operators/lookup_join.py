@@ -33,7 +33,7 @@ import pyarrow as pa
 from weir.engine.changelog import ROW_KIND
 from weir.engine.errors import EngineError
 from weir.engine.graph import schema_from_json
-from weir.engine.operators.base import OperatorContext, StateOperator
+from weir.engine.operators.base import OperatorContext, StateOperator, explain_lines
 from weir.engine.operators.batches import conform, positions
 from weir.engine.operators.duckdb_sql import execute, query_arrow, quote_ident
 
@@ -43,6 +43,13 @@ DATABASE = "lookup_db"
 
 
 class LookupJoin(StateOperator):
+    @classmethod
+    def explain(cls, config: dict[str, Any]) -> list[str]:
+        lookup = config["lookup"]
+        if lookup["options"].get("connector") == "duckdb":
+            return explain_lines("-", f"none (`{lookup['table']}` is queried for every batch)")
+        return explain_lines("-", f"`{lookup['table']}`, read once when the job starts")
+
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
         oid = ctx.operator_id

@@ -41,7 +41,7 @@ import pyarrow.compute as pc
 from weir.engine.errors import EngineError
 from weir.engine.messages import MIN_WATERMARK
 from weir.engine.operators.accumulators import AGGREGATE_FUNCTIONS
-from weir.engine.operators.base import OperatorContext, StateOperator
+from weir.engine.operators.base import OperatorContext, StateOperator, explain_lines
 from weir.engine.operators.batches import conform
 from weir.engine.operators.clock import EventTimeClock
 from weir.engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow, snapshot_tables
@@ -62,6 +62,18 @@ class OverAggregate(StateOperator):
     #: State: the frame decides the history kept, the aggregates its partials.
     STATE_CONFIG = ("columns", "partition_keys", "time_column", "frame", "aggregates")
     arrival_watermark = USE
+    keyed_by = ("partition_keys",)
+    merges_snapshots = True
+    drops_late_rows = True
+
+    @classmethod
+    def explain(cls, config: dict[str, Any]) -> list[str]:
+        frame = config["frame"]
+        kept = {"rows": f"the last {frame.get('preceding')} rows per key",
+                "range": "the rows of the last interval per key",
+                "unbounded": "one running accumulator per key"}[frame["kind"]]
+        return explain_lines(", ".join(config["partition_keys"]) or "- (one partition)",
+                             f"rows waiting for the watermark (sorted by time), and {kept}")
 
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)

@@ -1,10 +1,14 @@
-"""Operator kinds by name, as a JobGraph's ``OperatorNode.kind`` names them."""
+"""Operator kinds by name, as a JobGraph's ``OperatorNode.kind`` names them.
+
+A new operator is its own file (its class declares its traits and EXPLAIN lines:
+``OperatorKind``) plus one line in ``OPERATORS`` here; everything else asks
+``operator_class(kind)``."""
 from __future__ import annotations
 
 from typing import Any
 
 from weir.engine.errors import EngineError
-from weir.engine.operators.base import Operator, OperatorContext
+from weir.engine.operators.base import Operator, OperatorContext, OperatorKind
 from weir.engine.operators.calc import Calc
 from weir.engine.operators.limit import Limit
 from weir.engine.operators.lookup_join import LookupJoin
@@ -19,6 +23,8 @@ from weir.engine.operators.window_join import WindowJoin
 from weir.engine.operators.union import Union
 from weir.engine.operators.interval_join import IntervalJoin
 from weir.engine.operators.over_aggregate import OverAggregate
+from weir.engine.runtime.sink_writer import SinkWriter
+from weir.engine.runtime.source_reader import SourceReader
 
 OPERATORS: dict[str, type[Operator]] = {
     "calc": Calc,
@@ -36,6 +42,18 @@ OPERATORS: dict[str, type[Operator]] = {
     "interval_join": IntervalJoin,
     "over_aggregate": OverAggregate,
 }
+
+#: Every kind a JobGraph node can have -> the class declaring what it is: the operators above,
+#: and the runtime's reader of a source and writer of a sink.
+KINDS: dict[str, type[OperatorKind]] = {"source": SourceReader, "sink": SinkWriter, **OPERATORS}
+
+
+def operator_class(kind: str) -> type[OperatorKind]:
+    """The class that declares the traits of ``kind`` (``OperatorKind``)."""
+    try:
+        return KINDS[kind]
+    except KeyError:
+        raise EngineError(f"unknown operator kind {kind!r}", hint=f"known kinds: {', '.join(sorted(KINDS))}") from None
 
 
 def build_operator(kind: str, config: dict[str, Any], ctx: OperatorContext) -> Operator:

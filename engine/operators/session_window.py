@@ -51,7 +51,7 @@ import pyarrow.compute as pc
 
 from weir.engine.errors import EngineError
 from weir.engine.operators.accumulators import Accumulator, AggregateCall, DistinctAccumulator, argument_columns
-from weir.engine.operators.base import OperatorContext, StateOperator
+from weir.engine.operators.base import OperatorContext, StateOperator, explain_lines
 from weir.engine.operators.batches import conform, positions
 from weir.engine.operators.clock import EventTimeClock
 from weir.engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow, quote_ident, snapshot_tables
@@ -74,6 +74,19 @@ class SessionWindow(StateOperator):
     #: State: the gap, keys and accumulators of open sessions.
     STATE_CONFIG = ("window", "keys", "aggregates")
     arrival_watermark = USE
+    keyed_by = ("keys",)
+    merges_snapshots = True
+    windowed = True
+    #: Its verdict is per merged session, not per row: late rows are counted, never kept.
+    late_rows_table = False
+    drops_late_rows = True
+
+    @classmethod
+    def explain(cls, config: dict[str, Any]) -> list[str]:
+        return explain_lines(
+            ", ".join(name for name, _ in config["keys"]) or "- (one global sequence of sessions)",
+            "open sessions per key with partial accumulators, merged when a row bridges them, "
+            "dropped when the watermark passes their end")
 
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)

@@ -51,7 +51,7 @@ import pyarrow.compute as pc
 
 from weir.engine.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER
 from weir.engine.errors import EngineError
-from weir.engine.operators.base import OperatorContext, StateOperator, without_output_names
+from weir.engine.operators.base import OperatorContext, StateOperator, explain_lines, without_output_names
 from weir.engine.operators.batches import conform, positions
 from weir.engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow, quote_ident, snapshot_tables
 from weir.engine.graph import schema_from_json
@@ -120,6 +120,16 @@ class _Side:
 class StreamJoin(StateOperator):
     #: State: each side's rows (columns and keys) and their match counts; output names do not count.
     STATE_CONFIG = ("join_type", "null_aware", "left", "right")
+    keyed_by = ("left.keys", "right.keys")
+    merges_snapshots = True
+
+    @classmethod
+    def explain(cls, config: dict[str, Any]) -> list[str]:
+        ttl = {side: ms for side, ms in (config.get("ttl_ms") or {}).items() if ms}
+        kept = ("; " + ", ".join(f"{side} rows dropped {ms} ms after they arrived" for side, ms in ttl.items())
+                if ttl else ", for ever (set 'table.exec.state.ttl' to bound it)")
+        return explain_lines(f"{', '.join(config['left']['keys'])} | {', '.join(config['right']['keys'])}",
+                             f"every row of both inputs by key{kept}")
 
     @classmethod
     def state_shape(cls, config: dict[str, Any]) -> dict[str, Any]:

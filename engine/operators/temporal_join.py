@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 
 from weir.engine.errors import EngineError
 from weir.engine.graph import schema_from_json
-from weir.engine.operators.base import OperatorContext, StateOperator, without_output_names
+from weir.engine.operators.base import OperatorContext, StateOperator, explain_lines, without_output_names
 from weir.engine.operators.batches import conform
 from weir.engine.operators.clock import EventTimeClock
 from weir.engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow, quote_ident, snapshot_tables
@@ -73,6 +73,15 @@ class TemporalJoin(StateOperator):
     def state_shape(cls, config: dict[str, Any]) -> dict[str, Any]:
         return without_output_names(super().state_shape(config))
     arrival_watermark = USE
+    keyed_by = ("left.keys", "right.keys")
+    merges_snapshots = True
+    drops_late_rows = True
+
+    @classmethod
+    def explain(cls, config: dict[str, Any]) -> list[str]:
+        return explain_lines(f"{', '.join(config['left']['keys'])} | {', '.join(config['right']['keys'])}",
+                             "rows waiting for the watermark to pass their time, and per key the versions they "
+                             "may still join: older versions dropped as the watermark passes")
 
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)

@@ -51,7 +51,7 @@ import pyarrow.compute as pc
 
 from weir.engine.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER
 from weir.engine.errors import EngineError
-from weir.engine.operators.base import OperatorContext, StateOperator
+from weir.engine.operators.base import OperatorContext, StateOperator, explain_lines
 from weir.engine.operators.batches import conform, positions
 from weir.engine.operators.duckdb_sql import int_literal, query_arrow, quote_ident, snapshot_tables
 from weir.engine.state.key_groups import key_groups
@@ -70,6 +70,16 @@ def now_ms() -> int:
 class TopN(StateOperator):
     #: State: the rows kept per partition: which are kept depends on the order and the ranks.
     STATE_CONFIG = ("columns", "partition_keys", "order_by", "function", "rank_range", "append_only_input")
+    keyed_by = ("partition_keys",)
+    merges_snapshots = True
+
+    @classmethod
+    def explain(cls, config: dict[str, Any]) -> list[str]:
+        if config["append_only_input"]:
+            state = f"the top {config['rank_range'][1]} rows (and ties) per partition"
+        else:
+            state = "every row per partition (an updating input may retract any of them)"
+        return explain_lines(", ".join(config["partition_keys"]) or "- (one ranking of the whole stream)", state)
 
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)

@@ -14,12 +14,16 @@ from typing import Any
 import pyarrow as pa
 
 from weir.engine.errors import EngineError
-from weir.engine.operators.base import Operator, OperatorContext
+from weir.engine.operators.base import Operator, OperatorContext, explain_lines
 from weir.engine.watermarks import ARRIVAL_FIELD, PASS, has_arrival
 
 
 class Union(Operator):
     arrival_watermark = PASS
+
+    @classmethod
+    def explain(cls, config: dict[str, Any]) -> list[str]:
+        return explain_lines("-", "none")
 
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)

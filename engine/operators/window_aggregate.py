@@ -61,7 +61,7 @@ import pyarrow.compute as pc
 
 from weir.engine.errors import EngineError
 from weir.engine.operators.accumulators import Accumulator, AggregateCall, DistinctAccumulator, argument_columns
-from weir.engine.operators.base import Operator, OperatorContext
+from weir.engine.operators.base import Operator, OperatorContext, explain_lines
 from weir.engine.operators.batches import conform
 from weir.engine.operators.clock import EventTimeClock
 from weir.engine.operators.late_rows import LateRows
@@ -101,6 +101,35 @@ class WindowAggregate(Operator):
     #: State: window geometry (slices), keys and accumulators.
     STATE_CONFIG = ("window", "keys", "aggregates", "grouping_sets")
     arrival_watermark = USE
+    keyed_by = ("keys",)
+    merges_snapshots = True
+    windowed = True
+    late_rows_table = True
+    drops_late_rows = True
+    pre_aggregates = True
+    takes_key_groups = True
+
+    @classmethod
+    def input_expressions(cls, config: dict[str, Any]) -> list[str] | None:
+        """Keys, aggregate arguments and filters, and the time column; with a late-rows table
+        every column (it keeps the rows as they came)."""
+        if config.get("late_rows"):
+            return None
+        texts = [sql for _, sql in config.get("keys") or []]
+        texts += [a.get(k) or "" for a in config.get("aggregates") or [] for k in ("argument", "filter")]
+        return texts + [config["window"]["time_column"]]
+
+    @classmethod
+    def explain(cls, config: dict[str, Any]) -> list[str]:
+        sliced = config["window"]["kind"] in ("hop", "cumulate")
+        per = ", ".join([*(name for name, _ in config["keys"]), "slice" if sliced else "window"])
+        if sliced:
+            state = (f"partial accumulators per ({per}), shared by the overlapping windows; a slice is "
+                     "dropped when the watermark passes the end of its last window")
+        else:
+            state = f"window accumulators per ({per}), dropped when the watermark passes window_end"
+        return explain_lines(", ".join(name for name, _ in config["keys"]) or "- (one global group per window)",
+                             state)
 
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)

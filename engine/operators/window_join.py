@@ -41,7 +41,7 @@ import pyarrow.compute as pc
 
 from weir.engine.errors import EngineError
 from weir.engine.operators.late_rows import LateRows
-from weir.engine.operators.base import OperatorContext, StateOperator
+from weir.engine.operators.base import OperatorContext, StateOperator, explain_lines
 from weir.engine.operators.batches import conform
 from weir.engine.operators.clock import EventTimeClock
 from weir.engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow, snapshot_table
@@ -89,6 +89,17 @@ class WindowJoin(StateOperator):
     #: State: each side's buffered rows and their keys.
     STATE_CONFIG = ("join_type", "left", "right")
     arrival_watermark = USE
+    keyed_by = ("left.keys", "right.keys")
+    merges_snapshots = True
+    windowed = True
+    late_rows_table = True
+    drops_late_rows = True
+
+    @classmethod
+    def explain(cls, config: dict[str, Any]) -> list[str]:
+        left, right = config["left"]["keys"], config["right"]["keys"]
+        return explain_lines(f"{', '.join(left)} | {', '.join(right)}" if left else "- (one group per window)",
+                             "rows of each input per (key, window), dropped when the watermark passes window_end")
 
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)

@@ -50,7 +50,7 @@ import pyarrow.compute as pc
 
 from weir.engine.errors import EngineError
 from weir.engine.operators.late_rows import LateRows
-from weir.engine.operators.base import OperatorContext, StateOperator
+from weir.engine.operators.base import OperatorContext, StateOperator, explain_lines
 from weir.engine.operators.batches import conform, positions
 from weir.engine.operators.clock import EventTimeClock
 from weir.engine.operators.duckdb_sql import (create_table_from_arrow, int_literal, query_arrow, quote_ident,
@@ -72,6 +72,18 @@ class WindowRank(StateOperator):
     #: State: rows past the rank range are pruned, so the order and the ranks shape what is kept.
     STATE_CONFIG = ("window_start", "window_end", "partition_keys", "order_by", "function", "rank_range")
     arrival_watermark = USE
+    keyed_by = ("partition_keys",)
+    merges_snapshots = True
+    windowed = True
+    late_rows_table = True
+    drops_late_rows = True
+
+    @classmethod
+    def explain(cls, config: dict[str, Any]) -> list[str]:
+        per = ", ".join([*config["partition_keys"], "window"])
+        return explain_lines(", ".join(config["partition_keys"]) or "- (one ranking per window)",
+                             f"rows per ({per}), cut to those that can still rank within {config['rank_range'][1]}, "
+                             "dropped when the watermark passes window_end")
 
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)

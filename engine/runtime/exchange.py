@@ -32,12 +32,10 @@ import pyarrow.compute as pc
 
 from weir.engine.errors import EngineError
 from weir.engine.graph import Edge, OperatorNode
+from weir.engine.operators.registry import operator_class
 from weir.engine.state.key_groups import key_groups, subtask_for_key_group
 from weir.engine.watermarks import ARRIVAL_WATERMARK, has_arrival
 
-#: Operators whose state is keyed: every edge into them is an exchange by the edge's keys.
-KEYED_KINDS = frozenset({"window_aggregate", "window_join", "window_rank", "session_window", "group_aggregate",
-                         "interval_join", "over_aggregate", "stream_join", "temporal_join", "top_n"})
 #: The column in which rows cross to a window aggregate with their key groups (its own input column).
 KEY_GROUP_COLUMN = "__weir_key_group"
 #: The routing of an edge whose rows go to every subtask.
@@ -52,30 +50,27 @@ PIPE_BYTES = 1 << 20
 
 def routing(consumer: OperatorNode, edge: Edge) -> tuple[str, ...] | str | None:
     """How rows cross ``edge`` into ``consumer``: None (forward: they stay in the worker),
-    ``BROADCAST``, or the key columns of a hash exchange (``()``: every row to one subtask)."""
+    ``BROADCAST``, or the key columns of a hash exchange (``()``: every row to one subtask).
+    Every edge into a keyed operator (``OperatorKind.keyed_by``) is an exchange."""
     if edge.partitioning == "broadcast":
         return BROADCAST
     if edge.partitioning == "hash":
         return tuple(edge.keys)
-    return () if consumer.kind in KEYED_KINDS else None
+    return () if operator_class(consumer.kind).keyed() else None
 
 
 _IDENTIFIER = re.compile(r'"((?:[^"]|"")*)"|([A-Za-z_][A-Za-z0-9_$]*)')
 
 
 def needed_columns(consumer: OperatorNode, schema: pa.Schema) -> list[str] | None:
-    """The input columns a window aggregate reads (keys, aggregate arguments and filters,
-    time column), so that only they cross the exchange; None to send every column.
+    """The input columns ``consumer`` reads (``OperatorKind.input_expressions``: a window
+    aggregate's keys, aggregate arguments and filters, time column), so that only they cross
+    the exchange; None to send every column.
 
     Conservative: a column stays if its name appears as an identifier in any of those
     expressions; an expression with ``*`` keeps them all."""
-    if consumer.kind != "window_aggregate" or consumer.config.get("late_rows"):
-        return None  # a late-rows table keeps the rows as they came
-    config = consumer.config
-    texts = [sql for _, sql in config.get("keys") or []]
-    texts += [a.get(k) or "" for a in config.get("aggregates") or [] for k in ("argument", "filter")]
-    texts.append(config["window"]["time_column"])
-    if any("*" in text for text in texts):
+    texts = operator_class(consumer.kind).input_expressions(consumer.config)
+    if texts is None or any("*" in text for text in texts):
         return None
     names = set()
     for text in texts:
@@ -92,13 +87,15 @@ def select_columns(batch: pa.RecordBatch, columns: list[str]) -> pa.RecordBatch:
 
 
 def carries_key_groups(consumer: OperatorNode, keys: tuple[str, ...]) -> bool:
-    """True where ``consumer`` is a window aggregate keyed by exactly the exchange's key
-    columns: the key groups the exchange computes are then the operator's, and travel with
-    the rows (column ``KEY_GROUP_COLUMN``) instead of being hashed a second time."""
-    if consumer.kind != "window_aggregate" or not keys:
+    """True where ``consumer`` takes key groups from the exchange (``OperatorKind.takes_key_groups``:
+    a window aggregate) and is keyed by exactly the exchange's key columns: the key groups the
+    exchange computes are then the operator's, and travel with the rows (column
+    ``KEY_GROUP_COLUMN``) instead of being hashed a second time."""
+    kind = operator_class(consumer.kind)
+    if not kind.takes_key_groups or not keys:
         return False
     referenced = []
-    for _, sql in consumer.config.get("keys") or []:
+    for sql in kind.key_expressions(consumer.config):
         match = re.fullmatch(r'"((?:[^"]|"")*)"|([A-Za-z_][A-Za-z0-9_$]*)', sql.strip())
         if match is None:
             return False

@@ -14,6 +14,7 @@ from weir.engine.checkpoint.storage import CheckpointStorage
 from weir.engine.connectors.options import parse_duration_seconds, parse_int
 from weir.engine.errors import EngineError, JobCancelled
 from weir.engine.graph import JobGraph
+from weir.engine.operators.registry import operator_class
 from weir.engine.runtime.control import LOCK_FILE, ControlChannel, lock_state_dir
 from weir.engine.runtime.exchange import two_phase
 from weir.engine.runtime.local import JobResult, LocalExecutor, Progress
@@ -94,7 +95,7 @@ def _finished_text(graph: JobGraph, event: CheckpointEvent) -> str:
     """What a run of a finished job says: which checkpoint finished it, and where its output is."""
     places = []
     for node in graph.nodes:
-        if node.kind == "sink":
+        if operator_class(node.kind).commits_output:
             options = node.config["options"]
             where = options.get("path")
             if options.get("table-name"):

@@ -22,8 +22,8 @@ from weir.engine.connectors.registry import create_sink, create_source
 from weir.engine.errors import EngineError, JobCancelled
 from weir.engine.graph import JobGraph, OperatorNode
 from weir.engine.messages import MIN_WATERMARK
-from weir.engine.operators.base import NULL_TIME_ROWS_DROPPED, Operator, OperatorContext, late_counter
-from weir.engine.operators.registry import build_operator
+from weir.engine.operators.base import NULL_TIME_ROWS_DROPPED, Operator, OperatorContext
+from weir.engine.operators.registry import build_operator, operator_class
 from weir.engine import faults
 from weir.engine.checkpoint.coordinator import CheckpointConfig, CheckpointEvent, Coordinator, RestorePoint
 from weir.engine.runtime.control import ControlChannel
@@ -73,13 +73,10 @@ class JobResult:
 
     def late_rows_by_source(self) -> dict[str, int]:
         """Rows dropped as late, per source table ('a+b' for rows of a join of a and b)."""
-        prefix, _ = late_counter("").split("[")
         totals: dict[str, int] = {}
         for m in self.operators:
-            for name, value in m.counters.items():
-                if name.startswith(prefix + "[") and name.endswith("]"):
-                    source = name[len(prefix) + 1:-1]
-                    totals[source] = totals.get(source, 0) + value
+            for source, value in m.late_by_source.items():
+                totals[source] = totals.get(source, 0) + value
         return dict(sorted(totals.items()))
 
 
@@ -174,20 +171,21 @@ class LocalExecutor:
             for index, edge in enumerate(task.node.inputs):
                 self.tasks[edge.source].consumers.append((task, index))
         for task in self.tasks.values():
-            if task.node.kind == "sink":
+            if task.kind.commits_output:
                 task.operator.resuming = self.sinks_prepared
                 task.operator.sink.job = self.graph.name  # the job its commit log records
 
     @staticmethod
     def _instantiate(node: OperatorNode, ctx: OperatorContext) -> tuple[Operator | None, SourceReader | None]:
-        if node.kind == "source":
+        kind = operator_class(node.kind)
+        if kind.reads_source:
             source = create_source(node.config["options"], node.output_schema, **_batch_size(node))
             bounded = node.config.get("watermark_bounded")
             idle = node.config["options"].get("source.idle-timeout") or node.config.get("idle_timeout")
             return None, SourceReader(source, node.config.get("watermark"), bounded=tuple(bounded) if bounded else None,
                                       idle_timeout=parse_duration_seconds("source.idle-timeout", idle) if idle else None,
                                       subtask=ctx.subtask_index, parallelism=ctx.parallelism)
-        if node.kind == "sink":
+        if kind.commits_output:
             sink = create_sink(node.config["options"], node.output_schema, subtask_index=ctx.subtask_index)
             return SinkWriter(sink, ctx), None
         return build_operator(node.kind, node.config, ctx), None
@@ -240,7 +238,7 @@ class LocalExecutor:
             if self._stop_requested:
                 return self._result(time.perf_counter() - started)
             for task in operators:  # topological order: upstream finishes first
-                if task.node.kind != "sink":
+                if not task.kind.commits_output:
                     task.finish()
                 elif self.coordinator is None:  # no checkpoints: the sink publishes as it finishes
                     task.emit(task.call(task.operator.finish), 0)
@@ -276,9 +274,9 @@ class LocalExecutor:
         a consistent copy of each operator's state, and every sink's uncommitted handles."""
         sources = {t.node.id: t.snapshot(checkpoint_id) for t in self.tasks.values() if t.reader}
         snapshots = {t.node.id: t.snapshot(checkpoint_id)
-                     for t in self.tasks.values() if t.operator is not None and t.node.kind != "sink"}
+                     for t in self.tasks.values() if t.operator is not None and not t.kind.commits_output}
         for task in self.tasks.values():
-            if task.node.kind == "sink":
+            if task.kind.commits_output:
                 task.snapshot(checkpoint_id)
         return sources, snapshots, self.uncommitted
 
@@ -330,7 +328,7 @@ class LocalExecutor:
     def _recover_sinks(self, restore: RestorePoint) -> None:
         """Commit the restored checkpoint's output again (idempotent); discard other staged output."""
         for task in self.tasks.values():
-            if task.node.kind == "sink":
+            if task.kind.commits_output:
                 if restore.sink_handles is not None:
                     self._call(task, task.operator.sink.recover, restore.sink_handles.get(task.node.id, []))
                 task.operator.resuming = True
@@ -338,7 +336,7 @@ class LocalExecutor:
     def _discard_staged_output(self) -> None:
         """A fresh start: output a killed earlier run staged but never published is deleted."""
         for task in self.tasks.values():
-            if task.node.kind == "sink":
+            if task.kind.commits_output:
                 self._call(task, task.operator.sink.recover, [])
 
     def _restore(self, restore: RestorePoint) -> None:
@@ -346,13 +344,13 @@ class LocalExecutor:
         for task in self.tasks.values():
             if task.reader is not None and task.node.id in restore.sources:
                 task.reader.restore(restore.sources[task.node.id])
-            elif task.operator is not None and task.node.kind != "sink":
+            elif task.operator is not None and not task.kind.commits_output:
                 states = restore.states(task.node.id)
                 states = [s for s in states if s is not None]
                 if not states:
                     continue
-                merge = getattr(type(task.operator), "merge_snapshots", None)
-                state = states[0] if len(states) == 1 or merge is None else merge(states)
+                merge = len(states) > 1 and task.kind.merges_snapshots
+                state = task.kind.merge_snapshots(states) if merge else states[0]
                 self._call(task, task.operator.restore, state)
 
     def _read_sources(self, started: float) -> None:
@@ -401,6 +399,7 @@ class LocalExecutor:
                 if task.reader.source.skipped_rows:
                     counters["malformed_rows_skipped"] = task.reader.source.skipped_rows
             task.metrics.counters = counters
+            task.metrics.late_by_source = dict(task.ctx.late_by_source)
             metrics.append(task.metrics)
         rows_read = sum(t.reader.rows_read for t in self.tasks.values() if t.reader)
         checkpoints = list(self.coordinator.completed) if self.coordinator else []

@@ -49,6 +49,7 @@ from weir.engine.connectors.registry import create_sink
 from weir.engine.errors import EngineError, JobCancelled
 from weir.engine.graph import JobGraph
 from weir.engine.messages import MIN_WATERMARK
+from weir.engine.operators.registry import operator_class
 from weir.engine.runtime.control import ControlChannel
 from weir.engine.runtime.local import JobResult, OperatorMetrics, Progress
 from weir.engine.runtime.subtask import SubtaskExecutor
@@ -200,7 +201,7 @@ class ProcessExecutor:
         missing tables. Nothing is replaced here: a materialized view keeps its previous result
         until the first commit replaces it, in the coordinator."""
         for node in self.graph.nodes:
-            if node.kind == "sink":
+            if operator_class(node.kind).commits_output:
                 sink = self._sink(node)
                 sink.recover([])
                 sink.open()
@@ -209,7 +210,7 @@ class ProcessExecutor:
 
     def _recover_sinks(self, restore: RestorePoint) -> None:
         for node in self.graph.nodes:
-            if node.kind == "sink":
+            if operator_class(node.kind).commits_output:
                 sink = self._sink(node)
                 sink.recover(restore.sink_handles.get(node.id, []))
                 if sink.global_commit:
@@ -427,6 +428,8 @@ class ProcessExecutor:
                 total.rows_out += m.rows_out
                 for name, value in m.counters.items():
                     total.counters[name] = total.counters.get(name, 0) + value
+                for source, value in m.late_by_source.items():
+                    total.late_by_source[source] = total.late_by_source.get(source, 0) + value
         return JobResult(self.graph.name, list(merged.values()), sum(r.rows_read for r in self._results.values()),
                          time.perf_counter() - self._started, list(self.coordinator.completed),
                          self._stopped_with, False)

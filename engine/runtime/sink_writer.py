@@ -1,13 +1,27 @@
 """The operator at the end of a pipeline: hands rows to a sink connector."""
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
 
 from weir.engine.connectors.base import Sink
-from weir.engine.operators.base import Operator, OperatorContext
+from weir.engine.connectors.registry import CONNECTORS
+from weir.engine.operators.base import Operator, OperatorContext, explain_lines
 
 
 class SinkWriter(Operator):
+    """The kind "sink": its output is pre-committed at a barrier and committed with the checkpoint."""
+
+    commits_output = True
+
+    @classmethod
+    def explain(cls, config: dict[str, Any]) -> list[str]:
+        spec = CONNECTORS.get(config["options"].get("connector", ""))
+        if spec is not None and spec.sink is not None and not spec.sink.transactional:
+            return explain_lines("-", "none (written as it arrives, not transactional)")
+        return explain_lines("-", "output staged until the checkpoint commits (exactly-once)")
+
     def __init__(self, sink: Sink, ctx: OperatorContext):
         super().__init__({}, ctx)
         self.sink = sink

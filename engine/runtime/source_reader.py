@@ -23,10 +23,19 @@ import pyarrow as pa
 
 from weir.engine.connectors.base import Source
 from weir.engine.messages import MAX_WATERMARK, Watermark
+from weir.engine.operators.base import OperatorKind, explain_lines
 from weir.engine.watermarks import ARRIVAL_FIELD, SplitWatermarks, WatermarkGenerator, arrival_watermarks
 
 
-class SourceReader:
+class SourceReader(OperatorKind):
+    """The kind "source": the runtime reads it; its state is a read offset per split."""
+
+    reads_source = True
+
+    @classmethod
+    def explain(cls, config: dict[str, Any]) -> list[str]:
+        return explain_lines("-", "read offset per split")
+
     def __init__(self, source: Source, watermark_sql: str | None, offsets: dict[str, Any] | None = None,
                  bounded: tuple[str, int] | None = None, idle_timeout: float | None = None,
                  subtask: int = 0, parallelism: int = 1):

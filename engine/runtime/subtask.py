@@ -176,7 +176,8 @@ class SubtaskExecutor(LocalExecutor):
                     columns = [n for n in schema.names if n in columns or n in keys]
                 carry = keys not in (None, BROADCAST) and carries_key_groups(task.node, keys)
                 # A window aggregate keyed by the exchange's keys: its partials' key groups are the rows'.
-                combine = carry and self.two_phase and edge.port == 0 and task.operator.combinable
+                combine = (carry and self.two_phase and edge.port == 0 and task.kind.pre_aggregates
+                           and task.operator.combinable)
                 if combine:
                     columns, carry = None, False
                     task.partials.add(i)
@@ -197,7 +198,7 @@ class SubtaskExecutor(LocalExecutor):
                 self._restore(RestorePoint(None, checkpoint.metadata.get("sources", {}), False, {},
                                            lambda operator_id: checkpoint.operator_state(operator_id, key_groups)))
             for task in self.tasks.values():
-                if task.node.kind == "sink":
+                if task.kind.commits_output:
                     task.operator.resuming = True
             for task in operators:
                 self._call(task, task.operator.open)
@@ -320,7 +321,7 @@ class SubtaskExecutor(LocalExecutor):
         state = task.snapshot(checkpoint_id)
         if task.reader is not None:
             record.sources[task.node.id] = state
-        elif task.node.kind != "sink":
+        elif not task.kind.commits_output:
             record.snapshots[task.node.id] = state
         record.passed.add(task.node.id)
 

@@ -38,7 +38,8 @@ from weir.engine.checkpoint.alignment import BarrierAligner
 from weir.engine.errors import EngineError
 from weir.engine.graph import LATE_ROWS_PORT, OperatorNode
 from weir.engine.messages import MIN_WATERMARK, Barrier
-from weir.engine.operators.base import Operator, OperatorContext
+from weir.engine.operators.base import Operator, OperatorContext, OperatorKind
+from weir.engine.operators.registry import operator_class
 from weir.engine.runtime.source_reader import SourceReader
 from weir.engine.watermarks import for_operator
 
@@ -50,6 +51,8 @@ class OperatorMetrics:
     rows_in: int = 0
     rows_out: int = 0
     counters: dict[str, int] = field(default_factory=dict)
+    #: Rows dropped as late, per source table ('a+b' for rows of a join of a and b).
+    late_by_source: dict[str, int] = field(default_factory=dict)
 
 
 def _discard(*args) -> None:
@@ -65,6 +68,8 @@ class Task:
         self.ctx = ctx
         self.operator = operator
         self.reader = reader
+        #: The class declaring what the task's operator is (``OperatorKind``: keyed, a sink, ...).
+        self.kind: type[OperatorKind] = operator_class(node.kind)
         self.metrics = OperatorMetrics(node.id, node.kind)
         #: The task's watermark: the minimum over its channels' (a source's: its own).
         self.watermark = MIN_WATERMARK
@@ -154,7 +159,7 @@ class Task:
         the operator's state, or None for a sink, whose output so far is pre-committed."""
         if self.reader is not None:
             return self.reader.position()
-        if self.node.kind == "sink":
+        if self.kind.commits_output:
             self._pre_commits.append((checkpoint_id, self.call(self.operator.sink.pre_commit, checkpoint_id)))
             return None
         return self.call(self.operator.snapshot)
@@ -177,5 +182,5 @@ class Task:
     def finish(self) -> None:
         """Every input ended: the operator emits what it still holds."""
         self.finished = True
-        if self.operator is not None and self.node.kind != "sink":
+        if self.operator is not None and not self.kind.commits_output:
             self.emit(self.call(self.operator.finish), 0)

@@ -42,7 +42,7 @@ def test_late_rows_are_counted_per_source_and_kept_with_their_watermark():
     op.process_watermark(10 * SECOND)  # fires [0 s, 10 s)
     op.process_batch(events([2 * SECOND, 11 * SECOND, 3 * SECOND], ["c", "d", None]))
     assert op.ctx.metrics["late_rows_dropped"] == 2
-    assert op.ctx.metrics["late_rows_dropped[events]"] == 2
+    assert op.ctx.late_by_source["events"] == 2
     (kept,) = op.ctx.late_output
     assert kept.schema.names == ["ts", "k", "v", "weir_operator", "weir_watermark"]
     assert kept.column("k").to_pylist() == ["c", None]
@@ -57,7 +57,7 @@ def test_without_the_option_late_rows_are_only_counted():
     op = operator(config())
     op.process_watermark(10 * SECOND)
     op.process_batch(events([1 * SECOND], ["a"]))
-    assert op.ctx.metrics["late_rows_dropped[events]"] == 1
+    assert op.ctx.late_by_source["events"] == 1
     assert op.ctx.late_output == []
 
 
