@@ -65,7 +65,7 @@ from weir.engine.errors import EngineError
 from weir.engine.operators.accumulators import Accumulator, AggregateCall, DistinctAccumulator, argument_columns
 from weir.engine.operators.base import OperatorContext, StateOperator
 from weir.engine.messages import MIN_WATERMARK
-from weir.engine.operators.batches import conform
+from weir.engine.operators.batches import conform, positions
 from weir.engine.operators.clock import EventTimeClock
 from weir.engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow, quote_ident, snapshot_tables
 from weir.engine.operators.windows import WINDOW_TIME_LAG_US
@@ -163,7 +163,7 @@ class SessionWindow(StateOperator):
         if watermarks is None or isinstance(watermarks, int):
             watermarks = pa.nulls(batch.num_rows, pa.int64()).fill_null(
                 MIN_WATERMARK if watermarks is None else watermarks)
-        batch = batch.append_column(ROW_WATERMARK, watermarks)
+        batch = batch.append_column(ROW_WATERMARK, watermarks).append_column(ROW_POSITION, positions(batch.num_rows))
         self.con.register(INPUT_VIEW, batch)
         try:
             prepared = self._prepared_sql()
@@ -173,11 +173,10 @@ class SessionWindow(StateOperator):
             self._run(f"INSERT INTO {PENDING} {prepared}")
         finally:
             self.con.unregister(INPUT_VIEW)
-        timed = batch.num_rows - nulls
         earliest = pc.min(pc.filter(watermarks, pc.is_valid(batch.column(self.time_column)))).as_py()
         if self._earliest_pending is None or earliest < self._earliest_pending:
             self._earliest_pending = earliest
-        self._sequence += timed
+        self._sequence += batch.num_rows
         return []
 
     def _prepared_sql(self) -> str:
@@ -188,7 +187,7 @@ class SessionWindow(StateOperator):
         columns.append(f"epoch_us({quote_ident(self.time_column)}) AS __ts")
         columns += argument_columns(self.accumulators, self.distincts)
         columns.append(f"CAST({ROW_WATERMARK} AS BIGINT) AS {ROW_WATERMARK}")
-        columns.append(f"CAST({self._sequence} + row_number() OVER () - 1 AS BIGINT) AS {ROW_SEQUENCE}")
+        columns.append(f"CAST({self._sequence} + {ROW_POSITION} AS BIGINT) AS {ROW_SEQUENCE}")
         return (f"SELECT {', '.join(columns)} FROM {quote_ident(INPUT_VIEW)} "
                 f"WHERE {quote_ident(self.time_column)} IS NOT NULL")
 
