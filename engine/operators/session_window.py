@@ -274,7 +274,8 @@ class SessionWindow(StateOperator):
             partials += [f"{c.partial_sql} AS {c.name}" for c in acc.columns]
         group = ", ".join([*self.key_columns, "__island"])
         return (f"SELECT any_value(key_group) AS key_group, {group}, min(__ts) AS {START}, "
-                f"max(__ts) + {self.gap} AS {END}, {', '.join(partials)} FROM batch_rows GROUP BY {group}")
+                f"max(__ts) + {self.gap} AS {END}, bool_or(__behind) AS __has_behind, {', '.join(partials)} "
+                f"FROM batch_rows GROUP BY {group}")
 
     def _partial_names(self) -> list[str]:
         return ["__rows", *(c.name for acc in self.accumulators for c in acc.columns)]
@@ -303,9 +304,15 @@ class SessionWindow(StateOperator):
         names = self._partial_names()
         carried = ", ".join(["key_group", *self.key_columns, START, END, *names])
         if SESSIONS in self._tables:
-            touching = " AND ".join(self._same_key("s", "b") + self._touches("s", "b"))
+            # A batch session without rows behind their watermark touches only open sessions; one
+            # with such rows is checked row by row, each against its own watermark.
+            island = " AND ".join(self._same_key("s", "b") + [f"s.{START} <= b.{END}", f"b.{START} <= s.{END}"])
+            row = " AND ".join(self._same_key("s", "r") + self._touches("s", "r"))
+            behind = " AND ".join(self._same_key("r", "b") + ["r.__island = b.__island", "b.__has_behind"])
             self._run(f"CREATE OR REPLACE TEMP TABLE touched AS SELECT s.rowid AS __state_row, s.* "
-                      f"FROM {SESSIONS} s WHERE EXISTS (SELECT 1 FROM batch_rows b WHERE {touching})")
+                      f"FROM {SESSIONS} s WHERE EXISTS (SELECT 1 FROM batch_sessions b WHERE NOT b.__has_behind "
+                      f"AND {island}) OR EXISTS (SELECT 1 FROM batch_rows r JOIN batch_sessions b ON {behind} "
+                      f"WHERE {row})")
             state_part = f" UNION ALL SELECT {carried}, NULL, __state_row FROM touched"
         else:
             state_part = ""
