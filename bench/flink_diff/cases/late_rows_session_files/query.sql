@@ -3,14 +3,14 @@ CREATE TABLE events (
   WATERMARK FOR ts AS ts - INTERVAL '2' SECOND
 ) WITH ('connector' = 'filesystem', 'path' = '${DATA}/events', 'format' = 'csv');
 
--- Two files (two splits), each with rows behind the watermark. part-1: 12.5 s moves the watermark
--- to 10.5 s; 9.6 s then starts a session with 12.5 s, and 7.4 s (its own window closed) joins it
--- because that session is open when it arrives; 1.5 s is late (b's session [2 s, 5 s) fired).
--- part-0 (all after part-1's rows): 41 s moves the watermark to 39 s; 35 s and 36 s are late,
--- 38.5 s joins 41 s. Flink (parallelism 1) reads one file after the other, part-1 first here
--- (measured: with the later rows in part-1 instead, it judged every row of part-0 against
--- part-1's watermark, 39 s, and dropped them all), so its watermark is per file here as weir's
--- is; weir's answer is the same in either order (README: lateness is per split).
+-- Two files (two splits) with rows behind the watermark, judged row after row. Each file starts
+-- at 100 s (watermark 98 s), then goes back. part-0: 97.5 s joins [100 s, 103 s); 94 s is late
+-- (its own window closed, and [97.5 s, 103 s) does not reach it); 95 s joins, and then 93 s,
+-- which 95 s now reaches, joins too. part-1: 90 s and 92 s are late, 96 s opens a session that
+-- 93.5 s then joins. Flink (parallelism 1) reads one file after the other, in an order that
+-- varies (measured both), and its watermark is then the first file's: each file starts at the
+-- same time, so every row meets the watermark 98 s in both engines and either order; the keys
+-- of the two files differ, so their rows never meet.
 CREATE TABLE sessions (k STRING, window_start TIMESTAMP(3), window_end TIMESTAMP(3), cnt BIGINT, total BIGINT)
 WITH ('connector' = 'filesystem', 'path' = '${OUT}/sessions', 'format' = 'json');
 INSERT INTO sessions
