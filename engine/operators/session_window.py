@@ -196,13 +196,19 @@ class SessionWindow(StateOperator):
         upto = int_literal(watermark)
         behind = f"__ts - {LAG} <= {ROW_WATERMARK}"
         self._run(f"CREATE OR REPLACE TEMP TABLE ready AS SELECT *, {behind} AS __behind, "
-                  f"lag({ROW_POSITION}) OVER ({self._partition()}ORDER BY {ROW_POSITION}) AS __previous FROM "
-                  f"(SELECT *, row_number() OVER (ORDER BY {ROW_WATERMARK}, {ROW_SEQUENCE}) AS {ROW_POSITION} "
-                  f"FROM {PENDING} WHERE {ROW_WATERMARK} < {upto})")
+                  f"row_number() OVER (ORDER BY {ROW_WATERMARK}, {ROW_SEQUENCE}) AS {ROW_POSITION} "
+                  f"FROM {PENDING} WHERE {ROW_WATERMARK} < {upto}")
         self._run(f"DELETE FROM {PENDING} WHERE {ROW_WATERMARK} < {upto}")
         self._earliest_pending = self._run(f"SELECT min({ROW_WATERMARK}) FROM {PENDING}")[0][0]
-        (start, last), = self._run(f"SELECT min({ROW_POSITION}), max({ROW_POSITION}) FROM ready")
-        while start is not None and start <= last:
+        (start, last, behind_rows), = self._run(
+            f"SELECT min({ROW_POSITION}), max({ROW_POSITION}), count(*) FILTER (WHERE __behind) FROM ready")
+        if not behind_rows:  # no row can meet a closed session: one segment
+            if start is not None:
+                self._segment("true")
+            return
+        self._run(f"CREATE OR REPLACE TEMP TABLE ready AS SELECT *, lag({ROW_POSITION}) OVER "
+                  f"({self._partition()}ORDER BY {ROW_POSITION}) AS __previous FROM ready")
+        while start <= last:
             (cut,), = self._run(f"SELECT min({ROW_POSITION}) FROM ready WHERE {ROW_POSITION} > {start} "
                                 f"AND __behind AND __previous >= {start}")
             end = last + 1 if cut is None else cut
