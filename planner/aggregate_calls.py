@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
 from sqlglot import exp
 
+from weir.engine.operators.accumulators import FUNCTIONS
 from weir.engine.sql_eval import INPUT
 from weir.planner.expressions import AGGREGATES, Scope, bind, to_duckdb
 from weir.sql.dialect import Weir
@@ -56,20 +56,11 @@ class AggregateCalls:
         return self._by_sql[text]
 
     def _result_type(self, function: str, arg_sql: str, node: exp.Expression) -> str | None:
-        """Flink's result type of SUM and AVG as DuckDB type SQL (``LogicalTypeMerging.findSumAggType``,
-        ``findAvgAggType``): an integer or floating type stays itself (AVG truncates), DECIMAL(p, s)
-        becomes DECIMAL(38, s) for SUM and DECIMAL(38, max(6, s)) for AVG."""
+        """Flink's result type of SUM and AVG as DuckDB type SQL (``AggregateFunction.result_type``)."""
         if function not in ("sum", "avg"):
             return None
         kind = self.qp.describe(f"SELECT {arg_sql} AS a FROM {INPUT}", self.scope.schema, node).field(0).type
-        if pa.types.is_decimal(kind):
-            return f"DECIMAL(38, {kind.scale if function == 'sum' else max(6, kind.scale)})"
-        return FLINK_NUMERIC_TYPES.get(kind)
-
-
-#: The DuckDB name of each Arrow numeric type whose SUM and AVG keep it, as in Flink.
-FLINK_NUMERIC_TYPES = {pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER",
-                       pa.int64(): "BIGINT", pa.float32(): "FLOAT", pa.float64(): "DOUBLE"}
+        return FUNCTIONS[function].result_type(kind)
 
 
 def typed(sql: str, call: dict) -> str:

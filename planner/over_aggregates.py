@@ -28,11 +28,14 @@ import pyarrow as pa
 from sqlglot import exp
 
 from weir.engine.graph import Edge
+from weir.engine.operators.accumulators import FUNCTIONS
 from weir.engine.sql_eval import INPUT
 from weir.planner.errors import PlanError
+from weir.planner.aggregate_calls import typed
 from weir.planner.expressions import AGGREGATES, Scope, bind, quote, to_duckdb
 from weir.planner.graph_builder import Stream
 from weir.planner.windows import format_duration
+from weir.sql.dialect import Weir
 from weir.sql.errors import Problem, WeirSqlError
 from weir.sql.intervals import interval_micros
 from weir.sql.statements import WindowTVF
@@ -184,7 +187,8 @@ class _OverPlanner:
                     arg_name = f"_arg{len(aggregates)}"
                     computed.append([arg_name, to_duckdb(bound, stream.schema)])
             function = AGGREGATES[type(call)]
-            aggregates.append({"name": name, "function": function, "argument": arg_name})
+            aggregates.append({"name": name, "function": function, "argument": arg_name,
+                               "label": call.sql(dialect=Weir)})
             described.append(f"{name}={function}({arg_name or '*'})")
         return aggregates, names, described
 
@@ -253,7 +257,11 @@ def plan_over_aggregate(qp: "QueryPlanner", select: exp.Select, pipeline: str) -
     fields = list(stream.schema)
     for agg in aggregates:
         arg = quote(agg["argument"]) if agg["argument"] else "*"
-        sql = f"{agg['function']}({arg}) OVER ()"
+        argument_type = stream.schema.field(agg["argument"]).type if agg["argument"] else None
+        kind = FUNCTIONS[agg["function"]].result_type(argument_type)  # Flink's, as in every aggregate
+        if kind is not None:
+            agg["result_type"] = kind
+        sql = typed(f"{agg['function']}({arg}) OVER ()", agg)
         fields.append(qp.describe(f"SELECT {sql} AS {quote(agg['name'])} FROM {INPUT}", stream.schema,
                                   select).field(0).with_name(agg["name"]))
     schema = pa.schema(fields)

@@ -85,7 +85,7 @@ def plan_window_rank(qp: "QueryPlanner", select: exp.Select, pipeline: str) -> S
     if problems:
         raise _error(problems)
 
-    stream = _plan_input(qp, inner, item, pipeline)
+    stream, hidden = _plan_input(qp, inner, item, window, pipeline)
     if windowed:
         require_append_only(qp, stream, "a window Top-N or deduplication", inner)
     scope = Scope(pa.schema([f for f in stream.schema if f.name != ROW_KIND]), stream.name, qp.fallback)
@@ -105,7 +105,8 @@ def plan_window_rank(qp: "QueryPlanner", select: exp.Select, pipeline: str) -> S
         raise _error(problems)
 
     ranked = pa.schema([*scope.schema, pa.field(rank_column, pa.int64())])
-    ranked_scope = Scope(ranked, stream.name, qp.fallback)
+    # The outer query sees the inner query's columns only, not those added for the OVER clause.
+    ranked_scope = Scope(pa.schema([f for f in ranked if f.name not in hidden]), stream.name, qp.fallback)
     projection, times = [], set()
     for index, out in enumerate(qp.expand_star(select.expressions, ranked_scope)):
         bound = bind(out.unalias() if isinstance(out, exp.Alias) else out, ranked_scope, problems)
@@ -157,17 +158,29 @@ def _rank_item(qp: "QueryPlanner", inner: exp.Select) -> tuple[exp.Expression, e
     return item, window
 
 
-def _plan_input(qp: "QueryPlanner", inner: exp.Select, item: exp.Expression, pipeline: str) -> Stream:
-    """The inner query without its window function."""
+def _plan_input(qp: "QueryPlanner", inner: exp.Select, item: exp.Expression, window: exp.Window,
+                pipeline: str) -> tuple[Stream, frozenset[str]]:
+    """The inner query without its window function, and the names of the columns added to it:
+    as in Flink, PARTITION BY and ORDER BY may name columns of the inner query's FROM that its
+    SELECT leaves out (``SELECT window_start, ... PARTITION BY window_start, window_end``);
+    they are selected too, for the rank only."""
     rest = [i for i in inner.expressions if i is not item]
     relation = inner.args["from_"].this
     star_only = all(isinstance(i, exp.Star) for i in rest)
     plain = not any(inner.args.get(k) for k in ("where", "group", "having", "joins"))
     if star_only and plain and not isinstance(relation, WindowTVF):
-        return qp.plan_relation(relation, pipeline)
+        return qp.plan_relation(relation, pipeline), frozenset()
     copy = inner.copy()
-    copy.set("expressions", [i.copy() for i in rest] or [exp.Star()])
-    return qp.plan_query(copy, pipeline)
+    added: list[str] = []
+    if not any(isinstance(i, exp.Star) for i in rest):
+        selected = {output_name(i, n).lower() for n, i in enumerate(rest)}
+        order = window.args.get("order")
+        referenced = [*(window.args.get("partition_by") or []), *(order.expressions if order else [])]
+        for column in (c for node in referenced for c in node.find_all(exp.Column)):
+            if not column.table and column.name.lower() not in selected and column.name not in added:
+                added.append(column.name)
+    copy.set("expressions", [i.copy() for i in rest] + [exp.column(name) for name in added] or [exp.Star()])
+    return qp.plan_query(copy, pipeline), frozenset(added)
 
 
 def _order_sql(ordered: exp.Ordered, scope: Scope, problems: list[Problem]) -> tuple[str, str]:

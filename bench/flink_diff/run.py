@@ -10,7 +10,7 @@ Each folder of ``cases/`` is a case:
   ``${DATA}`` (the case's folder); sinks are ``filesystem`` tables with the path
   ``${OUT}/<table name>`` and the format ``json`` (append-only) or
   ``debezium-json`` (updating); ``INSERT INTO`` fills them.
-- the input files it reads;
+- the input files it reads (a folder of them for a source of several files, one split each);
 - ``weir.sql`` (optional): the same job in the spelling weir needs, if it needs
   another (a spelling deviation: the case says so in its status);
 - ``deviation.txt`` (optional): a deliberate, documented difference in
@@ -91,17 +91,25 @@ def _fill(text: str, data: Path, out: Path) -> str:
     return text.replace("${DATA}", str(data)).replace("${OUT}", str(out))
 
 
+def _copy_input(path: Path, to: Path) -> None:
+    lines = path.read_text().splitlines(keepends=True)
+    if path.suffix == ".csv":
+        lines = lines[1:]  # Flink's csv format reads no header line
+    to.write_text("".join(lines))
+
+
 def prepare(folder: Path, work_root: Path) -> Case:
     case = Case(folder.name, folder, work_root / folder.name)
     case.work.mkdir(parents=True)
     flink_data = case.work / "flink_data"
     flink_data.mkdir()
     for path in folder.iterdir():
-        if path.is_file() and path.name not in CASE_FILES:
-            lines = path.read_text().splitlines(keepends=True)
-            if path.suffix == ".csv":
-                lines = lines[1:]  # Flink's csv format reads no header line
-            (flink_data / path.name).write_text("".join(lines))
+        if path.is_dir():  # a source of several files (splits): its files, copied as below
+            (flink_data / path.name).mkdir()
+            for inner in sorted(path.iterdir()):
+                _copy_input(inner, flink_data / path.name / inner.name)
+        elif path.is_file() and path.name not in CASE_FILES:
+            _copy_input(path, flink_data / path.name)
     query = (folder / "query.sql").read_text()
     weir_text = folder / "weir.sql"
     case.spelling = weir_text.is_file()

@@ -1,43 +1,135 @@
-"""Per-window accumulator logic: how each aggregate is kept as partials and merged.
+"""The aggregate functions, each defined once: its accumulator, how partials merge, its result.
 
-Each batch contributes *partial* aggregates per (key, slice); partials of one
-window combine when it fires (and when state is compacted):
+Every aggregate is kept as *partials* — accumulator columns of four kinds
+(``PARTIALS``) — that merge; the window, session, group and OVER aggregates
+all take the partials and the result SQL from here (``FUNCTIONS``):
 
-| function | partial columns              | merge       | final                          |
-|----------|------------------------------|-------------|--------------------------------|
-| count    | COUNT(arg or *)              | SUM→BIGINT  | the merged count               |
-| sum      | SUM(arg)                     | SUM         | the merged sum (NULL if no values) |
-| min, max | MIN(arg), MAX(arg)           | MIN, MAX    | the merged value               |
-| avg      | SUM(arg), COUNT(arg)         | SUM, SUM    | sum / count in the result type, NULL if count = 0 |
+| partial | of raw values (a batch) | of one row       | merge of partials  | two partials   |
+|---------|-------------------------|------------------|--------------------|----------------|
+| count   | COUNT(arg or *)         | 1, 0 if arg NULL | SUM -> BIGINT      | a + b          |
+| sum     | SUM(arg)                | arg              | SUM                | a + b          |
+| min/max | MIN(arg), MAX(arg)      | arg              | MIN, MAX           | LEAST, GREATEST|
+
+| function | partials                    | result                                       |
+|----------|-----------------------------|----------------------------------------------|
+| count    | count                       | the merged count                             |
+| sum      | sum (and count if retracting) | the merged sum (NULL if no values)         |
+| min, max | min, max                    | the merged value                             |
+| avg      | sum, count                  | sum / count in the result type, NULL if count = 0 |
+
+The window and session aggregates aggregate a batch's raw values into
+partials per (key, slice) and merge them when a window fires; the OVER
+aggregate keeps one row's partials per row and merges a frame's with window
+functions; the group aggregate adds signed partials of a changelog, so its
+SUM also keeps a count (a sum back to 0 after retractions is NULL when no
+value is left).
 
 A DISTINCT count, sum or avg cannot be merged from partials: it keeps the
 distinct values per (key, slice) in a table of its own and aggregates them
 when the window fires. MIN/MAX DISTINCT equal MIN/MAX and use partials.
 
-Result types are Flink's, given by the planner as ``result_type`` (DuckDB type
-SQL): SUM and AVG of an integer column are the column's type (AVG truncated
-toward zero, as Java's integer division), of DECIMAL(p, s) SUM is
-DECIMAL(38, s) and AVG DECIMAL(38, max(6, s)) rounded half up, of FLOAT and
-DOUBLE the same type. Partial sums are DuckDB's (HUGEINT for integers), so
-they never wrap; a SUM whose value leaves its result type's range fails the
-job with a message naming the aggregate and the fix (``overflow_sql``), where
-Flink would wrap around silently.
+Result types are Flink's (``result_type``, DuckDB type SQL, which the planner
+puts in the config): SUM and AVG of an integer column are the column's type
+(AVG truncated toward zero, as Java's integer division), of DECIMAL(p, s) SUM
+is DECIMAL(38, s) and AVG DECIMAL(38, max(6, s)) rounded half up, of FLOAT and
+DOUBLE the same type (``AggregateFunction.result_type``); COUNT is BIGINT. Partial sums are DuckDB's (HUGEINT for
+integers), so they never wrap; a SUM whose value leaves its result type's
+range fails the job with a message naming the aggregate and the fix
+(``overflow_sql``), where Flink would wrap around silently.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
+
+import pyarrow as pa
 
 from weir.engine.errors import EngineError
 from weir.engine.operators.duckdb_sql import RAISED
 
-AGGREGATE_FUNCTIONS = ("count", "sum", "min", "max", "avg")
 
 #: The range of each integer result type, for SUM's overflow check.
 INTEGER_RANGES = {"TINYINT": (-2**7, 2**7 - 1), "SMALLINT": (-2**15, 2**15 - 1),
                   "INTEGER": (-2**31, 2**31 - 1), "BIGINT": (-2**63, 2**63 - 1)}
 #: Separates message and hint in an ``error()`` message (``duckdb_sql`` splits them).
 HINT_SEPARATOR = " | hint: "
+
+
+@dataclass(frozen=True)
+class Partial:
+    """A kind of accumulator column: how raw values, one row and partials become it."""
+
+    kind: str
+    aggregate: str  # the aggregate over raw values: COUNT, SUM, MIN, MAX
+    merge_template: str  # partials merged by an aggregate ({column}; {over}: " OVER w" as a window function)
+    combine: str  # two partials combined: "sum", "min" or "max"
+
+    def of_values(self, argument: str | None, condition: str | None = None, distinct: bool = False) -> str:
+        """The partial of a set of rows, from the argument's values (``*``: COUNT(*))."""
+        sql = f"{self.aggregate}({'DISTINCT ' if distinct else ''}{argument or '*'})"
+        return sql + (f" FILTER (WHERE {condition})" if condition else "")
+
+    def of_row(self, argument: str | None) -> str:
+        """The partial of one row."""
+        if self.kind != "count":
+            return argument
+        return f"CAST(CASE WHEN {argument} IS NULL THEN 0 ELSE 1 END AS BIGINT)" if argument else "CAST(1 AS BIGINT)"
+
+    def merge_sql(self, column: str, over: str = "") -> str:
+        return self.merge_template.format(column=column, over=over)
+
+
+PARTIALS = {
+    "count": Partial("count", "COUNT", "CAST(SUM({column}){over} AS BIGINT)", "sum"),
+    "sum": Partial("sum", "SUM", "SUM({column}){over}", "sum"),
+    "min": Partial("min", "MIN", "MIN({column}){over}", "min"),
+    "max": Partial("max", "MAX", "MAX({column}){over}", "max"),
+}
+
+
+@dataclass(frozen=True)
+class AggregateFunction:
+    """One aggregate function: its partials (in order) and its result from them."""
+
+    name: str
+    partial_kinds: tuple[str, ...]
+
+    def partials(self, retracting: bool = False) -> tuple[Partial, ...]:
+        kinds = ("count", "sum") if retracting and self.name == "sum" else self.partial_kinds
+        return tuple(PARTIALS[k] for k in kinds)
+
+    def result_sql(self, call: "AggregateCall", merged: Mapping[str, str]) -> str:
+        """The result in its result type from the merged partials (partial kind -> SQL)."""
+        if self.name == "count":
+            return f"CAST({merged['count']} AS BIGINT)"
+        if self.name == "sum":
+            total = merged["sum"]
+            if "count" in merged:  # retracting: a sum of no values left is NULL, not 0
+                total = f"CASE WHEN {merged['count']} > 0 THEN {total} END"
+            return call.sum_sql(total)
+        if self.name == "avg":
+            return call.avg_sql(merged["sum"], f"COALESCE({merged['count']}, 0)")
+        return merged[self.name]
+
+    def result_type(self, argument: pa.DataType | None) -> str | None:
+        """Flink's result type as DuckDB type SQL (``LogicalTypeMerging.findSumAggType``,
+        ``findAvgAggType``), None where DuckDB's is Flink's (COUNT: BIGINT; MIN, MAX: the
+        argument's) or the argument is not a Flink numeric type: an integer or floating type stays itself (AVG truncates), DECIMAL(p, s)
+        becomes DECIMAL(38, s) for SUM and DECIMAL(38, max(6, s)) for AVG."""
+        if self.name not in ("sum", "avg") or argument is None:
+            return None
+        if pa.types.is_decimal(argument):
+            return f"DECIMAL(38, {argument.scale if self.name == 'sum' else max(6, argument.scale)})"
+        return NUMERIC_TYPES.get(argument)
+
+
+FUNCTIONS = {f.name: f for f in (AggregateFunction("count", ("count",)), AggregateFunction("sum", ("sum",)),
+                                 AggregateFunction("min", ("min",)), AggregateFunction("max", ("max",)),
+                                 AggregateFunction("avg", ("sum", "count")))}
+AGGREGATE_FUNCTIONS = tuple(FUNCTIONS)
+#: The DuckDB name of each Arrow numeric type whose SUM and AVG keep it, as in Flink.
+NUMERIC_TYPES = {pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER",
+                 pa.int64(): "BIGINT", pa.float32(): "FLOAT", pa.float64(): "DOUBLE"}
 
 
 @dataclass(frozen=True)
@@ -82,6 +174,13 @@ class AggregateCall:
                 operator_id=operator_id,
             )
         return call
+
+    @property
+    def definition(self) -> AggregateFunction:
+        return FUNCTIONS[self.function]
+
+    def result_sql(self, merged: Mapping[str, str]) -> str:
+        return self.definition.result_sql(self, merged)
 
     @property
     def keeps_distinct_values(self) -> bool:
@@ -135,17 +234,14 @@ class PartialColumn:
 
     name: str
     partial_sql: str
-    merge_template: str  # "{}" is replaced by the column
+    partial: Partial
 
     def merge_sql(self, column_sql: str) -> str:
-        return self.merge_template.format(column_sql)
-
-
-_MERGE_COUNT = "CAST(SUM({}) AS BIGINT)"
+        return self.partial.merge_sql(column_sql)
 
 
 class Accumulator:
-    """A non-distinct aggregate kept as mergeable partials.
+    """A non-distinct aggregate kept as mergeable partials (the window and session aggregates).
 
     ``argument_column`` / ``filter_column`` name the prepared-row columns
     holding the aggregate's argument and filter for the current batch.
@@ -156,37 +252,12 @@ class Accumulator:
         self.argument_column = f"__a{index}" if call.argument is not None else None
         self.filter_column = f"__f{index}" if call.filter is not None else None
         prefix = f"__p{index}"
-        self.columns = self._partial_columns(prefix)
-
-    def _aggregate(self, function: str) -> str:
-        arg = self.argument_column or "*"
-        sql = f"{function}({arg})"
-        if self.filter_column:
-            sql += f" FILTER (WHERE {self.filter_column})"
-        return sql
-
-    def _partial_columns(self, prefix: str) -> list[PartialColumn]:
-        f = self.call.function
-        if f == "count":
-            return [PartialColumn(f"{prefix}_count", self._aggregate("COUNT"), _MERGE_COUNT)]
-        if f == "sum":
-            return [PartialColumn(f"{prefix}_sum", self._aggregate("SUM"), "SUM({})")]
-        if f in ("min", "max"):
-            fn = f.upper()
-            return [PartialColumn(f"{prefix}_{f}", self._aggregate(fn), fn + "({})")]
-        # avg: sum and count, divided when the window fires
-        return [
-            PartialColumn(f"{prefix}_sum", self._aggregate("SUM"), "SUM({})"),
-            PartialColumn(f"{prefix}_count", self._aggregate("COUNT"), _MERGE_COUNT),
-        ]
+        self.columns = [PartialColumn(f"{prefix}_{p.kind}", p.of_values(self.argument_column, self.filter_column), p)
+                        for p in call.definition.partials()]
 
     def final_sql(self, merged: list[str]) -> str:
         """The aggregate's value from its merged partials (same order as ``columns``)."""
-        if self.call.function == "avg":
-            return self.call.avg_sql(*merged)
-        if self.call.function == "sum":
-            return self.call.sum_sql(merged[0])
-        return merged[0]
+        return self.call.result_sql({c.partial.kind: sql for c, sql in zip(self.columns, merged)})
 
 
 class DistinctAccumulator:
@@ -204,11 +275,7 @@ class DistinctAccumulator:
         self.calls: list[AggregateCall] = []
 
     def final_sql(self, call: AggregateCall, value_sql: str = "value") -> str:
-        if call.function == "avg":
-            return call.avg_sql(f"SUM(DISTINCT {value_sql})", f"COUNT(DISTINCT {value_sql})")
-        if call.function == "sum":
-            return call.sum_sql(f"SUM(DISTINCT {value_sql})")
-        return f"{call.function.upper()}(DISTINCT {value_sql})"
+        return call.result_sql({p.kind: p.of_values(value_sql, distinct=True) for p in call.definition.partials()})
 
     @staticmethod
     def empty_value(call: AggregateCall) -> str:

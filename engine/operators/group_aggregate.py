@@ -194,20 +194,16 @@ class GroupAggregate(StateOperator):
         aggregates = []
         for i, call in enumerate(self.calls):
             v = self._value_set_of.get(call.name)
-            if v is not None:
+            if v is not None:  # the multiset's COUNT, SUM, MIN, MAX over its (distinct) values
                 m = values[v.table]
-                sql = {"min": f"{m}.mn", "max": f"{m}.mx", "count": f"COALESCE({m}.cd, 0)",
-                       "sum": call.sum_sql(f"{m}.sd"),
-                       "avg": call.avg_sql(f"{m}.sd", f"COALESCE({m}.cd, 0)")}[call.function]
-            elif call.function in ("min", "max"):
-                sql = f"a.__m{i}"
-            elif call.function == "count":
-                sql = f"CAST(a.__c{i} AS BIGINT)"
-            elif call.function == "sum":
-                sql = call.sum_sql(f"CASE WHEN a.__c{i} > 0 THEN a.__s{i} END")
-            else:
-                sql = call.avg_sql(f"a.__s{i}", f"COALESCE(a.__c{i}, 0)")
-            aggregates.append(f"{sql} AS {quote_ident(call.name)}")
+                merged = {"min": f"{m}.mn", "max": f"{m}.mx", "count": f"COALESCE({m}.cd, 0)", "sum": f"{m}.sd"}
+                merged = {p.kind: merged[p.kind] for p in call.definition.partials()}
+            elif call.function in ("min", "max"):  # append-only input: a running value
+                merged = {call.function: f"a.__m{i}"}
+            else:  # signed partials: __c<i> the count of values, __s<i> their sum
+                columns = {"count": f"a.__c{i}", "sum": f"a.__s{i}"}
+                merged = {p.kind: columns[p.kind] for p in call.definition.partials(retracting=True)}
+            aggregates.append(f"{call.result_sql(merged)} AS {quote_ident(call.name)}")
         return f"SELECT {', '.join([keys, *aggregates])} FROM {accumulators} AS a {' '.join(joins)}"
 
     def _projected_sql(self, accumulators: str) -> str:

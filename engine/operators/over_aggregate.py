@@ -10,7 +10,7 @@ Config::
              | {"kind": "range", "preceding": µs}        # RANGE BETWEEN INTERVAL ... PRECEDING AND CURRENT ROW
              | {"kind": "unbounded", "mode": "rows" | "range"},  # UNBOUNDED PRECEDING AND CURRENT ROW
       "aggregates": [{"name": "_over0", "function": "count" | "sum" | "min" | "max" | "avg",
-                      "argument": column or null}, ...]
+                      "argument": column or null, "result_type": type SQL, "label": text}, ...]
     }
 
 Output: the input's columns, then one column per aggregate.
@@ -24,8 +24,11 @@ arrival order; a RANGE frame includes rows with the current row's time (peers).
 
 Per watermark, one DuckDB statement runs the window functions over the
 retained ``history`` and the newly complete rows, and emits the new ones.
-Aggregates are kept as per-row partials (count: 1 or 0, sum/min/max: the value,
-avg: both) merged by the window function (SUM, MIN, MAX), so ``history``
+Aggregates are kept as per-row partials (``accumulators.PARTIALS``: count 1 or
+0, sum/min/max the value, avg both) merged by the window function (SUM, MIN,
+MAX), and their results are those of every aggregate (``accumulators.FUNCTIONS``):
+Flink's result types, AVG of an integer truncated, SUM's overflow an error.
+``history`` holds partial sums in DuckDB's SUM type (HUGEINT for integers), so ``history``
 keeps only what future frames need: the last n rows per key (ROWS), the rows
 of the last interval per key (RANGE), or one row per key holding the merged
 partials so far (UNBOUNDED: a running accumulator). Its result equals DuckDB's
@@ -40,7 +43,7 @@ import pyarrow.compute as pc
 
 from weir.engine.errors import EngineError
 from weir.engine.messages import MIN_WATERMARK
-from weir.engine.operators.accumulators import AGGREGATE_FUNCTIONS
+from weir.engine.operators.accumulators import AggregateCall, Partial
 from weir.engine.operators.base import OperatorContext, StateOperator, explain_lines
 from weir.engine.operators.batches import conform
 from weir.engine.operators.clock import EventTimeClock
@@ -96,13 +99,7 @@ class OverAggregate(StateOperator):
                               operator_id=oid)
         if self.frame["kind"] != "unbounded" and int(self.frame.get("preceding", -1)) < 0:
             raise EngineError("an OVER frame needs a non-negative 'preceding'", operator_id=oid)
-        for agg in self.aggregates:
-            if agg.get("function") not in AGGREGATE_FUNCTIONS:
-                raise EngineError(f"OVER aggregate {agg.get('name')!r}: unknown function {agg.get('function')!r}",
-                                  hint=f"supported: {', '.join(AGGREGATE_FUNCTIONS)}", operator_id=oid)
-            if agg.get("argument") is None and agg["function"] != "count":
-                raise EngineError(f"OVER aggregate {agg.get('name')!r}: {agg['function']} needs an argument",
-                                  operator_id=oid)
+        self.calls = [AggregateCall.from_config(a, oid) for a in self.aggregates]
         if len(ctx.output_schema) != len(self.columns) + len(self.aggregates):
             raise EngineError(f"over_aggregate's output has {len(ctx.output_schema)} columns, not the input's "
                               f"{len(self.columns)} and {len(self.aggregates)} aggregates", operator_id=oid)
@@ -113,40 +110,25 @@ class OverAggregate(StateOperator):
     def _c(self, name: str) -> str:
         return f"c{self.columns.index(name)}"
 
-    def _partials(self, index: int) -> list[tuple[str, str, str]]:
-        """(column, per-row SQL, merging window function) of aggregate ``index``'s partials."""
-        agg = self.aggregates[index]
-        arg = self._c(agg["argument"]) if agg.get("argument") else None
-        counted = (f"CAST(CASE WHEN {arg} IS NULL THEN 0 ELSE 1 END AS BIGINT)" if arg else "CAST(1 AS BIGINT)")
-        function = agg["function"]
-        if function == "count":
-            return [(f"p{index}_count", counted, "SUM")]
-        if function == "avg":
-            return [(f"p{index}_sum", f"CAST({arg} AS DOUBLE)", "SUM"), (f"p{index}_count", counted, "SUM")]
-        return [(f"p{index}_{function}", arg, function.upper())]
+    def _partials(self, index: int) -> list[tuple[str, str, Partial]]:
+        """(column, per-row SQL, partial kind) of aggregate ``index``'s partials."""
+        call = self.calls[index]
+        arg = self._c(call.argument) if call.argument else None
+        return [(f"p{index}_{p.kind}", p.of_row(arg), p) for p in call.definition.partials()]
 
-    def _all_partials(self) -> list[tuple[str, str, str]]:
+    def _all_partials(self) -> list[tuple[str, str, Partial]]:
         return [p for i in range(len(self.aggregates)) for p in self._partials(i)]
 
     # -- lifecycle -----------------------------------------------------------
     def create_state(self) -> None:
         inputs = list(self.ctx.output_schema)[:len(self.columns)]
-        outputs = list(self.ctx.output_schema)[len(self.columns):]
         base = [pa.field("key_group", pa.int64()), pa.field(TIME, pa.int64()),
                 *(f.with_name(f"c{i}") for i, f in enumerate(inputs))]
-        partial_fields = []
-        for index, agg in enumerate(self.aggregates):
-            for column, _, _ in self._partials(index):
-                if column.endswith("_count"):
-                    kind = pa.int64()
-                elif agg["function"] == "avg":
-                    kind = pa.float64()
-                else:
-                    kind = outputs[index].type
-                partial_fields.append(pa.field(column, kind))
         oid = self.ctx.operator_id
         create_table_from_arrow(self.con, "pending", pa.schema(base).empty_table(), oid)
-        create_table_from_arrow(self.con, "history", pa.schema(base + partial_fields).empty_table(), oid)
+        # Partials in the type their merge has (SUM of an INTEGER: HUGEINT), so a running sum never wraps.
+        partials = ", ".join(f"{p.merge_sql(sql, ' OVER ()')} AS {column}" for column, sql, p in self._all_partials())
+        self._run(f"CREATE TABLE history AS SELECT *, {partials} FROM pending WHERE false")
 
     # -- batches -------------------------------------------------------------
     def process_batch(self, batch: pa.RecordBatch, input_index: int = 0) -> list[pa.RecordBatch]:
@@ -216,11 +198,8 @@ class OverAggregate(StateOperator):
         return f"{partition}ORDER BY {TIME} RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW"
 
     def _final(self, index: int) -> str:
-        merged = [f"{fn}({column}) OVER w" for column, _, fn in self._partials(index)]
-        if self.aggregates[index]["function"] == "avg":
-            total, count = merged
-            return f"CASE WHEN {count} = 0 THEN NULL ELSE {total} / {count} END"
-        return merged[0]
+        return self.calls[index].result_sql({p.kind: p.merge_sql(column, " OVER w")
+                                             for column, _, p in self._partials(index)})
 
     def process_watermark(self, watermark: int) -> list[pa.RecordBatch]:
         self.open()
@@ -265,7 +244,7 @@ class OverAggregate(StateOperator):
         """UNBOUNDED: one accumulator row per key, its partials merged."""
         keys = [self._c(k) for k in self.keys]
         partials = self._all_partials()
-        merged = ", ".join(f"{fn}({column}) AS {column}" for column, _, fn in partials)
+        merged = ", ".join(f"{p.merge_sql(column)} AS {column}" for column, _, p in partials)
         group = f" GROUP BY key_group, {', '.join(keys)}" if keys else " GROUP BY key_group"
         self._run(f"CREATE OR REPLACE TEMP TABLE compacted AS SELECT key_group, "
                   f"{''.join(f'{k}, ' for k in keys)}{merged} FROM history{group}")

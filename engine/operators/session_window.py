@@ -16,30 +16,42 @@ Semantics follow Flink's merging windows: a row at ``ts`` is the window
 A session fires when the watermark reaches ``window_end - 1 ms`` and is then
 forgotten: a later row starts a new session.
 
-Per batch (set-based, one pass of SQL each):
+Lateness is decided as Flink decides it, row after row, whatever the batching:
+a row meets the sessions open at its arrival — those its earlier rows made, not
+yet closed under the row's watermark (its arrival watermark,
+``engine.watermarks``) — joins those it touches, and is late (dropped and
+counted) when it touches none and its own window ``[ts, ts + gap)`` has closed.
+So rows wait in ``session_pending`` (prepared: keys, time, arguments, their
+watermark ``__w`` and arrival number ``__seq``) until the operator's watermark
+passes their own, and then go in the order (``__w``, ``__seq``): within a split
+the arrival order, across splits an order no interleaving changes (the
+watermark ``w`` means every split is past ``w``, so no row with ``__w < w`` is
+still to come).
 
-1. rows with a NULL time are counted and dropped; the rest become *batch
-   sessions* by gaps and islands over the batch alone (per key, sorted by time,
-   a new island where the time is more than ``gap`` after the previous one), with
-   partial aggregates per island (``accumulators.py``);
-2. the open sessions of ``session_accumulators`` that intersect a batch session
-   of their key are taken out, and batch sessions and these merged by gaps and
-   islands over intervals (a new island where an interval starts after every
-   earlier one ended); partials merge as in the window aggregate;
-3. a row is late when its merged session has closed under the watermark the
-   row met (its arrival watermark, ``engine.watermarks``, or the operator's own
-   if larger): such rows are counted and taken out first, and steps 1–2 run
-   again without them (only when a row's own window ``[ts, ts + gap)`` has
-   closed so); then a merged session closed under the operator's watermark can
-   only be made of late rows of this batch: they are counted and dropped (a row
-   behind the watermark that reaches an open session joins it instead);
-4. the merged sessions go back into the state. DISTINCT aggregates keep their
-   distinct values per (key, session start) in ``session_distinct_values_<i>``;
-   sessions that merged are renamed to the merged start.
+Per watermark ``w``, set-based:
 
-Per watermark: sessions with ``window_end - 1 ms <= watermark`` are finalised,
-filtered by HAVING, projected, emitted (ordered by window_end, then keys) and
-deleted. The result equals gaps and islands over the rows that were not late,
+1. the pending rows with ``__w < w`` are cut into *segments* at each row that is
+   behind its watermark (``ts - 1 ms <= __w``: only such a row can touch a closed
+   session) and has an earlier row of its key in the segment; within a segment
+   no row can meet a session that closed since the segment began, so batch
+   semantics are exact (one segment when no row is behind: the usual case);
+2. per segment: late rows (own window closed, touching no state session open
+   under their watermark) are counted and dropped; the rest become *batch
+   sessions* by gaps and islands (per key, sorted by time, a new island where
+   the time is more than ``gap`` after the previous one), with partial
+   aggregates per island (``accumulators.py``);
+3. the open sessions of ``session_accumulators`` that a segment row touches
+   while they are open under its watermark are taken out, and batch sessions
+   and these merged by gaps and islands over intervals (a new island where an
+   interval starts after every earlier one ended); partials merge as in the
+   window aggregate; the merged sessions go back into the state. DISTINCT
+   aggregates keep their distinct values per (key, session start) in
+   ``session_distinct_values_<i>``; sessions that merged are renamed to the
+   merged start;
+4. then sessions with ``window_end - 1 ms <= w`` are finalised, filtered by
+   HAVING, projected, emitted (ordered by window_end, then keys) and deleted.
+
+The result equals gaps and islands over the rows that were not late,
 with a session cut wherever a row arrived after its neighbour's session fired.
 """
 from __future__ import annotations
@@ -52,6 +64,7 @@ import pyarrow.compute as pc
 from weir.engine.errors import EngineError
 from weir.engine.operators.accumulators import Accumulator, AggregateCall, DistinctAccumulator, argument_columns
 from weir.engine.operators.base import OperatorContext, StateOperator, explain_lines
+from weir.engine.messages import MIN_WATERMARK
 from weir.engine.operators.batches import conform, positions
 from weir.engine.operators.clock import EventTimeClock
 from weir.engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow, quote_ident, snapshot_tables
@@ -61,13 +74,14 @@ from weir.engine.state.keyed_tables import merge_snapshots, owned_tables
 from weir.engine.watermarks import USE, row_watermarks
 
 SESSIONS = "session_accumulators"
+PENDING = "session_pending"
 START, END = "__session_start", "__session_end"
 INPUT_VIEW = "session_input"
 KEY_GROUP_INPUT = "__weir_key_group"
 SNAPSHOT_VERSION = 1
 LAG = WINDOW_TIME_LAG_US
-#: Columns of ``batch_rows`` while late rows are sought: each row's watermark and position.
-ROW_WATERMARK, ROW_POSITION = "__row_watermark", "__row_position"
+#: Columns of ``session_pending``: each row's watermark and arrival number; of ``ready``: its position.
+ROW_WATERMARK, ROW_SEQUENCE, ROW_POSITION = "__w", "__seq", "__pos"
 
 
 class SessionWindow(StateOperator):
@@ -119,6 +133,9 @@ class SessionWindow(StateOperator):
         self.clock = EventTimeClock()
         #: The smallest window_end of an open session (None: no session): saves a query per watermark.
         self._earliest_end: int | None = None
+        #: The smallest watermark of a pending row (None: none pending), and the next arrival number.
+        self._earliest_pending: int | None = None
+        self._sequence = 0
         self._tables: set[str] = set()
 
     def _distinct_for(self, call: AggregateCall) -> DistinctAccumulator:
@@ -143,6 +160,7 @@ class SessionWindow(StateOperator):
 
     # -- batches -------------------------------------------------------------
     def process_batch(self, batch: pa.RecordBatch, input_index: int = 0) -> list[pa.RecordBatch]:
+        """The batch's timed rows wait in ``session_pending`` with their watermark (module docstring)."""
         self.open()
         self.ctx.count("rows_in", batch.num_rows)
         if batch.num_rows == 0:
@@ -155,42 +173,84 @@ class SessionWindow(StateOperator):
                 return []
         batch = batch.append_column(KEY_GROUP_INPUT, self._key_groups(batch))
         watermarks = row_watermarks(batch, self.clock.watermark)
-        if watermarks is not None and not isinstance(watermarks, int):
-            batch = self._without_late_rows(batch, watermarks)
-            if batch.num_rows == 0:
-                return []
-        self._batch_sessions(batch)
-        self._merge_into_state()
-        return []
-
-    def _batch_sessions(self, batch: pa.RecordBatch, extra: str = "") -> None:
-        """Steps 1 (``batch_rows``, ``batch_sessions``); ``extra``: more columns of batch_rows."""
+        if watermarks is None or isinstance(watermarks, int):
+            watermarks = pa.nulls(batch.num_rows, pa.int64()).fill_null(
+                MIN_WATERMARK if watermarks is None else watermarks)
+        batch = batch.append_column(ROW_WATERMARK, watermarks).append_column(ROW_POSITION, positions(batch.num_rows))
         self.con.register(INPUT_VIEW, batch)
         try:
-            self._run(f"CREATE OR REPLACE TEMP TABLE batch_rows AS {self._batch_rows_sql(extra)}")
+            prepared = self._prepared_sql()
+            if PENDING not in self._tables:
+                self._run(f"CREATE TABLE {PENDING} AS {prepared} LIMIT 0")
+                self._tables.add(PENDING)
+            self._run(f"INSERT INTO {PENDING} {prepared}")
         finally:
             self.con.unregister(INPUT_VIEW)
-        self._run(f"CREATE OR REPLACE TEMP TABLE batch_sessions AS {self._batch_sessions_sql()}")
+        earliest = pc.min(pc.filter(watermarks, pc.is_valid(batch.column(self.time_column)))).as_py()
+        if self._earliest_pending is None or earliest < self._earliest_pending:
+            self._earliest_pending = earliest
+        self._sequence += batch.num_rows
+        return []
 
-    def _without_late_rows(self, batch: pa.RecordBatch, watermarks: pa.Array) -> pa.RecordBatch:
-        """``batch`` without the rows late under the watermark each met (its arrival watermark, or
-        the own one if larger): those whose session — merged with the batch's other rows and the
-        open sessions — has closed under it. Counted; the rest is merged as usual."""
-        times = batch.column(self.time_column).view(pa.int64())
-        maybe = pc.less_equal(pc.add(times, self.gap - LAG), watermarks)  # the row's own window closed
-        if not pc.any(pc.fill_null(maybe, False)).as_py():
-            return batch
-        rows = batch.append_column(ROW_WATERMARK, watermarks).append_column(ROW_POSITION, positions(batch.num_rows))
-        self._batch_sessions(rows, f", {ROW_WATERMARK}, {ROW_POSITION}")
-        self._merge_candidates()
-        on = " AND ".join(self._same_key("r", "c") + ["r.__island = c.__island", "c.__state_row IS NULL"])
-        late = query_arrow(self.con, f"SELECT r.{ROW_POSITION} FROM batch_rows r JOIN candidates c ON {on} "
-                                     f"WHERE c.__merged_end - {LAG} <= r.{ROW_WATERMARK}", self.ctx.operator_id)
-        if late.num_rows == 0:
-            return batch
-        self.ctx.count_late(late.num_rows)  # counted per source; not kept (no late-rows table for sessions)
-        mask = pc.is_in(positions(batch.num_rows), late.column(0).combine_chunks())
-        return batch.filter(pc.invert(mask))
+    def _prepared_sql(self) -> str:
+        """The input's timed rows as ``session_pending`` keeps them: keys, time (µs), arguments,
+        filters, watermark and arrival number."""
+        columns = [f"CAST({quote_ident(KEY_GROUP_INPUT)} AS BIGINT) AS key_group"]
+        columns += [f"({sql}) AS __k{i}" for i, (_, sql) in enumerate(self.keys)]
+        columns.append(f"epoch_us({quote_ident(self.time_column)}) AS __ts")
+        columns += argument_columns(self.accumulators, self.distincts)
+        columns.append(f"CAST({ROW_WATERMARK} AS BIGINT) AS {ROW_WATERMARK}")
+        columns.append(f"CAST({self._sequence} + {ROW_POSITION} AS BIGINT) AS {ROW_SEQUENCE}")
+        return (f"SELECT {', '.join(columns)} FROM {quote_ident(INPUT_VIEW)} "
+                f"WHERE {quote_ident(self.time_column)} IS NOT NULL")
+
+    def _process_pending(self, watermark: int) -> None:
+        """Steps 1–3 of the module docstring for the pending rows whose watermark is below ``watermark``."""
+        upto = int_literal(watermark)
+        behind = f"__ts - {LAG} <= {ROW_WATERMARK}"
+        self._run(f"CREATE OR REPLACE TEMP TABLE ready AS SELECT *, {behind} AS __behind, "
+                  f"row_number() OVER (ORDER BY {ROW_WATERMARK}, {ROW_SEQUENCE}) AS {ROW_POSITION} "
+                  f"FROM {PENDING} WHERE {ROW_WATERMARK} < {upto}")
+        self._run(f"DELETE FROM {PENDING} WHERE {ROW_WATERMARK} < {upto}")
+        self._earliest_pending = self._run(f"SELECT min({ROW_WATERMARK}) FROM {PENDING}")[0][0]
+        (start, last, behind_rows), = self._run(
+            f"SELECT min({ROW_POSITION}), max({ROW_POSITION}), count(*) FILTER (WHERE __behind) FROM ready")
+        if not behind_rows:  # no row can meet a closed session: one segment
+            if start is not None:
+                self._segment("true")
+            return
+        self._run(f"CREATE OR REPLACE TEMP TABLE ready AS SELECT *, lag({ROW_POSITION}) OVER "
+                  f"({self._partition()}ORDER BY {ROW_POSITION}) AS __previous FROM ready")
+        while start <= last:
+            (cut,), = self._run(f"SELECT min({ROW_POSITION}) FROM ready WHERE {ROW_POSITION} > {start} "
+                                f"AND __behind AND __previous >= {start}")
+            end = last + 1 if cut is None else cut
+            self._segment(f"{ROW_POSITION} >= {start} AND {ROW_POSITION} < {end}")
+            start = end
+
+    def _segment(self, where: str) -> None:
+        """Steps 2–3 for the ready rows ``where`` holds: late rows out, the rest merged into the state."""
+        self._run(f"CREATE OR REPLACE TEMP TABLE segment AS SELECT * FROM ready WHERE {where}")
+        if SESSIONS in self._tables:
+            open_touch = " AND ".join(self._same_key("s", "r") + self._touches("s", "r"))
+            has_open = f"EXISTS (SELECT 1 FROM {SESSIONS} s WHERE {open_touch})"
+        else:
+            has_open = "false"
+        closed = f"r.__ts + {self.gap - LAG} <= r.{ROW_WATERMARK}"  # the row's own window has closed
+        (late,), = self._run(f"SELECT count(*) FROM segment r WHERE {closed} AND NOT {has_open}")
+        if late:
+            self.ctx.count_late(late)  # counted per source; not kept (no late-rows table for sessions)
+            self._run(f"DELETE FROM segment r WHERE {closed} AND NOT {has_open}")
+        self._run(f"CREATE OR REPLACE TEMP TABLE batch_rows AS {self._batch_rows_sql('segment')}")
+        (rows,), = self._run("SELECT count(*) FROM batch_rows")
+        if rows:
+            self._run(f"CREATE OR REPLACE TEMP TABLE batch_sessions AS {self._batch_sessions_sql()}")
+            self._merge_into_state()
+
+    def _touches(self, s: str, r: str) -> list[str]:
+        """Conditions: row ``r``'s window touches session ``s`` while it is open under the row's watermark."""
+        return [f"{s}.{START} <= {r}.__ts + {self.gap}", f"{r}.__ts <= {s}.{END}",
+                f"{s}.{END} - {LAG} > {r}.{ROW_WATERMARK}"]
 
     def _with_event_times(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         index = batch.schema.get_field_index(self.time_column)
@@ -219,18 +279,11 @@ class SessionWindow(StateOperator):
             self.con.unregister(INPUT_VIEW)
         return key_groups(keys, keys.schema.names, self.ctx.max_parallelism)
 
-    def _batch_rows_sql(self, extra: str = "") -> str:
-        """The batch's timed rows with keys, time (µs), arguments, filters and their batch island."""
-        ts = f"epoch_us({quote_ident(self.time_column)})"
-        columns = [f"CAST({quote_ident(KEY_GROUP_INPUT)} AS BIGINT) AS key_group"]
-        columns += [f"({sql}) AS __k{i}" for i, (_, sql) in enumerate(self.keys)]
-        columns.append(f"{ts} AS __ts")
-        columns += argument_columns(self.accumulators, self.distincts)
-        prepared = (f"SELECT {', '.join(columns)}{extra} FROM {quote_ident(INPUT_VIEW)} "
-                    f"WHERE {quote_ident(self.time_column)} IS NOT NULL")
+    def _batch_rows_sql(self, table: str) -> str:
+        """The rows of ``table`` (prepared, as ``session_pending`` holds them) with their batch island."""
         order = f"OVER ({self._partition()}ORDER BY __ts)"
         gaps = (f"SELECT *, CASE WHEN __ts - lag(__ts) {order} <= {self.gap} THEN 0 ELSE 1 END AS __new "
-                f"FROM ({prepared})")
+                f"FROM {table}")
         return (f"SELECT *, sum(__new) OVER ({self._partition()}ORDER BY __ts ROWS UNBOUNDED PRECEDING) "
                 f"AS __island FROM ({gaps})")
 
@@ -240,24 +293,19 @@ class SessionWindow(StateOperator):
             partials += [f"{c.partial_sql} AS {c.name}" for c in acc.columns]
         group = ", ".join([*self.key_columns, "__island"])
         return (f"SELECT any_value(key_group) AS key_group, {group}, min(__ts) AS {START}, "
-                f"max(__ts) + {self.gap} AS {END}, {', '.join(partials)} FROM batch_rows GROUP BY {group}")
+                f"max(__ts) + {self.gap} AS {END}, bool_or(__behind) AS __has_behind, {', '.join(partials)} "
+                f"FROM batch_rows GROUP BY {group}")
 
     def _partial_names(self) -> list[str]:
         return ["__rows", *(c.name for acc in self.accumulators for c in acc.columns)]
 
     def _merge_into_state(self) -> None:
-        """Steps 2–4 of the module docstring."""
+        """Step 3 of the module docstring."""
         self._merge_candidates()
-        closed = f"__merged_end - {LAG} <= {int_literal(self.clock.watermark)}"
-        if self.clock.started:
-            (late,) = self._run(f"SELECT CAST(coalesce(sum(__rows), 0) AS BIGINT) FROM candidates WHERE {closed}")[0]
-            self.ctx.count_late(late)  # counted per source; not kept (no per-row verdict here)
-        else:
-            closed = "false"
         merges = ["CAST(SUM(__rows) AS BIGINT) AS __rows"]
         merges += [f"{c.merge_sql(c.name)} AS {c.name}" for acc in self.accumulators for c in acc.columns]
         merged = (f"SELECT any_value(key_group) AS key_group, {self._keys()}__merged_start AS {START}, "
-                  f"__merged_end AS {END}, {', '.join(merges)} FROM candidates WHERE NOT ({closed}) "
+                  f"__merged_end AS {END}, {', '.join(merges)} FROM candidates "
                   f"GROUP BY {self._keys()}__merged, __merged_start, __merged_end")
         if SESSIONS in self._tables:
             self._run(f"DELETE FROM {SESSIONS} WHERE rowid IN (SELECT __state_row FROM touched)")
@@ -266,7 +314,7 @@ class SessionWindow(StateOperator):
             self._run(f"CREATE TABLE {SESSIONS} AS {merged}")
             self._tables.add(SESSIONS)
         for d in self.distincts:
-            self._merge_distinct(d, closed)
+            self._merge_distinct(d)
         self._earliest_end = self._run(f"SELECT min({END}) FROM {SESSIONS}")[0][0]
 
     def _merge_candidates(self) -> None:
@@ -275,10 +323,15 @@ class SessionWindow(StateOperator):
         names = self._partial_names()
         carried = ", ".join(["key_group", *self.key_columns, START, END, *names])
         if SESSIONS in self._tables:
-            touching = " AND ".join(
-                self._same_key("s", "b") + [f"s.{START} <= b.{END}", f"b.{START} <= s.{END}"])
+            # A batch session without rows behind their watermark touches only open sessions; one
+            # with such rows is checked row by row, each against its own watermark.
+            island = " AND ".join(self._same_key("s", "b") + [f"s.{START} <= b.{END}", f"b.{START} <= s.{END}"])
+            row = " AND ".join(self._same_key("s", "r") + self._touches("s", "r"))
+            behind = " AND ".join(self._same_key("r", "b") + ["r.__island = b.__island", "b.__has_behind"])
             self._run(f"CREATE OR REPLACE TEMP TABLE touched AS SELECT s.rowid AS __state_row, s.* "
-                      f"FROM {SESSIONS} s WHERE EXISTS (SELECT 1 FROM batch_sessions b WHERE {touching})")
+                      f"FROM {SESSIONS} s WHERE EXISTS (SELECT 1 FROM batch_sessions b WHERE NOT b.__has_behind "
+                      f"AND {island}) OR EXISTS (SELECT 1 FROM batch_rows r JOIN batch_sessions b ON {behind} "
+                      f"WHERE {row})")
             state_part = f" UNION ALL SELECT {carried}, NULL, __state_row FROM touched"
         else:
             state_part = ""
@@ -291,13 +344,13 @@ class SessionWindow(StateOperator):
         self._run(f"CREATE OR REPLACE TEMP TABLE candidates AS SELECT *, min({START}) {island} AS __merged_start, "
                   f"max({END}) {island} AS __merged_end FROM ({grouped})")
 
-    def _merge_distinct(self, d: DistinctAccumulator, closed: str) -> None:
+    def _merge_distinct(self, d: DistinctAccumulator) -> None:
         """Rename the values of merged sessions to the merged start; add the batch's values."""
         if d.table in self._tables:
             on = " AND ".join(self._same_key(d.table, "c") + [f"{d.table}.{START} = c.{START}"])
             self._run(f"UPDATE {d.table} SET {START} = c.__merged_start FROM candidates c "
                       f"WHERE c.__state_row IS NOT NULL AND c.__merged_start <> c.{START} AND {on}")
-        where = [f"r.{d.argument_column} IS NOT NULL", f"NOT ({closed.replace('__merged_end', 'c.__merged_end')})"]
+        where = [f"r.{d.argument_column} IS NOT NULL"]
         if d.filter_column:
             where.append(f"r.{d.filter_column}")
         on = " AND ".join(self._same_key("r", "c") + ["r.__island = c.__island", "c.__state_row IS NULL"])
@@ -315,6 +368,8 @@ class SessionWindow(StateOperator):
         self.open()
         if not self.clock.advance(watermark):
             return []
+        if self._earliest_pending is not None and self._earliest_pending < watermark:
+            self._process_pending(watermark)
         if self._earliest_end is None or self._earliest_end - LAG > watermark:
             return []
         fired = f"{END} - {LAG} <= {int_literal(watermark)}"
@@ -377,7 +432,7 @@ class SessionWindow(StateOperator):
         """Load a snapshot (or merged snapshots), keeping the key groups this subtask owns."""
         self.open()
         oid = self.ctx.operator_id
-        known = {SESSIONS, *(d.table for d in self.distincts)}
+        known = {SESSIONS, PENDING, *(d.table for d in self.distincts)}
         tables = owned_tables(state, version=SNAPSHOT_VERSION, max_parallelism=self.ctx.max_parallelism,
                               key_groups=self.ctx.owned_key_groups(), what="session window",
                               operator_id=oid, known=known)
@@ -390,4 +445,7 @@ class SessionWindow(StateOperator):
         self.clock = EventTimeClock(state["watermark"])
         self._earliest_end = (self._run(f"SELECT min({END}) FROM {SESSIONS}")[0][0]
                               if SESSIONS in self._tables else None)
+        self._earliest_pending, self._sequence = (
+            self._run(f"SELECT min({ROW_WATERMARK}), coalesce(max({ROW_SEQUENCE}) + 1, 0) FROM {PENDING}")[0]
+            if PENDING in self._tables else (None, 0))
 

@@ -154,3 +154,19 @@ def test_a_query_over_result_tables_sorts_nulls_as_the_smallest_value(order, exp
     con = duckdb.connect()
     con.execute("CREATE TABLE t AS SELECT * FROM (VALUES (1), (NULL), (2)) AS r(v)")
     assert [v for (v,) in con.sql(to_duckdb(statement.query)).fetchall()] == expected
+
+
+def test_partition_by_a_window_bound_the_inner_query_does_not_select():
+    """As Flink: PARTITION BY window_end resolves against the window table function even when the
+    inner SELECT lists only window_start; the added column is not part of the outer `*`."""
+    node = rank_node("SELECT * FROM (SELECT window_start, auction, price, ROW_NUMBER() OVER (PARTITION BY "
+                     f"window_start, window_end ORDER BY price DESC) AS rn FROM {WINDOW}) WHERE rn = 1")
+    assert node.config["window_end"] == "window_end"
+    assert node.inputs[0].keys == ("window_start", "window_end")
+    assert node.output_schema.names == ["window_start", "auction", "price", "rn"]
+
+
+def test_the_outer_query_cannot_name_a_column_added_for_the_rank():
+    [problem] = problems("SELECT window_end FROM (SELECT window_start, price, ROW_NUMBER() OVER (PARTITION BY "
+                         f"window_start, window_end ORDER BY price DESC) AS rn FROM {WINDOW}) WHERE rn = 1")
+    assert "window_end" in problem.message

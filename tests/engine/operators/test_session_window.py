@@ -6,11 +6,11 @@ Two oracles:
   the result is DuckDB's gaps and islands over the whole input: per key, sorted
   by time, a new session where a row is more than ``gap`` after the previous one;
 - with late rows, which session a row joins depends on what was open when it
-  arrived. A small reference model replays the arrivals (per batch: the batch's
-  rows and the open sessions of their key merged where ``[ts, ts + gap)``
-  intervals intersect; a merged session that closed already is late; a watermark
-  forgets the sessions it fires) and only labels rows; DuckDB then aggregates
-  the labelled rows with the same batch query.
+  arrived. A small reference model replays the arrivals row by row, as Flink's
+  merging window set does (a row joins the open sessions of its key that its
+  ``[ts, ts + gap)`` interval intersects; touching none, it is late if that
+  interval has closed; a watermark forgets the sessions it fires) and only
+  labels rows; DuckDB then aggregates the labelled rows with the same batch query.
 """
 from __future__ import annotations
 
@@ -115,36 +115,22 @@ class ArrivalModel:
         self.late = 0
 
     def batch(self, rows: list[dict], first_row: int, watermark: int) -> None:
-        by_key: dict[tuple, list[list]] = {}
+        """The rows arrive one after another, all under ``watermark``."""
         times = pa.Table.from_pylist(rows).column("ts").cast(pa.int64()).to_pylist() if rows else []
         for i, (row, ts) in enumerate(zip(rows, times)):
             if ts is not None:
-                by_key.setdefault(self.key(row), []).append([ts, ts + self.gap, None, first_row + i])
-        for key, intervals in by_key.items():
-            intervals += [[s, e, label, None] for s, e, label in self.open.pop(key, [])]
-            intervals.sort(key=lambda x: x[0])
-            groups, end = [], None
-            for interval in intervals:
-                if end is not None and interval[0] <= end:
-                    groups[-1].append(interval)
-                    end = max(end, interval[1])
-                else:
-                    groups.append([interval])
-                    end = interval[1]
-            self.open[key] = [self._merge(group, watermark) for group in groups]
-            self.open[key] = [s for s in self.open[key] if s is not None]
+                self.row(self.key(row), ts, first_row + i, watermark)
 
-    def _merge(self, group: list[list], watermark: int):
-        start, end = min(g[0] for g in group), max(g[1] for g in group)
-        rows = [g[3] for g in group if g[3] is not None]
-        if end - LAG <= watermark:  # only new rows can make a closed session
-            self.late += len(rows)
-            return None
+    def row(self, key, ts: int, number: int, watermark: int) -> None:
+        sessions = self.open.setdefault(key, [])
+        touching = [s for s in sessions if s[0] <= ts + self.gap and ts <= s[1] and s[1] - LAG > watermark]
+        if not touching and ts + self.gap - LAG <= watermark:
+            self.late += 1
+            return
         label, self.next_label = self.next_label, self.next_label + 1
-        self.members[label] = rows
-        for old in (g[2] for g in group if g[2] is not None):
-            self.members[label] += self.members.pop(old)
-        return [start, end, label]
+        self.members[label] = [number, *(r for s in touching for r in self.members.pop(s[2]))]
+        sessions[:] = [s for s in sessions if s not in touching]
+        sessions.append([min([ts, *(s[0] for s in touching)]), max([ts + self.gap, *(s[1] for s in touching)]), label])
 
     def fire(self, watermark: int) -> None:
         for key in self.open:
@@ -228,8 +214,8 @@ def test_touching_intervals_merge_as_in_flink():
 def test_a_row_bridging_two_open_sessions_merges_them_and_their_distinct_values():
     op = make_session_op(COUNT_CONFIG, INT_SCHEMA)
     op.process_batch(bids([0, 5], [1, 1], [3, 4]))
-    assert op.con.execute("SELECT count(*) FROM session_accumulators").fetchall() == [(2,)]
     op.process_watermark(int(1.5 * SECOND))  # nothing closed: [0, 2) fires at 2 s - 1 ms
+    assert op.con.execute("SELECT count(*) FROM session_accumulators").fetchall() == [(2,)]
     op.process_batch(bids([3], [1], [3]))  # [3, 5) touches [0, 2)? no: 3 > 2; touches [5, 7): yes
     op.process_batch(bids([1.9], [1], [9]))  # behind the watermark but reaches [0, 2) and [3, 7)
     assert "late_rows_dropped" not in op.ctx.metrics
@@ -241,19 +227,25 @@ def test_a_row_whose_own_session_closed_is_late_and_one_after_a_fired_session_st
     op = make_session_op(COUNT_CONFIG, INT_SCHEMA)  # gap 2 s
     out = drive(op, [bids([0], [1], [1]), 5 * SECOND])  # [0, 2) fired
     assert sessions(out) == [(1, 0, 2, 1)]
-    drive(op, [bids([0.5, 2.5], [1, 1], [1, 1])])  # together [0.5, 4.5), closed at arrival: late
+    # Rows wait for a watermark past their own (5 s) to be judged: both closed at arrival, late.
+    drive(op, [bids([0.5, 2.5], [1, 1], [1, 1]), int(5.2 * SECOND)])
     assert op.ctx.metrics["late_rows_dropped"] == 2
     out = drive_to_end(op, [bids([1.5], [1], [1]), bids([3.5], [1], [1])])
     assert op.ctx.metrics["late_rows_dropped"] == 3  # [1.5, 3.5) closed; [3.5, 5.5) is open, and new
     assert [(r["window_start"].microsecond, r["n"]) for r in to_rows(out, INT_SCHEMA)] == [(500_000, 1)]
 
 
-def test_a_late_row_joins_an_on_time_row_of_its_batch():
+@pytest.mark.parametrize("order, late, expected", [
+    ([9, 7.5], 0, [(1, 7, 11, 2), (2, 10, 12, 1)]),  # 7.5 is behind, but [9, 11) is open when it arrives
+    ([7.5, 9], 1, [(1, 9, 11, 1), (2, 10, 12, 1)]),  # 7.5 alone has closed: late, though 9 comes next
+])
+def test_a_row_behind_the_watermark_joins_only_a_session_open_when_it_arrives(order, late, expected):
+    """As Flink's merging window set, row after row: the rows after it in its batch do not count."""
     op = make_session_op(COUNT_CONFIG, INT_SCHEMA)
     drive(op, [bids([10], [2], [1]), 10 * SECOND])
-    out = drive_to_end(op, [bids([7.5, 9], [1, 1], [1, 1])])  # 7.5 alone closed, reaches 9
-    assert "late_rows_dropped" not in op.ctx.metrics
-    assert sessions(out) == [(1, 7, 11, 2), (2, 10, 12, 1)]
+    out = drive_to_end(op, [bids(order, [1, 1], [1, 1])])
+    assert op.ctx.metrics.get("late_rows_dropped", 0) == late
+    assert sessions(out) == expected
 
 
 def test_fired_sessions_leave_the_state():
@@ -315,16 +307,19 @@ def test_snapshots_of_subtasks_merge_and_restore_at_another_parallelism():
     table = random_bids(Rng(3), 1500, disorder=0).sort_by("ts")
     whole = make_session_op(CONFIG, SCHEMA, max_parallelism=16)
     whole.process_batch(table.slice(0, 1000).to_batches()[0])
+    whole.process_watermark(MIN_WATERMARK + 1)  # the first batch into sessions
+    whole.process_batch(table.slice(1000, 1).to_batches()[0])  # pending until a watermark past MIN + 1
     parts = [make_session_op(CONFIG, SCHEMA, max_parallelism=16, subtask_index=i, parallelism=3) for i in range(3)]
     for part in parts:
         part.restore(whole.snapshot())
     merged = SessionWindow.merge_snapshots([p.snapshot() for p in parts])
     resumed = make_session_op(CONFIG, SCHEMA, max_parallelism=16)
     resumed.restore(merged)
-    rest = table.slice(1000).to_batches()
+    rest = table.slice(1001).to_batches()
     assert to_rows(drive_to_end(resumed, rest), SCHEMA) == to_rows(drive_to_end(whole, rest), SCHEMA)
     assert sum(p.snapshot()["tables"]["session_accumulators"].num_rows for p in parts) == \
         merged["tables"]["session_accumulators"].num_rows > 0
+    assert merged["tables"]["session_pending"].num_rows == 1
 
 
 def test_rows_with_a_null_time_are_counted_and_dropped():
