@@ -56,14 +56,13 @@ from weir.engine.operators.batches import conform, positions
 from weir.engine.operators.clock import EventTimeClock
 from weir.engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow, quote_ident, snapshot_tables
 from weir.engine.operators.windows import WINDOW_TIME_LAG_US
-from weir.engine.state.key_groups import key_groups
+from weir.engine.state.key_groups import KEY_GROUP_COLUMN, key_groups
 from weir.engine.state.keyed_tables import merge_snapshots, owned_tables
 from weir.engine.watermarks import USE, row_watermarks
 
 SESSIONS = "session_accumulators"
 START, END = "__session_start", "__session_end"
 INPUT_VIEW = "session_input"
-KEY_GROUP_INPUT = "__weir_key_group"
 SNAPSHOT_VERSION = 1
 LAG = WINDOW_TIME_LAG_US
 #: Columns of ``batch_rows`` while late rows are sought: each row's watermark and position.
@@ -140,7 +139,7 @@ class SessionWindow(StateOperator):
             self.ctx.count("null_time_rows_dropped", nulls)
             if nulls == batch.num_rows:
                 return []
-        batch = batch.append_column(KEY_GROUP_INPUT, self._key_groups(batch))
+        batch = batch.append_column(KEY_GROUP_COLUMN, self._key_groups(batch))
         watermarks = row_watermarks(batch, self.clock.watermark)
         if watermarks is not None and not isinstance(watermarks, int):
             batch = self._without_late_rows(batch, watermarks)
@@ -209,7 +208,7 @@ class SessionWindow(StateOperator):
     def _batch_rows_sql(self, extra: str = "") -> str:
         """The batch's timed rows with keys, time (µs), arguments, filters and their batch island."""
         ts = f"epoch_us({quote_ident(self.time_column)})"
-        columns = [f"CAST({quote_ident(KEY_GROUP_INPUT)} AS BIGINT) AS key_group"]
+        columns = [f"CAST({quote_ident(KEY_GROUP_COLUMN)} AS BIGINT) AS key_group"]
         columns += [f"({sql}) AS __k{i}" for i, (_, sql) in enumerate(self.keys)]
         columns.append(f"{ts} AS __ts")
         columns += argument_columns(self.accumulators, self.distincts)

@@ -32,14 +32,12 @@ import pyarrow.compute as pc
 
 from weir.engine.errors import EngineError
 from weir.engine.graph import Edge, OperatorNode
-from weir.engine.state.key_groups import key_groups, subtask_for_key_group
+from weir.engine.state.key_groups import KEY_GROUP_COLUMN, key_groups, subtask_for_key_group
 from weir.engine.watermarks import ARRIVAL_WATERMARK, has_arrival
 
 #: Operators whose state is keyed: every edge into them is an exchange by the edge's keys.
 KEYED_KINDS = frozenset({"window_aggregate", "window_join", "window_rank", "session_window", "group_aggregate",
                          "interval_join", "over_aggregate", "stream_join", "temporal_join", "top_n"})
-#: The column in which rows cross to a window aggregate with their key groups (its own input column).
-KEY_GROUP_COLUMN = "__weir_key_group"
 #: The routing of an edge whose rows go to every subtask.
 BROADCAST = "broadcast"
 
