@@ -30,13 +30,13 @@ import pyarrow as pa
 from sqlglot import exp
 
 from weir.engine.changelog import ROW_KIND, ROW_KIND_TYPE
+from weir.engine.connectors.options import DURATION_EXAMPLES, DURATION_FORMS, duration_micros
 from weir.engine.graph import Edge, schema_to_json
 from weir.engine.sql_eval import INPUT
 from weir.planner.expressions import bind, to_duckdb
 from weir.planner.graph_builder import Stream
 from weir.planner.joins import DESCRIBED_TYPES, JoinScope, Relation, output_names, project_joined
-from weir.sql.errors import Problem, WeirSqlError
-from weir.sql.intervals import parse_duration
+from weir.sql.errors import Problem
 
 if TYPE_CHECKING:
     from weir.planner.joins import _Pair, _WindowJoinPlanner
@@ -168,9 +168,8 @@ def state_ttl(settings: dict[str, str], select: exp.Select, left: str, right: st
 
 
 def _millis(text: str, what: str, qp, node: exp.Expression) -> int:
-    if text.strip() in ("0", "0s", "0 ms", "0ms"):
-        return 0
     try:
-        return parse_duration(text) // 1000
-    except WeirSqlError as error:
-        raise qp.fail(f"{what}: {error.problems[0].message}", node, error.problems[0].hint) from None
+        return duration_micros(text) // 1000
+    except ValueError as reason:
+        raise qp.fail(f"{what}: cannot read the duration '{text}': {reason}", node,
+                      f"write {DURATION_FORMS}, e.g. {DURATION_EXAMPLES}") from None
