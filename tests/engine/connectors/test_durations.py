@@ -1,5 +1,6 @@
 """One duration parser for every layer, with Flink's rules (``TimeUtils.parseDuration``):
 connector options, SET settings and the STATE_TTL hint read '30 seconds' alike."""
+import pyarrow as pa
 import pytest
 
 from weir.engine.connectors.duckdb_table import DuckDBTableSink
@@ -53,7 +54,7 @@ def test_a_bad_duration_is_refused_naming_the_accepted_forms(text, reason):
 
 def test_a_connector_option_and_a_setting_read_the_same_durations(tmp_path):
     sink = DuckDBTableSink({"connector": "duckdb", "path": str(tmp_path / "x.duckdb"), "table-name": "t",
-                            "sink.lock-timeout": "30 seconds"}, pa_schema())
+                            "sink.lock-timeout": "30 seconds"}, pa.schema([("id", pa.int64())]))
     assert sink.lock_timeout == 30.0
     assert check_setting("execution.checkpointing.interval", value="30 seconds") is None
     assert check_setting("table.exec.state.ttl", value="30 seconds") is None
@@ -75,9 +76,3 @@ def test_state_ttl_hint_reads_flink_durations_and_names_the_forms():
     assert problem.message.endswith("STATE_TTL for `b`: cannot read the duration '30 fortnights': "
                                     "'fortnights' is not a unit")
     assert "SECONDS (s | sec | secs | second | seconds)" in problem.hint
-
-
-def pa_schema():
-    import pyarrow as pa
-
-    return pa.schema([("id", pa.int64())])
