@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from weir.engine.graph import LATE_ROWS_PORT, Edge
+from weir.engine.operators.duckdb_sql import duckdb_name
 from weir.engine.operators.late_rows import OPERATOR_COLUMN, WATERMARK_COLUMN
 from weir.engine.operators.registry import operator_class
 from weir.planner.expressions import quote
 from weir.planner.locate import locate, quoted
-from weir.planner.types import sql_name
 from weir.sql.errors import Problem, WeirSqlError
 
 if TYPE_CHECKING:
@@ -92,9 +92,5 @@ def _projection(source: pa.Schema, columns: pa.Schema) -> list[list[str]]:
         index = columns.get_field_index(field.name)
         kept = index >= 0 and (columns.field(index).type == field.type or (
             pa.types.is_timestamp(field.type) and pa.types.is_timestamp(columns.field(index).type)))
-        projection.append([field.name, quote(field.name) if kept else f"CAST(NULL AS {_duckdb_type(field.type)})"])
+        projection.append([field.name, quote(field.name) if kept else f"CAST(NULL AS {duckdb_name(field.type)})"])
     return projection
-
-
-def _duckdb_type(t: pa.DataType) -> str:
-    return {"BYTES": "BLOB", "TIMESTAMP(3)": "TIMESTAMP"}.get(sql_name(t), sql_name(t))

@@ -11,7 +11,7 @@ import difflib
 from dataclasses import dataclass
 from typing import Callable
 
-from weir.engine.connectors.options import parse_duration_seconds, parse_size
+from weir.engine.connectors.options import DURATION_EXAMPLES, duration_micros, parse_size
 from weir.engine.errors import EngineError
 from weir.engine.state.memory import MIN_CONNECTION_BYTES
 from weir.sql.errors import Problem
@@ -32,14 +32,15 @@ def _integer(minimum: int, maximum: int | None = None) -> Callable[[str], str | 
 
 
 def _duration(*, positive: bool) -> Callable[[str], str | None]:
+    """A duration in Flink's syntax (``engine.connectors.options.parse_duration``)."""
+    wanted = ("a duration greater than 0" if positive else "a duration") + f" such as {DURATION_EXAMPLES}"
+
     def check(value: str) -> str | None:
         try:
-            seconds = parse_duration_seconds("", value)
-        except EngineError:
-            seconds = None
-        if seconds is None or seconds < 0 or (positive and seconds == 0):
-            return ("a duration greater than 0" if positive else "a duration") + " such as '500ms', '5s' or '2min'"
-        return None
+            micros = duration_micros(value)
+        except ValueError as reason:
+            return f"{wanted} ({reason}; a bare number is milliseconds)"
+        return wanted if positive and micros == 0 else None
     check.example = "5s"
     return check
 
@@ -99,11 +100,13 @@ SETTINGS: dict[str, Setting] = {
                                      _one_of("none", "fixed-delay", "disable", "off")),
     "restart-strategy.fixed-delay.attempts": Setting("3", "restarts before giving up", _integer(0)),
     "restart-strategy.fixed-delay.delay": Setting("1s", "pause before a restart", _duration(positive=False)),
-    "table.exec.state.ttl": Setting("0", "idle state retention for updating operators"),
+    "table.exec.state.ttl": Setting("0", "idle state retention for updating operators",
+                                    _duration(positive=False)),
     "table.optimizer.agg-phase-strategy": Setting(
         "AUTO", "'AUTO'/'TWO_PHASE': window aggregates pre-aggregate before a parallel exchange; "
                 "'ONE_PHASE': they do not", _one_of("AUTO", "TWO_PHASE", "ONE_PHASE", case=False)),
-    "table.exec.source.idle-timeout": Setting("0", "a split with no data this long stops holding the watermark"),
+    "table.exec.source.idle-timeout": Setting("0", "a split with no data this long stops holding the watermark",
+                                              _duration(positive=False)),
     "sql-client.execution.result-mode": Setting("table", "'table', 'changelog' or 'tableau' (the shell checks it)"),
     "weir.source.batch-size": Setting("65536", "rows per batch read from a source", _integer(1)),
     "weir.checkpointing.interval-batches": Setting(

@@ -6,8 +6,7 @@ import re
 
 from sqlglot import exp
 
-from weir.sql.errors import WeirSqlError
-from weir.sql.intervals import parse_duration
+from weir.engine.connectors.options import DURATION_EXAMPLES, DURATION_FORMS, duration_micros
 
 _HINT = re.compile(r"STATE_TTL\s*\((.*?)\)", re.IGNORECASE | re.DOTALL)
 _HINT_ITEM = re.compile(r"'([^']*)'\s*=\s*'([^']*)'")
@@ -37,9 +36,8 @@ def state_ttl(settings: dict[str, str], select: exp.Select, left: str, right: st
 
 
 def _millis(text: str, what: str, qp, node: exp.Expression) -> int:
-    if text.strip() in ("0", "0s", "0 ms", "0ms"):
-        return 0
     try:
-        return parse_duration(text) // 1000
-    except WeirSqlError as error:
-        raise qp.fail(f"{what}: {error.problems[0].message}", node, error.problems[0].hint) from None
+        return duration_micros(text) // 1000
+    except ValueError as reason:
+        raise qp.fail(f"{what}: cannot read the duration '{text}': {reason}", node,
+                      f"write {DURATION_FORMS}, e.g. {DURATION_EXAMPLES}") from None

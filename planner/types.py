@@ -87,20 +87,6 @@ def sql_name(t: pa.DataType) -> str:
     return names.get(t, str(t).upper())
 
 
-def duckdb_name(t: pa.DataType) -> str:
-    """The DuckDB type to CAST to for an Arrow type."""
-    if pa.types.is_timestamp(t):
-        return "TIMESTAMP"
-    if pa.types.is_decimal(t):
-        return f"DECIMAL({t.precision}, {t.scale})"
-    return {
-        pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER", pa.int64(): "BIGINT",
-        pa.float32(): "FLOAT", pa.float64(): "DOUBLE", pa.bool_(): "BOOLEAN",
-        pa.string(): "VARCHAR", pa.large_string(): "VARCHAR", pa.date32(): "DATE",
-        pa.binary(): "BLOB", pa.time64("us"): "TIME",
-    }.get(t, "VARCHAR")
-
-
 def normalise(t: pa.DataType) -> pa.DataType:
     """The engine's representation of a type DuckDB produced."""
     if pa.types.is_timestamp(t):

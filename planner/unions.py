@@ -25,12 +25,13 @@ from sqlglot import exp
 
 from weir.engine.changelog import INSERT, ROW_KIND, ROW_KIND_TYPE
 from weir.engine.graph import Edge
+from weir.engine.operators.duckdb_sql import duckdb_name
 from weir.engine.sql_eval import INPUT, describe
 from weir.planner.calc import calc_description
 from weir.planner.errors import PlanError
 from weir.planner.expressions import quote
 from weir.planner.graph_builder import Stream
-from weir.planner.types import duckdb_name, normalise, sql_name
+from weir.planner.types import normalise, sql_name
 from weir.sql.errors import Problem
 
 if TYPE_CHECKING:

@@ -2,8 +2,9 @@
 
 A job has a short id (`j1`, `j2`, ...) to type in `STOP JOB 'j1'`. Its
 status goes RUNNING -> FINISHED, FAILED, CANCELED (stopped by the user) or
-STOPPED (stopped with a savepoint). ``SHOW JOBS`` reads each executor's
-progress while it runs.
+STOPPED (stopped with a savepoint). ``SHOW JOBS`` reads each job's
+``JobMetrics``: a snapshot the job's own thread replaces whole at every
+progress report and checkpoint, so another thread never reads the executor.
 
 A job runs as `weir run` runs one (``engine.runtime.job.run_job``): at
 'parallelism.default', with the restart strategy, in a locked state directory
@@ -15,7 +16,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -24,10 +25,25 @@ from weir.engine.graph import JobGraph
 from weir.engine.messages import MIN_WATERMARK
 from weir.engine.runtime import control
 from weir.engine.runtime.job import JobOptions, run_job
-from weir.engine.runtime.local import JobResult, LocalExecutor
+from weir.engine.runtime.local import JobResult, LocalExecutor, Progress
 from weir.engine.runtime.parallel import ProcessExecutor
 
 RUNNING, FINISHED, FAILED, CANCELED, STOPPED = "RUNNING", "FINISHED", "FAILED", "CANCELED", "STOPPED"
+#: Seconds between a running job's metrics snapshots.
+METRICS_INTERVAL = 0.2
+
+
+@dataclass(frozen=True)
+class JobMetrics:
+    """A job's figures as its own thread last published them. Immutable and replaced whole
+    (one reference assignment), so any thread may read the latest one."""
+
+    rows_in: int = 0
+    #: Rows that reached the sinks (a parallel job's workers report theirs at its end).
+    rows_out: int = 0
+    watermark: int = MIN_WATERMARK
+    #: The latest completed checkpoint or savepoint, '-' before the first.
+    last_checkpoint: str = "-"
 
 
 @dataclass
@@ -53,40 +69,41 @@ class Job:
     thread: threading.Thread | None = None
     #: Set when the user asked to stop it, so that JobCancelled means CANCELED.
     stopping: bool = False
+    #: The latest snapshot of its figures (``JobMetrics``), published by the job's thread.
+    metrics: JobMetrics = field(default_factory=JobMetrics)
 
     @property
     def running(self) -> bool:
         return self.status == RUNNING
 
     def rows_in(self) -> int:
-        if self.result is not None:
-            return self.result.rows_read
-        return _while_building(lambda: self.executor.progress().rows_read, 0)
+        return self.metrics.rows_in
 
     def rows_out(self) -> int:
-        """Rows that reached the job's sinks (a parallel job's workers report theirs at its end)."""
-        if self.result is not None:
-            return sum(m.rows_in for m in self.result.operators if m.kind == "sink")
-        tasks = _while_building(lambda: list(getattr(self.executor, "tasks", {}).values()), [])
-        return sum(t.metrics.rows_in for t in tasks if t.node.kind == "sink")
+        return self.metrics.rows_out
 
     def watermark(self) -> int:
-        return _while_building(lambda: self.executor.progress().watermark, MIN_WATERMARK)
+        return self.metrics.watermark
 
     def last_checkpoint(self) -> str:
-        """The latest completed checkpoint or savepoint of the job."""
-        coordinator = getattr(self.executor, "coordinator", None)
-        completed = coordinator.completed if coordinator is not None else []
-        return str(completed[-1].checkpoint_id) if completed else "-"
+        return self.metrics.last_checkpoint
 
+    # -- published by the job's own thread -------------------------------------------------
 
-def _while_building(read, default):
-    """Read the executor from another thread; while it is still building its
-    tasks the dict may change under us: then the answer is the default."""
-    try:
-        return read()
-    except (RuntimeError, AttributeError):  # dictionary changed size during iteration; no executor yet
-        return default
+    def on_progress(self, progress: Progress) -> None:
+        self.metrics = replace(self.metrics, rows_in=progress.rows_read, rows_out=progress.rows_written,
+                               watermark=progress.watermark)
+
+    def on_checkpoint(self, event) -> None:
+        self.metrics = replace(self.metrics, last_checkpoint=str(event.checkpoint_id))
+
+    def on_result(self, result: JobResult) -> None:
+        """The final figures: every worker's, summed."""
+        checkpoints = result.checkpoints
+        self.metrics = replace(
+            self.metrics, rows_in=result.rows_read,
+            rows_out=sum(m.rows_in for m in result.operators if m.kind == "sink"),
+            last_checkpoint=str(checkpoints[-1].checkpoint_id) if checkpoints else self.metrics.last_checkpoint)
 
 
 class JobManager:
@@ -117,9 +134,12 @@ class JobManager:
             job.started.set()
 
         options = JobOptions(state_dir=job.state_dir, from_savepoint=job.from_savepoint, on_executor=on_executor,
-                             new_job=True)
+                             new_job=True, on_progress=job.on_progress, progress_interval=METRICS_INTERVAL,
+                             on_checkpoint=job.on_checkpoint)
         try:
-            job.result = run_job(job.graph, options)
+            result = run_job(job.graph, options)
+            job.on_result(result)
+            job.result = result
             job.status = STOPPED if job.result.stopped_with else FINISHED
         except JobCancelled:
             job.status = STOPPED if job.savepoint else CANCELED

@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from weir.engine.changelog import ROW_KIND, SHORT_NAMES, UPDATE_BEFORE, DELETE
 from weir.engine.connectors.base import ConnectorSpec, OptionSpec, Sink
-from weir.engine.connectors.registry import CONNECTORS
+from weir.engine.connectors.registry import register_connector
 from weir.engine.graph import JobGraph
 from weir.shell.render import cell
 
@@ -180,9 +180,8 @@ SPEC = ConnectorSpec(
 
 
 def register() -> None:
-    """Make the live result sink known to the engine (the registry has no
-    public registration yet, so the shell adds its spec to ``CONNECTORS``)."""
-    CONNECTORS.setdefault(RESULT_CONNECTOR, SPEC)
+    """Make the live result sink known to the engine's connector registry."""
+    register_connector(SPEC)
 
 
 def redirect_to(graph: JobGraph, result: LiveResult) -> None:

@@ -1,10 +1,10 @@
-"""Interval literals and duration options, in microseconds (the engine's time unit).
+"""Interval literals, in microseconds (the engine's time unit).
 
 ``interval_micros`` reads SQL intervals: ``INTERVAL '10' SECOND``,
 ``INTERVAL '1.5' SECOND``, ``INTERVAL '1' SECOND(3)``, RisingWave's
 ``INTERVAL '10 seconds'``, spans like ``INTERVAL '0 00:01:00' DAY TO SECOND``.
-``parse_duration`` reads option values in Flink's duration syntax:
-``'5s'``, ``'500 ms'``, ``'1 min'``, ``'2h'`` (a bare number is milliseconds).
+Duration options ('30 s', '5min') are read by the engine's
+``engine.connectors.options.parse_duration``, Flink's rules, for every layer.
 """
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from decimal import Decimal, InvalidOperation
 
 from sqlglot import exp
 
-from weir.sql.errors import Problem, WeirSqlError
 from weir.sql.positions import error_at
 
 MICROS = {
@@ -26,7 +25,7 @@ MICROS = {
     "WEEK": 7 * 86_400_000_000,
 }
 
-#: Spellings of each unit, in SQL intervals and in duration options (lower case).
+#: Spellings of each unit in SQL intervals (lower case).
 UNIT_NAMES = {
     "MICROSECOND": ("us", "µs", "micro", "micros", "microsecond", "microseconds"),
     "MILLISECOND": ("ms", "milli", "millis", "millisecond", "milliseconds", "msec", "msecs"),
@@ -63,24 +62,6 @@ def interval_micros(e: exp.Expr) -> int:
         return _micros(_decimal(text), _unit_name(unit))
     except ValueError as reason:
         raise error_at(e, f"cannot read the interval {e.sql()}: {reason}", INTERVAL_HINT) from None
-
-
-def parse_duration(text: str) -> int:
-    """A duration option such as '5s', '500 ms', '1 min' or '2h', in microseconds.
-
-    As in Flink, a number without a unit is milliseconds.
-    """
-    try:
-        if re.fullmatch(r"\s*\d+\s*", text):
-            return int(text) * MICROS["MILLISECOND"]
-        return _amounts_micros(text)
-    except ValueError as reason:
-        raise WeirSqlError(
-            Problem(
-                f"cannot read the duration '{text}': {reason}",
-                hint="write a number and a unit, e.g. '5s', '500 ms', '1 min', '2h' or '1 d'",
-            )
-        ) from None
 
 
 def _unit_name(unit: exp.Expr) -> str:

@@ -30,7 +30,10 @@ output:
 - ``straight``: once, start to end, in this process;
 - ``checkpointed``: in this process with small source batches and a
   checkpoint after every batch (a folder whose query sets its own
-  'weir.source.batch-size' keeps it: its late rows depend on it);
+  'weir.source.batch-size' keeps it: its late rows depend on it). Small is
+  ``SMALL_BATCHES`` rows, or, for an input file of more rows than ``MAX_BATCHES``
+  such batches, enough rows for ``MAX_BATCHES`` batches: a checkpoint commits every
+  sink (a view's opens its database), so 200 cost five times what 40 cost;
 - ``parallel``: in this process at parallelism 2 (two worker processes exchanging rows by
   key group), with small source batches and a checkpoint after every batch, so that
   watermarks and barriers cross the exchange many times (``PARALLEL_BATCHING`` lists the
@@ -39,7 +42,9 @@ output:
 - ``killed``: in a subprocess, killed with SIGKILL (``WEIR_FAULT``) at
   seeded-random points — first at batch boundaries, then while a checkpoint
   is written or committed — and started again until it finishes. Each kill
-  must really happen. Printed rows are at-least-once by design, so here they
+  must really happen: the points are drawn from the fault points an uninterrupted
+  run reaches, counted in the folder's ``checkpointed`` run (or, without one, in a
+  run of its own). Printed rows are at-least-once by design, so here they
   are compared as a set: every expected line printed by some attempt, no
   other line. The summary of the last attempt counts only what that attempt
   did, so its counts are not compared in this mode.
@@ -107,6 +112,8 @@ PARALLEL_BATCHING = {
     "print_changelog": "fewer intermediate changes printed at parallelism 2",
 }
 SMALL_BATCHES = 2
+#: An input file of more than SMALL_BATCHES * MAX_BATCHES rows is read in MAX_BATCHES batches.
+MAX_BATCHES = 40
 #: Folders whose expected output holds for some batch sizes only, and the size to use
 #: (none since lateness is judged per row).
 BATCH_SIZES: dict[str, int] = {}
@@ -122,7 +129,21 @@ def batch_settings() -> list[str]:
     late rows depend on the batch boundaries; a --set would override its SET)."""
     if "weir.source.batch-size" in Path("query.sql").read_text():
         return []
-    return ["--set", f"weir.source.batch-size={BATCH_SIZES.get(Path.cwd().name, SMALL_BATCHES)}"]
+    return ["--set", f"weir.source.batch-size={BATCH_SIZES.get(Path.cwd().name, small_batch_size())}"]
+
+
+def small_batch_size() -> int:
+    """SMALL_BATCHES rows, or for a larger input file as many as make MAX_BATCHES batches of it."""
+    rows = max((input_rows(path) for path in Path("data").rglob("*") if path.is_file()), default=0)
+    return max(SMALL_BATCHES, -(-rows // MAX_BATCHES))
+
+
+def input_rows(path: Path) -> int:
+    """The rows of an input file (a text file's lines: at most one more than its rows)."""
+    if path.suffix == ".parquet":
+        return duckdb.sql(f"SELECT count(*) FROM read_parquet('{path}')").fetchone()[0]
+    with path.open("rb") as file:
+        return sum(1 for _ in file)
 
 
 def run_straight(capsys: pytest.CaptureFixture) -> JobRun:
@@ -132,11 +153,20 @@ def run_straight(capsys: pytest.CaptureFixture) -> JobRun:
     return JobRun(code, captured.out, captured.err)
 
 
+#: {folder: how often its checkpointed run reached each fault point}: the killed run's plan
+#: comes from these counts; without them (the checkpointed run not run before, or failed) it
+#: counts them in a run of its own.
+FAULT_POINTS_REACHED: dict[str, Counter] = {}
+
+
 def run_checkpointed(capsys: pytest.CaptureFixture) -> JobRun:
     """Run the job once with small batches and a checkpoint after every batch."""
-    code = main([*RUN, *batch_settings(), *CHECKPOINT_EVERY_BATCH])
+    reached: Counter = Counter()
+    with mock.patch.object(faults, "reach", lambda point: reached.update([point])):
+        code = main([*RUN, *batch_settings(), *CHECKPOINT_EVERY_BATCH])
     captured = capsys.readouterr()
     if code == 0:
+        FAULT_POINTS_REACHED[Path.cwd().name] = reached
         completed = CHECKPOINTS_COMPLETED.findall(captured.out)
         assert completed and int(completed[0]) >= 2, f"the job took no periodic checkpoint:\n{captured.out}"
     return JobRun(code, captured.out, captured.err)
@@ -196,7 +226,8 @@ def kill_plan(reached: Counter, rng: random.Random) -> list[tuple[str, int]]:
 def run_killed(capsys: pytest.CaptureFixture) -> JobRun:
     """Run the job in subprocesses killed at seeded-random points, then once more to the end."""
     settings = [*batch_settings(), *CHECKPOINT_EVERY_BATCH]
-    plan = kill_plan(count_fault_points(settings, capsys), random.Random(f"{SEED}:{Path.cwd().name}"))
+    reached = FAULT_POINTS_REACHED.get(Path.cwd().name) or count_fault_points(settings, capsys)
+    plan = kill_plan(reached, random.Random(f"{SEED}:{Path.cwd().name}"))
     command = [sys.executable, "-m", "weir.shell.cli", *RUN, *settings]
     stdout, stderr = [], []
     for point, n in [*plan, (None, 0)]:

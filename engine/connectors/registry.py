@@ -37,6 +37,15 @@ SOURCE_OPTIONS = {
 }
 
 
+def register_connector(spec: ConnectorSpec) -> None:
+    """Make a connector known under ``spec.name`` (e.g. the shell's live result sink).
+    Registering the same spec again changes nothing; another spec under a known name is refused."""
+    known = CONNECTORS.get(spec.name)
+    if known is not None and known is not spec:
+        raise ValueError(f"a connector named '{spec.name}' is already registered")
+    CONNECTORS[spec.name] = spec
+
+
 def connector_spec(name: str) -> ConnectorSpec:
     spec = CONNECTORS.get(name)
     if spec is None:

@@ -1,11 +1,20 @@
-"""The event-time clock of a windowed operator: the current watermark.
+"""The clocks of an operator: event time (the current watermark) and processing time.
 
 Watermarks are integers, µs since the epoch. The clock only moves forward: a
-watermark at or below the current one changes nothing.
+watermark at or below the current one changes nothing. ``now_ms`` is processing
+time, for state retention.
 """
 from __future__ import annotations
 
+import time
+
 from weir.engine.messages import MIN_WATERMARK
+
+
+def now_ms() -> int:
+    """Processing time in ms since the epoch, for state retention (tests replace it in the
+    module that uses it)."""
+    return int(time.time() * 1000)
 
 
 class EventTimeClock:

@@ -6,6 +6,7 @@ introduce are always quoted, so a user column named like a keyword works.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import itertools
@@ -31,6 +32,35 @@ def string_literal(value: str) -> str:
 def int_literal(value: int) -> str:
     """A BIGINT literal, clamped to the BIGINT range."""
     return str(max(-(2**63), min(2**63 - 1, int(value))))
+
+
+_DUCKDB_NAMES = {
+    pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER", pa.int64(): "BIGINT",
+    pa.float32(): "FLOAT", pa.float64(): "DOUBLE", pa.bool_(): "BOOLEAN",
+    pa.string(): "VARCHAR", pa.large_string(): "VARCHAR", pa.date32(): "DATE",
+    pa.binary(): "BLOB", pa.time64("us"): "TIME",
+}
+
+
+def duckdb_name(t: pa.DataType) -> str:
+    """The DuckDB type of an Arrow type, to CAST to or for a typed NULL (``NULL::<name>``).
+    Every timestamp without a time zone is TIMESTAMP (the engine's are µs); a type not
+    listed here is named by DuckDB itself."""
+    if pa.types.is_timestamp(t) and t.tz is None:
+        return "TIMESTAMP"
+    if pa.types.is_decimal(t):
+        return f"DECIMAL({t.precision}, {t.scale})"
+    return _DUCKDB_NAMES.get(t) or _named_by_duckdb(t)
+
+
+@functools.lru_cache(maxsize=None)
+def _named_by_duckdb(t: pa.DataType) -> str:
+    con = duckdb.connect()
+    try:
+        con.register("t", pa.schema([pa.field("x", t)]).empty_table())
+        return str(con.sql("SELECT x FROM t").types[0])
+    finally:
+        con.close()
 
 
 def execute(con: duckdb.DuckDBPyConnection, sql: str, operator_id: str) -> list[tuple[Any, ...]]:

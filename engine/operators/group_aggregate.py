@@ -51,12 +51,11 @@ from weir.engine.operators.accumulators import AggregateCall
 from weir.engine.operators.base import OperatorContext, StateOperator, explain_lines
 from weir.engine.operators.batches import conform
 from weir.engine.operators.duckdb_sql import create_table_from_arrow, query_arrow, quote_ident, snapshot_tables
-from weir.engine.state.key_groups import key_groups
+from weir.engine.state.key_groups import KEY_GROUP_COLUMN, key_groups
 from weir.engine.state.keyed_tables import merge_snapshots, owned_tables
 
 INPUT_VIEW = "group_input"
 ACCUMULATORS = "group_accumulators"
-KEY_GROUP_INPUT = "__weir_key_group"
 SNAPSHOT_VERSION = 1
 #: The column of a multiset's aggregate per function: each value appears once (with its
 #: count), so COUNT, SUM and AVG over the multiset's rows are the DISTINCT aggregates.
@@ -158,7 +157,7 @@ class GroupAggregate(StateOperator):
     def _prepared_sql(self, signed: bool) -> str:
         sign = f"CASE WHEN {quote_ident(ROW_KIND)} IN ({UPDATE_BEFORE}, {DELETE}) THEN -1 ELSE 1 END" \
             if signed else "1"
-        columns = [f"CAST({quote_ident(KEY_GROUP_INPUT)} AS BIGINT) AS key_group"]
+        columns = [f"CAST({quote_ident(KEY_GROUP_COLUMN)} AS BIGINT) AS key_group"]
         columns += [f"({sql}) AS {k}" for sql, k in zip(self.key_sql, self.key_columns)]
         columns.append(f"{sign} AS __sign")
         for i, call in enumerate(self.calls):
@@ -242,7 +241,7 @@ class GroupAggregate(StateOperator):
         if signed and self.append_only_input:
             raise EngineError("group_aggregate was planned for append-only input but got a changelog",
                               hint="plan it with 'append_only_input' false", operator_id=self.ctx.operator_id)
-        batch = batch.append_column(KEY_GROUP_INPUT, self._key_groups(batch))
+        batch = batch.append_column(KEY_GROUP_COLUMN, self._key_groups(batch))
         self.con.register(INPUT_VIEW, batch)
         try:
             self._run(f"CREATE OR REPLACE TEMP TABLE batch_rows AS {self._prepared_sql(signed)}")

@@ -69,7 +69,7 @@ from weir.engine.operators.batches import conform, positions
 from weir.engine.operators.clock import EventTimeClock
 from weir.engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow, quote_ident, snapshot_tables
 from weir.engine.operators.windows import WINDOW_TIME_LAG_US
-from weir.engine.state.key_groups import key_groups
+from weir.engine.state.key_groups import KEY_GROUP_COLUMN, key_groups
 from weir.engine.state.keyed_tables import merge_snapshots, owned_tables
 from weir.engine.watermarks import USE, row_watermarks
 
@@ -77,7 +77,6 @@ SESSIONS = "session_accumulators"
 PENDING = "session_pending"
 START, END = "__session_start", "__session_end"
 INPUT_VIEW = "session_input"
-KEY_GROUP_INPUT = "__weir_key_group"
 SNAPSHOT_VERSION = 1
 LAG = WINDOW_TIME_LAG_US
 #: Columns of ``session_pending``: each row's watermark and arrival number; of ``ready``: its position.
@@ -171,7 +170,7 @@ class SessionWindow(StateOperator):
             self.ctx.count("null_time_rows_dropped", nulls)
             if nulls == batch.num_rows:
                 return []
-        batch = batch.append_column(KEY_GROUP_INPUT, self._key_groups(batch))
+        batch = batch.append_column(KEY_GROUP_COLUMN, self._key_groups(batch))
         watermarks = row_watermarks(batch, self.clock.watermark)
         if watermarks is None or isinstance(watermarks, int):
             watermarks = pa.nulls(batch.num_rows, pa.int64()).fill_null(
@@ -195,7 +194,7 @@ class SessionWindow(StateOperator):
     def _prepared_sql(self) -> str:
         """The input's timed rows as ``session_pending`` keeps them: keys, time (µs), arguments,
         filters, watermark and arrival number."""
-        columns = [f"CAST({quote_ident(KEY_GROUP_INPUT)} AS BIGINT) AS key_group"]
+        columns = [f"CAST({quote_ident(KEY_GROUP_COLUMN)} AS BIGINT) AS key_group"]
         columns += [f"({sql}) AS __k{i}" for i, (_, sql) in enumerate(self.keys)]
         columns.append(f"epoch_us({quote_ident(self.time_column)}) AS __ts")
         columns += argument_columns(self.accumulators, self.distincts)

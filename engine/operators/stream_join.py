@@ -43,7 +43,6 @@ retracting what it produced.
 """
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pyarrow as pa
@@ -53,7 +52,9 @@ from weir.engine.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER
 from weir.engine.errors import EngineError
 from weir.engine.operators.base import OperatorContext, StateOperator, explain_lines, without_output_names
 from weir.engine.operators.batches import conform, positions
-from weir.engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow, quote_ident, snapshot_tables
+from weir.engine.operators.clock import now_ms
+from weir.engine.operators.duckdb_sql import (create_table_from_arrow, duckdb_name, int_literal, query_arrow, quote_ident,
+                                             snapshot_tables)
 from weir.engine.graph import schema_from_json
 from weir.engine.state.key_groups import key_groups
 from weir.engine.state.keyed_tables import merge_snapshots, owned_tables
@@ -67,9 +68,6 @@ SNAPSHOT_VERSION = 1
 META = ("key_group", "_rid", "_matches", "_t")
 
 
-def now_ms() -> int:
-    """Processing time for state retention (tests replace it)."""
-    return int(time.time() * 1000)
 
 
 
@@ -105,7 +103,7 @@ class _Side:
         return [f"{relation}.c{i} AS {quote_ident(n)}" for i, n in enumerate(self.names)]
 
     def nulls(self) -> list[str]:
-        return [f"NULL::{_duck_type(f.type)} AS {quote_ident(n)}" for f, n in zip(self.schema, self.names)]
+        return [f"NULL::{duckdb_name(f.type)} AS {quote_ident(n)}" for f, n in zip(self.schema, self.names)]
 
     def named(self) -> list[str]:
         return [quote_ident(n) for n in self.names]
@@ -340,24 +338,3 @@ class StreamJoin(StateOperator):
                           f"_matches, _t{rest} FROM restored_rows")
             finally:
                 self.con.unregister("restored_rows")
-
-
-def _duck_type(t: pa.DataType) -> str:
-    """The DuckDB type of an Arrow type, for a typed NULL."""
-    return _DUCK_TYPES.get(str(t)) or _duck_type_slow(t)
-
-
-_DUCK_TYPES: dict[str, str] = {}
-
-
-def _duck_type_slow(t: pa.DataType) -> str:
-    import duckdb
-
-    con = duckdb.connect()
-    try:
-        con.register("t", pa.schema([pa.field("x", t)]).empty_table())
-        name = str(con.sql("SELECT x FROM t").types[0])
-    finally:
-        con.close()
-    _DUCK_TYPES[str(t)] = name
-    return name

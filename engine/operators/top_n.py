@@ -44,8 +44,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import time
-
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -53,6 +51,7 @@ from weir.engine.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER
 from weir.engine.errors import EngineError
 from weir.engine.operators.base import OperatorContext, StateOperator, explain_lines
 from weir.engine.operators.batches import conform, positions
+from weir.engine.operators.clock import now_ms
 from weir.engine.operators.duckdb_sql import int_literal, query_arrow, quote_ident, snapshot_tables
 from weir.engine.state.key_groups import key_groups
 from weir.engine.state.keyed_tables import merge_snapshots, owned_tables
@@ -62,9 +61,6 @@ DELTA = "top_n_delta"
 SNAPSHOT_VERSION = 1
 
 
-def now_ms() -> int:
-    """Processing time for state retention (tests replace it)."""
-    return int(time.time() * 1000)
 
 
 class TopN(StateOperator):

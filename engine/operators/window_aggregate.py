@@ -68,7 +68,7 @@ from weir.engine.operators.late_rows import LateRows
 from weir.engine.operators.duckdb_sql import int_literal, query_arrow, quote_ident, stream_arrow
 from weir.engine.operators.window_state import FROM_END, SLICE, WINDOW_END, WINDOW_START, WindowState
 from weir.engine.operators.windows import WINDOW_TIME_LAG_US, align_array, window_assigner
-from weir.engine.state.key_groups import key_groups
+from weir.engine.state.key_groups import KEY_GROUP_COLUMN, key_groups
 from weir.engine.state.keyed_tables import merge_snapshots, owned_tables
 from weir.engine.messages import MIN_WATERMARK
 from weir.engine.watermarks import USE, highest_watermark, row_watermarks
@@ -76,8 +76,6 @@ from weir.engine.watermarks import USE, highest_watermark, row_watermarks
 INPUT_VIEW = "window_input"
 #: Schema metadata marking a batch of partial aggregates (``pre_aggregate``).
 PARTIALS = {b"weir.window_partials": b"1"}
-#: The column of key groups added to each input batch.
-KEY_GROUP_INPUT = "__weir_key_group"
 SNAPSHOT_VERSION = 1
 #: Past this many rows of state a firing is computed into ``FIRED_TABLE`` before it is sorted
 #: (``_emit_sql``); below it one statement does both, which is cheaper.
@@ -200,7 +198,7 @@ class WindowAggregate(Operator):
 
     def pre_aggregate(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """The local phase: ``batch``'s partial aggregates per (key, slice), with their key
-        groups in ``KEY_GROUP_INPUT`` (hashed from the keys' values), marked ``PARTIALS``.
+        groups in ``KEY_GROUP_COLUMN`` (hashed from the keys' values), marked ``PARTIALS``.
         Rows with a NULL time, and rows late under their arrival watermark, are counted and
         dropped here; the subtask that receives the partials checks its own watermark too."""
         self.open()
@@ -221,7 +219,7 @@ class WindowAggregate(Operator):
             self.state.con.unregister(INPUT_VIEW)
         self.ctx.count("pre_aggregated_rows", partials.num_rows)
         groups = key_groups(partials, self.state.keys, self.ctx.max_parallelism)
-        partials = partials.append_column(KEY_GROUP_INPUT, groups).replace_schema_metadata(PARTIALS)
+        partials = partials.append_column(KEY_GROUP_COLUMN, groups).replace_schema_metadata(PARTIALS)
         if partials.num_rows == 0:
             return pa.RecordBatch.from_pylist([], partials.schema)
         return partials.combine_chunks().to_batches()[0]
@@ -244,8 +242,8 @@ class WindowAggregate(Operator):
             slices = pc.filter(slices, pc.invert(late))
             where = f" WHERE {SLICE} >= {int_literal(cutoff)}"
         self._extend_earliest_slice(pc.min(slices).as_py())
-        columns = [f"CAST({quote_ident(KEY_GROUP_INPUT)} AS BIGINT) AS key_group"]
-        columns += [quote_ident(n) for n in batch.schema.names if n != KEY_GROUP_INPUT]
+        columns = [f"CAST({quote_ident(KEY_GROUP_COLUMN)} AS BIGINT) AS key_group"]
+        columns += [quote_ident(n) for n in batch.schema.names if n != KEY_GROUP_COLUMN]
         self.state.con.register(INPUT_VIEW, batch)
         try:
             self.state.append_partials(f"SELECT {', '.join(columns)} FROM {quote_ident(INPUT_VIEW)}{where}")
@@ -267,8 +265,8 @@ class WindowAggregate(Operator):
         if earliest is None:
             return []
         self._extend_earliest_slice(self.assigner.slice_start(earliest))
-        if batch.schema.get_field_index(KEY_GROUP_INPUT) < 0:  # else a parallel exchange computed them
-            batch = batch.append_column(KEY_GROUP_INPUT, self._key_groups(batch))
+        if batch.schema.get_field_index(KEY_GROUP_COLUMN) < 0:  # else a parallel exchange computed them
+            batch = batch.append_column(KEY_GROUP_COLUMN, self._key_groups(batch))
         self.state.con.register(INPUT_VIEW, batch)
         try:
             from_end = has_from_end(batch)
@@ -384,7 +382,7 @@ class WindowAggregate(Operator):
         has ``FROM_END``), arguments and filters computed."""
         ts_col = quote_ident(self.assigner.time_column)
         ts_us = f"epoch_us({ts_col})"
-        columns = [f"CAST({quote_ident(KEY_GROUP_INPUT)} AS BIGINT) AS key_group"] if key_group else []
+        columns = [f"CAST({quote_ident(KEY_GROUP_COLUMN)} AS BIGINT) AS key_group"] if key_group else []
         columns += [f"({sql}) AS __k{i}" for i, (_, sql) in enumerate(self.keys)]
         columns.append(f"{self.assigner.slice_start_sql(ts_us)} AS {SLICE}")
         columns.append(quote_ident(FROM_END) if from_end else f"NULL::BIGINT AS {FROM_END}")

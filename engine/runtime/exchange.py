@@ -33,11 +33,9 @@ import pyarrow.compute as pc
 from weir.engine.errors import EngineError
 from weir.engine.graph import Edge, OperatorNode
 from weir.engine.operators.registry import operator_class
-from weir.engine.state.key_groups import key_groups, subtask_for_key_group
+from weir.engine.state.key_groups import KEY_GROUP_COLUMN, key_groups, subtask_for_key_group
 from weir.engine.watermarks import ARRIVAL_WATERMARK, has_arrival
 
-#: The column in which rows cross to a window aggregate with their key groups (its own input column).
-KEY_GROUP_COLUMN = "__weir_key_group"
 #: The routing of an edge whose rows go to every subtask.
 BROADCAST = "broadcast"
 

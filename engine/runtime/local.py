@@ -38,6 +38,8 @@ class Progress:
     rows_read: int
     elapsed: float
     watermark: int  # µs; MIN_WATERMARK before the first
+    #: Rows that reached the sinks (a parallel job's workers report theirs at its end: 0 till then).
+    rows_written: int = 0
 
     @property
     def rate(self) -> float:
@@ -379,13 +381,16 @@ class LocalExecutor:
                 next_report = time.perf_counter() + self.progress_interval
 
     def progress(self, started: float | None = None) -> Progress:
-        """Rows read, elapsed time and watermark so far; safe to call from another thread."""
+        """Rows read and written, elapsed time and watermark so far (``on_progress`` gets it in
+        the executor's thread; another thread had better take that copy)."""
         started = self._started if started is None else started
-        readers = [t for t in self.tasks.values() if t.reader]
+        tasks = list(self.tasks.values())
+        readers = [t for t in tasks if t.reader]
         return Progress(
             rows_read=sum(t.reader.rows_read for t in readers),
             elapsed=time.perf_counter() - started,
             watermark=min((t.watermark for t in readers), default=MIN_WATERMARK),
+            rows_written=sum(t.metrics.rows_in for t in tasks if t.node.kind == "sink"),
         )
 
     def _result(self, elapsed: float) -> JobResult:

@@ -45,6 +45,9 @@ import pyarrow.compute as pc
 from weir.engine.errors import EngineError
 
 DEFAULT_MAX_PARALLELISM = 128
+#: The column that carries each row's key group into a keyed operator: computed by the
+#: operator itself, or at parallelism > 1 by the exchange that routed the row.
+KEY_GROUP_COLUMN = "__weir_key_group"
 #: The hash of NULL, whatever the column's type.
 NULL_HASH = 0x5745_4952_4E55_4C4C  # "WEIRNULL"
 CANONICAL_NAN_BITS = 0x7FF8_0000_0000_0000

@@ -214,3 +214,29 @@ def test_shell_jobs_run_at_the_configured_parallelism_with_the_restart_strategy(
     assert faults._counts["batch"] > 3  # it failed once, then ran on
     total = "SELECT channel, SUM(n) AS n FROM read_csv('{}/*.csv') GROUP BY channel ORDER BY channel"
     assert run(session, total.format(tmp_path / "p1") + ";").table == run(session, total.format(tmp_path / "p2") + ";").table
+
+
+def test_show_jobs_reads_each_jobs_own_metrics_snapshot_while_it_runs_and_after(session):
+    """SHOW JOBS reads a snapshot the job's thread publishes (never the executor's tasks):
+    while the job runs its figures only grow, and at its end they are the job's totals."""
+    from weir.shell.jobs import JobMetrics
+
+    run(session, BIDS + nexmark_source(20_000))
+    run(session, "SET 'weir.source.batch-size' = '1000';")
+    run(session, "SET 'weir.checkpointing.interval-batches' = '2';")
+    run(session, PER_CHANNEL)
+    job = session.jobs.get("j1")
+    seen = []
+    while job.running:
+        snapshot = job.metrics
+        assert isinstance(snapshot, JobMetrics)
+        seen.append((snapshot.rows_in, snapshot.rows_out))
+        listed = rows(run(session, "SHOW JOBS;"))[0]
+        assert listed["rows in"] >= snapshot.rows_in and listed["rows out"] >= snapshot.rows_out
+    job.thread.join()
+    assert job.status == FINISHED, job.error
+    assert seen == sorted(seen)  # never backwards
+    (listed,) = rows(run(session, "SHOW JOBS;"))
+    windows = rows(run(session, "SELECT COUNT(*) AS n FROM per_channel;"))[0]["n"]
+    assert (listed["rows in"], listed["rows out"]) == (18_400, windows)
+    assert listed["last checkpoint"] == str(job.result.checkpoints[-1].checkpoint_id)

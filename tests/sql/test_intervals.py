@@ -1,8 +1,8 @@
-"""Interval literals and duration options, in microseconds."""
+"""Interval literals, in microseconds."""
 import pytest
 import sqlglot
 
-from weir.sql import WeirSqlError, interval_micros, parse_duration
+from weir.sql import WeirSqlError, interval_micros
 from weir.sql.dialect import Weir
 
 SECOND = 1_000_000
@@ -62,28 +62,3 @@ def test_a_non_interval_is_an_error_too():
         interval_micros(interval("10"))
     assert "expected an interval, got 10" in str(raised.value)
     assert (raised.value.line, raised.value.col) == (2, 3)
-
-
-@pytest.mark.parametrize(
-    "text, micros",
-    [
-        ("5s", 5 * SECOND),
-        ("500 ms", SECOND // 2),
-        ("1 min", 60 * SECOND),
-        ("2h", 7200 * SECOND),
-        ("1 d", 86400 * SECOND),
-        ("10 seconds", 10 * SECOND),
-        ("250us", 250),
-        ("1m30s", 90 * SECOND),
-        ("100", 100_000),  # as in Flink: no unit means milliseconds
-    ],
-)
-def test_parse_duration(text, micros):
-    assert parse_duration(text) == micros
-
-
-@pytest.mark.parametrize("text", ["", "fast", "5 parsecs", "3 months", "1.5.2s"])
-def test_parse_duration_rejects(text):
-    with pytest.raises(WeirSqlError) as raised:
-        parse_duration(text)
-    assert f"'{text}'" in str(raised.value) and "'5s'" in raised.value.hint

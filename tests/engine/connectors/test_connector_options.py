@@ -81,3 +81,18 @@ def test_create_raises_every_problem_together():
     assert "2 problems" in error.value.message
     with pytest.raises(ConnectorOptionError):
         create_sink({"connector": "duckdb", "path": "x.db"}, SCHEMA)
+
+
+def test_register_connector_makes_a_connector_known_once(monkeypatch):
+    from weir.engine.connectors import blackhole, registry
+    from weir.engine.connectors.base import ConnectorSpec
+
+    monkeypatch.setattr(registry, "CONNECTORS", dict(registry.CONNECTORS))
+    spec = ConnectorSpec(name="nowhere", source=None, sink=blackhole.SPEC.sink, options={})
+    assert "unknown connector 'nowhere'" in messages({"connector": "nowhere"}, "sink")[0]
+    registry.register_connector(spec)
+    registry.register_connector(spec)  # again: nothing changes
+    assert validate_options({"connector": "nowhere"}, "sink") == []
+    assert isinstance(create_sink({"connector": "nowhere"}, SCHEMA), blackhole.SPEC.sink)
+    with pytest.raises(ValueError, match="a connector named 'nowhere' is already registered"):
+        registry.register_connector(ConnectorSpec(name="nowhere", source=None, sink=blackhole.SPEC.sink, options={}))

@@ -7,7 +7,8 @@ import pyarrow.compute as pc
 import pytest
 
 from weir.engine.messages import MIN_WATERMARK
-from weir.engine.operators.window_aggregate import KEY_GROUP_INPUT, PARTIALS
+from weir.engine.operators.window_aggregate import PARTIALS
+from weir.engine.state.key_groups import KEY_GROUP_COLUMN
 from weir.engine.state.key_groups import key_groups
 from test_window_aggregate_oracle import CONFIG, SCHEMA, Rng, random_bids
 from window_harness import SECOND, assert_same_rows, drive_to_end, make_window_op, to_rows
@@ -127,7 +128,7 @@ def test_partials_carry_the_key_groups_of_their_keys():
     batch = random_bids(Rng(7), 500, disorder=SECOND).combine_chunks().to_batches()[0]
     partials = op.pre_aggregate(batch)
     keys = pa.table({"auction": partials.column("__k0"), "kind": partials.column("__k1")})
-    assert partials.column(KEY_GROUP_INPUT).equals(key_groups(keys, ["auction", "kind"], 64))
+    assert partials.column(KEY_GROUP_COLUMN).equals(key_groups(keys, ["auction", "kind"], 64))
     # every (key, slice) once: the batch was grouped, not copied
     assert partials.num_rows == len(set(zip(*(partials.column(c).to_pylist() for c in ("__k0", "__k1",
                                                                                          "__slice_start")))))
