@@ -390,7 +390,7 @@ class LocalExecutor:
             rows_read=sum(t.reader.rows_read for t in readers),
             elapsed=time.perf_counter() - started,
             watermark=min((t.watermark for t in readers), default=MIN_WATERMARK),
-            rows_written=sum(t.metrics.rows_in for t in tasks if t.node.kind == "sink"),
+            rows_written=sum(t.metrics.rows_in for t in tasks if t.kind.commits_output),
         )
 
     def _result(self, elapsed: float) -> JobResult:
