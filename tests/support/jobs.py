@@ -1,4 +1,5 @@
-"""The issue's job, shared by the tests: its exact text, and the same job over Nexmark."""
+"""Jobs shared by the tests: the issue's exact text, the same job over Nexmark, and a small
+keyed window job over csv files with its DuckDB oracle."""
 from __future__ import annotations
 
 PARQUET_SOURCE = "WITH ('connector' = 'filesystem', 'path' = 'data/bids.parquet', 'format' = 'parquet');"
@@ -37,3 +38,17 @@ def issue_job_over_nexmark(events: int, rate: int = 1000) -> str:
 def bids_over_nexmark(events: int, rate: int = 1000) -> str:
     """Only the issue's `bids` table, over generated bids."""
     return issue_job_over_nexmark(events, rate).split("\n\n")[0] + "\n"
+
+
+#: Per-key 10 s windows of csv rows (ts, k, v) from '{data}' into csv files under '{out}'.
+KEY_WINDOWS_JOB = """
+CREATE TABLE events (ts TIMESTAMP(3), k VARCHAR, v BIGINT, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
+WITH ('connector' = 'filesystem', 'path' = '{data}', 'format' = 'csv');
+CREATE TABLE key_windows (k VARCHAR, window_start TIMESTAMP(3), cnt BIGINT, total BIGINT)
+WITH ('connector' = 'filesystem', 'path' = '{out}', 'format' = 'csv');
+INSERT INTO key_windows SELECT k, window_start, COUNT(*), SUM(v)
+FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(ts), INTERVAL '10' SECOND)) GROUP BY k, window_start, window_end;
+"""
+#: KEY_WINDOWS_JOB's rows as a DuckDB batch query over '{files}' (a file or a glob).
+KEY_WINDOWS_ORACLE = ("SELECT k, time_bucket(INTERVAL '10 seconds', ts) AS window_start, COUNT(*) AS cnt, "
+                      "SUM(v) AS total FROM read_csv('{files}', header = true) GROUP BY ALL ORDER BY ALL")

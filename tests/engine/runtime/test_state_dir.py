@@ -24,17 +24,7 @@ from weir.engine.runtime.job import JobOptions, run_job
 from weir.planner.planner import plan_script
 from weir.sql import parse
 
-JOB = """
-CREATE TABLE events (ts TIMESTAMP(3), k VARCHAR, v BIGINT, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
-WITH ('connector' = 'filesystem', 'path' = '{data}', 'format' = 'csv');
-CREATE TABLE key_windows (k VARCHAR, window_start TIMESTAMP(3), cnt BIGINT, total BIGINT)
-WITH ('connector' = 'filesystem', 'path' = '{out}', 'format' = 'csv');
-INSERT INTO key_windows SELECT k, window_start, COUNT(*), SUM(v)
-FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(ts), INTERVAL '10' SECOND)) GROUP BY k, window_start, window_end;
-"""
-ORACLE = ("SELECT k, time_bucket(INTERVAL '10 seconds', ts) AS window_start, COUNT(*) AS cnt, SUM(v) AS total "
-          "FROM read_csv('{data}', header = true) GROUP BY ALL ORDER BY ALL")
-
+from jobs import KEY_WINDOWS_JOB as JOB, KEY_WINDOWS_ORACLE
 
 @pytest.fixture
 def job(tmp_path: Path):
@@ -54,7 +44,7 @@ def output(tmp: Path) -> list:
 
 
 def expected(tmp: Path) -> list:
-    return duckdb.sql(ORACLE.format(data=tmp / "events.csv")).fetchall()
+    return duckdb.sql(KEY_WINDOWS_ORACLE.format(files=tmp / "events.csv")).fetchall()
 
 
 def files(directory: Path) -> dict[str, bytes]:

@@ -24,17 +24,10 @@ from weir.engine.runtime.job import JobOptions, run_job
 from weir.planner.planner import plan_script
 from weir.sql import parse
 
-JOB = """
-CREATE TABLE events (ts TIMESTAMP(3), k VARCHAR, v BIGINT, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
-WITH ('connector' = 'filesystem', 'path' = '{data}', 'format' = 'csv');
-CREATE TABLE key_windows (k VARCHAR, window_start TIMESTAMP(3), cnt BIGINT, total BIGINT)
-WITH ('connector' = 'filesystem', 'path' = '{out}', 'format' = 'csv');
-INSERT INTO key_windows SELECT k, window_start, COUNT(*), SUM(v)
-FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(ts), INTERVAL '10' SECOND)) GROUP BY k, window_start, window_end;
-CREATE MATERIALIZED VIEW key_totals AS SELECT k, COUNT(*) AS cnt, SUM(v) AS total FROM events GROUP BY k;
-"""
-WINDOWS = ("SELECT k, time_bucket(INTERVAL '10 seconds', ts) AS window_start, COUNT(*) AS cnt, SUM(v) AS total "
-           "FROM read_csv('{data}/*.csv', header = true) GROUP BY ALL ORDER BY ALL")
+from jobs import KEY_WINDOWS_JOB, KEY_WINDOWS_ORACLE
+
+JOB = KEY_WINDOWS_JOB + ("CREATE MATERIALIZED VIEW key_totals AS "
+                         "SELECT k, COUNT(*) AS cnt, SUM(v) AS total FROM events GROUP BY k;\n")
 TOTALS = ("SELECT k, COUNT(*) AS cnt, SUM(v) AS total FROM read_csv('{data}/*.csv', header = true) "
           "GROUP BY ALL ORDER BY ALL")
 PARALLEL = {"parallelism.default": "2", "weir.source.batch-size": "2", "weir.checkpointing.interval-batches": "1"}
@@ -76,7 +69,7 @@ def run_guarded(tmp: Path, warnings: list | None = None, **settings: str):
 
 def assert_exact(tmp: Path) -> None:
     windows = duckdb.sql(f"SELECT * FROM read_csv('{tmp / 'out'}/*.csv') ORDER BY ALL").fetchall()
-    assert windows == duckdb.sql(WINDOWS.format(data=tmp / "events")).fetchall()
+    assert windows == duckdb.sql(KEY_WINDOWS_ORACLE.format(files=f"{tmp / 'events'}/*.csv")).fetchall()
     with duckdb.connect(str(tmp / "views.duckdb"), read_only=True) as con:
         totals = con.sql("SELECT * FROM key_totals ORDER BY ALL").fetchall()
     assert totals == duckdb.sql(TOTALS.format(data=tmp / "events")).fetchall()
