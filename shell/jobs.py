@@ -23,6 +23,7 @@ from typing import Callable
 from weir.engine.errors import EngineError, JobCancelled
 from weir.engine.graph import JobGraph
 from weir.engine.messages import MIN_WATERMARK
+from weir.engine.operators.registry import operator_class
 from weir.engine.runtime import control
 from weir.engine.runtime.job import JobOptions, run_job
 from weir.engine.runtime.local import JobResult, LocalExecutor, Progress
@@ -102,7 +103,7 @@ class Job:
         checkpoints = result.checkpoints
         self.metrics = replace(
             self.metrics, rows_in=result.rows_read,
-            rows_out=sum(m.rows_in for m in result.operators if m.kind == "sink"),
+            rows_out=sum(m.rows_in for m in result.operators if operator_class(m.kind).commits_output),
             last_checkpoint=str(checkpoints[-1].checkpoint_id) if checkpoints else self.metrics.last_checkpoint)
 
 

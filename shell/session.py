@@ -17,6 +17,7 @@ from sqlglot import exp
 
 from weir.engine.errors import EngineError
 from weir.engine.graph import JobGraph
+from weir.engine.operators.registry import operator_class
 from weir.planner.catalog import TableDef, ViewDef
 from weir.planner.expressions import check_functions, output_name, to_duckdb
 from weir.planner.graph_builder import GraphBuilder
@@ -126,7 +127,7 @@ class Session:
         kind = "insert" if isinstance(s, st.Insert) else "materialized view"
         graph = planner.script().graph
         if isinstance(s, st.CreateView):
-            sink = next(node for node in graph.nodes if node.kind == "sink")
+            sink = next(node for node in graph.nodes if operator_class(node.kind).commits_output)
             self.database.create_if_missing(s.name, sink.output_schema)
         if savepoint:
             self.settings.pop(SAVEPOINT_PATH, None)
@@ -158,7 +159,7 @@ class Session:
         planner = self._planner(job_name="select")
         planner.execute(s)
         graph = planner.script().graph
-        sink = next(node for node in graph.nodes if node.kind == "sink")
+        sink = next(node for node in graph.nodes if operator_class(node.kind).commits_output)
         graph.settings["parallelism.default"] = "1"  # the live result is an object in this process
         result = LiveResult(sink.output_schema, max_pending=TABLEAU_PENDING_ROWS if mode == "tableau" else None)
         redirect_to(graph, result)
