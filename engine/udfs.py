@@ -26,7 +26,9 @@ How a UDF reaches the engine:
 from __future__ import annotations
 
 import importlib
+import os
 import re
+import sys
 import threading
 import traceback
 from dataclasses import dataclass
@@ -176,6 +178,8 @@ def resolve(module: str, qualname: str, *, what: str | None = None) -> ScalarFun
                            "session), which another process cannot import",
                            hint="move it into a module on the Python path (my_udfs.py) and register it from "
                                 "there, or run the job at parallelism 1")
+    if os.getcwd() not in sys.path:  # as `python -m` does: a job's my_udfs.py beside it imports
+        sys.path.append(os.getcwd())
     try:
         loaded = importlib.import_module(module)
     except Exception as exc:  # noqa: BLE001 - any import failure is the user's to see
