@@ -399,4 +399,10 @@ def _conform(out, length: int | None, result: pa.DataType, name: str):
     if length is not None and len(out) != length:
         raise UdfError(f"the arrow UDF {name} returned {len(out)} values for {length} rows",
                        hint="return one value per row of its arguments")
+    if out.type != result:
+        try:
+            out = out.cast(result)
+        except (pa.ArrowException, TypeError, ValueError) as exc:
+            raise UdfError(f"the arrow UDF {name} returned {out.type} values that are not {result}: {exc}",
+                           hint="return an array of its result_type (pyarrow.compute.cast converts one)") from exc
     return out

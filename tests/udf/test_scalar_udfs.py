@@ -224,3 +224,13 @@ def test_a_function_of_main_that_a_worker_cannot_import_is_refused_with_the_fix(
     with pytest.raises(udfs.UdfError) as info:
         udfs.install_specs([udfs.FunctionSpec("f", "__main__", "not_there", "BIGINT").to_json()])
     assert "defined in __main__" in info.value.message and "parallelism 1" in info.value.hint
+
+
+def test_the_shell_session_creates_and_drops_functions(tmp_path):
+    from weir.shell.session import Session
+
+    session = Session(db_path=str(tmp_path / "s.duckdb"))
+    created = session.execute(parse("CREATE TEMPORARY FUNCTION shout3 AS 'udf_functions.shout'")[0])
+    assert created.text == "created function shout3" and "shout3" in session.catalog.functions
+    dropped = session.execute(parse("DROP TEMPORARY FUNCTION shout3")[0])
+    assert dropped.text == "dropped function shout3" and "shout3" not in session.catalog.functions
