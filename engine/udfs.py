@@ -26,6 +26,7 @@ How a UDF reaches the engine:
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import re
 import sys
@@ -121,6 +122,9 @@ class ScalarFunction:
         if result_type is None:
             raise UdfError(f"the UDF {getattr(fn, '__name__', fn)} needs a result_type",
                            hint="declare it: @weir.udf(result_type='BIGINT')")
+        if _takes_no_argument(fn):
+            raise UdfError(f"the UDF {getattr(fn, '__name__', fn)} takes no argument",
+                           hint="a UDF is called over rows: give it at least one parameter")
         self.fn = fn
         self.name = name or fn.__name__
         self.result_type = duckdb_type(result_type)
@@ -139,6 +143,14 @@ class ScalarFunction:
     def spec(self, name: str | None = None) -> FunctionSpec:
         return FunctionSpec(name or self.name, self.fn.__module__, self.fn.__qualname__, self.result_type,
                             self.func_type, self.input_types, self.deterministic)
+
+
+def _takes_no_argument(fn: Callable) -> bool:
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: DuckDB will say
+        return False
+    return not any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in parameters)
 
 
 def udf(fn: Callable | None = None, *, result_type: str | None = None, input_types=None,

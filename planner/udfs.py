@@ -19,6 +19,9 @@ from weir.sql.errors import Problem, WeirSqlError
 
 
 def create_function(catalog: Catalog, s: st.CreateFunction) -> None:
+    if "." in s.name:
+        raise WeirSqlError(Problem(f"the function name {s.name} has a catalog or database part",
+                                   *locate(s, re.escape(s.name)), f"name it without one: {s.name.rsplit('.', 1)[-1]}"))
     if s.name.lower() in catalog.functions:
         if s.if_not_exists:
             return

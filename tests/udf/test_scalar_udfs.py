@@ -157,7 +157,8 @@ def test_create_function_refuses_what_it_cannot_import_naming_it(target, message
     assert (problem.line, problem.col) == (1, 22)  # the AS string
 
 
-def test_create_function_refuses_another_language_and_a_second_definition():
+def test_create_function_refuses_another_language_a_dotted_name_and_a_second_definition():
+    assert "has a catalog or database part" in plan_error("CREATE FUNCTION db.f AS 'a.b';").problems[0].message
     assert "LANGUAGE JAVA is not supported" in plan_error("CREATE FUNCTION f AS 'a.b' LANGUAGE JAVA;").problems[0].message
     twice = "CREATE FUNCTION twice AS 'udf_functions.twice';"
     assert "already exists" in plan_error(twice * 2).problems[0].message
@@ -216,6 +217,8 @@ def test_declarations_weir_cannot_run_are_refused():
         weir.udf(lambda v: v)
     with pytest.raises(udfs.UdfError, match="'NUMBERZ' is not a SQL type"):
         weir.udf(lambda v: v, result_type="NUMBERZ")
+    with pytest.raises(udfs.UdfError, match="takes no argument"):
+        weir.udf(lambda: 1, result_type="BIGINT")
     with pytest.raises(udfs.UdfError, match="aggregate functions"):
         weir.udaf(lambda v: v)
 
