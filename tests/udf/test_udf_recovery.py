@@ -5,6 +5,7 @@ built-in functions (a DuckDB oracle over the input files)."""
 from __future__ import annotations
 
 import threading
+from datetime import datetime
 from pathlib import Path
 
 import duckdb
@@ -60,3 +61,35 @@ def test_udfs_at_parallelism_2_survive_a_killed_worker_with_exact_output(tmp_pat
     assert len(warnings) == 1 and "worker 1 of job" in warnings[0] and "restarting" in warnings[0]
     windows = duckdb.sql(f"SELECT * FROM read_csv('{tmp_path / 'out'}/*.csv') ORDER BY ALL").fetchall()
     assert windows and windows == duckdb.sql(ORACLE.format(files=f"{tmp_path / 'events'}/*.csv")).fetchall()
+
+
+def test_a_function_of_main_runs_at_parallelism_1_and_is_refused_by_workers_with_the_fix(tmp_path: Path):
+    import weir
+    from weir.engine.errors import EngineError
+    from weir.planner.catalog import register_function
+    from weir.planner.planner import Planner
+
+    def halve(v):
+        return None if v is None else v // 2
+
+    halve.__module__, halve.__qualname__ = "__main__", "halve_in_a_notebook"  # as defined in a notebook
+    (tmp_path / "events").mkdir()
+    (tmp_path / "events" / "part-0.csv").write_text("ts,k,v\n2024-01-01 00:00:01,a,10\n2024-01-01 00:00:02,b,6\n")
+    outcomes = {}
+    for parallelism in ("1", "2"):
+        sql = JOB.format(data=tmp_path / "events", out=tmp_path / f"out{parallelism}").replace("twice(v)", "halve(v)")
+        planner = Planner(db_path=str(tmp_path / "v.duckdb"),
+                          settings={"parallelism.default": parallelism, "weir.source.batch-size": "2"})
+        register_function(planner.catalog, weir.udf(halve, result_type="BIGINT"))
+        for statement in parse(sql.replace("CREATE FUNCTION twice AS 'udf_functions.twice' LANGUAGE PYTHON;", "")):
+            planner.execute(statement)
+        try:
+            outcomes[parallelism] = run_job(planner.script().graph, JobOptions(state_dir=tmp_path / f"s{parallelism}"))
+        except EngineError as error:
+            outcomes[parallelism] = error
+    assert not isinstance(outcomes["1"], EngineError), outcomes["1"]
+    assert duckdb.sql(f"SELECT * FROM read_csv('{tmp_path / 'out1'}/*.csv') ORDER BY ALL").fetchall() == \
+        [("A!", datetime(2024, 1, 1), 1, 5)]  # halve(v) > 4 keeps only v = 10
+    refused = outcomes["2"]
+    assert isinstance(refused, EngineError)
+    assert "halve is defined in __main__" in refused.message and "parallelism 1" in refused.hint
