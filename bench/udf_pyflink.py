@@ -18,13 +18,13 @@ from pyflink.table import DataTypes, EnvironmentSettings, TableEnvironment
 from pyflink.table.udf import udf
 
 
-@udf(result_type=DataTypes.BIGINT(), func_type="pandas")
-def plus(x):
+@udf(result_type=DataTypes.BIGINT(), input_types=[DataTypes.BIGINT()], func_type="pandas")
+def times2_plus1(x):
     return x * 2 + 1
 
 
-@udf(result_type=DataTypes.BIGINT())
-def plus_row(x):
+@udf(result_type=DataTypes.BIGINT(), input_types=[DataTypes.BIGINT()])
+def times2_plus1_row(x):
     return None if x is None else x * 2 + 1
 
 
@@ -38,12 +38,12 @@ def main() -> None:
             out.writelines(f"{i}\n" for i in range(args.rows))
         env = TableEnvironment.create(EnvironmentSettings.in_batch_mode())
         env.get_config().set("parallelism.default", "1")
-        env.create_temporary_function("plus", plus)
-        env.create_temporary_function("plus_row", plus_row)
+        env.create_temporary_function("times2_plus1", times2_plus1)
+        env.create_temporary_function("times2_plus1_row", times2_plus1_row)
         env.execute_sql(f"CREATE TABLE t (x BIGINT) WITH ('connector' = 'filesystem', 'path' = '{data}', "
                         "'format' = 'csv')")
         env.execute_sql("CREATE TABLE sink (x BIGINT, y BIGINT) WITH ('connector' = 'blackhole')")
-        for name, e in {"built-in": "x * 2 + 1", "pandas UDF": "plus(x)", "general UDF": "plus_row(x)"}.items():
+        for name, e in {"built-in": "x * 2 + 1", "pandas UDF": "times2_plus1(x)", "general UDF": "times2_plus1_row(x)"}.items():
             start = time.perf_counter()
             env.execute_sql(f"INSERT INTO sink SELECT x, {e} FROM t WHERE {e} % 1000 = 1").wait()
             seconds = time.perf_counter() - start

@@ -278,6 +278,23 @@ def uninstall(name: str) -> None:
         _VERSION[0] += 1
 
 
+def arity_problem(name: str, count: int) -> str | None:
+    """Why the installed UDF ``name`` cannot take ``count`` arguments (None: it can)."""
+    entry = _REGISTRY.get(name.lower())
+    if entry is None:
+        return None
+    if entry.spec.input_types is not None:
+        expected = len(entry.spec.input_types)
+        return None if count == expected else f"{entry.spec.name} takes {expected} argument(s), got {count}"
+    try:
+        inspect.signature(entry.function.fn).bind(*range(count))
+    except TypeError as reason:
+        return f"{entry.spec.name} cannot take {count} argument(s): {reason}"
+    except ValueError:  # no signature to check
+        return None
+    return None
+
+
 def installed(name: str) -> FunctionSpec | None:
     entry = _REGISTRY.get(name.lower())
     return entry.spec if entry is not None else None

@@ -161,6 +161,11 @@ def check_functions(bound: exp.Expression, schema: pa.Schema | None) -> list[Pro
         if isinstance(node, exp.Anonymous) and node.name.upper() not in TRANSLATED \
                 and node.name.lower() not in duckdb_functions() and udfs.installed(node.name) is None:
             problems.append(_unknown_function(node))
+        elif isinstance(node, exp.Anonymous) and udfs.installed(node.name) is not None:
+            reason = udfs.arity_problem(node.name, len(node.expressions))
+            if reason:
+                problems.append(Problem(reason, *position(node), "call the Python function with the "
+                                        "parameters it declares"))
     if problems or schema is None:  # without the input's types, only the names can be checked
         return problems
     try:

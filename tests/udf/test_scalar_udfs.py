@@ -173,6 +173,15 @@ def test_a_dropped_function_is_unknown_again(tmp_path):
     plan_script(parse("DROP FUNCTION IF EXISTS nope;"))
 
 
+def test_a_call_with_the_wrong_number_of_arguments_is_refused_at_plan_time(tmp_path):
+    sql = FUNCTIONS + TABLES.format(data=tmp_path / "e.csv") + \
+        "CREATE MATERIALIZED VIEW mv AS SELECT twice(v, v) AS a FROM events;"
+    problem = plan_error(sql).problems[0]
+    assert problem.message.startswith("twice cannot take 2 argument(s)")
+    sql = sql.replace("twice(v, v)", "bucket(v, v)")
+    assert plan_error(sql).problems[0].message == "bucket takes 1 argument(s), got 2"
+
+
 def test_a_declared_parameter_type_is_checked_at_plan_time(tmp_path):
     sql = FUNCTIONS + TABLES.format(data=tmp_path / "e.csv") + \
         "CREATE MATERIALIZED VIEW mv AS SELECT bucket(ts) FROM events;"
