@@ -1,5 +1,5 @@
 """A job calling Python UDFs at parallelism 2: its worker processes import the functions by module
-name, and after worker 1 is killed (SIGKILL, mid-alignment of a checkpoint barrier) the restarted
+name, and after worker 1 is killed (SIGKILL, after its third source batch) the restarted
 workers import them again and the job ends with exactly the output of the same job written with
 built-in functions (a DuckDB oracle over the input files)."""
 from __future__ import annotations
@@ -38,7 +38,7 @@ def test_udfs_at_parallelism_2_survive_a_killed_worker_with_exact_output(tmp_pat
     for part in range(2):  # two splits: each worker reads one
         rows = "".join(f"2024-01-01 00:00:{2 * i:02d},{'abc'[i % 3]},{i}\n" for i in range(part, 24, 2))
         (tmp_path / "events" / f"part-{part}.csv").write_text("ts,k,v\n" + rows)
-    monkeypatch.setenv("WEIR_FAULT", "align:2@1")  # read by the spawned workers
+    monkeypatch.setenv("WEIR_FAULT", "batch:3@1")  # worker 1 dies after its 3rd source batch
     monkeypatch.setenv("WEIR_FAULT_ONCE", str(tmp_path / "fired"))
     sql = JOB.format(data=tmp_path / "events", out=tmp_path / "out")
     graph = plan_script(parse(sql), db_path=str(tmp_path / "v.duckdb"), settings=SETTINGS).graph
