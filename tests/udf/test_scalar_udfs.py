@@ -246,3 +246,19 @@ def test_the_shell_session_creates_and_drops_functions(tmp_path):
     assert created.text == "created function shout3" and "shout3" in session.catalog.functions
     dropped = session.execute(parse("DROP TEMPORARY FUNCTION shout3")[0])
     assert dropped.text == "dropped function shout3" and "shout3" not in session.catalog.functions
+
+
+def test_a_udf_in_a_computed_column_and_in_the_watermark(tmp_path):
+    write_events(tmp_path / "events.csv", 6)
+    sql = (FUNCTIONS + f"""
+CREATE TABLE events (ts TIMESTAMP(3), k VARCHAR, v BIGINT, d AS twice(v),
+  WATERMARK FOR ts AS ts - INTERVAL '1' SECOND * bucket(10))
+WITH ('connector' = 'filesystem', 'path' = '{tmp_path / "events.csv"}', 'format' = 'csv');
+CREATE MATERIALIZED VIEW mv AS SELECT k, window_start, SUM(d) AS s
+FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(ts), INTERVAL '4' SECOND)) GROUP BY k, window_start, window_end;""")
+    graph = plan_script(parse(sql), db_path=str(tmp_path / "v.duckdb")).graph
+    run_job(graph, JobOptions(state_dir=tmp_path / "state"))
+    with duckdb.connect(str(tmp_path / "v.duckdb"), read_only=True) as con:
+        rows = con.sql("SELECT k, second(window_start), s FROM mv ORDER BY ALL").fetchall()
+    # rows i = 0..5 at 2i seconds, k = "abc"[i % 3], d = 2i; the 4-second windows hold rows 2j and 2j + 1
+    assert rows == [("a", 0, 0), ("a", 4, 6), ("b", 0, 2), ("b", 8, 8), ("c", 4, 4), ("c", 8, 10)]
