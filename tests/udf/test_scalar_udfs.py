@@ -85,6 +85,14 @@ def test_a_udf_gives_what_the_same_builtin_expression_gives(tmp_path, case):
     assert rows and rows == view_rows(tmp_path, builtin, "builtin")
 
 
+@pytest.mark.parametrize("case", ["join condition", "window"])
+def test_at_parallelism_2_a_udf_gives_what_the_builtin_gives_at_1(tmp_path, case):
+    write_events(tmp_path / "events.csv")
+    with_udfs, builtin = QUERIES[case]
+    rows = view_rows(tmp_path, with_udfs, "udf", **{"parallelism.default": "2"})
+    assert rows and rows == view_rows(tmp_path, builtin, "builtin")
+
+
 @settings(max_examples=8, deadline=None)
 @given(values=st.lists(st.one_of(st.none(), st.integers(-10**6, 10**6)), min_size=1, max_size=40),
        batch=st.integers(1, 9))
