@@ -76,6 +76,8 @@ class JobGraph:
     nodes: list[OperatorNode] = field(default_factory=list)
     #: Job settings from SET statements and the command line ('parallelism.default', ...).
     settings: dict[str, str] = field(default_factory=dict)
+    #: The Python UDFs its SQL calls, as ``engine.udfs.FunctionSpec`` JSON (each process imports them).
+    functions: list[dict[str, Any]] = field(default_factory=list)
 
     def node(self, node_id: str) -> OperatorNode:
         for n in self.nodes:
@@ -118,6 +120,7 @@ class JobGraph:
             "name": self.name,
             "nodes": [n.to_json() for n in self.nodes],
             "settings": dict(self.settings),
+            **({"functions": list(self.functions)} if self.functions else {}),
         }
 
     @classmethod
@@ -126,6 +129,7 @@ class JobGraph:
             name=data["name"],
             nodes=[OperatorNode.from_json(n) for n in data["nodes"]],
             settings=dict(data.get("settings", {})),
+            functions=list(data.get("functions", [])),
         )
 
     def fingerprint(self) -> str:

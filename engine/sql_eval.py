@@ -8,6 +8,8 @@ from __future__ import annotations
 import duckdb
 import pyarrow as pa
 
+from weir.engine.udfs import register_functions
+
 #: The name under which an input batch is visible to generated SQL.
 INPUT = "input_batch"
 
@@ -19,6 +21,7 @@ def describe(select_sql: str, input_schema: pa.Schema) -> pa.Schema:
     """
     con = duckdb.connect(":memory:")
     try:
+        register_functions(con)  # Python UDFs the SQL may call
         con.register(INPUT, input_schema.empty_table())
         return con.sql(f"SELECT * FROM ({select_sql}) LIMIT 0").to_arrow_table().schema
     finally:

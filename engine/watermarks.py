@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 
 from weir.engine.messages import MAX_WATERMARK, MIN_WATERMARK
 from weir.engine.sql_eval import INPUT
+from weir.engine.udfs import register_functions
 
 
 #: The transport column holding each row's arrival watermark (int64 µs); see the module docstring.
@@ -98,6 +99,8 @@ class WatermarkGenerator:
         self._per_row = f"SELECT epoch_us(CAST(({expression_sql}) AS TIMESTAMP)) AS candidate FROM {INPUT}"
         self._bounded = bounded
         self._con = duckdb.connect(":memory:") if bounded is None else None
+        if self._con is not None:
+            register_functions(self._con)  # a WATERMARK expression may call a Python UDF
 
     def max_of(self, batch: pa.RecordBatch) -> int | None:
         """The largest watermark candidate in ``batch`` (µs), or None if all are NULL."""

@@ -1,4 +1,4 @@
-"""The catalog: tables and views declared so far, by case-insensitive name."""
+"""The catalog: tables, views and Python functions declared so far, by case-insensitive name."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 from sqlglot import exp
 
+from weir.engine import udfs
+from weir.planner.expressions import builtin_function
 from weir.sql.statements import CreateTable, CreateView
 
 
@@ -47,9 +49,22 @@ class ViewDef:
 
 
 @dataclass
+class FunctionDef:
+    """A Python UDF (``engine.udfs``) callable from SQL by ``name``."""
+
+    name: str
+    function: udfs.ScalarFunction
+
+    @property
+    def spec(self) -> udfs.FunctionSpec:
+        return self.function.spec(self.name)
+
+
+@dataclass
 class Catalog:
     tables: dict[str, TableDef] = field(default_factory=dict)
     views: dict[str, ViewDef] = field(default_factory=dict)
+    functions: dict[str, FunctionDef] = field(default_factory=dict)
 
     def lookup(self, name: str) -> TableDef | ViewDef | None:
         key = name.lower()
@@ -65,8 +80,38 @@ class Catalog:
         self.views[view.name.lower()] = view
 
     def copy(self) -> "Catalog":
-        return Catalog(dict(self.tables), dict(self.views))
+        return Catalog(dict(self.tables), dict(self.views), dict(self.functions))
+
+    def add_function(self, definition: FunctionDef) -> None:
+        """Declare a UDF, and make it callable on this process's DuckDB connections (``udfs.install``)."""
+        self.functions[definition.name.lower()] = definition
+        udfs.install(definition.function, definition.name)
+
+    def drop_function(self, name: str) -> bool:
+        dropped = self.functions.pop(name.lower(), None)
+        if dropped is not None:
+            udfs.uninstall(name)
+        return dropped is not None
 
     def drop(self, name: str) -> bool:
         key = name.lower()
         return self.tables.pop(key, None) is not None or self.views.pop(key, None) is not None
+
+
+def register_function(catalog: Catalog, fn, name: str | None = None, *, result_type: str | None = None,
+                      input_types=None, func_type: str = "general") -> FunctionDef:
+    """Make ``fn`` callable from SQL as ``name`` (its own name by default): a ``@weir.udf`` function,
+    or a plain one declared here (``result_type=...``). Replaces a function of the same name, as
+    DuckDB's ``create_function`` would refuse to; raises ``engine.udfs.UdfError`` on a bad declaration."""
+    if not isinstance(fn, udfs.ScalarFunction):
+        if result_type is None:
+            raise udfs.UdfError(f"{getattr(fn, '__name__', fn)!r} is not a weir UDF and no result_type is given",
+                                hint="decorate it with @weir.udf(result_type='BIGINT'), or pass result_type=")
+        fn = udfs.udf(fn, result_type=result_type, input_types=input_types, func_type=func_type)
+    definition = FunctionDef(name or fn.name, fn)
+    if builtin_function(definition.name):
+        raise udfs.UdfError(f"{definition.name} is the name of a built-in function",
+                            hint="give the Python function another name (weir's functions cannot shadow "
+                                 "built-in ones)")
+    catalog.add_function(definition)
+    return definition

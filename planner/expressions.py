@@ -14,6 +14,7 @@ import duckdb
 import pyarrow as pa
 from sqlglot import exp
 
+from weir.engine import udfs
 from weir.engine.sql_eval import INPUT, describe
 from weir.planner.functions import FLINK_FUNCTIONS, TRANSLATED, translate_tree, typed_rewrites
 from weir.planner.types import normalise, sql_name
@@ -101,14 +102,38 @@ def _connection() -> duckdb.DuckDBPyConnection:
 
 @functools.cache
 def duckdb_functions() -> frozenset[str]:
-    names = _connection().sql("SELECT DISTINCT lower(function_name) FROM duckdb_functions()").fetchall()
+    """DuckDB's built-in functions (on a connection of their own: no UDF among them)."""
+    con = duckdb.connect(":memory:")
+    try:
+        names = con.sql("SELECT DISTINCT lower(function_name) FROM duckdb_functions()").fetchall()
+    finally:
+        con.close()
     return frozenset(n for (n,) in names)
+
+
+def builtin_function(name: str) -> bool:
+    """Whether ``name`` is a function of Flink's, DuckDB's or one sqlglot reads as its own."""
+    if name.upper() in FLINK_FUNCTIONS or name.lower() in duckdb_functions():
+        return True
+    try:
+        call = exp.maybe_parse(f"{name}(x)", dialect=Weir)
+    except Exception:  # noqa: BLE001 - not a name that parses as a call: sqlglot's own syntax
+        return True
+    return not isinstance(call, exp.Anonymous)
+
+
+def _with_udfs(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """``con`` with this process's Python UDFs registered, as they are now."""
+    if getattr(_DUCKDB, "udfs", None) != udfs.version():
+        udfs.register_functions(con)
+        _DUCKDB.udfs = udfs.version()
+    return con
 
 
 def _bind_error(sql: str, schema: pa.Schema) -> str | None:
     """DuckDB's message when ``sql`` (one expression over ``schema``) has no function or operator
     for its argument types; None when it binds, or fails for another reason (reported elsewhere)."""
-    con = _connection()
+    con = _with_udfs(_connection())
     try:
         con.register(INPUT, schema.empty_table())
         con.sql(f"SELECT {sql} FROM {INPUT} LIMIT 0").fetchall()
@@ -134,8 +159,13 @@ def check_functions(bound: exp.Expression, schema: pa.Schema | None) -> list[Pro
     problems: list[Problem] = []
     for node in bound.walk():
         if isinstance(node, exp.Anonymous) and node.name.upper() not in TRANSLATED \
-                and node.name.lower() not in duckdb_functions():
+                and node.name.lower() not in duckdb_functions() and udfs.installed(node.name) is None:
             problems.append(_unknown_function(node))
+        elif isinstance(node, exp.Anonymous) and udfs.installed(node.name) is not None:
+            reason = udfs.arity_problem(node.name, len(node.expressions))
+            if reason:
+                problems.append(Problem(reason, *position(node), "call the Python function with the "
+                                        "parameters it declares"))
     if problems or schema is None:  # without the input's types, only the names can be checked
         return problems
     try:

@@ -18,6 +18,7 @@ from weir.engine.changelog import ROW_KIND, ROW_KIND_TYPE
 from weir.engine.graph import Edge, JobGraph
 from weir.planner.changelog import sink_changelog
 from weir.planner.catalog import Catalog, TableDef, ViewDef
+from weir.planner.udfs import create_function, drop_function, graph_functions
 from weir.planner.computed_columns import computed_columns
 from weir.planner.connectors import check_connector
 from weir.planner.expressions import Scope, bind, position
@@ -67,6 +68,8 @@ class Planner:
             st.SetOption: self._set,
             st.ResetOption: self._reset,
             st.Explain: self._explain,
+            st.CreateFunction: lambda s: create_function(self.catalog, s),
+            st.DropFunction: lambda s: drop_function(self.catalog, s),
         }.get(type(statement))
         if handler is None:
             raise WeirSqlError(Problem(
@@ -78,6 +81,7 @@ class Planner:
         graph = self.builder.graph
         late_rows_tables = plan_late_rows_tables(self.builder, self.catalog, self.db_path)
         graph.settings = dict(self.settings)
+        graph.functions = graph_functions(graph, self.catalog)
         if "pipeline.name" in self.settings:
             graph.name = self.settings["pipeline.name"]
         return Script(graph, self.catalog, self.explains, self.materialized_views, late_rows_tables)

@@ -97,6 +97,8 @@ class Session:
             return Message(f"created table {s.name}")
         if isinstance(s, st.CreateView):
             return Message(f"created view {s.name}")
+        if isinstance(s, (st.CreateFunction, st.DropFunction)):
+            return Message(f"{'created' if isinstance(s, st.CreateFunction) else 'dropped'} function {s.name}")
         return Message(f"reset {s.key}" if getattr(s, "key", None) else "reset every setting")
 
     def _planner(self, job_name: str = "shell") -> Planner:

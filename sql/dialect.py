@@ -9,6 +9,8 @@ RisingWave's parser already reads ``WATERMARK FOR col AS expr`` and
   the raw node ``WindowCall`` (``sql.windows`` turns it into ``WindowTVF``);
 - ``EXPLAIN <statement>``, ``SHOW TABLES|VIEWS|JOBS``, ``STOP JOB 'id'
   [WITH SAVEPOINT]``, ``RESET ['key']``;
+- Flink's ``CREATE [TEMPORARY [SYSTEM]] FUNCTION [IF NOT EXISTS] f AS 'module.f'
+  [LANGUAGE PYTHON]`` and ``DROP [TEMPORARY [SYSTEM]] FUNCTION [IF EXISTS] f``;
 - backquoted identifiers, as in Flink.
 """
 from __future__ import annotations
@@ -73,6 +75,22 @@ class ResetStatement(exp.Expression):
     arg_types = {"this": False}
 
 
+class CreateFunctionStatement(exp.Expression):
+    """this: the name (exp.Table); expression: the 'module.function' string; language: its word."""
+
+    arg_types = {"this": True, "expression": True, "language": False, "temporary": False, "system": False,
+                 "exists": False}
+
+
+class DropFunctionStatement(exp.Expression):
+    arg_types = {"this": True, "temporary": False, "system": False, "exists": False}
+
+
+#: The words CREATE and DROP FUNCTION begin with: Flink's catalog, temporary and temporary system functions.
+_FUNCTION_PREFIXES = {(): {}, ("TEMPORARY",): {"temporary": True},
+                      ("TEMPORARY", "SYSTEM"): {"temporary": True, "system": True}}
+
+
 def _show(what: str):
     return lambda self: self.expression(exp.Show(this=what))
 
@@ -116,6 +134,10 @@ class WeirParser(RisingWaveParser):
         ("EXPLAIN",): lambda self: self._parse_explain(),
         ("STOP", "JOB"): lambda self: self._parse_stop_job(),
         ("RESET",): lambda self: self.expression(ResetStatement(this=self._parse_string())),
+        **{("CREATE", *words, "FUNCTION"): lambda self, kind=kind: self._parse_create_function(kind)
+           for words, kind in _FUNCTION_PREFIXES.items()},
+        **{("DROP", *words, "FUNCTION"): lambda self, kind=kind: self._parse_drop_function(kind)
+           for words, kind in _FUNCTION_PREFIXES.items()},
     }
 
     #: Whether the last syntax error came at the end of the statement (nothing left to read).
@@ -204,6 +226,26 @@ class WeirParser(RisingWaveParser):
             self.raise_error("STOP JOB needs the job id as a string, e.g. STOP JOB '3f2a'")
         with_savepoint = self._match_text_seq("WITH", "SAVEPOINT")
         return self.expression(StopJobStatement(this=job_id, with_savepoint=with_savepoint))
+
+    def _parse_create_function(self, kind: dict) -> CreateFunctionStatement:
+        exists = self._match_text_seq("IF", "NOT", "EXISTS")
+        name = self._parse_table_parts()
+        if not self._match(TokenType.ALIAS):
+            self.raise_error("CREATE FUNCTION needs AS 'module.function', e.g. CREATE FUNCTION f AS 'my_udfs.f' "
+                             "LANGUAGE PYTHON")
+        target = self._parse_string()
+        if target is None:
+            self.raise_error("CREATE FUNCTION needs AS 'module.function' as a string")
+        language = None
+        if self._match_text_seq("LANGUAGE"):
+            language = self._curr.text.upper() if self._curr else None
+            self._advance()
+        return self.expression(CreateFunctionStatement(this=name, expression=target, language=language,
+                                                       exists=exists, **kind))
+
+    def _parse_drop_function(self, kind: dict) -> DropFunctionStatement:
+        exists = self._match_text_seq("IF", "EXISTS")
+        return self.expression(DropFunctionStatement(this=self._parse_table_parts(), exists=exists, **kind))
 
     # -- window table functions ------------------------------------------------------------
 
@@ -312,6 +354,9 @@ class WeirGenerator(RisingWaveGenerator):
         StopJobStatement: lambda self, e: f"STOP JOB {self.sql(e, 'this')}"
         + (" WITH SAVEPOINT" if e.args.get("with_savepoint") else ""),
         ResetStatement: lambda self, e: f"RESET {self.sql(e, 'this')}".rstrip(),
+        CreateFunctionStatement: lambda self, e: f"CREATE FUNCTION {self.sql(e, 'this')} AS {self.sql(e, 'expression')}"
+        + (f" LANGUAGE {e.args['language']}" if e.args.get("language") else ""),
+        DropFunctionStatement: lambda self, e: f"DROP FUNCTION {self.sql(e, 'this')}",
         exp.TimestampAdd: lambda self, e: self.func("TIMESTAMPADD", e.args["unit"], e.expression, e.this),
         exp.TimestampDiff: lambda self, e: self.func("TIMESTAMPDIFF", e.args["unit"], e.expression, e.this),
     }

@@ -6,14 +6,15 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from weir.sql import statements as st
-from weir.sql.dialect import ExplainStatement, ResetStatement, StopJobStatement
+from weir.sql.dialect import (CreateFunctionStatement, DropFunctionStatement, ExplainStatement, ResetStatement,
+                              StopJobStatement)
 from weir.sql.errors import Problem, WeirSqlError
 from weir.sql.positions import error_at, line_col, position
 from weir.sql.windows import normalise_windows
 
 SUPPORTED = (
     "CREATE TABLE, CREATE [MATERIALIZED] VIEW, INSERT INTO ... SELECT, SELECT, EXPLAIN, SET, RESET, "
-    "SHOW TABLES|VIEWS|JOBS, DESCRIBE, DROP TABLE|VIEW, STOP JOB"
+    "SHOW TABLES|VIEWS|JOBS, DESCRIBE, DROP TABLE|VIEW, STOP JOB, CREATE|DROP [TEMPORARY [SYSTEM]] FUNCTION"
 )
 
 
@@ -256,6 +257,21 @@ def _drop(tree: exp.Drop, span: Span) -> st.Drop:
     return st.Drop(**span.fields(), kind=kind, name=_name(tables[0]), if_exists=bool(tree.args.get("exists")))
 
 
+def _create_function(tree: CreateFunctionStatement, span: Span) -> st.CreateFunction:
+    language = tree.args.get("language") or "PYTHON"  # weir's functions are Python (Flink's default is JAVA)
+    if language != "PYTHON":
+        raise error_at(tree.this, f"LANGUAGE {language} is not supported: weir runs Python functions",
+                       "write LANGUAGE PYTHON, naming a function decorated with @weir.udf")
+    return st.CreateFunction(**span.fields(), name=_name(tree.this), target=tree.expression.name, language=language,
+                             temporary=bool(tree.args.get("temporary")), system=bool(tree.args.get("system")),
+                             if_not_exists=bool(tree.args.get("exists")))
+
+
+def _drop_function(tree: DropFunctionStatement, span: Span) -> st.DropFunction:
+    return st.DropFunction(**span.fields(), name=_name(tree.this), temporary=bool(tree.args.get("temporary")),
+                           system=bool(tree.args.get("system")), if_exists=bool(tree.args.get("exists")))
+
+
 def _stop_job(tree: StopJobStatement, span: Span) -> st.StopJob:
     return st.StopJob(**span.fields(), job_id=tree.this.name, with_savepoint=bool(tree.args.get("with_savepoint")))
 
@@ -271,4 +287,6 @@ BUILDERS = (
     (exp.Describe, _describe),
     (exp.Drop, _drop),
     (StopJobStatement, _stop_job),
+    (CreateFunctionStatement, _create_function),
+    (DropFunctionStatement, _drop_function),
 )

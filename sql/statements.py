@@ -148,3 +148,24 @@ class Drop(Statement):
 class StopJob(Statement):
     job_id: str
     with_savepoint: bool = False
+
+
+@dataclass
+class CreateFunction(Statement):
+    """CREATE [TEMPORARY [SYSTEM]] FUNCTION [IF NOT EXISTS] name AS 'module.function' [LANGUAGE PYTHON]."""
+
+    name: str
+    #: 'package.module.function', as written.
+    target: str
+    language: str = "PYTHON"
+    temporary: bool = False
+    system: bool = False
+    if_not_exists: bool = False
+
+
+@dataclass
+class DropFunction(Statement):
+    name: str
+    temporary: bool = False
+    system: bool = False
+    if_exists: bool = False

@@ -15,6 +15,7 @@ import pyarrow as pa
 from weir.engine.operators.duckdb_sql import execute
 from weir.engine.state.key_groups import range_for_subtask
 from weir.engine.state.memory import ManagedMemory
+from weir.engine.udfs import register_functions
 
 
 #: The counter of rows dropped because their event time is NULL (no window, no join bound).
@@ -84,6 +85,7 @@ class OperatorContext:
             connection.execute("SET memory_limit = ?", [self.memory_limit])
         if self.parallelism > 1:
             connection.execute("SET threads = 1")  # one core per subtask: the workers share the machine
+        register_functions(connection)  # the job's Python UDFs (engine.udfs)
         return connection
 
 

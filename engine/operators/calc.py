@@ -23,6 +23,7 @@ from weir.engine.errors import EngineError
 from weir.engine.operators.base import Operator, OperatorContext, explain_lines
 from weir.engine.operators.batches import conform
 from weir.engine.operators.duckdb_sql import query_arrow, quote_ident
+from weir.engine.udfs import register_functions
 from weir.engine.watermarks import ARRIVAL_WATERMARK, PASS, has_arrival
 
 INPUT_VIEW = "calc_input"
@@ -59,6 +60,7 @@ class Calc(Operator):
     def open(self) -> None:
         if self._con is None:
             self._con = duckdb.connect(":memory:")
+            register_functions(self._con)  # Python UDFs of the job (engine.udfs)
 
     def process_batch(self, batch: pa.RecordBatch, input_index: int = 0) -> list[pa.RecordBatch]:
         self.open()

@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from weir.engine.errors import EngineError
 from weir.engine.state.staged import STAGING, StagedTable, stage_table
+from weir.engine.udfs import take_failure
 
 
 def quote_ident(name: str) -> str:
@@ -163,8 +164,16 @@ def snapshot_table(con: duckdb.DuckDBPyConnection, sql: str, ctx, name: str) -> 
 RAISED = "weir-error: "
 
 
+#: How DuckDB reports an exception raised by a Python UDF (``engine.udfs`` records which, and where).
+UDF_FAILED = "Python exception occurred while executing the UDF"
+
+
 def _failure(exc: Exception, sql: str, operator_id: str) -> EngineError:
     text = str(exc)
+    if UDF_FAILED in text:
+        failure = take_failure()
+        if failure is not None:
+            return failure.engine_error(operator_id)
     if RAISED in text:  # weir's own check, written in SQL: its message and hint as they are
         message, _, hint = text.split(RAISED, 1)[1].partition(" | hint: ")
         return EngineError(message.strip(), hint=hint.strip() or None, operator_id=operator_id)

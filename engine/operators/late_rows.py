@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 
 from weir.engine.operators.base import OperatorContext
 from weir.engine.operators.duckdb_sql import int_literal, query_arrow, quote_ident, string_literal
+from weir.engine.udfs import register_functions
 from weir.engine.watermarks import without_arrival
 
 LATE_INPUT = "late_input"
@@ -66,6 +67,7 @@ class LateRows:
     def _rows(self, rows: pa.RecordBatch, projection: list[list[str]], behind: str) -> list[pa.RecordBatch]:
         if self._con is None:
             self._con = duckdb.connect(":memory:")
+            register_functions(self._con)  # a computed column may call a Python UDF
         columns = [f"{sql} AS {quote_ident(name)}" for name, sql in projection]
         columns += [f"{string_literal(self.ctx.operator_id)} AS {OPERATOR_COLUMN}",
                     f"{behind} AS {WATERMARK_COLUMN}"]

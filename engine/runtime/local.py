@@ -31,6 +31,7 @@ from weir.engine.runtime.sink_writer import SinkWriter
 from weir.engine.runtime.source_reader import SourceReader
 from weir.engine.runtime.task import OperatorMetrics, Task
 from weir.engine.state.memory import ManagedMemory
+from weir.engine.udfs import install_specs
 
 
 @dataclass
@@ -158,6 +159,7 @@ class LocalExecutor:
 
     # -- setup ---------------------------------------------------------------
     def _build(self) -> None:
+        install_specs(self.graph.functions)  # import the job's Python UDFs in this process
         memory = ManagedMemory.for_job(self.graph.settings, parallelism=self.parallelism, spill_dir=self.spill_dir)
         for node in self.graph.nodes:
             ctx = OperatorContext(operator_id=node.id, output_schema=node.output_schema,

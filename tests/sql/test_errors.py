@@ -157,7 +157,7 @@ def test_legacy_window_needs_one_table_and_one_window():
         ("DELETE FROM t", "DELETE"),
         ("GRANT ALL ON t TO u", "GRANT"),
         ("SHOW FUNCTIONS", "SHOW FUNCTIONS"),
-        ("CREATE FUNCTION f AS 'x'", "CREATE FUNCTION"),
+        ("CREATE PROCEDURE p AS 'x'", "CREATE PROCEDURE"),
         ("DROP INDEX i", "DROP INDEX"),
     ],
 )

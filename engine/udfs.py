@@ -1,0 +1,437 @@
+"""Python user-defined scalar functions, called by DuckDB inside weir's SQL.
+
+A UDF is a Python function wrapped by ``@weir.udf(result_type=...)``:
+
+- ``func_type="general"`` (the default, as in PyFlink): a function of Python values, one row at
+  a time (``None`` for NULL); weir calls it over each chunk of rows with ``map`` and builds the
+  result array.
+- ``func_type="arrow"``: a function of ``pyarrow.Array`` arguments returning an array (or a
+  ChunkedArray) of the same length; weir calls it once per chunk. It plays the part of PyFlink's
+  ``"pandas"`` UDF (``array.to_pandas()`` gives the Series).
+
+How a UDF reaches the engine:
+
+1. The planner resolves a UDF (``CREATE FUNCTION f AS 'pkg.mod.f'`` imports ``pkg.mod``) and
+   ``install``\\ s it in this process's registry, so that plan-time DuckDB connections can bind it.
+2. The JobGraph carries the functions its SQL calls as ``FunctionSpec`` JSON (name, module,
+   qualname, result type, func type, input types); every process that runs the graph (a worker,
+   a restarted job) calls ``install_specs``, which imports each module by name.
+3. Every DuckDB connection an operator evaluates SQL on calls ``register_functions(con)``:
+   DuckDB's ``create_function(..., type="arrow", null_handling="special")``. Without declared
+   ``input_types`` a parameter is DuckDB's ANY: the argument keeps the call site's type.
+4. An exception in a UDF is recorded with the function's name, the first failing row's values
+   (the chunk re-run row by row) and the traceback (``take_failure``); the operator's DuckDB
+   error becomes an ``EngineError`` saying so (``engine.operators.duckdb_sql``).
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import re
+import sys
+import threading
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import duckdb
+import pyarrow as pa
+
+from weir.engine.errors import EngineError
+
+#: weir's func types; "pandas" (PyFlink's) is refused with a hint to use "arrow".
+FUNC_TYPES = ("general", "arrow")
+
+#: Flink's type names DuckDB spells otherwise.
+_FLINK_TYPES = {"STRING": "VARCHAR", "BYTES": "BLOB", "TIMESTAMP_LTZ": "TIMESTAMPTZ"}
+
+
+class UdfError(EngineError):
+    """A UDF that cannot be defined, imported or called as declared."""
+
+
+def duckdb_type(written: str) -> str:
+    """``written`` (a Flink or DuckDB SQL type) as DuckDB names it; UdfError when it is no type.
+    TIMESTAMP(p) is TIMESTAMP (weir's timestamps are µs), STRING is VARCHAR."""
+    text = " ".join(str(written).split()).upper()
+    text = re.sub(r"^(TIMESTAMP(?:_LTZ)?)\s*\(\s*\d\s*\)", r"\1", text)
+    text = re.sub(r"^VARCHAR\s*\(\s*\d+\s*\)$", "VARCHAR", text)
+    text = _FLINK_TYPES.get(text, text)
+    try:
+        return str(duckdb.sqltype(text))
+    except (duckdb.Error, RuntimeError, TypeError) as exc:
+        raise UdfError(f"{written!r} is not a SQL type",
+                       hint="write a type such as BIGINT, INT, DOUBLE, BOOLEAN, STRING, DECIMAL(10, 2), "
+                            "TIMESTAMP(3)") from exc
+
+
+_ARROW_TYPES: dict[str, pa.DataType] = {}
+
+
+def arrow_type(sql_type: str) -> pa.DataType:
+    """The Arrow type DuckDB gives a value of ``sql_type``."""
+    if sql_type not in _ARROW_TYPES:
+        con = duckdb.connect(":memory:")
+        try:
+            _ARROW_TYPES[sql_type] = con.sql(f"SELECT CAST(NULL AS {sql_type}) AS v").to_arrow_table().schema[0].type
+        finally:
+            con.close()
+    return _ARROW_TYPES[sql_type]
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    """What a JobGraph carries of a UDF: enough for another process to import and register it."""
+
+    name: str
+    module: str
+    qualname: str
+    result_type: str
+    func_type: str = "general"
+    #: DuckDB types of the parameters; None: each parameter takes the call site's type (ANY).
+    input_types: tuple[str, ...] | None = None
+    deterministic: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "module": self.module, "qualname": self.qualname,
+                "result_type": self.result_type, "func_type": self.func_type,
+                "input_types": list(self.input_types) if self.input_types is not None else None,
+                "deterministic": self.deterministic}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "FunctionSpec":
+        types = data.get("input_types")
+        return cls(data["name"], data["module"], data["qualname"], data["result_type"],
+                   data.get("func_type", "general"), tuple(types) if types is not None else None,
+                   data.get("deterministic", True))
+
+
+class ScalarFunction:
+    """A Python function declared as a weir UDF (``udf``). Calling it calls the function."""
+
+    def __init__(self, fn: Callable, *, result_type: str, input_types=None, func_type: str = "general",
+                 name: str | None = None, deterministic: bool = True):
+        if not callable(fn):
+            raise UdfError(f"weir.udf needs a function, got {type(fn).__name__}",
+                           hint="decorate a function: @weir.udf(result_type='BIGINT')")
+        if func_type not in FUNC_TYPES:
+            hint = ("weir's vectorised UDFs take pyarrow arrays: func_type='arrow' (array.to_pandas() "
+                    "gives a Series)") if func_type == "pandas" else "use func_type='general' or 'arrow'"
+            raise UdfError(f"func_type {func_type!r} is not supported", hint=hint)
+        if result_type is None:
+            raise UdfError(f"the UDF {getattr(fn, '__name__', fn)} needs a result_type",
+                           hint="declare it: @weir.udf(result_type='BIGINT')")
+        if _takes_no_argument(fn):
+            raise UdfError(f"the UDF {getattr(fn, '__name__', fn)} takes no argument",
+                           hint="a UDF is called over rows: give it at least one parameter")
+        self.fn = fn
+        self.name = name or fn.__name__
+        self.result_type = duckdb_type(result_type)
+        self.input_types = tuple(duckdb_type(t) for t in input_types) if input_types is not None else None
+        self.func_type = func_type
+        self.deterministic = deterministic
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+
+    def __call__(self, *args, **kwargs):
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<weir udf {self.name}: {self.func_type} -> {self.result_type}>"
+
+    def spec(self, name: str | None = None) -> FunctionSpec:
+        return FunctionSpec(name or self.name, self.fn.__module__, self.fn.__qualname__, self.result_type,
+                            self.func_type, self.input_types, self.deterministic)
+
+
+def _takes_no_argument(fn: Callable) -> bool:
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: DuckDB will say
+        return False
+    return not any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in parameters)
+
+
+def udf(fn: Callable | None = None, *, result_type: str | None = None, input_types=None,
+        func_type: str = "general", name: str | None = None, deterministic: bool = True):
+    """Declare a scalar UDF: ``@weir.udf(result_type="BIGINT")`` or ``weir.udf(f, result_type=...)``.
+    ``func_type``: "general" (Python values, a row at a time; the default, as PyFlink's) or "arrow"
+    (pyarrow arrays). ``input_types``: the parameters' SQL types (arguments are cast to them);
+    without them each argument keeps its type at the call site."""
+    def wrap(f: Callable) -> ScalarFunction:
+        return ScalarFunction(f, result_type=result_type, input_types=input_types, func_type=func_type,
+                              name=name, deterministic=deterministic)
+
+    return wrap(fn) if fn is not None else wrap
+
+
+def _not_yet(kind: str, spelling: str):
+    def refuse(*args, **kwargs):
+        raise UdfError(f"Python {kind} functions ({spelling}) are not supported yet",
+                       hint="write the computation as a scalar @weir.udf, or in SQL")
+    return refuse
+
+
+udaf = _not_yet("aggregate", "weir.udaf")
+udtf = _not_yet("table", "weir.udtf")
+
+
+# -- importing -------------------------------------------------------------------------------------
+
+
+def resolve(module: str, qualname: str, *, what: str | None = None) -> ScalarFunction:
+    """The UDF ``module``.``qualname``, imported. A UdfError names what failed and the fix."""
+    what = what or f"{module}.{qualname}"
+    if module in ("__main__", "__mp_main__"):
+        main = importlib.import_module("__main__")
+        if getattr(main, "__file__", None) is None or _attribute(main, qualname) is None:
+            raise UdfError(f"the Python function {what} is defined in __main__ (a notebook or an interactive "
+                           "session), which another process cannot import",
+                           hint="move it into a module on the Python path (my_udfs.py) and register it from "
+                                "there, or run the job at parallelism 1")
+    if os.getcwd() not in sys.path:  # as `python -m` does: a job's my_udfs.py beside it imports
+        sys.path.append(os.getcwd())
+    try:
+        loaded = importlib.import_module(module)
+    except Exception as exc:  # noqa: BLE001 - any import failure is the user's to see
+        raise UdfError(f"cannot import the module {module!r} of the function {what}: "
+                       f"{type(exc).__name__}: {exc}",
+                       hint=f"make {module} importable (on PYTHONPATH or installed) in every process that "
+                            "runs the job") from exc
+    value = _attribute(loaded, qualname)
+    if value is None:
+        raise UdfError(f"the module {module!r} has no attribute {qualname!r}",
+                       hint=f"check the name after the last dot in '{module}.{qualname}'")
+    if isinstance(value, ScalarFunction):
+        return value
+    if callable(value):
+        raise UdfError(f"{what} is not a weir UDF: a plain function has no result type",
+                       hint=f"decorate it in {module}: @weir.udf(result_type='BIGINT') "
+                            f"(func_type='arrow' for a function of pyarrow arrays)")
+    raise UdfError(f"{what} is a {type(value).__name__}, not a weir UDF",
+                   hint="name a function decorated with @weir.udf(result_type=...)")
+
+
+def _attribute(obj: Any, qualname: str) -> Any:
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj
+
+
+def load(target: str) -> ScalarFunction:
+    """The UDF named by ``'package.module.attribute'`` (CREATE FUNCTION's AS string)."""
+    module, dot, attribute = target.strip().rpartition(".")
+    if not dot or not module or not attribute:
+        raise UdfError(f"'{target}' does not name a module and a function",
+                       hint="write the full path: CREATE FUNCTION f AS 'my_package.my_module.f' LANGUAGE PYTHON")
+    return resolve(module, attribute, what=target)
+
+
+# -- this process's registry ------------------------------------------------------------------------
+
+
+@dataclass
+class _Installed:
+    spec: FunctionSpec
+    function: ScalarFunction
+    callback: Callable
+
+
+_REGISTRY: dict[str, _Installed] = {}
+_LOCK = threading.Lock()
+#: Changes whenever the registry does (connections that cache registrations compare it).
+_VERSION = [0]
+
+
+def version() -> int:
+    return _VERSION[0]
+
+
+def install(function: ScalarFunction, name: str | None = None) -> FunctionSpec:
+    """Make ``function`` callable as ``name`` on the DuckDB connections of this process."""
+    spec = function.spec(name)
+    with _LOCK:
+        _REGISTRY[spec.name.lower()] = _Installed(spec, function, _callback(spec, function))
+        _VERSION[0] += 1
+    return spec
+
+
+def install_specs(specs: list[FunctionSpec] | list[dict]) -> None:
+    """Import and install the functions a JobGraph carries, as it declares them."""
+    for spec in specs:
+        spec = FunctionSpec.from_json(spec) if isinstance(spec, dict) else spec
+        current = _REGISTRY.get(spec.name.lower())
+        if current is not None and current.spec == spec:
+            continue
+        function = resolve(spec.module, spec.qualname, what=spec.name)
+        with _LOCK:
+            _REGISTRY[spec.name.lower()] = _Installed(spec, function, _callback(spec, function))
+            _VERSION[0] += 1
+
+
+def uninstall(name: str) -> None:
+    with _LOCK:
+        _REGISTRY.pop(name.lower(), None)
+        _VERSION[0] += 1
+
+
+def arity_problem(name: str, count: int) -> str | None:
+    """Why the installed UDF ``name`` cannot take ``count`` arguments (None: it can)."""
+    entry = _REGISTRY.get(name.lower())
+    if entry is None:
+        return None
+    if entry.spec.input_types is not None:
+        expected = len(entry.spec.input_types)
+        return None if count == expected else f"{entry.spec.name} takes {expected} argument(s), got {count}"
+    try:
+        inspect.signature(entry.function.fn).bind(*range(count))
+    except TypeError as reason:
+        return f"{entry.spec.name} cannot take {count} argument(s): {reason}"
+    except ValueError:  # no signature to check
+        return None
+    return None
+
+
+def installed(name: str) -> FunctionSpec | None:
+    entry = _REGISTRY.get(name.lower())
+    return entry.spec if entry is not None else None
+
+
+def register_functions(con: duckdb.DuckDBPyConnection, names=None) -> None:
+    """Register the installed UDFs (or those of ``names``) on ``con``."""
+    with _LOCK:
+        entries = [e for key, e in _REGISTRY.items() if names is None or key in names]
+    for entry in entries:
+        spec = entry.spec
+        params = list(spec.input_types) if spec.input_types is not None else None
+        try:
+            con.remove_function(spec.name)
+        except duckdb.Error:
+            pass
+        con.create_function(spec.name, entry.callback, params, spec.result_type, type="arrow",
+                            null_handling="special", side_effects=not spec.deterministic)
+
+
+# -- calling, and failing --------------------------------------------------------------------------
+
+
+@dataclass
+class UdfFailure:
+    name: str
+    #: The first failing row's argument values.
+    values: tuple
+    error: str
+    traceback: str
+
+    #: The error itself when weir raised it (a result of the wrong type).
+    raised: UdfError | None = None
+
+    def engine_error(self, operator_id: str | None) -> EngineError:
+        if self.raised is not None:
+            return UdfError(self.raised.message, hint=self.raised.hint, operator_id=operator_id)
+        values = ", ".join(repr(v) for v in self.values)
+        row = f"the row ({values})" if self.values else "a chunk of rows (each row alone succeeds)"
+        return UdfError(f"the Python function {self.name} failed on {row}: {self.error}",
+                        hint=f"fix the function or filter such rows out before calling it; "
+                             f"its traceback:\n{self.traceback.rstrip()}",
+                        operator_id=operator_id)
+
+
+_FAILURES: list[UdfFailure] = []
+
+
+def take_failure() -> UdfFailure | None:
+    """The last UDF failure of this process (and forget it)."""
+    with _LOCK:
+        failure = _FAILURES[-1] if _FAILURES else None
+        _FAILURES.clear()
+    return failure
+
+
+def _record(name: str, values: tuple, exc: BaseException) -> None:
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    with _LOCK:
+        _FAILURES[:] = [UdfFailure(name, values, f"{type(exc).__name__}: {exc}", text,
+                                   exc if isinstance(exc, UdfError) else None)]
+
+
+def _callback(spec: FunctionSpec, function: ScalarFunction) -> Callable:
+    fn, name = function.fn, spec.name
+    result = arrow_type(spec.result_type)
+
+    def arrays_of(columns) -> list[pa.Array]:
+        return [c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c for c in columns]
+
+    def first_failure(columns: list[pa.Array], call_row: Callable) -> None:
+        rows = [c.to_pylist() for c in columns]
+        for i, values in enumerate(zip(*rows)):
+            try:
+                call_row(i, values)
+            except Exception as exc:  # noqa: BLE001
+                _record(name, values, exc)
+                return
+
+    if function.func_type == "arrow":
+        def call_arrays(*columns):
+            arrays = arrays_of(columns)
+            try:
+                out = fn(*arrays)
+            except Exception as exc:
+                _record(name, tuple(), exc)  # the whole chunk; narrowed to its first failing row:
+                first_failure(arrays, lambda i, values: fn(*(a.slice(i, 1) for a in arrays)))
+                raise
+            try:
+                return _conform(out, len(arrays[0]) if arrays else None, result, name)
+            except UdfError as error:
+                _record(name, (), error)
+                raise
+        return call_arrays
+
+    def call_rows(*columns):
+        arrays = arrays_of(columns)
+        try:
+            out = list(map(fn, *(a.to_pylist() for a in arrays)))
+        except Exception:
+            first_failure(arrays, lambda i, values: fn(*values))
+            raise
+        try:
+            return pa.array(out, type=result)
+        except (pa.ArrowException, TypeError, ValueError) as exc:
+            bad = next((v for v in out if _not_of(v, result)), None)
+            error = UdfError(f"the Python function {name} returned {bad!r}, not a {spec.result_type}",
+                             hint=f"return values of its result_type {spec.result_type} (or None)")
+            _record(name, (), error)
+            raise error from exc
+    return call_rows
+
+
+def _not_of(value, result: pa.DataType) -> bool:
+    try:
+        pa.array([value], type=result)
+        return False
+    except (pa.ArrowException, TypeError, ValueError):
+        return True
+
+
+def _conform(out, length: int | None, result: pa.DataType, name: str):
+    if isinstance(out, pa.ChunkedArray):
+        out = out.combine_chunks()
+    if not isinstance(out, pa.Array):
+        try:
+            out = pa.array(out, type=result)
+        except (pa.ArrowException, TypeError, ValueError) as exc:
+            raise UdfError(f"the arrow UDF {name} returned a {type(out).__name__}, not an array",
+                           hint="return a pyarrow array as long as its arguments") from exc
+    if length is not None and len(out) != length:
+        raise UdfError(f"the arrow UDF {name} returned {len(out)} values for {length} rows",
+                       hint="return one value per row of its arguments")
+    if out.type != result:
+        try:
+            out = out.cast(result)
+        except (pa.ArrowException, TypeError, ValueError) as exc:
+            raise UdfError(f"the arrow UDF {name} returned {out.type} values that are not {result}: {exc}",
+                           hint="return an array of its result_type (pyarrow.compute.cast converts one)") from exc
+    return out

@@ -1,0 +1,48 @@
+"""CREATE and DROP FUNCTION, and which of the catalog's Python UDFs a JobGraph carries.
+
+``CREATE FUNCTION f AS 'pkg.mod.f' LANGUAGE PYTHON`` imports ``pkg.mod`` now, at plan time, so
+that a missing module, a missing name or a function that is no ``@weir.udf`` is refused where it
+is written (``engine.udfs.load``). The graph carries the functions its SQL calls; every process
+that runs it imports them again by module and name.
+"""
+from __future__ import annotations
+
+import json
+import re
+
+from weir.engine.graph import JobGraph
+from weir.engine.udfs import UdfError, load
+from weir.planner.catalog import Catalog, register_function
+from weir.planner.locate import locate, name, quoted
+from weir.sql import statements as st
+from weir.sql.errors import Problem, WeirSqlError
+
+
+def create_function(catalog: Catalog, s: st.CreateFunction) -> None:
+    if "." in s.name:
+        raise WeirSqlError(Problem(f"the function name {s.name} has a catalog or database part",
+                                   *locate(s, re.escape(s.name)), f"name it without one: {s.name.rsplit('.', 1)[-1]}"))
+    if s.name.lower() in catalog.functions:
+        if s.if_not_exists:
+            return
+        raise WeirSqlError(Problem(f"the function {s.name} already exists", *locate(s, name(s.name), after="FUNCTION"),
+                                   f"DROP FUNCTION {s.name} first, or write CREATE FUNCTION IF NOT EXISTS"))
+    try:
+        function = load(s.target)
+        register_function(catalog, function, s.name)
+    except UdfError as error:
+        raise WeirSqlError(Problem(error.message, *locate(s, quoted(s.target)), error.hint)) from None
+
+
+def drop_function(catalog: Catalog, s: st.DropFunction) -> None:
+    if not catalog.drop_function(s.name) and not s.if_exists:
+        known = ", ".join(sorted(f.name for f in catalog.functions.values())) or "none"
+        raise WeirSqlError(Problem(f"unknown function {s.name}", *locate(s, name(s.name), after="FUNCTION"),
+                                   f"known functions: {known}; DROP FUNCTION IF EXISTS drops nothing silently"))
+
+
+def graph_functions(graph: JobGraph, catalog: Catalog) -> list[dict]:
+    """The specs (JSON) of the catalog's functions that the graph's SQL calls: ``name(`` in a config."""
+    configs = json.dumps([node.config for node in graph.nodes])
+    return [f.spec.to_json() for key, f in sorted(catalog.functions.items())
+            if re.search(rf"(?<![\w.]){re.escape(key)}\s*\(", configs, re.IGNORECASE)]
