@@ -5,6 +5,7 @@ whole firing fits in one batch, whatever the bound; what fired leaves the state 
 from __future__ import annotations
 
 import random
+import shutil
 
 import pyarrow as pa
 import pytest
@@ -14,9 +15,11 @@ from hypothesis import strategies as st
 from weir.engine.messages import MAX_WATERMARK
 from weir.engine.operators import duckdb_sql
 from weir.engine.operators.base import OperatorContext
+from weir.engine.operators.firings import FiringStream
 from weir.engine.operators.session_window import SESSIONS, SessionWindow
 from weir.engine.operators.window_join import WindowJoin
 from weir.engine.operators.window_rank import WINDOW_ROWS, WindowRank
+from tests import test_queries as golden  # the golden queries' harness
 
 SECOND = 1_000_000
 TS = pa.timestamp("us")
@@ -206,3 +209,22 @@ def test_the_next_call_into_the_operator_ends_a_stream_and_deletes_what_fired(mo
     assert op.snapshot()["tables"][state].num_rows == 0  # the next call ended the stream first
     assert list(fired) == []
     op.close()
+
+
+@pytest.mark.parametrize("folder", ["session_bids_per_bidder", "window_join_outer", "window_topn_auctions"])
+def test_a_golden_job_with_one_row_output_batches_and_a_checkpoint_per_batch_is_exact(folder, tmp_path, monkeypatch,
+                                                                                        capsys):
+    """Through the executor, every firing of two rows or more streamed (one row per batch) between
+    the checkpoints: the golden query's expected output all the same."""
+    job = tmp_path / folder
+    shutil.copytree(golden.QUERIES / folder, job, ignore=shutil.ignore_patterns("out", golden.DATABASE + "*"))
+    monkeypatch.chdir(job)
+    monkeypatch.setattr(duckdb_sql, "OUTPUT_BATCH_ROWS", 1)
+    streamed = []
+    rest = FiringStream._rest
+    monkeypatch.setattr(FiringStream, "_rest", lambda self, *a: (streamed.append(1), rest(self, *a))[1])
+    run = golden.run_checkpointed(capsys)
+    assert run.exit_code == 0, run.stderr
+    assert streamed  # some firing was read from DuckDB as it was consumed
+    golden.check_tables(job / "expected")
+    golden.check_printed(job / "expected", run.stdout)
