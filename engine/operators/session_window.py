@@ -49,14 +49,15 @@ Per watermark ``w``, set-based:
    ``session_distinct_values_<i>``; sessions that merged are renamed to the
    merged start;
 4. then sessions with ``window_end - 1 ms <= w`` are finalised, filtered by
-   HAVING, projected, emitted (ordered by window_end, then keys) and deleted.
+   HAVING, projected, emitted (ordered by window_end, then keys; streamed out in
+   bounded batches, ``engine.operators.firings``) and deleted.
 
 The result equals gaps and islands over the rows that were not late,
 with a session cut wherever a row arrived after its neighbour's session fired.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -65,8 +66,9 @@ from weir.engine.errors import EngineError
 from weir.engine.operators.accumulators import Accumulator, AggregateCall, DistinctAccumulator, argument_columns
 from weir.engine.operators.base import OperatorContext, StateOperator, explain_lines
 from weir.engine.messages import MIN_WATERMARK
-from weir.engine.operators.batches import conform, positions
+from weir.engine.operators.batches import positions
 from weir.engine.operators.clock import EventTimeClock
+from weir.engine.operators.firings import StreamsFirings
 from weir.engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow, quote_ident, snapshot_tables
 from weir.engine.operators.windows import WINDOW_TIME_LAG_US
 from weir.engine.state.key_groups import KEY_GROUP_COLUMN, key_groups
@@ -83,7 +85,7 @@ LAG = WINDOW_TIME_LAG_US
 ROW_WATERMARK, ROW_SEQUENCE, ROW_POSITION = "__w", "__seq", "__pos"
 
 
-class SessionWindow(StateOperator):
+class SessionWindow(StreamsFirings, StateOperator):
     #: State: the gap, keys and accumulators of open sessions.
     STATE_CONFIG = ("window", "keys", "aggregates")
     arrival_watermark = USE
@@ -363,7 +365,9 @@ class SessionWindow(StateOperator):
             self._tables.add(d.table)
 
     # -- watermarks ----------------------------------------------------------
-    def process_watermark(self, watermark: int) -> list[pa.RecordBatch]:
+    def process_watermark(self, watermark: int) -> Iterable[pa.RecordBatch]:
+        """Steps 1–4 of the module docstring; the fired sessions stream out in bounded batches
+        (``engine.operators.firings``) and are deleted once read."""
         self.open()
         if not self.clock.advance(watermark):
             return []
@@ -372,16 +376,16 @@ class SessionWindow(StateOperator):
         if self._earliest_end is None or self._earliest_end - LAG > watermark:
             return []
         fired = f"{END} - {LAG} <= {int_literal(watermark)}"
-        table = query_arrow(self.con, self._emit_sql(fired), self.ctx.operator_id)
+        return self.stream_firing(self._emit_sql(fired), lambda: self._evict(fired))
+
+    def _evict(self, fired: str) -> None:
+        """Delete the sessions ``fired`` selects, once their rows were emitted."""
         for d in self.distincts:  # before the sessions, which say what fired
             if d.table in self._tables:
                 on = " AND ".join(self._same_key("s", d.table) + [f"s.{START} = {d.table}.{START}"])
                 self._run(f"DELETE FROM {d.table} WHERE EXISTS (SELECT 1 FROM {SESSIONS} s WHERE s.{fired} AND {on})")
         self._run(f"DELETE FROM {SESSIONS} WHERE {fired}")
         self._earliest_end = self._run(f"SELECT min({END}) FROM {SESSIONS}")[0][0]
-        out = conform(table, self.ctx.output_schema, self.ctx.operator_id)
-        self.ctx.count("rows_out", table.num_rows)
-        return out
 
     def _emit_sql(self, fired: str) -> str:
         columns = [f"s.__k{i} AS {quote_ident(name)}" for i, (name, _) in enumerate(self.keys)]

@@ -34,7 +34,7 @@ The result equals DuckDB's batch join over the rows that were not late::
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -42,9 +42,9 @@ import pyarrow.compute as pc
 from weir.engine.errors import EngineError
 from weir.engine.operators.late_rows import LateRows
 from weir.engine.operators.base import OperatorContext, StateOperator, explain_lines
-from weir.engine.operators.batches import conform
 from weir.engine.operators.clock import EventTimeClock
-from weir.engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow, snapshot_table
+from weir.engine.operators.firings import StreamsFirings
+from weir.engine.operators.duckdb_sql import create_table_from_arrow, int_literal, snapshot_table
 from weir.engine.operators.windows import WINDOW_TIME_LAG_US
 from weir.engine.state.key_groups import key_groups
 from weir.engine.watermarks import USE, row_watermarks, without_arrival
@@ -85,7 +85,7 @@ class _Side:
         return f"c{self.columns.index(name)}"
 
 
-class WindowJoin(StateOperator):
+class WindowJoin(StreamsFirings, StateOperator):
     #: State: each side's buffered rows and their keys.
     STATE_CONFIG = ("join_type", "left", "right")
     arrival_watermark = USE
@@ -190,20 +190,22 @@ class WindowJoin(StateOperator):
         return column.view(pa.int64())
 
     # -- watermarks ----------------------------------------------------------
-    def process_watermark(self, watermark: int) -> list[pa.RecordBatch]:
+    def process_watermark(self, watermark: int) -> Iterable[pa.RecordBatch]:
+        """The joined rows of every window the watermark completes, streamed out in bounded
+        batches (``engine.operators.firings``); the windows' rows are deleted once read."""
         self.open()
         if not self.clock.advance(watermark):
             return []
         upto = min(watermark + WINDOW_TIME_LAG_US, MAX_BIGINT)
         if self._earliest_end is None or self._earliest_end > upto:
             return []
-        table = query_arrow(self.con, self._join_sql(upto), self.ctx.operator_id)
+        return self.stream_firing(self._join_sql(upto), lambda: self._evict(upto))
+
+    def _evict(self, upto: int) -> None:
+        """Delete the rows of the windows that fired (``window_end <= upto``), once joined and emitted."""
         for name in self._created:
             self._run(f"DELETE FROM {name} WHERE {WINDOW_END} <= {int_literal(upto)}")
         self._earliest_end = self._state_earliest_end()
-        out = conform(table, self.ctx.output_schema, self.ctx.operator_id)
-        self.ctx.count("rows_out", table.num_rows)
-        return out
 
     def _fired_rows(self, side: _Side, upto: int) -> str:
         """The side's rows of fired windows; a side that never saw a row has none."""

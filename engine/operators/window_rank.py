@@ -43,7 +43,7 @@ with their arrival position as the last ORDER BY column.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -51,9 +51,10 @@ import pyarrow.compute as pc
 from weir.engine.errors import EngineError
 from weir.engine.operators.late_rows import LateRows
 from weir.engine.operators.base import OperatorContext, StateOperator, explain_lines
-from weir.engine.operators.batches import conform, positions
+from weir.engine.operators.batches import positions
 from weir.engine.operators.clock import EventTimeClock
-from weir.engine.operators.duckdb_sql import (create_table_from_arrow, int_literal, query_arrow, quote_ident,
+from weir.engine.operators.firings import StreamsFirings
+from weir.engine.operators.duckdb_sql import (create_table_from_arrow, int_literal, quote_ident,
                                               snapshot_table)
 from weir.engine.operators.windows import WINDOW_TIME_LAG_US
 from weir.engine.state.key_groups import key_groups
@@ -68,7 +69,7 @@ SNAPSHOT_VERSION = 2  # 2: rows carry _arrival
 PRUNE_MIN_ROWS = 65_536
 
 
-class WindowRank(StateOperator):
+class WindowRank(StreamsFirings, StateOperator):
     #: State: rows past the rank range are pruned, so the order and the ranks shape what is kept.
     STATE_CONFIG = ("window_start", "window_end", "partition_keys", "order_by", "function", "rank_range")
     arrival_watermark = USE
@@ -235,20 +236,23 @@ class WindowRank(StateOperator):
                 f"ORDER BY {', '.join('ranked.' + o for o in order)}")
 
     # -- watermarks ----------------------------------------------------------
-    def process_watermark(self, watermark: int) -> list[pa.RecordBatch]:
+    def process_watermark(self, watermark: int) -> Iterable[pa.RecordBatch]:
+        """The kept ranks of every window the watermark completes, streamed out in bounded
+        batches (``engine.operators.firings``); the windows' rows are deleted once read."""
         self.open()
         if not self.clock.advance(watermark):
             return []
         end_bound = min(watermark, 2**63 - 1 - WINDOW_TIME_LAG_US) + WINDOW_TIME_LAG_US
         if self._earliest_end is None or self._earliest_end > end_bound:
             return []
-        table = query_arrow(self.con, self._emit_sql(end_bound), self.ctx.operator_id)
+        return self.stream_firing(self._emit_sql(end_bound), lambda: self._evict(end_bound))
+
+    def _evict(self, end_bound: int) -> None:
+        """Delete the rows of the windows that fired (window_end <= ``end_bound``), once ranked and emitted."""
         (deleted,) = self._run(f"DELETE FROM {WINDOW_ROWS} WHERE {self._fired(end_bound)}")[0]
         self._rows -= deleted
         self._rows_after_pruning = min(self._rows_after_pruning, self._rows)
         self._earliest_end = self._run(f"SELECT min(epoch_us({quote_ident(self.window_end)})) FROM {WINDOW_ROWS}")[0][0]
-        self.ctx.count("rows_out", table.num_rows)
-        return conform(table, self.ctx.output_schema, self.ctx.operator_id)
 
     # -- checkpoints ---------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
