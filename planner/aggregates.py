@@ -31,9 +31,11 @@ Key = tuple[str, exp.Expression]
 
 
 def plan_window_aggregate(qp: "QueryPlanner", select: exp.Select, stream: Stream, window: WindowSpec,
-                          scope: Scope, pipeline: str) -> Stream:
+                          scope: Scope, pipeline: str, operator: tuple[str, str] = ("window_aggregate", "WindowAggregate")
+                          ) -> Stream:
     """1. the group keys and grouping sets; 2. the SELECT list and HAVING over keys, window bounds
-    and aggregate calls; 3. WHERE, computed keys or the Expand before the exchange; 4. the operator."""
+    and aggregate calls; 3. WHERE, computed keys or the Expand before the exchange; 4. the operator:
+    ``operator`` is its kind and its EXPLAIN name (a session window's: ``planner.sessions``)."""
     problems: list[Problem] = []
     input_scope = Scope(stream.schema, stream.name, qp.fallback)
     group = select.args.get("group")
@@ -67,7 +69,7 @@ def plan_window_aggregate(qp: "QueryPlanner", select: exp.Select, stream: Stream
     schema = _output_schema(qp, grouped, projection, having_sql, select)
     edge = Edge(stream.node_id, "hash", tuple(hashed)) if key_sql else Edge(stream.node_id)
     node = _add_window_aggregate(qp, window, key_sql, aggregates, having_sql, projection, sets, schema, edge,
-                                 pipeline)
+                                 pipeline, operator)
     times = frozenset(n for n, s in projection if s == quote("window_time"))
     return Stream(node.id, schema, times, stream.name)
 
@@ -186,7 +188,9 @@ class GroupedExpressions:
 
 def _add_window_aggregate(qp: "QueryPlanner", window: WindowSpec, key_sql: list[list[str]],
                           aggregates: AggregateCalls, having_sql: str | None, projection: list[list[str]],
-                          sets: list[tuple[int, ...]] | None, schema: pa.Schema, edge: Edge, pipeline: str):
+                          sets: list[tuple[int, ...]] | None, schema: pa.Schema, edge: Edge, pipeline: str,
+                          operator: tuple[str, str]):
+    kind, title = operator
     config = {
         "window": window.config(),
         "keys": key_sql,
@@ -199,11 +203,11 @@ def _add_window_aggregate(qp: "QueryPlanner", window: WindowSpec, key_sql: list[
     aggregate_list = ", ".join(f"{c['name']}={sql}" for c, sql in zip(aggregates.calls, aggregates.sql))
     select_list = ", ".join(name if sql == quote(name) else f"{name}={sql}" for name, sql in projection)
     description = (
-        f"WindowAggregate(window=[{window.describe()}], groupBy=[{', '.join(n for n, _ in key_sql)}], "
+        f"{title}(window=[{window.describe()}], groupBy=[{', '.join(n for n, _ in key_sql)}], "
         f"aggregates=[{aggregate_list}], select=[{select_list}]"
         + (f", having=[{having_sql}]" if having_sql else "") + ")"
     )
-    return qp.builder.add(pipeline, "window_aggregate", config, schema, [edge], description)
+    return qp.builder.add(pipeline, kind, config, schema, [edge], description)
 
 
 def _plan_expand(qp, stream: Stream, keys, sets, filter_sql, input_scope: Scope, pipeline: str,

@@ -9,6 +9,7 @@ from sqlglot import exp
 from weir.engine.changelog import APPEND, RETRACT, UPSERT, is_changelog
 from weir.engine.connectors.registry import CONNECTORS
 from weir.engine.graph import OperatorNode
+from weir.engine.operators.registry import operator_class
 from weir.planner.graph_builder import Stream
 from weir.sql.errors import Problem, WeirSqlError
 
@@ -35,7 +36,7 @@ def changelog_mode(node: OperatorNode) -> str:
     """``append [I]``, ``retract [I,UB,UA,D]``, or for a sink that applies the changes
     by a key, ``upsert [I,UA,D] by (key)`` (per key the last change of a commit wins: +I/+U
     replace the row, -U/-D delete it)."""
-    if node.kind == "sink":
+    if operator_class(node.kind).commits_output:
         mode = node.config.get("changelog") or APPEND
         key = node.config.get("upsert_key")
         by = f" by ({', '.join(key) or 'one row'})" if mode == UPSERT and key is not None else ""
