@@ -7,7 +7,6 @@ projection and HAVING over (keys, window bounds, aggregate results).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from sqlglot import exp
@@ -20,17 +19,15 @@ from weir.planner.expressions import Scope, bind, is_aggregate, output_name, quo
 from weir.planner.graph_builder import Stream
 from weir.planner.grouping_sets import (CONSTRUCTS, MAX_SETS, SET_ID, construct_sets, describe_sets, grouping_value,
                                    multiply)
+from weir.planner.planning import QueryPlanning
 from weir.planner.windows import WINDOW_COLUMNS, WindowSpec
 from weir.sql.errors import Problem
-
-if TYPE_CHECKING:
-    from weir.planner.queries import QueryPlanner
 
 
 Key = tuple[str, exp.Expression]
 
 
-def plan_window_aggregate(qp: "QueryPlanner", select: exp.Select, stream: Stream, window: WindowSpec,
+def plan_window_aggregate(qp: QueryPlanning, select: exp.Select, stream: Stream, window: WindowSpec,
                           scope: Scope, pipeline: str, operator: tuple[str, str] = ("window_aggregate", "WindowAggregate")
                           ) -> Stream:
     """1. the group keys and grouping sets; 2. the SELECT list and HAVING over keys, window bounds
@@ -74,7 +71,7 @@ def plan_window_aggregate(qp: "QueryPlanner", select: exp.Select, stream: Stream
     return Stream(node.id, schema, times, stream.name)
 
 
-def _group_keys(qp: "QueryPlanner", select: exp.Select, scope: Scope,
+def _group_keys(qp: QueryPlanning, select: exp.Select, scope: Scope,
                 problems: list[Problem]) -> tuple[list[Key], list[tuple[int, ...]] | None]:
     """The GROUP BY keys other than the window bounds (a column keeps its name, an expression is
     ``_key<i>``), and the grouping sets as key indices (None without GROUPING SETS, ROLLUP or CUBE)."""
@@ -186,7 +183,7 @@ class GroupedExpressions:
         return grouping_value(self.sets or [tuple(range(len(self.keys)))], indices)
 
 
-def _add_window_aggregate(qp: "QueryPlanner", window: WindowSpec, key_sql: list[list[str]],
+def _add_window_aggregate(qp: QueryPlanning, window: WindowSpec, key_sql: list[list[str]],
                           aggregates: AggregateCalls, having_sql: str | None, projection: list[list[str]],
                           sets: list[tuple[int, ...]] | None, schema: pa.Schema, edge: Edge, pipeline: str,
                           operator: tuple[str, str]):

@@ -29,7 +29,6 @@ its window_time, so it is never late for the tumbling window holding it.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from sqlglot import exp
@@ -40,10 +39,8 @@ from weir.planner.errors import PlanError
 from weir.planner.expressions import Scope, output_name, quote
 from weir.planner.graph_builder import Stream
 from weir.planner.grouping_sets import CONSTRUCTS
+from weir.planner.planning import QueryPlanning
 from weir.planner.windows import WINDOW_COLUMNS, WINDOW_TIME_OFFSET_US, WindowSpec, same_window, window_bound, window_fields
-
-if TYPE_CHECKING:
-    from weir.planner.queries import QueryPlanner
 
 #: The internal names of the input's window bounds and its window_time.
 START, END, TIME = "_window_start", "_window_end", "_window_time"
@@ -51,7 +48,7 @@ START, END, TIME = "_window_start", "_window_end", "_window_time"
 _END_SPACING = {"tumble": "size", "hop": "slide", "cumulate": "step"}
 
 
-def _grouped_bounds(qp: "QueryPlanner", select: exp.Select, stream: Stream,
+def _grouped_bounds(qp: QueryPlanning, select: exp.Select, stream: Stream,
                     scope: Scope) -> tuple[str, str, WindowSpec] | None:
     """(start column, end column, their window) when the GROUP BY names both bounds of one window
     of the input as plain columns; None otherwise (then it is a GROUP BY without a window)."""
@@ -74,7 +71,7 @@ def _grouped_bounds(qp: "QueryPlanner", select: exp.Select, stream: Stream,
     return start, end, window
 
 
-def plan_cascaded_window(qp: "QueryPlanner", select: exp.Select, stream: Stream, scope: Scope,
+def plan_cascaded_window(qp: QueryPlanning, select: exp.Select, stream: Stream, scope: Scope,
                          pipeline: str) -> Stream | None:
     """The window aggregate of a SELECT whose GROUP BY holds the window bounds of its input,
     or None when it holds no such pair."""
@@ -113,7 +110,7 @@ def plan_cascaded_window(qp: "QueryPlanner", select: exp.Select, stream: Stream,
     return dataclasses.replace(aggregated, time_attributes=aggregated.time_attributes | kept_times)
 
 
-def _rewrite(qp: "QueryPlanner", select: exp.Select, scope: Scope, renamed: dict[str, str]) -> exp.Select:
+def _rewrite(qp: QueryPlanning, select: exp.Select, scope: Scope, renamed: dict[str, str]) -> exp.Select:
     """The SELECT over the renamed columns, each item keeping its output name, grouped by the
     tumbling window too."""
     def rename(node: exp.Expression) -> exp.Expression:

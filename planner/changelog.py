@@ -2,7 +2,6 @@
 each operator's changelog mode (like Flink's ``changelogMode``)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
@@ -11,13 +10,11 @@ from weir.engine.connectors.registry import CONNECTORS
 from weir.engine.graph import OperatorNode
 from weir.engine.operators.registry import operator_class
 from weir.planner.graph_builder import Stream
+from weir.planner.planning import QueryPlanning
 from weir.sql.errors import Problem, WeirSqlError
 
-if TYPE_CHECKING:
-    from weir.planner.queries import QueryPlanner
 
-
-def require_append_only(qp: "QueryPlanner", stream: Stream, what: str, node: exp.Expression | None) -> None:
+def require_append_only(qp: QueryPlanning, stream: Stream, what: str, node: exp.Expression | None) -> None:
     """Refuse ``what`` (a window aggregate, a window join, ...) over an updating stream."""
     if stream.append_only:
         return

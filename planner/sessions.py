@@ -13,7 +13,6 @@ outside PARTITION BY would split a session that Flink keeps whole); the legacy
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
@@ -21,24 +20,22 @@ from weir.planner.aggregates import plan_window_aggregate
 from weir.planner.errors import PlanError
 from weir.planner.expressions import Scope, position
 from weir.planner.graph_builder import Stream
+from weir.planner.planning import QueryPlanning
 from weir.planner.windows import WINDOW_COLUMNS, WindowSpec
 from weir.sql.errors import Problem
 from weir.sql.statements import WindowTVF
-
-if TYPE_CHECKING:
-    from weir.planner.queries import QueryPlanner
 
 #: The operator a session window aggregate becomes, and its EXPLAIN name.
 OPERATOR = ("session_window", "SessionWindowAggregate")
 
 
-def plan_session_window(qp: "QueryPlanner", select: exp.Select, tvf: WindowTVF, stream: Stream,
+def plan_session_window(qp: QueryPlanning, select: exp.Select, tvf: WindowTVF, stream: Stream,
                         window: WindowSpec, scope: Scope, pipeline: str) -> Stream:
     _check_partition_keys(qp, select, tvf, window, scope)
     return plan_window_aggregate(qp, select, stream, window, scope, pipeline, OPERATOR)
 
 
-def _check_partition_keys(qp: "QueryPlanner", select: exp.Select, tvf: WindowTVF, window: WindowSpec,
+def _check_partition_keys(qp: QueryPlanning, select: exp.Select, tvf: WindowTVF, window: WindowSpec,
                           scope: Scope) -> None:
     """PARTITION BY columns and GROUP BY keys are the same columns; every problem at once."""
     partition = tvf.args.get("partition_by") or []

@@ -17,7 +17,6 @@ hint.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 import duckdb
 import pyarrow as pa
@@ -31,11 +30,9 @@ from weir.planner.calc import calc_description
 from weir.planner.errors import PlanError
 from weir.planner.expressions import quote
 from weir.planner.graph_builder import Stream
+from weir.planner.planning import QueryPlanning
 from weir.planner.types import normalise, sql_name
 from weir.sql.errors import Problem
-
-if TYPE_CHECKING:
-    from weir.planner.queries import QueryPlanner
 
 _NUMERIC = (pa.types.is_integer, pa.types.is_floating, pa.types.is_decimal)
 
@@ -71,7 +68,7 @@ def common_type(left: pa.DataType, right: pa.DataType) -> pa.DataType | None:
     return None
 
 
-def plan_union(qp: "QueryPlanner", query: exp.Union, pipeline: str) -> Stream:
+def plan_union(qp: QueryPlanning, query: exp.Union, pipeline: str) -> Stream:
     kind = {exp.Intersect: "INTERSECT", exp.Except: "EXCEPT"}.get(type(query))
     if kind or query.args.get("distinct"):
         word = kind or "UNION"
@@ -143,7 +140,7 @@ def _item(query: exp.Expression, index: int) -> exp.Expression:
     return query
 
 
-def _cast(qp: "QueryPlanner", stream: Stream, original: Stream, schema: pa.Schema, updating: bool,
+def _cast(qp: QueryPlanning, stream: Stream, original: Stream, schema: pa.Schema, updating: bool,
           pipeline: str) -> Stream:
     """``stream`` with the union's column types (a calc casting the columns that differ) and, in an
     updating union, a row kind (+I for an append-only input)."""
