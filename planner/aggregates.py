@@ -68,7 +68,9 @@ def plan_window_aggregate(qp: QueryPlanning, select: exp.Select, stream: Stream,
     node = _add_window_aggregate(qp, window, key_sql, aggregates, having_sql, projection, sets, schema, edge,
                                  pipeline, operator)
     times = frozenset(n for n, s in projection if s == quote("window_time"))
-    return Stream(node.id, schema, times, stream.name)
+    # its own window's bounds, as the SELECT list names them (the keys and aggregates are new columns)
+    bounds = {name: (e.name, window) for name, e in final_items if isinstance(e, exp.Column) and e.name in WINDOW_COLUMNS}
+    return Stream(node.id, schema, times, stream.name, window_columns=bounds)
 
 
 def _group_keys(qp: QueryPlanning, select: exp.Select, scope: Scope,

@@ -86,4 +86,6 @@ def _rename(qp: QueryPlanning, stream: Stream, cte: CommonTable, pipeline: str) 
     node = qp.builder.add(pipeline, "calc", {"projection": projection, "filter": None}, schema,
                           [Edge(stream.node_id)], calc_description(projection, None, stream.schema.names))
     times = frozenset(new for new, old in zip(cte.columns, stream.schema.names) if old in stream.time_attributes)
-    return dataclasses.replace(stream, node_id=node.id, schema=schema, time_attributes=times)
+    bounds = {new: stream.window_columns[old] for new, old in zip(cte.columns, stream.schema.names)
+              if old in stream.window_columns}
+    return dataclasses.replace(stream, node_id=node.id, schema=schema, time_attributes=times, window_columns=bounds)

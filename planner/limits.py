@@ -62,7 +62,7 @@ def plan_limit(qp: QueryPlanning, stream: Stream, limit: int, order: exp.Order |
                       "LIMIT the append-only input in a subquery, or rank the result with ORDER BY ... LIMIT n")
     added = qp.builder.add(pipeline, "limit", {"limit": limit}, stream.schema,
                            [Edge(stream.node_id, "hash", ())], f"Limit(fetch=[{limit}])")
-    return Stream(added.id, stream.schema, stream.time_attributes, stream.name)
+    return Stream(added.id, stream.schema, stream.time_attributes, stream.name, window_columns=stream.window_columns)
 
 
 def _top(qp: QueryPlanning, stream: Stream, limit: int, order: exp.Order, pipeline: str) -> Stream:

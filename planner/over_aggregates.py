@@ -268,7 +268,7 @@ def plan_over_aggregate(qp: QueryPlanning, select: exp.Select, pipeline: str) ->
                    f"frame=[{_frame_text(frame)}], aggregates=[{', '.join(described)}])")
     edge = Edge(stream.node_id, "hash", tuple(keys)) if keys else Edge(stream.node_id)
     node = qp.builder.add(pipeline, "over_aggregate", config, schema, [edge], description)
-    over = Stream(node.id, schema, stream.time_attributes, stream.name)
+    over = Stream(node.id, schema, stream.time_attributes, stream.name, window_columns=stream.window_columns)
 
     return _project(qp, select, over, visible, names, pipeline)
 

@@ -28,6 +28,7 @@ from weir.planner.expressions import Scope, bind, output_name, position, quote, 
 from weir.planner.graph_builder import Stream
 from weir.planner.planning import QueryPlanning
 from weir.planner.top_n import is_deduplication, plan_top_n, tie_order
+from weir.planner.windows import carried_bounds
 from weir.sql.errors import Problem
 from weir.sql.statements import WindowTVF
 
@@ -104,10 +105,11 @@ def plan_window_rank(qp: QueryPlanning, select: exp.Select, pipeline: str) -> St
     ranked = pa.schema([*scope.schema, pa.field(rank_column, pa.int64())])
     # The outer query sees the inner query's columns only, not those added for the OVER clause.
     ranked_scope = Scope(pa.schema([f for f in ranked if f.name not in hidden]), stream.name, qp.fallback)
-    projection, times = [], set()
+    projection, times, items = [], set(), []
     for index, out in enumerate(qp.expand_star(select.expressions, ranked_scope)):
         bound = bind(out.unalias() if isinstance(out, exp.Alias) else out, ranked_scope, problems)
         name = output_name(out, index)
+        items.append((name, bound))
         projection.append([name, to_duckdb(bound, ranked)])
         if isinstance(bound, exp.Column) and bound.name == "window_time" and "window_time" in stream.time_attributes:
             times.add(name)
@@ -136,7 +138,7 @@ def plan_window_rank(qp: QueryPlanning, select: exp.Select, pipeline: str) -> St
     description = _describe(config, [text for _, text in order_by], order.expressions, stream)
     edge = Edge(stream.node_id, "hash", ("window_start", "window_end", *others))
     node = qp.builder.add(pipeline, "window_rank", config, schema, [edge], description)
-    return Stream(node.id, schema, frozenset(times), stream.name)
+    return Stream(node.id, schema, frozenset(times), stream.name, window_columns=carried_bounds(stream.window_columns, items))
 
 
 def _rank_item(qp: QueryPlanning, inner: exp.Select) -> tuple[exp.Expression, exp.Window]:

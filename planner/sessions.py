@@ -13,6 +13,8 @@ outside PARTITION BY would split a session that Flink keeps whole); the legacy
 """
 from __future__ import annotations
 
+import dataclasses
+
 
 from sqlglot import exp
 
@@ -32,7 +34,10 @@ OPERATOR = ("session_window", "SessionWindowAggregate")
 def plan_session_window(qp: QueryPlanning, select: exp.Select, tvf: WindowTVF, stream: Stream,
                         window: WindowSpec, scope: Scope, pipeline: str) -> Stream:
     _check_partition_keys(qp, select, tvf, window, scope)
-    return plan_window_aggregate(qp, select, stream, window, scope, pipeline, OPERATOR)
+    # a session's bounds are not window bounds for later queries: no window join or cascaded
+    # window over sessions (their windows have no size to tumble by)
+    aggregated = plan_window_aggregate(qp, select, stream, window, scope, pipeline, OPERATOR)
+    return dataclasses.replace(aggregated, window_columns={})
 
 
 def _check_partition_keys(qp: QueryPlanning, select: exp.Select, tvf: WindowTVF, window: WindowSpec,

@@ -35,7 +35,8 @@ from weir.planner.errors import PlanError
 from weir.planner.expressions import Scope, bind, to_duckdb
 from weir.planner.graph_builder import Stream
 from weir.planner.joins.conditions import JoinPlanner
-from weir.planner.joins.scope import DESCRIBED_TYPES, JoinScope, Relation, conjuncts, join_clause, output_names, project_joined
+from weir.planner.joins.scope import (DESCRIBED_TYPES, JoinScope, Relation, conjuncts, join_clause, left_bounds,
+                                      output_names, project_joined)
 from weir.planner.planning import QueryPlanning
 from weir.planner.windows import format_duration as _format_duration
 from weir.sql.errors import Problem, WeirSqlError
@@ -174,7 +175,8 @@ def plan_interval_join(planner: JoinPlanner, left: Relation, right: Relation) ->
     edges = [Edge(r.stream.node_id, "hash", tuple(k)) if k else Edge(r.stream.node_id)
              for r, k in ((left, left_keys), (right, right_keys))]
     node = qp.builder.add(pipeline, "interval_join", config, scope.schema, edges, description)
-    joined = Stream(node.id, scope.schema, frozenset({left_time, right_out}), f"{left.alias} JOIN {right.alias}")
+    joined = Stream(node.id, scope.schema, frozenset({left_time, right_out}), f"{left.alias} JOIN {right.alias}",
+                    window_columns=left_bounds(left))
 
     where = select.args.get("where")
     return project_joined(qp, select, joined, scope, ([where.this] if where is not None else []) + residual, pipeline)

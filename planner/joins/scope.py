@@ -119,6 +119,13 @@ class JoinScope(Scope):
         return out
 
 
+def left_bounds(left: Relation) -> dict:
+    """The window bounds of a join's output (``Stream.window_columns``): the left input's, under
+    their names in the output."""
+    return {out: left.stream.window_columns[name] for name, out in zip(left.stream.schema.names, left.output_names)
+            if name in left.stream.window_columns}
+
+
 def output_names(left: list[str], right: list[str]) -> list[str]:
     """The right names, renamed where the left (or an earlier right one) took them: ``num0``, ``num1``."""
     taken = {n.lower() for n in left}

@@ -25,7 +25,7 @@ from weir.planner.errors import PlanError
 from weir.planner.expressions import bind, to_duckdb
 from weir.planner.graph_builder import Stream
 from weir.planner.joins.conditions import JoinPlanner
-from weir.planner.joins.scope import JoinScope, Relation, conjuncts, join_clause, output_names, project_joined
+from weir.planner.joins.scope import JoinScope, Relation, conjuncts, join_clause, left_bounds, output_names, project_joined
 from weir.planner.planning import QueryPlanning
 from weir.sql.errors import Problem
 
@@ -184,6 +184,6 @@ def _conditions(planner: JoinPlanner) -> tuple[list[exp.Expression], list[exp.Ex
 def _project(planner: JoinPlanner, node_id: str, schema: pa.Schema, left: Relation, right: Relation, alias: str,
              remaining: list[exp.Expression]) -> Stream:
     joined = Stream(node_id, schema, left.stream.time_attributes, f"{left.alias} JOIN {alias}",
-                    append_only=ROW_KIND not in left.stream.schema.names)
+                    append_only=ROW_KIND not in left.stream.schema.names, window_columns=left_bounds(left))
     return project_joined(planner.qp, planner.select, joined, JoinScope([left, right], planner.qp.fallback),
                           remaining, planner.pipeline)
