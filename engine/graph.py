@@ -10,13 +10,15 @@ The graph serialises to JSON, and its fingerprint identifies it in checkpoints.
 """
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+
+from weir.engine.operators.registry import operator_class
+from weir.engine.schemas import schema_from_json, schema_to_json
 
 PARTITIONINGS = ("forward", "hash", "broadcast")
 #: The output port of a windowed operator that carries the rows it dropped as late.
@@ -110,7 +112,7 @@ class JobGraph:
             if node.id in seen:
                 continue
             seen.add(node.id)
-            if node.kind == "source":
+            if operator_class(node.kind).reads_source:
                 tables.add(node.config.get("table", node.id))
             pending.extend(e.source for e in node.inputs)
         return tuple(sorted(tables))
@@ -136,11 +138,3 @@ class JobGraph:
         """Identifies the operators and their state layout (settings excluded)."""
         body = json.dumps([n.to_json() for n in self.nodes], sort_keys=True)
         return hashlib.sha256(body.encode()).hexdigest()[:16]
-
-
-def schema_to_json(schema: pa.Schema) -> str:
-    return base64.b64encode(schema.serialize().to_pybytes()).decode("ascii")
-
-
-def schema_from_json(text: str) -> pa.Schema:
-    return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text)))

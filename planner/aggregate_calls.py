@@ -2,24 +2,21 @@
 ``_agg1``, ..., with its DuckDB SQL and Flink's result type."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
 from weir.engine.operators.accumulators import FUNCTIONS
 from weir.engine.sql_eval import INPUT
 from weir.planner.expressions import AGGREGATES, Scope, bind, to_duckdb
+from weir.planner.planning import QueryPlanning
 from weir.sql.dialect import Weir
 from weir.sql.errors import Problem
-
-if TYPE_CHECKING:
-    from weir.planner.queries import QueryPlanner
 
 
 class AggregateCalls:
     """The distinct aggregate calls of a query, named _agg0, _agg1, ..."""
 
-    def __init__(self, qp: "QueryPlanner", input_scope: Scope, problems: list[Problem]):
+    def __init__(self, qp: QueryPlanning, input_scope: Scope, problems: list[Problem]):
         self.qp, self.scope, self.problems = qp, input_scope, problems
         self.calls: list[dict] = []
         self.sql: list[str] = []  # the call as DuckDB SQL, for describe and EXPLAIN

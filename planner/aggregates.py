@@ -7,7 +7,6 @@ projection and HAVING over (keys, window bounds, aggregate results).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from sqlglot import exp
@@ -20,20 +19,20 @@ from weir.planner.expressions import Scope, bind, is_aggregate, output_name, quo
 from weir.planner.graph_builder import Stream
 from weir.planner.grouping_sets import (CONSTRUCTS, MAX_SETS, SET_ID, construct_sets, describe_sets, grouping_value,
                                    multiply)
+from weir.planner.planning import QueryPlanning
 from weir.planner.windows import WINDOW_COLUMNS, WindowSpec
 from weir.sql.errors import Problem
-
-if TYPE_CHECKING:
-    from weir.planner.queries import QueryPlanner
 
 
 Key = tuple[str, exp.Expression]
 
 
-def plan_window_aggregate(qp: "QueryPlanner", select: exp.Select, stream: Stream, window: WindowSpec,
-                          scope: Scope, pipeline: str) -> Stream:
+def plan_window_aggregate(qp: QueryPlanning, select: exp.Select, stream: Stream, window: WindowSpec,
+                          scope: Scope, pipeline: str, operator: tuple[str, str] = ("window_aggregate", "WindowAggregate")
+                          ) -> Stream:
     """1. the group keys and grouping sets; 2. the SELECT list and HAVING over keys, window bounds
-    and aggregate calls; 3. WHERE, computed keys or the Expand before the exchange; 4. the operator."""
+    and aggregate calls; 3. WHERE, computed keys or the Expand before the exchange; 4. the operator:
+    ``operator`` is its kind and its EXPLAIN name (a session window's: ``planner.sessions``)."""
     problems: list[Problem] = []
     input_scope = Scope(stream.schema, stream.name, qp.fallback)
     group = select.args.get("group")
@@ -67,12 +66,14 @@ def plan_window_aggregate(qp: "QueryPlanner", select: exp.Select, stream: Stream
     schema = _output_schema(qp, grouped, projection, having_sql, select)
     edge = Edge(stream.node_id, "hash", tuple(hashed)) if key_sql else Edge(stream.node_id)
     node = _add_window_aggregate(qp, window, key_sql, aggregates, having_sql, projection, sets, schema, edge,
-                                 pipeline)
+                                 pipeline, operator)
     times = frozenset(n for n, s in projection if s == quote("window_time"))
-    return Stream(node.id, schema, times, stream.name)
+    # its own window's bounds, as the SELECT list names them (the keys and aggregates are new columns)
+    bounds = {name: (e.name, window) for name, e in final_items if isinstance(e, exp.Column) and e.name in WINDOW_COLUMNS}
+    return Stream(node.id, schema, times, stream.name, window_columns=bounds)
 
 
-def _group_keys(qp: "QueryPlanner", select: exp.Select, scope: Scope,
+def _group_keys(qp: QueryPlanning, select: exp.Select, scope: Scope,
                 problems: list[Problem]) -> tuple[list[Key], list[tuple[int, ...]] | None]:
     """The GROUP BY keys other than the window bounds (a column keeps its name, an expression is
     ``_key<i>``), and the grouping sets as key indices (None without GROUPING SETS, ROLLUP or CUBE)."""
@@ -184,9 +185,11 @@ class GroupedExpressions:
         return grouping_value(self.sets or [tuple(range(len(self.keys)))], indices)
 
 
-def _add_window_aggregate(qp: "QueryPlanner", window: WindowSpec, key_sql: list[list[str]],
+def _add_window_aggregate(qp: QueryPlanning, window: WindowSpec, key_sql: list[list[str]],
                           aggregates: AggregateCalls, having_sql: str | None, projection: list[list[str]],
-                          sets: list[tuple[int, ...]] | None, schema: pa.Schema, edge: Edge, pipeline: str):
+                          sets: list[tuple[int, ...]] | None, schema: pa.Schema, edge: Edge, pipeline: str,
+                          operator: tuple[str, str]):
+    kind, title = operator
     config = {
         "window": window.config(),
         "keys": key_sql,
@@ -199,11 +202,11 @@ def _add_window_aggregate(qp: "QueryPlanner", window: WindowSpec, key_sql: list[
     aggregate_list = ", ".join(f"{c['name']}={sql}" for c, sql in zip(aggregates.calls, aggregates.sql))
     select_list = ", ".join(name if sql == quote(name) else f"{name}={sql}" for name, sql in projection)
     description = (
-        f"WindowAggregate(window=[{window.describe()}], groupBy=[{', '.join(n for n, _ in key_sql)}], "
+        f"{title}(window=[{window.describe()}], groupBy=[{', '.join(n for n, _ in key_sql)}], "
         f"aggregates=[{aggregate_list}], select=[{select_list}]"
         + (f", having=[{having_sql}]" if having_sql else "") + ")"
     )
-    return qp.builder.add(pipeline, "window_aggregate", config, schema, [edge], description)
+    return qp.builder.add(pipeline, kind, config, schema, [edge], description)
 
 
 def _plan_expand(qp, stream: Stream, keys, sets, filter_sql, input_scope: Scope, pipeline: str,

@@ -7,7 +7,7 @@ append-only result, each window's row emitted once when it fires), and a join
 on them a window join. Nexmark q5 groups the bid counts of each HOP window by
 the window to find their maximum, then joins the counts with it.
 
-Here ``window_bound`` (``planner/windows.py``) finds the two GROUP BY columns
+Here ``Stream.window_bound`` (``planner/graph_builder.py``) finds the two GROUP BY columns
 that are the ``window_start`` and ``window_end`` of one TUMBLE, HOP or
 CUMULATE window of the input. Such a window is identified by its end: the ends
 of its windows lie ``w`` apart (the size, slide or step), one window per end.
@@ -20,8 +20,9 @@ So the plan is:
    ``[end - w, end)``, one per input window) that groups by the two bound
    columns as keys too, so its output carries the input's bounds unchanged;
 3. its output columns for them (and for the input's window_time, if grouped)
-   are registered as the bounds of the input's window, for window joins and
-   further cascades; a window_time stays a time attribute.
+   are the bounds of the input's window in the output stream
+   (``Stream.window_columns``), for window joins and further cascades; a
+   window_time stays a time attribute.
 
 An input row is the result of a window that fired when the watermark reached
 its window_time, so it is never late for the tumbling window holding it.
@@ -29,7 +30,6 @@ its window_time, so it is never late for the tumbling window holding it.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from sqlglot import exp
@@ -40,10 +40,8 @@ from weir.planner.errors import PlanError
 from weir.planner.expressions import Scope, output_name, quote
 from weir.planner.graph_builder import Stream
 from weir.planner.grouping_sets import CONSTRUCTS
-from weir.planner.windows import WINDOW_COLUMNS, WINDOW_TIME_OFFSET_US, WindowSpec, same_window, window_bound, window_fields
-
-if TYPE_CHECKING:
-    from weir.planner.queries import QueryPlanner
+from weir.planner.planning import QueryPlanning
+from weir.planner.windows import WINDOW_COLUMNS, WINDOW_TIME_OFFSET_US, WindowSpec, same_window, window_fields
 
 #: The internal names of the input's window bounds and its window_time.
 START, END, TIME = "_window_start", "_window_end", "_window_time"
@@ -51,7 +49,7 @@ START, END, TIME = "_window_start", "_window_end", "_window_time"
 _END_SPACING = {"tumble": "size", "hop": "slide", "cumulate": "step"}
 
 
-def _grouped_bounds(qp: "QueryPlanner", select: exp.Select, stream: Stream,
+def _grouped_bounds(qp: QueryPlanning, select: exp.Select, stream: Stream,
                     scope: Scope) -> tuple[str, str, WindowSpec] | None:
     """(start column, end column, their window) when the GROUP BY names both bounds of one window
     of the input as plain columns; None otherwise (then it is a GROUP BY without a window)."""
@@ -61,7 +59,7 @@ def _grouped_bounds(qp: "QueryPlanner", select: exp.Select, stream: Stream,
     found: dict[str, tuple[str, WindowSpec]] = {}
     for item in group.expressions:
         declared = scope.resolve(item.name) if isinstance(item, exp.Column) else None
-        role = window_bound(qp.builder, stream.node_id, declared) if declared else None
+        role = stream.window_bound(declared) if declared else None
         if role is not None and role[0] in ("window_start", "window_end"):
             found.setdefault(role[0], (declared, role[1]))
     if len(found) < 2:
@@ -74,7 +72,7 @@ def _grouped_bounds(qp: "QueryPlanner", select: exp.Select, stream: Stream,
     return start, end, window
 
 
-def plan_cascaded_window(qp: "QueryPlanner", select: exp.Select, stream: Stream, scope: Scope,
+def plan_cascaded_window(qp: QueryPlanning, select: exp.Select, stream: Stream, scope: Scope,
                          pipeline: str) -> Stream | None:
     """The window aggregate of a SELECT whose GROUP BY holds the window bounds of its input,
     or None when it holds no such pair."""
@@ -101,19 +99,29 @@ def plan_cascaded_window(qp: "QueryPlanner", select: exp.Select, stream: Stream,
     rewritten = _rewrite(qp, select, scope, renamed)
     inner_scope = Scope(pa.schema([*schema, *window_fields()]), stream.name, qp.fallback)
     aggregated = plan_window_aggregate(qp, rewritten, windowed, tumble, inner_scope, pipeline)
-    # the input's window_time, grouped as a key, is the output's window_time as the new one is
-    times = [renamed.get(name, name) for name in stream.schema.names
-             if (window_bound(qp.builder, stream.node_id, name) or ("",))[0] == "window_time"]
-    internal = [("window_start", START), ("window_end", END), ("window_time", "window_time"),
-                *(("window_time", name) for name in times)]
-    projected = qp.builder.graph.node(aggregated.node_id).config["projection"]
-    made = {name: (bound, window) for name, sql in projected for bound, column in internal if sql == quote(column)}
-    qp.builder.window_columns[aggregated.node_id] = made
+    made = _input_bounds(rewritten, stream, renamed, window)
     kept_times = {name for name, (bound, _) in made.items() if bound == "window_time"}
-    return dataclasses.replace(aggregated, time_attributes=aggregated.time_attributes | kept_times)
+    return dataclasses.replace(aggregated, time_attributes=aggregated.time_attributes | kept_times,
+                               window_columns=made)
 
 
-def _rewrite(qp: "QueryPlanner", select: exp.Select, scope: Scope, renamed: dict[str, str]) -> exp.Select:
+def _input_bounds(rewritten: exp.Select, stream: Stream, renamed: dict[str, str],
+                  window: WindowSpec) -> dict[str, tuple[str, WindowSpec]]:
+    """The output columns that are bounds of the input's window: the items of the rewritten SELECT
+    that are its two bound columns, the new tumbling window's window_time (the input window's
+    end - 1 ms) and the input's window_time columns (grouped as keys)."""
+    internal = {START: "window_start", END: "window_end", "window_time": "window_time"}
+    internal.update({renamed.get(name, name): "window_time" for name in stream.schema.names
+                     if (stream.window_bound(name) or ("",))[0] == "window_time"})
+    out = {}
+    for item in rewritten.expressions:
+        body = item.unalias()
+        if isinstance(body, exp.Column) and body.name in internal:
+            out[item.alias_or_name] = (internal[body.name], window)
+    return out
+
+
+def _rewrite(qp: QueryPlanning, select: exp.Select, scope: Scope, renamed: dict[str, str]) -> exp.Select:
     """The SELECT over the renamed columns, each item keeping its output name, grouped by the
     tumbling window too."""
     def rename(node: exp.Expression) -> exp.Expression:

@@ -2,21 +2,19 @@
 each operator's changelog mode (like Flink's ``changelogMode``)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
 from weir.engine.changelog import APPEND, RETRACT, UPSERT, is_changelog
 from weir.engine.connectors.registry import CONNECTORS
 from weir.engine.graph import OperatorNode
+from weir.engine.operators.registry import operator_class
 from weir.planner.graph_builder import Stream
+from weir.planner.planning import QueryPlanning
 from weir.sql.errors import Problem, WeirSqlError
 
-if TYPE_CHECKING:
-    from weir.planner.queries import QueryPlanner
 
-
-def require_append_only(qp: "QueryPlanner", stream: Stream, what: str, node: exp.Expression | None) -> None:
+def require_append_only(qp: QueryPlanning, stream: Stream, what: str, node: exp.Expression | None) -> None:
     """Refuse ``what`` (a window aggregate, a window join, ...) over an updating stream."""
     if stream.append_only:
         return
@@ -35,7 +33,7 @@ def changelog_mode(node: OperatorNode) -> str:
     """``append [I]``, ``retract [I,UB,UA,D]``, or for a sink that applies the changes
     by a key, ``upsert [I,UA,D] by (key)`` (per key the last change of a commit wins: +I/+U
     replace the row, -U/-D delete it)."""
-    if node.kind == "sink":
+    if operator_class(node.kind).commits_output:
         mode = node.config.get("changelog") or APPEND
         key = node.config.get("upsert_key")
         by = f" by ({', '.join(key) or 'one row'})" if mode == UPSERT and key is not None else ""

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from sqlglot import exp
@@ -20,9 +19,7 @@ from weir.engine.graph import Edge
 from weir.planner.calc import calc_description
 from weir.planner.expressions import quote
 from weir.planner.graph_builder import Stream
-
-if TYPE_CHECKING:
-    from weir.planner.queries import QueryPlanner
+from weir.planner.planning import QueryPlanning
 
 
 @dataclass(frozen=True)
@@ -36,7 +33,7 @@ class CommonTable:
     node: exp.Expression
 
 
-def plan_with(qp: "QueryPlanner", query: exp.Expression, pipeline: str) -> Stream:
+def plan_with(qp: QueryPlanning, query: exp.Expression, pipeline: str) -> Stream:
     with_ = query.args["with_"]
     if with_.args.get("recursive"):
         raise qp.fail("WITH RECURSIVE is not supported in a streaming query", with_,
@@ -61,7 +58,7 @@ def plan_with(qp: "QueryPlanner", query: exp.Expression, pipeline: str) -> Strea
         qp.ctes = outer
 
 
-def plan_cte_reference(qp: "QueryPlanner", table: exp.Table, pipeline: str) -> Stream | None:
+def plan_cte_reference(qp: QueryPlanning, table: exp.Table, pipeline: str) -> Stream | None:
     """The stream of the CTE ``table`` names, or None when no CTE in scope has that name."""
     if table.args.get("db"):
         return None
@@ -79,7 +76,7 @@ def plan_cte_reference(qp: "QueryPlanner", table: exp.Table, pipeline: str) -> S
     return dataclasses.replace(stream, name=found.name)
 
 
-def _rename(qp: "QueryPlanner", stream: Stream, cte: CommonTable, pipeline: str) -> Stream:
+def _rename(qp: QueryPlanning, stream: Stream, cte: CommonTable, pipeline: str) -> Stream:
     if len(cte.columns) != len(stream.schema):
         raise qp.fail(f"`{cte.name}` names {len(cte.columns)} columns but its query gives {len(stream.schema)} "
                       f"({', '.join(stream.schema.names)})", cte.node,
@@ -89,4 +86,6 @@ def _rename(qp: "QueryPlanner", stream: Stream, cte: CommonTable, pipeline: str)
     node = qp.builder.add(pipeline, "calc", {"projection": projection, "filter": None}, schema,
                           [Edge(stream.node_id)], calc_description(projection, None, stream.schema.names))
     times = frozenset(new for new, old in zip(cte.columns, stream.schema.names) if old in stream.time_attributes)
-    return dataclasses.replace(stream, node_id=node.id, schema=schema, time_attributes=times)
+    bounds = {new: stream.window_columns[old] for new, old in zip(cte.columns, stream.schema.names)
+              if old in stream.window_columns}
+    return dataclasses.replace(stream, node_id=node.id, schema=schema, time_attributes=times, window_columns=bounds)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from weir.engine.graph import Edge, JobGraph, OperatorNode
+from weir.planner.windows import WindowSpec
 
 
 @dataclass
@@ -23,6 +24,18 @@ class Stream:
     #: its result (the GROUP BY keys, a PRIMARY KEY), or None when rows have no unique key.
     #: Its batches end with ``engine.changelog.ROW_KIND``.
     upsert_key: tuple[str, ...] | None = None
+    #: The columns that are bounds of a window: column -> ('window_start' | 'window_end' |
+    #: 'window_time', the window). Set where a window is made (a window table function, a
+    #: window aggregate, a cascaded window) and carried, as the time attributes are, through
+    #: projections and renames (CTEs, views, subqueries), pass-through operators, joins (the
+    #: left input's) and unions whose inputs agree (``window_bound``).
+    window_columns: dict[str, tuple[str, WindowSpec]] = field(default_factory=dict)
+
+    def window_bound(self, column: str) -> tuple[str, WindowSpec] | None:
+        """('window_start' | 'window_end' | 'window_time', the window) when ``column`` is a bound
+        of a window, under whatever name it has here (``window_start AS starttime``). A window
+        aggregate's keys and aggregates are new columns; a source's are no bounds."""
+        return self.window_columns.get(column)
 
 
 @dataclass
@@ -30,11 +43,6 @@ class GraphBuilder:
     graph: JobGraph
     #: Source streams by table name, shared by every pipeline that reads the table.
     sources: dict[str, Stream] = field(default_factory=dict)
-    #: The output columns of a node that are bounds of a window it made (a window table
-    #: function's, a window aggregate's): node id -> column -> ('window_start' | 'window_end' |
-    #: 'window_time', the window, a ``planner.windows.WindowSpec``). ``planner.windows.window_bound``
-    #: follows other columns through projections to these.
-    window_columns: dict[str, dict[str, tuple]] = field(default_factory=dict)
 
     def new_id(self, pipeline: str, kind: str) -> str:
         base = f"{pipeline}.{kind}"

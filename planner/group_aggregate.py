@@ -9,7 +9,6 @@ there is one group.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from sqlglot import exp
@@ -22,13 +21,11 @@ from weir.planner.calc import projected_key
 from weir.planner.errors import PlanError, column_position
 from weir.planner.expressions import Scope, bind, contains_aggregate, is_aggregate, output_name, quote, to_duckdb
 from weir.planner.graph_builder import Stream
+from weir.planner.planning import QueryPlanning
 from weir.sql.errors import Problem
 
-if TYPE_CHECKING:
-    from weir.planner.queries import QueryPlanner
 
-
-def plan_group_aggregate(qp: "QueryPlanner", select: exp.Select, stream: Stream, scope: Scope,
+def plan_group_aggregate(qp: QueryPlanning, select: exp.Select, stream: Stream, scope: Scope,
                          pipeline: str) -> Stream:
     problems: list[Problem] = []
     keys: list[tuple[str, exp.Expression]] = []
@@ -95,7 +92,7 @@ def plan_group_aggregate(qp: "QueryPlanner", select: exp.Select, stream: Stream,
                   upsert_key=projected_key(tuple(n for n, _ in key_sql), projection))
 
 
-def distinct_as_group_by(qp: "QueryPlanner", select: exp.Select, scope: Scope) -> exp.Select:
+def distinct_as_group_by(qp: QueryPlanning, select: exp.Select, scope: Scope) -> exp.Select:
     """``SELECT DISTINCT a, b FROM t`` as ``SELECT a, b FROM t GROUP BY a, b``, as Flink plans it."""
     distinct = select.args["distinct"]
     if distinct.args.get("on") is not None:

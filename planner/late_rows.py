@@ -16,31 +16,27 @@ SESSION windows cannot say which rows were late and are refused.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import pyarrow as pa
 
 from weir.engine.graph import LATE_ROWS_PORT, Edge
 from weir.engine.operators.duckdb_sql import duckdb_name
 from weir.engine.operators.late_rows import OPERATOR_COLUMN, WATERMARK_COLUMN
 from weir.engine.operators.registry import operator_class
+from weir.planner.catalog import Catalog, TableDef
 from weir.planner.expressions import quote
+from weir.planner.graph_builder import GraphBuilder
 from weir.planner.locate import locate, quoted
 from weir.sql.errors import Problem, WeirSqlError
-
-if TYPE_CHECKING:
-    from weir.planner.catalog import Catalog, TableDef
-    from weir.planner.graph_builder import GraphBuilder
 
 OPTION = "source.late-rows.table"
 
 
-def late_rows_schema(table: "TableDef") -> pa.Schema:
+def late_rows_schema(table: TableDef) -> pa.Schema:
     return pa.schema([*table.schema, pa.field(OPERATOR_COLUMN, pa.string()),
                       pa.field(WATERMARK_COLUMN, pa.timestamp("ms"))])
 
 
-def plan_late_rows_tables(builder: "GraphBuilder", catalog: "Catalog", db_path: str) -> list[str]:
+def plan_late_rows_tables(builder: GraphBuilder, catalog: Catalog, db_path: str) -> list[str]:
     """Wire the late-rows table of every source the job reads that has one (into the graph of
     ``builder``, the tables declared in ``catalog``, each a table of the DuckDB file ``db_path``);
     their names."""

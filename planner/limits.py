@@ -17,7 +17,6 @@ are refused with a hint; a plain LIMIT over an updating input too.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from sqlglot import exp
@@ -27,17 +26,15 @@ from weir.engine.graph import Edge
 from weir.planner.errors import PlanError
 from weir.planner.expressions import Scope, bind, quote, to_duckdb
 from weir.planner.graph_builder import Stream
+from weir.planner.planning import QueryPlanning
 from weir.planner.top_n import plan_top_n
 from weir.sql.errors import Problem
-
-if TYPE_CHECKING:
-    from weir.planner.queries import QueryPlanner
 
 #: The rank column the Top-N of ORDER BY ... LIMIT computes and the result leaves out.
 RANK = "_limit_rank"
 
 
-def split_limit(qp: "QueryPlanner", select: exp.Select) -> tuple[exp.Select, int | None, exp.Order | None]:
+def split_limit(qp: QueryPlanning, select: exp.Select) -> tuple[exp.Select, int | None, exp.Order | None]:
     """The SELECT without its ORDER BY and LIMIT, the limit (None: none) and the ORDER BY."""
     limit, order = select.args.get("limit"), select.args.get("order")
     if select.args.get("offset") is not None:
@@ -55,7 +52,7 @@ def split_limit(qp: "QueryPlanner", select: exp.Select) -> tuple[exp.Select, int
     return plain, int(count.name), order
 
 
-def plan_limit(qp: "QueryPlanner", stream: Stream, limit: int, order: exp.Order | None,
+def plan_limit(qp: QueryPlanning, stream: Stream, limit: int, order: exp.Order | None,
                pipeline: str, node: exp.Expression) -> Stream:
     """The first ``limit`` rows of ``stream``, or with ``order`` its top ``limit`` rows."""
     if order is not None:
@@ -65,10 +62,10 @@ def plan_limit(qp: "QueryPlanner", stream: Stream, limit: int, order: exp.Order 
                       "LIMIT the append-only input in a subquery, or rank the result with ORDER BY ... LIMIT n")
     added = qp.builder.add(pipeline, "limit", {"limit": limit}, stream.schema,
                            [Edge(stream.node_id, "hash", ())], f"Limit(fetch=[{limit}])")
-    return Stream(added.id, stream.schema, stream.time_attributes, stream.name)
+    return Stream(added.id, stream.schema, stream.time_attributes, stream.name, window_columns=stream.window_columns)
 
 
-def _top(qp: "QueryPlanner", stream: Stream, limit: int, order: exp.Order, pipeline: str) -> Stream:
+def _top(qp: QueryPlanning, stream: Stream, limit: int, order: exp.Order, pipeline: str) -> Stream:
     scope = Scope(pa.schema([f for f in stream.schema if f.name != ROW_KIND]), stream.name, qp.fallback)
     problems: list[Problem] = []
     order_by = []

@@ -22,7 +22,6 @@ its time. ``ROW_NUMBER``/``RANK`` stay with ``planner/ranking.py`` (Top-N).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from sqlglot import exp
@@ -34,14 +33,12 @@ from weir.planner.errors import PlanError
 from weir.planner.aggregate_calls import typed
 from weir.planner.expressions import AGGREGATES, Scope, bind, quote, to_duckdb
 from weir.planner.graph_builder import Stream
+from weir.planner.planning import QueryPlanning
 from weir.planner.windows import format_duration
 from weir.sql.dialect import Weir
 from weir.sql.errors import Problem, WeirSqlError
 from weir.sql.intervals import interval_micros
 from weir.sql.statements import WindowTVF
-
-if TYPE_CHECKING:
-    from weir.planner.queries import QueryPlanner
 
 EXAMPLE = ("SUM(amount) OVER (PARTITION BY customer ORDER BY order_time "
            "ROWS BETWEEN 10 PRECEDING AND CURRENT ROW)")
@@ -77,7 +74,7 @@ def ranks_below(select: exp.Select) -> bool:
 
 
 class _OverPlanner:
-    def __init__(self, qp: "QueryPlanner", select: exp.Select):
+    def __init__(self, qp: QueryPlanning, select: exp.Select):
         self.qp, self.select = qp, select
         self.problems: list[Problem] = []
 
@@ -193,7 +190,7 @@ class _OverPlanner:
         return aggregates, names, described
 
 
-def plan_over_aggregate(qp: "QueryPlanner", select: exp.Select, pipeline: str) -> Stream:
+def plan_over_aggregate(qp: QueryPlanning, select: exp.Select, pipeline: str) -> Stream:
     for unsupported, what in (("group", "GROUP BY"), ("having", "HAVING"), ("order", "ORDER BY"),
                               ("limit", "LIMIT"), ("distinct", "DISTINCT"), ("joins", "JOIN")):
         if select.args.get(unsupported):
@@ -271,12 +268,12 @@ def plan_over_aggregate(qp: "QueryPlanner", select: exp.Select, pipeline: str) -
                    f"frame=[{_frame_text(frame)}], aggregates=[{', '.join(described)}])")
     edge = Edge(stream.node_id, "hash", tuple(keys)) if keys else Edge(stream.node_id)
     node = qp.builder.add(pipeline, "over_aggregate", config, schema, [edge], description)
-    over = Stream(node.id, schema, stream.time_attributes, stream.name)
+    over = Stream(node.id, schema, stream.time_attributes, stream.name, window_columns=stream.window_columns)
 
     return _project(qp, select, over, visible, names, pipeline)
 
 
-def _project(qp: "QueryPlanner", select: exp.Select, over: Stream, visible: list[str], names: dict[str, str],
+def _project(qp: QueryPlanning, select: exp.Select, over: Stream, visible: list[str], names: dict[str, str],
              pipeline: str) -> Stream:
     """The SELECT's projection over the aggregated rows: each OVER call becomes its column;
     ``*`` is the input's columns (not the computed keys and arguments)."""

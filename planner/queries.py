@@ -34,7 +34,7 @@ from weir.planner.ranking import plan_window_rank, uses_ranking
 from weir.planner.sessions import plan_session_window
 from weir.planner.types import normalise, sql_name
 from weir.planner.unions import plan_union
-from weir.planner.windows import (WINDOW_COLUMNS, register_window_columns, window_fields, window_problems,
+from weir.planner.windows import (WINDOW_COLUMNS, carried_bounds, window_fields, window_problems,
                              window_spec)
 from weir.sql.errors import Problem, WeirSqlError
 from weir.sql.intervals import interval_micros
@@ -203,10 +203,7 @@ class QueryPlanner:
                                     "or CUMULATE")
 
                 return plan_session_window(self, select, window_tvf, stream, window, scope, pipeline)
-            aggregated = plan_window_aggregate(self, select, stream, window, scope, pipeline)
-            register_window_columns(self.builder, aggregated.node_id,
-                                    self.builder.graph.node(aggregated.node_id).config["projection"], window)
-            return aggregated
+            return plan_window_aggregate(self, select, stream, window, scope, pipeline)
         if window is not None and window.kind == "session":
             raise self.fail("a SESSION window needs GROUP BY window_start, window_end and its keys with an "
                             "aggregate", window_tvf,
@@ -251,17 +248,19 @@ class QueryPlanner:
             pipeline, "calc", {"projection": projection, "filter": None}, schema,
             [Edge(stream.node_id)], f"WindowAssign({window.describe()})", label="window_assign",
         )
-        self.builder.window_columns[node.id] = {name: (name, window) for name in WINDOW_COLUMNS}
         # window_time is a time attribute of the windowed rows (Flink's rowtime).
-        return Stream(node.id, schema, stream.time_attributes | {"window_time"}, stream.name)
+        return Stream(node.id, schema, stream.time_attributes | {"window_time"}, stream.name,
+                      window_columns={name: (name, window) for name in WINDOW_COLUMNS})
 
     def plan_calc(self, select: exp.Select, stream: Stream, scope: Scope, pipeline: str) -> Stream:
         problems: list[Problem] = []
         projection: list[list[str]] = []
         times: set[str] = set()
+        items: list[tuple[str, exp.Expression]] = []
         for index, item in enumerate(self.expand_star(select.expressions, scope)):
             name = output_name(item, index)
             bound = bind(item.unalias() if isinstance(item, exp.Alias) else item, scope, problems)
+            items.append((name, bound))
             projection.append([name, to_duckdb(bound, scope.schema)])
             if isinstance(bound, exp.Column) and bound.name in stream.time_attributes:
                 times.add(name)
@@ -275,7 +274,7 @@ class QueryPlanner:
         node = self.builder.add(pipeline, "calc", {"projection": projection, "filter": filter_sql}, schema,
                                 [Edge(stream.node_id)], calc_description(projection, filter_sql, stream.schema.names))
         return Stream(node.id, schema, frozenset(times), stream.name, stream.append_only,
-                      projected_key(stream.upsert_key, projection))
+                      projected_key(stream.upsert_key, projection), carried_bounds(stream.window_columns, items))
 
     def plan_pre_aggregate(self, stream: Stream, filter_sql: str | None, computed: list[list[str]],
                            pipeline: str, node: exp.Expression) -> Stream:
@@ -285,7 +284,8 @@ class QueryPlanner:
         schema = self.describe_projection(projection, filter_sql, stream.schema, node)
         node_ = self.builder.add(pipeline, "calc", {"projection": projection, "filter": filter_sql}, schema,
                                  [Edge(stream.node_id)], calc_description(projection, filter_sql, stream.schema.names))
-        return Stream(node_.id, schema, stream.time_attributes, stream.name, stream.append_only, stream.upsert_key)
+        return Stream(node_.id, schema, stream.time_attributes, stream.name, stream.append_only, stream.upsert_key,
+                      stream.window_columns)
 
     def expand_star(self, items: list[exp.Expression], scope: Scope) -> list[exp.Expression]:
         out: list[exp.Expression] = []

@@ -16,7 +16,6 @@ The rank column may be left out of the outer projection.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from sqlglot import exp
@@ -27,12 +26,11 @@ from weir.planner.changelog import require_append_only
 from weir.planner.errors import PlanError
 from weir.planner.expressions import Scope, bind, output_name, position, quote, to_duckdb
 from weir.planner.graph_builder import Stream
+from weir.planner.planning import QueryPlanning
 from weir.planner.top_n import is_deduplication, plan_top_n, tie_order
+from weir.planner.windows import carried_bounds
 from weir.sql.errors import Problem
 from weir.sql.statements import WindowTVF
-
-if TYPE_CHECKING:
-    from weir.planner.queries import QueryPlanner
 
 RANK_FUNCTIONS = {exp.RowNumber: "row_number", exp.Rank: "rank", exp.DenseRank: "dense_rank"}
 WINDOW_BOUNDS = ("window_start", "window_end")
@@ -57,7 +55,7 @@ def uses_ranking(select: exp.Select) -> bool:
     return bool(_window_items(select)) or _ranked_subquery(select) is not None
 
 
-def plan_window_rank(qp: "QueryPlanner", select: exp.Select, pipeline: str) -> Stream:
+def plan_window_rank(qp: QueryPlanning, select: exp.Select, pipeline: str) -> Stream:
     own = _window_items(select)
     if own:
         raise qp.fail("a window function needs an outer query that bounds its rank", own[0],
@@ -107,10 +105,11 @@ def plan_window_rank(qp: "QueryPlanner", select: exp.Select, pipeline: str) -> S
     ranked = pa.schema([*scope.schema, pa.field(rank_column, pa.int64())])
     # The outer query sees the inner query's columns only, not those added for the OVER clause.
     ranked_scope = Scope(pa.schema([f for f in ranked if f.name not in hidden]), stream.name, qp.fallback)
-    projection, times = [], set()
+    projection, times, items = [], set(), []
     for index, out in enumerate(qp.expand_star(select.expressions, ranked_scope)):
         bound = bind(out.unalias() if isinstance(out, exp.Alias) else out, ranked_scope, problems)
         name = output_name(out, index)
+        items.append((name, bound))
         projection.append([name, to_duckdb(bound, ranked)])
         if isinstance(bound, exp.Column) and bound.name == "window_time" and "window_time" in stream.time_attributes:
             times.add(name)
@@ -139,10 +138,10 @@ def plan_window_rank(qp: "QueryPlanner", select: exp.Select, pipeline: str) -> S
     description = _describe(config, [text for _, text in order_by], order.expressions, stream)
     edge = Edge(stream.node_id, "hash", ("window_start", "window_end", *others))
     node = qp.builder.add(pipeline, "window_rank", config, schema, [edge], description)
-    return Stream(node.id, schema, frozenset(times), stream.name)
+    return Stream(node.id, schema, frozenset(times), stream.name, window_columns=carried_bounds(stream.window_columns, items))
 
 
-def _rank_item(qp: "QueryPlanner", inner: exp.Select) -> tuple[exp.Expression, exp.Window]:
+def _rank_item(qp: QueryPlanning, inner: exp.Select) -> tuple[exp.Expression, exp.Window]:
     """The inner select item that is a window function (possibly aliased), and the window."""
     items = [i for i in inner.expressions if i.find(exp.Window) is not None]
     for item in items[1:]:
@@ -158,7 +157,7 @@ def _rank_item(qp: "QueryPlanner", inner: exp.Select) -> tuple[exp.Expression, e
     return item, window
 
 
-def _plan_input(qp: "QueryPlanner", inner: exp.Select, item: exp.Expression, window: exp.Window,
+def _plan_input(qp: QueryPlanning, inner: exp.Select, item: exp.Expression, window: exp.Window,
                 pipeline: str) -> tuple[Stream, frozenset[str]]:
     """The inner query without its window function, and the names of the columns added to it:
     as in Flink, PARTITION BY and ORDER BY may name columns of the inner query's FROM that its
@@ -249,7 +248,7 @@ def _describe(config: dict, order_text: list[str], ordered: list[exp.Ordered], s
             + (f", where=[{config['filter']}]" if config["filter"] else "") + ")")
 
 
-def _problem(qp: "QueryPlanner", message: str, node: exp.Expression, hint: str) -> Problem:
+def _problem(qp: QueryPlanning, message: str, node: exp.Expression, hint: str) -> Problem:
     line, col = position(node, qp.fallback)
     return Problem(message, line, col, hint)
 

@@ -13,49 +13,34 @@ outside PARTITION BY would split a session that Flink keeps whole); the legacy
 """
 from __future__ import annotations
 
-import copy
-from typing import TYPE_CHECKING
+import dataclasses
+
 
 from sqlglot import exp
 
 from weir.planner.aggregates import plan_window_aggregate
 from weir.planner.errors import PlanError
 from weir.planner.expressions import Scope, position
-from weir.planner.graph_builder import GraphBuilder, Stream
+from weir.planner.graph_builder import Stream
+from weir.planner.planning import QueryPlanning
 from weir.planner.windows import WINDOW_COLUMNS, WindowSpec
 from weir.sql.errors import Problem
 from weir.sql.statements import WindowTVF
 
-if TYPE_CHECKING:
-    from weir.planner.queries import QueryPlanner
-
-KIND = "session_window"
+#: The operator a session window aggregate becomes, and its EXPLAIN name.
+OPERATOR = ("session_window", "SessionWindowAggregate")
 
 
-class _SessionBuilder:
-    """The query's GraphBuilder, adding its window aggregate as a session_window."""
-
-    def __init__(self, builder: GraphBuilder):
-        self._builder = builder
-
-    def __getattr__(self, name):
-        return getattr(self._builder, name)
-
-    def add(self, pipeline, kind, config, schema, inputs, description, **kwargs):
-        if kind == "window_aggregate":
-            kind, description = KIND, "Session" + description
-        return self._builder.add(pipeline, kind, config, schema, inputs, description, **kwargs)
-
-
-def plan_session_window(qp: "QueryPlanner", select: exp.Select, tvf: WindowTVF, stream: Stream,
+def plan_session_window(qp: QueryPlanning, select: exp.Select, tvf: WindowTVF, stream: Stream,
                         window: WindowSpec, scope: Scope, pipeline: str) -> Stream:
     _check_partition_keys(qp, select, tvf, window, scope)
-    session_qp = copy.copy(qp)
-    session_qp.builder = _SessionBuilder(qp.builder)
-    return plan_window_aggregate(session_qp, select, stream, window, scope, pipeline)
+    # a session's bounds are not window bounds for later queries: no window join or cascaded
+    # window over sessions (their windows have no size to tumble by)
+    aggregated = plan_window_aggregate(qp, select, stream, window, scope, pipeline, OPERATOR)
+    return dataclasses.replace(aggregated, window_columns={})
 
 
-def _check_partition_keys(qp: "QueryPlanner", select: exp.Select, tvf: WindowTVF, window: WindowSpec,
+def _check_partition_keys(qp: QueryPlanning, select: exp.Select, tvf: WindowTVF, window: WindowSpec,
                           scope: Scope) -> None:
     """PARTITION BY columns and GROUP BY keys are the same columns; every problem at once."""
     partition = tvf.args.get("partition_by") or []

@@ -13,7 +13,6 @@ a multiset.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from sqlglot import exp
@@ -22,13 +21,11 @@ from weir.engine.changelog import ROW_KIND, ROW_KIND_TYPE
 from weir.engine.graph import Edge
 from weir.planner.expressions import Scope, quote
 from weir.planner.graph_builder import Stream
+from weir.planner.planning import QueryPlanning
 from weir.planner.state_ttl import state_ttl_ms
 
-if TYPE_CHECKING:
-    from weir.planner.queries import QueryPlanner
 
-
-def plan_top_n(qp: "QueryPlanner", stream: Stream, scope: Scope, keys: list[str], order_by: list[tuple[str, str]],
+def plan_top_n(qp: QueryPlanning, stream: Stream, scope: Scope, keys: list[str], order_by: list[tuple[str, str]],
                function: str, rank_column: str, rank_range: tuple[int, int], filter_sql: str | None,
                projection: list[list[str]], schema: pa.Schema, ordered: list[exp.Ordered], pipeline: str) -> Stream:
     config = {

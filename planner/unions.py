@@ -17,7 +17,6 @@ hint.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 import duckdb
 import pyarrow as pa
@@ -31,11 +30,10 @@ from weir.planner.calc import calc_description
 from weir.planner.errors import PlanError
 from weir.planner.expressions import quote
 from weir.planner.graph_builder import Stream
+from weir.planner.planning import QueryPlanning
 from weir.planner.types import normalise, sql_name
+from weir.planner.windows import same_window
 from weir.sql.errors import Problem
-
-if TYPE_CHECKING:
-    from weir.planner.queries import QueryPlanner
 
 _NUMERIC = (pa.types.is_integer, pa.types.is_floating, pa.types.is_decimal)
 
@@ -71,7 +69,7 @@ def common_type(left: pa.DataType, right: pa.DataType) -> pa.DataType | None:
     return None
 
 
-def plan_union(qp: "QueryPlanner", query: exp.Union, pipeline: str) -> Stream:
+def plan_union(qp: QueryPlanning, query: exp.Union, pipeline: str) -> Stream:
     kind = {exp.Intersect: "INTERSECT", exp.Except: "EXCEPT"}.get(type(query))
     if kind or query.args.get("distinct"):
         word = kind or "UNION"
@@ -125,7 +123,20 @@ def plan_union(qp: "QueryPlanner", query: exp.Union, pipeline: str) -> Stream:
     node = qp.builder.add(pipeline, "union", {"inputs": len(inputs)}, schema, [Edge(s.node_id) for s in inputs],
                           f"Union(all=[true], inputs=[{len(inputs)}])")
     return Stream(node.id, schema, times, " UNION ALL ".join(dict.fromkeys(s.name for s in streams)),
-                  append_only=not updating)
+                  append_only=not updating, window_columns=_agreed_bounds(streams))
+
+
+def _agreed_bounds(streams: list[Stream]) -> dict:
+    """The window bounds of a union's output: a column is one where it is the same bound of the
+    same window in every input (a bound in one input and another column in the next is no bound)."""
+    out = {}
+    for index, name in enumerate(streams[0].schema.names):
+        roles = [s.window_bound(s.schema.names[index]) for s in streams]
+        first = roles[0]
+        if first is not None and all(r is not None and r[0] == first[0] and same_window(r[1], first[1])
+                                     for r in roles[1:]):
+            out[name] = first
+    return out
 
 
 def _columns_only(stream: Stream) -> Stream:
@@ -133,7 +144,7 @@ def _columns_only(stream: Stream) -> Stream:
     if ROW_KIND not in stream.schema.names:
         return stream
     return Stream(stream.node_id, pa.schema([f for f in stream.schema if f.name != ROW_KIND]),
-                  stream.time_attributes, stream.name, stream.append_only, stream.upsert_key)
+                  stream.time_attributes, stream.name, stream.append_only, stream.upsert_key, stream.window_columns)
 
 
 def _item(query: exp.Expression, index: int) -> exp.Expression:
@@ -143,7 +154,7 @@ def _item(query: exp.Expression, index: int) -> exp.Expression:
     return query
 
 
-def _cast(qp: "QueryPlanner", stream: Stream, original: Stream, schema: pa.Schema, updating: bool,
+def _cast(qp: QueryPlanning, stream: Stream, original: Stream, schema: pa.Schema, updating: bool,
           pipeline: str) -> Stream:
     """``stream`` with the union's column types (a calc casting the columns that differ) and, in an
     updating union, a row kind (+I for an append-only input)."""
@@ -161,4 +172,5 @@ def _cast(qp: "QueryPlanner", stream: Stream, original: Stream, schema: pa.Schem
     cast_schema = pa.schema(fields)
     added = qp.builder.add(pipeline, "calc", {"projection": projection, "filter": None}, cast_schema,
                            [Edge(original.node_id)], calc_description(projection, None, original.schema.names))
-    return Stream(added.id, cast_schema, stream.time_attributes, stream.name, append_only=not updating)
+    return Stream(added.id, cast_schema, stream.time_attributes, stream.name, append_only=not updating,
+                  window_columns=stream.window_columns)

@@ -5,6 +5,7 @@ import dataclasses
 from dataclasses import dataclass
 
 import pyarrow as pa
+from sqlglot import exp
 
 from weir.planner.expressions import position, quote
 from weir.sql.errors import Problem
@@ -140,36 +141,12 @@ def format_duration(us: int) -> str:
 # -- window lineage ---------------------------------------------------------------------
 
 
-def register_window_columns(builder, node_id: str, projection: list[list[str]], window: WindowSpec) -> None:
-    """Record which output columns of ``node_id`` (a window aggregate: its projection) are the
-    bounds of ``window``, so that ``window_bound`` finds them under any later name."""
-    found = {name: (bound, window) for name, sql in projection for bound in WINDOW_COLUMNS if sql == quote(bound)}
-    if found:
-        builder.window_columns[node_id] = found
-
-
-def window_bound(builder, node_id: str, column: str) -> tuple[str, WindowSpec] | None:
-    """('window_start' | 'window_end' | 'window_time', the window) when ``column`` of ``node_id``'s
-    output is a bound of a window, followed through renames (``window_start AS starttime``)
-    and operators that pass their input's columns through (filters, window joins, Top-N).
-    A window aggregate's keys and aggregates are new columns; a source's are no bounds."""
-    graph = builder.graph
-    while True:
-        made = builder.window_columns.get(node_id, {})
-        if column in made:
-            return made[column]
-        node = graph.node(node_id)
-        if node.kind in ("source", "window_aggregate") or not node.inputs:
-            return None
-        if "projection" in node.config:
-            sql = dict((name, s) for name, s in node.config["projection"]).get(column)
-            upstream = graph.node(node.inputs[0].source)
-            column = next((name for name in upstream.output_schema.names if sql == quote(name)), None)
-            if column is None:
-                return None
-        node_id = node.inputs[0].source
-        if column not in graph.node(node_id).output_schema.names:
-            return None
+def carried_bounds(window_columns: dict[str, tuple[str, WindowSpec]],
+                   items: list[tuple[str, exp.Expression]]) -> dict[str, tuple[str, WindowSpec]]:
+    """The window bounds among a projection's ``items`` (output name, bound expression): an item
+    that is a plain column of the input keeps that column's bound, under its output name."""
+    return {name: window_columns[e.name] for name, e in items
+            if isinstance(e, exp.Column) and e.name in window_columns}
 
 
 def same_window(one: WindowSpec, other: WindowSpec) -> bool:

@@ -4,25 +4,27 @@ Every aggregate is kept as *partials* — accumulator columns of four kinds
 (``PARTIALS``) — that merge; the window, session, group and OVER aggregates
 all take the partials and the result SQL from here (``FUNCTIONS``):
 
-| partial | of raw values (a batch) | of one row       | merge of partials  | two partials   |
-|---------|-------------------------|------------------|--------------------|----------------|
-| count   | COUNT(arg or *)         | 1, 0 if arg NULL | SUM -> BIGINT      | a + b          |
-| sum     | SUM(arg)                | arg              | SUM                | a + b          |
-| min/max | MIN(arg), MAX(arg)      | arg              | MIN, MAX           | LEAST, GREATEST|
+| partial | of raw values (a batch) | of one row       | of signed rows (+1/-1)    | merge of partials  | two partials   |
+|---------|-------------------------|------------------|---------------------------|--------------------|----------------|
+| count   | COUNT(arg or *)         | 1, 0 if arg NULL | SUM(sign)                 | SUM -> BIGINT      | a + b          |
+| sum     | SUM(arg)                | arg              | SUM(arg, negated if -1)   | SUM                | a + b          |
+| min/max | MIN(arg), MAX(arg)      | arg              | MIN, MAX (+1 rows only)   | MIN, MAX           | LEAST, GREATEST|
 
-| function | partials                    | result                                       |
-|----------|-----------------------------|----------------------------------------------|
-| count    | count                       | the merged count                             |
-| sum      | sum (and count if retracting) | the merged sum (NULL if no values)         |
-| min, max | min, max                    | the merged value                             |
-| avg      | sum, count                  | sum / count in the result type, NULL if count = 0 |
+| function | partials   | signed partials (group aggregate) | result                                  |
+|----------|------------|-----------------------------------|-----------------------------------------|
+| count    | count      | count                             | the merged count                        |
+| sum      | sum        | count, sum                        | the merged sum (NULL if no values)      |
+| min, max | min, max   | min, max (append-only input)      | the merged value                        |
+| avg      | sum, count | count, sum                        | sum / count in the result type, NULL if count = 0 |
 
 The window and session aggregates aggregate a batch's raw values into
 partials per (key, slice) and merge them when a window fires; the OVER
 aggregate keeps one row's partials per row and merges a frame's with window
-functions; the group aggregate adds signed partials of a changelog, so its
-SUM also keeps a count (a sum back to 0 after retractions is NULL when no
-value is left).
+functions; the group aggregate adds signed partials of a changelog
+(``signed_partials``, ``Partial.of_signed``), so its SUM also keeps a count (a
+sum back to 0 after retractions is NULL when no value is left), and computes
+MIN, MAX and DISTINCT aggregates of a retracting input from a multiset of
+values with the partials' ``of_values``.
 
 A DISTINCT count, sum or avg cannot be merged from partials: it keeps the
 distinct values per (key, slice) in a table of its own and aggregates them
@@ -63,11 +65,26 @@ class Partial:
     aggregate: str  # the aggregate over raw values: COUNT, SUM, MIN, MAX
     merge_template: str  # partials merged by an aggregate ({column}; {over}: " OVER w" as a window function)
     combine: str  # two partials combined: "sum", "min" or "max"
+    #: The partial of signed rows ({argument}, {sign}: +1 adds a row, -1 retracts it). MIN and MAX
+    #: cannot retract: theirs is of rows that only add (an append-only input).
+    signed_template: str = ""
+    #: The partial of no rows, where the SQL aggregate of none is NULL: COUNT's 0.
+    of_nothing: str | None = None
 
     def of_values(self, argument: str | None, condition: str | None = None, distinct: bool = False) -> str:
         """The partial of a set of rows, from the argument's values (``*``: COUNT(*))."""
         sql = f"{self.aggregate}({'DISTINCT ' if distinct else ''}{argument or '*'})"
         return sql + (f" FILTER (WHERE {condition})" if condition else "")
+
+    def of_signed(self, argument: str | None, sign: str, condition: str | None = None) -> str:
+        """The partial of a set of signed rows (a changelog's: ``sign`` -1 retracts), to add to a
+        partial kept so far (``combine``)."""
+        sql = self.signed_template.format(argument=argument, sign=sign)
+        return sql + (f" FILTER (WHERE {condition})" if condition else "")
+
+    def or_nothing(self, sql: str) -> str:
+        """``sql`` (a partial that may be NULL: no rows) as the partial of no rows is."""
+        return f"COALESCE({sql}, {self.of_nothing})" if self.of_nothing is not None else sql
 
     def of_row(self, argument: str | None) -> str:
         """The partial of one row."""
@@ -80,10 +97,11 @@ class Partial:
 
 
 PARTIALS = {
-    "count": Partial("count", "COUNT", "CAST(SUM({column}){over} AS BIGINT)", "sum"),
-    "sum": Partial("sum", "SUM", "SUM({column}){over}", "sum"),
-    "min": Partial("min", "MIN", "MIN({column}){over}", "min"),
-    "max": Partial("max", "MAX", "MAX({column}){over}", "max"),
+    "count": Partial("count", "COUNT", "CAST(SUM({column}){over} AS BIGINT)", "sum", "SUM({sign})", "0"),
+    "sum": Partial("sum", "SUM", "SUM({column}){over}", "sum",
+                   "SUM(CASE WHEN {sign} > 0 THEN {argument} ELSE -{argument} END)"),
+    "min": Partial("min", "MIN", "MIN({column}){over}", "min", "MIN({argument})"),
+    "max": Partial("max", "MAX", "MAX({column}){over}", "max", "MAX({argument})"),
 }
 
 
@@ -94,8 +112,14 @@ class AggregateFunction:
     name: str
     partial_kinds: tuple[str, ...]
 
-    def partials(self, retracting: bool = False) -> tuple[Partial, ...]:
-        kinds = ("count", "sum") if retracting and self.name == "sum" else self.partial_kinds
+    def partials(self) -> tuple[Partial, ...]:
+        return tuple(PARTIALS[k] for k in self.partial_kinds)
+
+    def signed_partials(self) -> tuple[Partial, ...]:
+        """The partials kept of signed rows (``Partial.of_signed``, the group aggregate's state, in
+        this order): a count of the values besides a SUM's, so that a sum whose values were all
+        retracted is NULL again (``result_sql``); MIN and MAX only of rows that never retract."""
+        kinds = ("count", "sum") if "sum" in self.partial_kinds else self.partial_kinds
         return tuple(PARTIALS[k] for k in kinds)
 
     def result_sql(self, call: "AggregateCall", merged: Mapping[str, str]) -> str:

@@ -57,9 +57,8 @@ from weir.engine.state.keyed_tables import merge_snapshots, owned_tables
 INPUT_VIEW = "group_input"
 ACCUMULATORS = "group_accumulators"
 SNAPSHOT_VERSION = 1
-#: The column of a multiset's aggregate per function: each value appears once (with its
-#: count), so COUNT, SUM and AVG over the multiset's rows are the DISTINCT aggregates.
-_VALUE_AGGREGATE = {"min": "mn", "max": "mx", "count": "cd", "sum": "sd"}
+#: The state column of aggregate i's signed partial of each kind: ``__c<i>``, ``__s<i>``, ``__m<i>``.
+_STATE_COLUMN = {"count": "__c{i}", "sum": "__s{i}", "min": "__m{i}", "max": "__m{i}"}
 
 
 class _ValueSet:
@@ -145,13 +144,9 @@ class GroupAggregate(StateOperator):
             cond = [f"__f{i}"] if call.filter is not None else []
             if call.argument is not None:
                 cond.append(f"__a{i} IS NOT NULL")
-            where = f" FILTER (WHERE {' AND '.join(cond)})" if cond else ""
-            if call.function in ("min", "max"):  # append-only input: a running value
-                columns.append((f"__m{i}", f"{call.function.upper()}(__a{i}){where}", call.function))
-                continue
-            columns.append((f"__c{i}", f"SUM(__sign){where}", "sum"))
-            if call.function in ("sum", "avg"):
-                columns.append((f"__s{i}", f"SUM(CASE WHEN __sign > 0 THEN __a{i} ELSE -__a{i} END){where}", "sum"))
+            where = " AND ".join(cond) or None
+            columns += [(_STATE_COLUMN[p.kind].format(i=i), p.of_signed(f"__a{i}", "__sign", where), p.combine)
+                        for p in call.definition.signed_partials()]
         return columns
 
     def _prepared_sql(self, signed: bool) -> str:
@@ -181,10 +176,10 @@ class GroupAggregate(StateOperator):
         for j, v in enumerate(self.value_sets):
             alias = f"m{j}"
             inner = ", ".join(f"v.{k}" for k in self.key_columns)
-            needed = {c.function for c in self.calls if self._value_set_of.get(c.name) is v}
-            if "avg" in needed:  # AVG in its result type: from the sum and count
-                needed = (needed - {"avg"}) | {"sum", "count"}
-            functions = ", ".join(f"{f.upper()}(v.value) AS {_VALUE_AGGREGATE[f]}" for f in sorted(needed))
+            # each value appears once (with its count): the partials of the values are the DISTINCT ones
+            needed = {p.kind: p for c in self.calls if self._value_set_of.get(c.name) is v
+                      for p in c.definition.partials()}
+            functions = ", ".join(f"{p.of_values('v.value')} AS __{kind}" for kind, p in sorted(needed.items()))
             joins.append(
                 f"LEFT JOIN (SELECT {inner}, {functions} FROM {v.table} AS v "
                 f"SEMI JOIN batch_deltas AS d ON {self._match('v', 'd')} GROUP BY ALL) AS {alias} "
@@ -193,15 +188,10 @@ class GroupAggregate(StateOperator):
         aggregates = []
         for i, call in enumerate(self.calls):
             v = self._value_set_of.get(call.name)
-            if v is not None:  # the multiset's COUNT, SUM, MIN, MAX over its (distinct) values
-                m = values[v.table]
-                merged = {"min": f"{m}.mn", "max": f"{m}.mx", "count": f"COALESCE({m}.cd, 0)", "sum": f"{m}.sd"}
-                merged = {p.kind: merged[p.kind] for p in call.definition.partials()}
-            elif call.function in ("min", "max"):  # append-only input: a running value
-                merged = {call.function: f"a.__m{i}"}
-            else:  # signed partials: __c<i> the count of values, __s<i> their sum
-                columns = {"count": f"a.__c{i}", "sum": f"a.__s{i}"}
-                merged = {p.kind: columns[p.kind] for p in call.definition.partials(retracting=True)}
+            if v is not None:  # the partials of the multiset's (distinct) values
+                merged = {p.kind: p.or_nothing(f"{values[v.table]}.__{p.kind}") for p in call.definition.partials()}
+            else:  # the signed partials kept in state
+                merged = {p.kind: "a." + _STATE_COLUMN[p.kind].format(i=i) for p in call.definition.signed_partials()}
             aggregates.append(f"{call.result_sql(merged)} AS {quote_ident(call.name)}")
         return f"SELECT {', '.join([keys, *aggregates])} FROM {accumulators} AS a {' '.join(joins)}"
 

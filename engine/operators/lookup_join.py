@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from weir.engine.changelog import ROW_KIND
 from weir.engine.errors import EngineError
-from weir.engine.graph import schema_from_json
+from weir.engine.schemas import schema_from_json
 from weir.engine.operators.base import OperatorContext, StateOperator, explain_lines
 from weir.engine.operators.batches import conform, positions
 from weir.engine.operators.duckdb_sql import execute, query_arrow, quote_ident

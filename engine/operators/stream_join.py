@@ -55,7 +55,7 @@ from weir.engine.operators.batches import conform, positions
 from weir.engine.operators.clock import now_ms
 from weir.engine.operators.duckdb_sql import (create_table_from_arrow, duckdb_name, int_literal, query_arrow, quote_ident,
                                              snapshot_tables)
-from weir.engine.graph import schema_from_json
+from weir.engine.schemas import schema_from_json
 from weir.engine.state.key_groups import key_groups
 from weir.engine.state.keyed_tables import merge_snapshots, owned_tables
 

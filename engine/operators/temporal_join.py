@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from weir.engine.errors import EngineError
-from weir.engine.graph import schema_from_json
+from weir.engine.schemas import schema_from_json
 from weir.engine.operators.base import OperatorContext, StateOperator, explain_lines, without_output_names
 from weir.engine.operators.batches import conform
 from weir.engine.operators.clock import EventTimeClock

@@ -16,7 +16,6 @@ and the projection over a join's output.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
@@ -29,10 +28,8 @@ from weir.planner.joins.scope import JoinScope, Relation, conjuncts, join_clause
 from weir.planner.joins.subqueries import comma_condition, exists_side, in_side
 from weir.planner.joins.versioned import is_versioned_join, plan_versioned_join
 from weir.planner.joins.window import is_window_join, plan_window_join
+from weir.planner.planning import QueryPlanning
 from weir.sql.errors import WeirSqlError
-
-if TYPE_CHECKING:
-    from weir.planner.queries import QueryPlanner
 
 __all__ = ["is_join", "output_names", "plan_join"]
 
@@ -45,7 +42,7 @@ def is_join(select: exp.Select) -> bool:
     return where is not None and any(subquery_predicate(c) for c in conjuncts(where.this))
 
 
-def plan_join(qp: "QueryPlanner", select: exp.Select, pipeline: str) -> Stream:
+def plan_join(qp: QueryPlanning, select: exp.Select, pipeline: str) -> Stream:
     """Plan a SELECT that joins (``is_join``)."""
     if is_versioned_join(select):
         return plan_versioned_join(qp, select, pipeline)
@@ -73,7 +70,7 @@ def plan_join(qp: "QueryPlanner", select: exp.Select, pipeline: str) -> Stream:
     return _plan_equi_join(planner, join_type, left, right, pairs, remaining, False)
 
 
-def _plan_inputs(qp: "QueryPlanner", planner: JoinPlanner, select: exp.Select) -> tuple[Relation, Relation]:
+def _plan_inputs(qp: QueryPlanning, planner: JoinPlanner, select: exp.Select) -> tuple[Relation, Relation]:
     """Both inputs of ``FROM a JOIN b ON ...``; when one cannot be planned, what is wrong with the
     query around them is reported first."""
     try:
@@ -85,7 +82,7 @@ def _plan_inputs(qp: "QueryPlanner", planner: JoinPlanner, select: exp.Select) -
     raise failed
 
 
-def _check_join_query(qp: "QueryPlanner", select: exp.Select) -> None:
+def _check_join_query(qp: QueryPlanning, select: exp.Select) -> None:
     """What a window or regular join does not support around it."""
     for unsupported, what in (("with", "WITH"), ("order", "ORDER BY"), ("limit", "LIMIT"), ("distinct", "DISTINCT")):
         if select.args.get(unsupported):

@@ -7,7 +7,6 @@ computed by a ``calc`` before the hash edge on the keys.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from sqlglot import exp
@@ -16,12 +15,10 @@ from weir.engine.changelog import ROW_KIND
 from weir.engine.sql_eval import INPUT
 from weir.planner.expressions import position, to_duckdb
 from weir.planner.joins.scope import JoinScope, Pair, Relation, conjuncts
+from weir.planner.planning import QueryPlanning
 from weir.planner.types import sql_name
 from weir.sql.errors import Problem
 from weir.sql.statements import WindowTVF
-
-if TYPE_CHECKING:
-    from weir.planner.queries import QueryPlanner
 
 
 class JoinPlanner:
@@ -29,7 +26,7 @@ class JoinPlanner:
     (``Pair``s, their keys computed before the exchange) and the other terms (``residual``)."""
 
 
-    def __init__(self, qp: "QueryPlanner", select: exp.Select, pipeline: str):
+    def __init__(self, qp: QueryPlanning, select: exp.Select, pipeline: str):
         self.qp, self.select, self.pipeline = qp, select, pipeline
         self.problems: list[Problem] = []
         #: Join condition terms that are not equalities between the inputs, with the problem

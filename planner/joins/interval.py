@@ -26,7 +26,6 @@ and the operator holds the watermark back by the interval's reach.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from sqlglot import exp
@@ -36,13 +35,12 @@ from weir.planner.errors import PlanError
 from weir.planner.expressions import Scope, bind, to_duckdb
 from weir.planner.graph_builder import Stream
 from weir.planner.joins.conditions import JoinPlanner
-from weir.planner.joins.scope import DESCRIBED_TYPES, JoinScope, Relation, conjuncts, join_clause, output_names, project_joined
+from weir.planner.joins.scope import (DESCRIBED_TYPES, JoinScope, Relation, conjuncts, join_clause, left_bounds,
+                                      output_names, project_joined)
+from weir.planner.planning import QueryPlanning
 from weir.planner.windows import format_duration as _format_duration
 from weir.sql.errors import Problem, WeirSqlError
 from weir.sql.intervals import interval_micros
-
-if TYPE_CHECKING:
-    from weir.planner.queries import QueryPlanner
 
 _COMPARISONS = {exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<=", exp.EQ: "="}
 _FLIPPED = {">": "<", ">=": "<=", "<": ">", "<=": ">=", "=": "="}
@@ -122,7 +120,7 @@ def time_bounds(term: exp.Expression, scope: JoinScope, time_attributes: bool = 
     return out
 
 
-def is_interval_join(qp: "QueryPlanner", on: exp.Expression, left: Relation, right: Relation) -> bool:
+def is_interval_join(qp: QueryPlanning, on: exp.Expression, left: Relation, right: Relation) -> bool:
     """True when ON bounds a time attribute of one input from both sides by one of the other."""
     if not any(_comparisons(t) for t in conjuncts(on)):
         return False
@@ -177,13 +175,14 @@ def plan_interval_join(planner: JoinPlanner, left: Relation, right: Relation) ->
     edges = [Edge(r.stream.node_id, "hash", tuple(k)) if k else Edge(r.stream.node_id)
              for r, k in ((left, left_keys), (right, right_keys))]
     node = qp.builder.add(pipeline, "interval_join", config, scope.schema, edges, description)
-    joined = Stream(node.id, scope.schema, frozenset({left_time, right_out}), f"{left.alias} JOIN {right.alias}")
+    joined = Stream(node.id, scope.schema, frozenset({left_time, right_out}), f"{left.alias} JOIN {right.alias}",
+                    window_columns=left_bounds(left))
 
     where = select.args.get("where")
     return project_joined(qp, select, joined, scope, ([where.this] if where is not None else []) + residual, pipeline)
 
 
-def _split_condition(qp: "QueryPlanner", condition: exp.Expression, scope: JoinScope):
+def _split_condition(qp: QueryPlanning, condition: exp.Expression, scope: JoinScope):
     """The ON's conjuncts as time bounds, key equalities and other conditions, and the problems:
     a bound on a timestamp that is no time attribute is one."""
     bounds: list[_Bound] = []
@@ -216,7 +215,7 @@ def _split_condition(qp: "QueryPlanner", condition: exp.Expression, scope: JoinS
 _FILTERABLE = {"inner": (0, 1), "left": (1,), "right": (0,), "full": ()}
 
 
-def _push_down(qp: "QueryPlanner", residual: list[exp.Expression], scope: JoinScope, join_type: str,
+def _push_down(qp: QueryPlanning, residual: list[exp.Expression], scope: JoinScope, join_type: str,
                problems: list[Problem], pipeline: str, select: exp.Select) -> list[exp.Expression]:
     """Filter each input by the ON's conditions on it alone (a calc before the exchange, so less
     state); what is left filters the joined rows of an INNER join, and is refused for an outer one."""
@@ -255,7 +254,7 @@ def _compares_the_inputs(term: exp.EQ, scope: JoinScope) -> bool:
     return {frozenset(sides(term.this)), frozenset(sides(term.expression))} == {frozenset({0}), frozenset({1})}
 
 
-def _interval(qp: "QueryPlanner", bounds: list[_Bound], scope: JoinScope,
+def _interval(qp: QueryPlanning, bounds: list[_Bound], scope: JoinScope,
               problems: list[Problem]) -> tuple[tuple[int, bool], tuple[int, bool]]:
     """The tightest (offset, strict) lower and upper bound of ``right.time - left.time``."""
     first = bounds[0]

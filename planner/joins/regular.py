@@ -33,7 +33,8 @@ from weir.planner.errors import PlanError
 from weir.planner.expressions import bind, to_duckdb
 from weir.planner.graph_builder import Stream
 from weir.planner.joins.conditions import JoinPlanner
-from weir.planner.joins.scope import DESCRIBED_TYPES, JoinScope, Pair, Relation, output_names, project_joined
+from weir.planner.joins.scope import (DESCRIBED_TYPES, JoinScope, Pair, Relation, left_bounds, output_names,
+                                      project_joined)
 from weir.planner.state_ttl import state_ttl
 from weir.sql.errors import Problem
 
@@ -92,7 +93,8 @@ def plan_regular_join(planner: JoinPlanner, join_type: str, left: Relation, righ
                    + (f", stateTtl=[{ttl} ms]" if any(ttl.values()) else "") + ")")
     edges = [Edge(r.stream.node_id, "hash", tuple(k)) for r, k in ((left, left_keys), (right, right_keys))]
     node = qp.builder.add(planner.pipeline, "stream_join", config, schema, edges, description, label="join")
-    joined = Stream(node.id, schema, frozenset(), f"{left.alias} JOIN {right.alias}", append_only=not changelog)
+    joined = Stream(node.id, schema, frozenset(), f"{left.alias} JOIN {right.alias}", append_only=not changelog,
+                    window_columns=left_bounds(left))
     return project_joined(qp, select, joined, scope, remaining, planner.pipeline)
 
 

@@ -8,7 +8,6 @@ a suffix: ``num0``, as Flink does); ``L.num`` and ``R.num`` resolve through ``Jo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from sqlglot import exp
@@ -16,10 +15,8 @@ from sqlglot import exp
 from weir.planner.expressions import Scope, contains_aggregate, position
 from weir.planner.graph_builder import Stream
 from weir.planner.group_aggregate import plan_group_aggregate
+from weir.planner.planning import QueryPlanning
 from weir.sql.errors import Problem
-
-if TYPE_CHECKING:
-    from weir.planner.queries import QueryPlanner
 
 OUTER_SIDES = {"": "inner", "LEFT": "left", "RIGHT": "right", "FULL": "full"}
 DESCRIBED_TYPES = {"inner": "InnerJoin", "left": "LeftOuterJoin", "right": "RightOuterJoin",
@@ -122,6 +119,13 @@ class JoinScope(Scope):
         return out
 
 
+def left_bounds(left: Relation) -> dict:
+    """The window bounds of a join's output (``Stream.window_columns``): the left input's, under
+    their names in the output."""
+    return {out: left.stream.window_columns[name] for name, out in zip(left.stream.schema.names, left.output_names)
+            if name in left.stream.window_columns}
+
+
 def output_names(left: list[str], right: list[str]) -> list[str]:
     """The right names, renamed where the left (or an earlier right one) took them: ``num0``, ``num1``."""
     taken = {n.lower() for n in left}
@@ -144,7 +148,7 @@ class Pair:
     node: exp.Expression
 
 
-def project_joined(qp: "QueryPlanner", select: exp.Select, joined: Stream, scope: JoinScope, remaining: list[exp.Expression],
+def project_joined(qp: QueryPlanning, select: exp.Select, joined: Stream, scope: JoinScope, remaining: list[exp.Expression],
                    pipeline: str) -> Stream:
     """The SELECT list and the WHERE terms left over, as a calc over the join's output."""
     outer = select.copy()
@@ -164,7 +168,7 @@ def project_joined(qp: "QueryPlanner", select: exp.Select, joined: Stream, scope
     return qp.plan_calc(outer, joined, scope, pipeline)
 
 
-def join_clause(qp: "QueryPlanner", join: exp.Join) -> tuple[str, exp.Expression, exp.Expression]:
+def join_clause(qp: QueryPlanning, join: exp.Join) -> tuple[str, exp.Expression, exp.Expression]:
     side = (join.side or "").upper()
     kind = (join.kind or "").upper()
     if kind in ("CROSS",) or side not in OUTER_SIDES or kind not in ("", "INNER", "OUTER"):

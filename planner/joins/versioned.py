@@ -14,7 +14,6 @@ Both keep the stream's time attributes: a window can follow.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from sqlglot import exp
@@ -26,11 +25,9 @@ from weir.planner.errors import PlanError
 from weir.planner.expressions import bind, to_duckdb
 from weir.planner.graph_builder import Stream
 from weir.planner.joins.conditions import JoinPlanner
-from weir.planner.joins.scope import JoinScope, Relation, conjuncts, join_clause, output_names, project_joined
+from weir.planner.joins.scope import JoinScope, Relation, conjuncts, join_clause, left_bounds, output_names, project_joined
+from weir.planner.planning import QueryPlanning
 from weir.sql.errors import Problem
-
-if TYPE_CHECKING:
-    from weir.planner.queries import QueryPlanner
 
 
 def is_versioned_join(select: exp.Select) -> bool:
@@ -38,7 +35,7 @@ def is_versioned_join(select: exp.Select) -> bool:
     return bool(joins) and isinstance(joins[0].this, exp.Table) and joins[0].this.args.get("version") is not None
 
 
-def plan_versioned_join(qp: "QueryPlanner", select: exp.Select, pipeline: str) -> Stream:
+def plan_versioned_join(qp: QueryPlanning, select: exp.Select, pipeline: str) -> Stream:
     """A temporal join when AS OF names an event-time attribute of the stream, else a lookup join."""
     joins = select.args["joins"]
     if len(joins) > 1:
@@ -187,6 +184,6 @@ def _conditions(planner: JoinPlanner) -> tuple[list[exp.Expression], list[exp.Ex
 def _project(planner: JoinPlanner, node_id: str, schema: pa.Schema, left: Relation, right: Relation, alias: str,
              remaining: list[exp.Expression]) -> Stream:
     joined = Stream(node_id, schema, left.stream.time_attributes, f"{left.alias} JOIN {alias}",
-                    append_only=ROW_KIND not in left.stream.schema.names)
+                    append_only=ROW_KIND not in left.stream.schema.names, window_columns=left_bounds(left))
     return project_joined(planner.qp, planner.select, joined, JoinScope([left, right], planner.qp.fallback),
                           remaining, planner.pipeline)

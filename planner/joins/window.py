@@ -28,8 +28,9 @@ from weir.planner.changelog import require_append_only
 from weir.planner.errors import PlanError
 from weir.planner.graph_builder import Stream
 from weir.planner.joins.conditions import JoinPlanner
-from weir.planner.joins.scope import DESCRIBED_TYPES, JoinScope, Pair, Relation, output_names, project_joined
-from weir.planner.windows import same_window, window_bound
+from weir.planner.joins.scope import (DESCRIBED_TYPES, JoinScope, Pair, Relation, left_bounds, output_names,
+                                      project_joined)
+from weir.planner.windows import same_window
 
 BOUNDS = ("window_start", "window_end")
 REGULAR_JOIN_HINT = ("a window join equates both L.window_start = R.window_start and "
@@ -43,7 +44,7 @@ def is_window_join(planner: JoinPlanner, pairs: list[Pair], left: Relation, righ
     for pair in pairs:
         for relation, expression in ((left, pair.left), (right, pair.right)):
             if isinstance(expression, exp.Column):
-                role = window_bound(planner.qp.builder, relation.stream.node_id, expression.name)
+                role = relation.stream.window_bound(expression.name)
                 if role and role[0] in BOUNDS:
                     return True
     return False
@@ -55,7 +56,7 @@ def _split_pairs(planner: JoinPlanner, pairs: list[Pair], left: Relation, right:
     windows: dict[str, tuple] = {}
     keys = []
     for pair in pairs:
-        roles = [window_bound(planner.qp.builder, r.stream.node_id, e.name) if isinstance(e, exp.Column) else None
+        roles = [r.stream.window_bound(e.name) if isinstance(e, exp.Column) else None
                  for r, e in ((left, pair.left), (right, pair.right))]
         role_names = [r[0] if r and r[0] in BOUNDS else None for r in roles]
         if role_names[0] is None and role_names[1] is None:
@@ -113,7 +114,7 @@ def plan_window_join(planner: JoinPlanner, join_type: str, left: Relation, right
 
     right.output_names = output_names(left.stream.schema.names, right.stream.schema.names)
     scope = JoinScope([left] if join_type in ("semi", "anti") else [left, right], qp.fallback)
-    window = window_bound(qp.builder, left.stream.node_id, bounds["window_start"][0])[1].describe()
+    window = left.stream.window_bound(bounds["window_start"][0])[1].describe()
     config = {
         "join_type": join_type,
         "null_aware": null_aware,
@@ -129,5 +130,6 @@ def plan_window_join(planner: JoinPlanner, join_type: str, left: Relation, right
     edges = [Edge(r.stream.node_id, "hash", tuple(k)) if k else Edge(r.stream.node_id)
              for r, k in ((left, left_keys), (right, right_keys))]
     node = qp.builder.add(planner.pipeline, "window_join", config, scope.schema, edges, description)
-    joined = Stream(node.id, scope.schema, frozenset(), f"{left.alias} JOIN {right.alias}")
+    joined = Stream(node.id, scope.schema, frozenset(), f"{left.alias} JOIN {right.alias}",
+                    window_columns=left_bounds(left))
     return project_joined(qp, select, joined, scope, remaining, planner.pipeline)

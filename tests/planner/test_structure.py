@@ -11,6 +11,7 @@ import pytest
 
 import weir.planner
 from weir.planner.planner import plan_script
+from weir.planner.planning import QueryPlanning
 from weir.planner.queries import QueryPlanner
 from weir.sql import parse
 
@@ -72,6 +73,40 @@ def test_the_module_level_import_graph_has_no_cycle():
     except graphlib.CycleError as error:
         raise AssertionError(f"planner modules import each other in a circle: {error.args[1]}") from None
     assert order.index("weir.planner.errors") < order.index("weir.planner.joins") < order.index("weir.planner.queries")
+
+
+def test_no_planner_module_imports_another_for_type_checking_only():
+    """A feature names the planner that calls it by a Protocol below it (``planner.planning``),
+    not by importing the dispatcher under ``if TYPE_CHECKING`` (a circle hidden from the runtime)."""
+    modules = _modules()
+    found = [f"{name}:{statement.lineno}" for name, module in modules.items() for statement in module.body
+             if _type_checking(statement)
+             for node in ast.walk(statement) if isinstance(node, (ast.Import, ast.ImportFrom))
+             and _planner_targets(node, modules)]
+    assert found == []
+
+
+def test_the_import_graph_with_annotations_has_no_cycle():
+    """Every import of a planner module by another, wherever it is (a type annotation's too)."""
+    modules = _modules()
+    graph = {name: set() for name in modules}
+    for name, module in modules.items():
+        for node in ast.walk(module):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                graph[name] |= _planner_targets(node, modules) - {name}
+    assert "weir.planner.planning" in graph["weir.planner.joins"]  # the features name the Protocol
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as error:
+        raise AssertionError(f"planner modules import each other in a circle: {error.args[1]}") from None
+
+
+def test_the_query_planner_is_what_the_features_ask_for():
+    """``QueryPlanner`` has every member of the Protocol the features name it by."""
+    missing = [name for name in dir(QueryPlanning) if not name.startswith("_") and not hasattr(QueryPlanner, name)]
+    attributes = [name for name in QueryPlanning.__annotations__
+                  if name not in vars(QueryPlanner("catalog", "builder", {}, (1, 1)))]
+    assert missing == [] and attributes == []
 
 
 def test_no_private_name_is_imported_from_another_planner_module():
