@@ -52,7 +52,7 @@ def main() -> None:
     command = [sys.executable, "-m", "weir.shell.cli", "run", str(job), "--no-progress", "--state-dir", str(work / "state"),
                "--set", f"weir.source.batch-size={BATCH}", "--set", f"weir.checkpointing.interval-batches={batches}"]
     # Die at the step after the checkpoint holding every key has been written.
-    env = {**os.environ, "WEIR_FAULT": f"after-metadata:1"}
+    env = {**os.environ, "WEIR_FAULT": "after-metadata:1"}
     killed = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True)
     assert killed.returncode == -9, killed.stderr
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from weir.planner.planner import plan_script
-from weir.sql import WeirSqlError, parse
+from weir.sql import parse
 from test_planner_errors import CATALOG, at, the_problem
 
 

@@ -11,7 +11,6 @@ import pytest
 from weir.sql.errors import WeirSqlError
 
 from weir.engine.connectors.registry import create_sink
-from weir.engine.errors import EngineError
 from weir.engine.operators.base import OperatorContext
 from weir.engine.runtime.sink_writer import SinkWriter
 from weir.engine.runtime.job import JobOptions, run_job
