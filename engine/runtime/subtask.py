@@ -196,7 +196,8 @@ class SubtaskExecutor(LocalExecutor):
                 checkpoint = Checkpoint(path, read_metadata(path, "checkpoint"))  # verified by the coordinator
                 key_groups = range_for_subtask(self.subtask, self.parallelism, self.max_parallelism)
                 self._restore(RestorePoint(None, checkpoint.metadata.get("sources", {}), False, {},
-                                           lambda operator_id: checkpoint.operator_state(operator_id, key_groups)))
+                                           lambda operator_id: checkpoint.operator_state(operator_id, key_groups,
+                                                                                           stream=True)))
             for task in self.tasks.values():
                 if task.kind.commits_output:
                     task.operator.resuming = True
