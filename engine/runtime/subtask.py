@@ -387,12 +387,13 @@ class SubtaskExecutor(LocalExecutor):
     def _receive(self) -> None:
         ready = wait(list(self.peers_in.values()), timeout=0)
         for conn in ready:
-            peer = next(j for j, c in self.peers_in.items() if c is conn)
-            for _ in range(RECEIVE_BURST):
+            # (A send below may wait and read this pipe meanwhile, to its end: see _backpressure.)
+            peer = next((j for j, c in self.peers_in.items() if c is conn), None)
+            for _ in range(RECEIVE_BURST if peer is not None else 0):
                 try:
                     kind, wire, input_index, value = self.decoders[peer].receive()
                 except (EOFError, OSError):
-                    del self.peers_in[peer]  # the peer finished (or died: the coordinator sees that)
+                    self.peers_in.pop(peer, None)  # the peer finished (or died: the coordinator sees that)
                     break
                 task = self._order[wire]
                 self._deliver(task, task.offsets[input_index] + peer, kind, value)
