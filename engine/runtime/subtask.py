@@ -163,7 +163,7 @@ class SubtaskExecutor(LocalExecutor):
         self._deferred: dict[str, deque] = {}
         #: The coordinator's messages read while waiting in ``_backpressure``, for ``_control``.
         self._backlog: list = []
-        #: How often a send waited for a full outbox (the summary's ``backpressured`` counter).
+        #: How often a send waited for a full outbox (``JobResult.backpressure_waits``).
         self.backpressure_waits = 0
         self._to_inject: list[tuple[int, str]] = []
         #: A checkpoint whose barrier this worker's sources hold back (fault point ``inject``:

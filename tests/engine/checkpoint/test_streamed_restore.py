@@ -104,10 +104,14 @@ def test_two_snapshots_merge_into_one_subtask_without_being_read_whole(tmp_path,
     assert sorted(fired(op), key=lambda r: r["k"]) == expected(KEYS)
 
 
-def test_a_streamed_restore_gives_what_an_arrow_restore_gives(tmp_path):
+@pytest.mark.parametrize(("batch_rows", "subtask", "parallelism"), [(1, 1, 2), (7, 0, 3), (65_536, 2, 5)])
+def test_a_streamed_restore_gives_what_an_arrow_restore_gives(tmp_path, monkeypatch, batch_rows, subtask,
+                                                              parallelism):
+    monkeypatch.setattr(duckdb_sql, "OUTPUT_BATCH_ROWS", 50)  # staged in 50-row row groups
+    monkeypatch.setattr(restored, "RESTORE_BATCH_ROWS", batch_rows)
     (handle,) = checkpoint_of(tmp_path, 1)
-    owned = range_for_subtask(1, 2, 128)
-    streamed, whole = window_op(1, 2), window_op(1, 2)
+    owned = range_for_subtask(subtask, parallelism, 128)
+    streamed, whole = window_op(subtask, parallelism), window_op(subtask, parallelism)
     streamed.restore(read_subtask_state(tmp_path / "chk-1", handle, owned, stream=True))
     whole.restore(read_subtask_state(tmp_path / "chk-1", handle, owned))
     assert fired(streamed) == fired(whole) != []
