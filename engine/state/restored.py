@@ -131,17 +131,17 @@ class RestoredTable:
     # -- reading ----------------------------------------------------------------------------
     def _scan(self, columns: list[str] | None) -> Iterator[pa.RecordBatch]:
         for part in self.parts:
-            file = pq.ParquetFile(part.path)
-            index = file.schema_arrow.get_field_index(KEY_GROUP)
-            groups = [i for i in range(file.num_row_groups) if self._wanted(file.metadata.row_group(i), index)]
-            if not groups:
-                continue
-            for batch in file.iter_batches(batch_size=RESTORE_BATCH_ROWS, row_groups=groups, columns=columns,
-                                           use_threads=False):
-                self.reads.add(batch.num_rows)
-                batch = self._filter(batch)
-                if batch.num_rows:
-                    yield batch if columns is not None else _conform(batch, self.schema)
+            with pq.ParquetFile(part.path) as file:
+                index = file.schema_arrow.get_field_index(KEY_GROUP)
+                groups = [i for i in range(file.num_row_groups) if self._wanted(file.metadata.row_group(i), index)]
+                if not groups:
+                    continue
+                for batch in file.iter_batches(batch_size=RESTORE_BATCH_ROWS, row_groups=groups, columns=columns,
+                                               use_threads=False):
+                    self.reads.add(batch.num_rows)
+                    batch = self._filter(batch)
+                    if batch.num_rows:
+                        yield batch if columns is not None else _conform(batch, self.schema)
 
     def _wanted(self, row_group, index: int) -> bool:
         stats = row_group.column(index).statistics if index >= 0 else None

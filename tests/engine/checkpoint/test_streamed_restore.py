@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 from weir.engine.checkpoint.state_files import read_subtask_state, write_subtask_state
@@ -115,3 +116,21 @@ def test_a_streamed_restore_gives_what_an_arrow_restore_gives(tmp_path, monkeypa
     streamed.restore(read_subtask_state(tmp_path / "chk-1", handle, owned, stream=True))
     whole.restore(read_subtask_state(tmp_path / "chk-1", handle, owned))
     assert fired(streamed) == fired(whole) != []
+
+
+def test_files_of_several_subtasks_merge_in_key_group_order_with_their_types_unified(tmp_path):
+    """As ``pa.concat_tables(promote_options="default")`` merges Arrow snapshots: a column
+    of nulls only (type null) in one file takes the other's type."""
+    later = pa.table({"key_group": pa.array([70, 71, 90], pa.int32()), "a": pa.array([7, 8, 9], pa.int64())})
+    earlier = pa.table({"key_group": pa.array([3, 5], pa.int32()), "a": pa.nulls(2)})
+    parts = []
+    for name, table in (("later", later), ("earlier", earlier)):
+        pq.write_table(table, tmp_path / f"{name}.parquet", row_group_size=1)
+        groups = table.column("key_group").to_pylist()
+        parts.append(RestoredTable([restored.Part(str(tmp_path / f"{name}.parquet"), (groups[0], groups[-1]))],
+                                   table.schema).select(range(0, 80)))
+    merged = RestoredTable.concat(parts)
+    assert merged.schema.field("a").type == pa.int64()
+    assert merged.read().to_pylist() == [{"key_group": 3, "a": None}, {"key_group": 5, "a": None},
+                                         {"key_group": 70, "a": 7}, {"key_group": 71, "a": 8}]
+    assert merged.scanned == 4, "the row group of key group 90 was skipped by its statistics"
