@@ -112,7 +112,7 @@ SETTINGS: dict[str, Setting] = {
     "weir.checkpointing.interval-batches": Setting(
         None, "checkpoint every this many source batches (deterministic, for tests)", _integer(1)),
     "weir.exchange.buffer-size": Setting(
-        "32MB", "bytes queued for another worker before a worker stops reading its sources", _size(1)),
+        "32MB", "bytes queued for another worker: past it a worker reads no source batch and a send waits", _size(1)),
     "taskmanager.memory.managed.size": Setting(
         None, "memory for state tables (DuckDB) of the whole job, e.g. '512mb'; beyond it state spills "
               "to the state directory (default: the fraction below of the cgroup or machine memory)",

@@ -197,7 +197,7 @@ class Coordinator:
         max_parallelism = int(self.graph.settings.get("pipeline.max-parallelism", 128))
         key_groups = range_for_subtask(subtask, parallelism, max_parallelism) if parallelism > 1 else None
         return RestorePoint(event, meta.get("sources", {}), bool(meta.get("finished")), _handles(meta),
-                            lambda operator_id: checkpoint.operator_state(operator_id, key_groups))
+                            lambda operator_id: checkpoint.operator_state(operator_id, key_groups, stream=True))
 
     def _refuse_changed_job(self, checkpoint: Checkpoint) -> None:
         if checkpoint.metadata.get("fingerprint") == self.graph.fingerprint():

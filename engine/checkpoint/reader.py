@@ -4,7 +4,8 @@
 then checks that every file it records exists with the recorded size and SHA-256.
 ``operator_state`` reads the files again, checking each as it is read, and cuts
 every table down to the key groups asked for, which is how state taken at one
-parallelism restores at another.
+parallelism restores at another; for a restore (``stream=True``) a table is a
+``RestoredTable`` that the operator streams into its state, owned key groups only.
 """
 from __future__ import annotations
 
@@ -105,9 +106,12 @@ class Checkpoint:
                     except OSError as e:
                         raise self._corrupt(f"a file cannot be read: {e}", operator_id) from e
 
-    def operator_state(self, operator_id: str, key_groups: range | None = None) -> list[Any]:
+    def operator_state(self, operator_id: str, key_groups: range | None = None, *,
+                       stream: bool = False) -> list[Any]:
         """The snapshots of every subtask of ``operator_id``, by subtask index, each table
-        cut to the rows whose key group is in ``key_groups`` (None: all rows).
+        cut to the rows whose key group is in ``key_groups`` (None: all rows); with
+        ``stream`` the tables are read batch by batch as the operator restores them
+        (``state_files.read_subtask_state``).
 
         An operator without state here gives ``[]``; compare ``operator_ids`` with the job
         to tell a new operator from a missing one."""
@@ -115,7 +119,7 @@ class Checkpoint:
         states = []
         for subtask in sorted(subtasks, key=int):
             try:
-                states.append(read_subtask_state(self.path, subtasks[subtask], key_groups))
+                states.append(read_subtask_state(self.path, subtasks[subtask], key_groups, stream=stream))
             except FileProblem as e:
                 raise self._corrupt(e, operator_id) from None
             except (OSError, ValueError, KeyError) as e:

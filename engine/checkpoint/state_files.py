@@ -34,11 +34,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from weir.engine.checkpoint.errors import CheckpointError
+from weir.engine.state.restored import Part, RestoredTable
 from weir.engine.state.staged import StagedTable
 from weir.engine.checkpoint.files import (
     FileProblem,
     check_size,
     fsync_directory,
+    resolve,
+    verify_file,
     move_file,
     read_verified,
     write_file,
@@ -146,8 +149,14 @@ def _is_sorted(values: pa.ChunkedArray) -> bool:
 
 
 # -- reading -----------------------------------------------------------------
-def read_subtask_state(root: Path, handle: dict[str, Any], key_groups: range | None) -> Any:
+def read_subtask_state(root: Path, handle: dict[str, Any], key_groups: range | None, *,
+                       stream: bool = False) -> Any:
     """The snapshot a handle describes, tables filtered to ``key_groups`` (None: all).
+
+    With ``stream`` a table is a ``RestoredTable``: its file is verified (read in chunks) and
+    then read only when the operator restoring it scans it, batch by batch, skipping the
+    row groups outside ``key_groups`` — the snapshot is never whole in memory. Without, a
+    table is read whole into Arrow and cut (tests, tools).
 
     Raises ``FileProblem`` for a file that is not what was written."""
     entries = {entry["path"]: entry for entry in handle["files"]}
@@ -159,6 +168,13 @@ def read_subtask_state(root: Path, handle: dict[str, Any], key_groups: range | N
         entry = _entry(entries, table["path"])
         if key_groups is not None and not _overlaps(table["key_groups"], key_groups):
             tables[name] = _read_schema(check_size(root, entry), table["path"]).empty_table()
+            continue
+        if stream:
+            verify_file(root, entry)
+            path = resolve(root, table["path"])
+            bounds = tuple(table["key_groups"]) if table["key_groups"] else None
+            restored = RestoredTable([Part(str(path), bounds)], _read_schema(path, table["path"]))
+            tables[name] = restored if key_groups is None else restored.select(key_groups)
             continue
         data = _read_parquet(read_verified(root, entry), table["path"])
         tables[name] = data if key_groups is None else filter_key_groups(data, key_groups)

@@ -31,7 +31,7 @@ from weir.engine.errors import EngineError
 from weir.engine.operators.accumulators import Accumulator, DistinctAccumulator
 from weir.engine.operators.duckdb_sql import create_table_from_arrow, execute, int_literal, quote_ident, snapshot_table
 from weir.engine.operators.windows import WINDOW_TIME_LAG_US, SliceWindows
-from weir.engine.state.staged import StagedTable
+from weir.engine.state.staged import StagedTable, as_table
 
 ACCUMULATORS = "window_accumulators"
 SLICE = "__slice_start"
@@ -259,6 +259,7 @@ class WindowState:
                     operator_id=self.operator_id,
                 )
             if FROM_END not in data.column_names:  # a snapshot from before rows kept a first window
+                data = as_table(data)  # (read whole, to add the column; a current one streams)
                 data = data.add_column(data.schema.get_field_index(SLICE) + 1, pa.field(FROM_END, pa.int64()),
                                        pa.nulls(data.num_rows, pa.int64()))
             create_table_from_arrow(self.con, table, data, self.operator_id)

@@ -16,7 +16,8 @@ peer has an ``Outbox`` whose thread writes to the pipe, while the worker's own
 loop keeps draining its incoming pipes — so two workers sending to each other
 cannot deadlock. A worker reads new source batches only while its outboxes are
 short (``Outbox.pending_bytes``), which bounds memory when one worker receives
-everything (all keys in its key groups).
+everything (all keys in its key groups), and a send past the bound waits while
+the worker keeps reading its peers (``SubtaskExecutor._backpressure``).
 """
 from __future__ import annotations
 

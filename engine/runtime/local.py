@@ -61,6 +61,8 @@ class JobResult:
     already_finished: bool = False
     #: When the job had finished and committed before: what the run says instead of a summary.
     finished_before: str = ""
+    #: Sends that waited for a full exchange outbox ('weir.exchange.buffer-size'; parallel jobs).
+    backpressure_waits: int = 0
 
     @property
     def events_per_second(self) -> float:

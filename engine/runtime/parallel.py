@@ -432,4 +432,5 @@ class ProcessExecutor:
                     total.late_by_source[source] = total.late_by_source.get(source, 0) + value
         return JobResult(self.graph.name, list(merged.values()), sum(r.rows_read for r in self._results.values()),
                          time.perf_counter() - self._started, list(self.coordinator.completed),
-                         self._stopped_with, False)
+                         self._stopped_with, False,
+                         backpressure_waits=sum(r.backpressure_waits for r in self._results.values()))

@@ -32,10 +32,31 @@ Checkpoint n, with aligned barriers (Chandy–Lamport, as in Flink):
 At the end of the input every task finishes once all its channels have
 ended; the worker sends its final snapshot and, once the coordinator has
 written the final checkpoint, commits and reports its metrics.
+
+Backpressure. An outbox (the bytes queued for one peer) holds at most
+``'weir.exchange.buffer-size'``: past it the worker reads no source batch, and a
+task sending more — a window firing millions of rows, rows received and passed
+on — waits where it sends (``_backpressure``) until the peer has read enough.
+While it waits the worker keeps doing what peers need of it, so that no wait
+is circular:
+
+1. It keeps reading every incoming pipe: a peer waiting on this worker always
+   gets its messages read (two workers sending to each other both make way).
+2. What it reads for a task not in the middle of a call is handled at once (that
+   task may send and wait in turn: a nested wait, at most one per task). What it
+   reads for a task that is (the one waiting, or one below it on the stack) is
+   *deferred* — kept in order per task and handled once the call is over
+   (``_replay``): calling an operator in the middle of its own firing is not safe.
+3. Barriers read are aligned like any message, so a checkpoint goes on through
+   a backpressured job; the coordinator's requests are kept for the main loop,
+   except ``cancel``, which ends the wait at once. A dead peer's outbox counts
+   as empty (its sends fail); the coordinator sees the death and ends the job.
 """
 from __future__ import annotations
 
 import time
+from collections import deque
+from contextlib import contextmanager
 from pathlib import Path
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
@@ -65,6 +86,8 @@ OUTBOX_LIMIT = "32MB"
 FLUSH_STEPS = 4
 #: Messages taken from one peer before the worker looks at its own sources again.
 RECEIVE_BURST = 16
+#: Seconds a send waiting for a full outbox sleeps when no peer has anything for it.
+BACKPRESSURE_POLL = 0.005
 
 
 @dataclass
@@ -135,6 +158,13 @@ class SubtaskExecutor(LocalExecutor):
         self.outbox_limit = parse_size("weir.exchange.buffer-size",
                                        graph.settings.get("weir.exchange.buffer-size", OUTBOX_LIMIT))
         self._records: dict[int, _Record] = {}
+        #: Task id -> how deep it is in a call on this stack (``_busy``), and what came for it meanwhile.
+        self._calls: dict[str, int] = {}
+        self._deferred: dict[str, deque] = {}
+        #: The coordinator's messages read while waiting in ``_backpressure``, for ``_control``.
+        self._backlog: list = []
+        #: How often a send waited for a full outbox (``JobResult.backpressure_waits``).
+        self.backpressure_waits = 0
         self._to_inject: list[tuple[int, str]] = []
         #: A checkpoint whose barrier this worker's sources hold back (fault point ``inject``:
         #: a stalled source); they read nothing until it is aborted.
@@ -196,7 +226,8 @@ class SubtaskExecutor(LocalExecutor):
                 checkpoint = Checkpoint(path, read_metadata(path, "checkpoint"))  # verified by the coordinator
                 key_groups = range_for_subtask(self.subtask, self.parallelism, self.max_parallelism)
                 self._restore(RestorePoint(None, checkpoint.metadata.get("sources", {}), False, {},
-                                           lambda operator_id: checkpoint.operator_state(operator_id, key_groups)))
+                                           lambda operator_id: checkpoint.operator_state(operator_id, key_groups,
+                                                                                           stream=True)))
             for task in self.tasks.values():
                 if task.kind.commits_output:
                     task.operator.resuming = True
@@ -211,7 +242,9 @@ class SubtaskExecutor(LocalExecutor):
             faults.reach("shutdown")
             for outbox in self.outboxes.values():
                 outbox.close()
-        return self._result(time.perf_counter() - started)
+        result = self._result(time.perf_counter() - started)
+        result.backpressure_waits = self.backpressure_waits
+        return result
 
     def _loop(self) -> None:
         next_progress = 0.0
@@ -221,7 +254,9 @@ class SubtaskExecutor(LocalExecutor):
                 return
             while self._to_inject:
                 self._inject(*self._to_inject.pop(0))
+            self._replay()
             self._receive()
+            self._replay()
             if self._streams and self._room() and self._held is None:
                 self._read_step()
                 self._flush_all(older_than=FLUSH_STEPS)
@@ -259,8 +294,8 @@ class SubtaskExecutor(LocalExecutor):
 
     # -- the coordinator ----------------------------------------------------------------
     def _control(self) -> None:
-        while self.conn.poll():
-            message = self.conn.recv()
+        while self._backlog or self.conn.poll():
+            message = self._backlog.pop(0) if self._backlog else self.conn.recv()
             kind = message[0]
             if kind == "barrier":
                 self._to_inject.append((message[1], message[2]))
@@ -352,12 +387,13 @@ class SubtaskExecutor(LocalExecutor):
     def _receive(self) -> None:
         ready = wait(list(self.peers_in.values()), timeout=0)
         for conn in ready:
-            peer = next(j for j, c in self.peers_in.items() if c is conn)
-            for _ in range(RECEIVE_BURST):
+            # (A send below may wait and read this pipe meanwhile, to its end: see _backpressure.)
+            peer = next((j for j, c in self.peers_in.items() if c is conn), None)
+            for _ in range(RECEIVE_BURST if peer is not None else 0):
                 try:
                     kind, wire, input_index, value = self.decoders[peer].receive()
                 except (EOFError, OSError):
-                    del self.peers_in[peer]  # the peer finished (or died: the coordinator sees that)
+                    self.peers_in.pop(peer, None)  # the peer finished (or died: the coordinator sees that)
                     break
                 task = self._order[wire]
                 self._deliver(task, task.offsets[input_index] + peer, kind, value)
@@ -365,12 +401,24 @@ class SubtaskExecutor(LocalExecutor):
                     break
 
     def _deliver(self, task: Task, channel: int, kind: int, value) -> None:
+        deferred = self._deferred.get(task.node.id)
+        if deferred or self._calls.get(task.node.id):
+            # The task is in the middle of a call (waiting to send, see _backpressure): after it.
+            self._deferred.setdefault(task.node.id, deque()).append((channel, kind, value))
+            return
+        self._deliver_now(task, channel, kind, value)
+
+    def _deliver_now(self, task: Task, channel: int, kind: int, value) -> None:
         if task.is_blocked(channel):
             task.buffers[channel].append((kind, value))
         else:
             self._handle(task, channel, kind, value)
 
     def _handle(self, task: Task, channel: int, kind: int, value) -> None:
+        with self._busy(task):
+            self._handle_now(task, channel, kind, value)
+
+    def _handle_now(self, task: Task, channel: int, kind: int, value) -> None:
         inputs = task.inputs
         if kind == DATA:
             index = task.input_of[channel]
@@ -415,6 +463,10 @@ class SubtaskExecutor(LocalExecutor):
         worker has read ``FLUSH_STEPS`` source steps, has nothing else to do, or a barrier or
         the end comes. Rows are always processed before the watermark that follows them, and a
         watermark applied later can only find fewer rows late, never more."""
+        with self._busy(task):
+            self._flush_now(task)
+
+    def _flush_now(self, task: Task) -> None:
         inputs = task.inputs
         inputs.flushed_at = self.step
         if inputs.pending_rows:
@@ -449,6 +501,10 @@ class SubtaskExecutor(LocalExecutor):
     def _finish(self, task: Task) -> None:
         """Every input of ``task`` ended: flush it, take part in open checkpoints with its
         final state, and end its output channels."""
+        with self._busy(task):
+            self._finish_now(task)
+
+    def _finish_now(self, task: Task) -> None:
         task.finished = True
         if task.inputs is not None:
             self._flush(task)
@@ -501,9 +557,44 @@ class SubtaskExecutor(LocalExecutor):
     def _send(self, subtask: int, route: _Route, kind: int, value) -> None:
         if subtask == self.subtask:
             self._deliver(route.consumer, route.offset + subtask, kind, value)
-        elif kind == DATA:
-            self.outboxes[subtask].put(self.encoders[subtask].data(route.consumer.wire, route.input_index, value))
+            return
+        outbox = self.outboxes[subtask]
+        if kind == DATA:
+            outbox.put(self.encoders[subtask].data(route.consumer.wire, route.input_index, value))
         else:
-            self.outboxes[subtask].put(self.encoders[subtask].control(kind, route.consumer.wire, route.input_index,
-                                                                      value))
+            outbox.put(self.encoders[subtask].control(kind, route.consumer.wire, route.input_index, value))
+        if outbox.pending_bytes > self.outbox_limit:
+            self._backpressure(outbox)
+
+    # -- backpressure (see the module's docstring) ------------------------------------------
+    @contextmanager
+    def _busy(self, task: Task):
+        """``task`` is in a call on this stack: what arrives for it meanwhile is deferred."""
+        key = task.node.id
+        self._calls[key] = self._calls.get(key, 0) + 1
+        try:
+            yield
+        finally:
+            self._calls[key] -= 1
+
+    def _backpressure(self, outbox: Outbox) -> None:
+        """Wait until ``outbox`` is back within the bound, reading every peer meanwhile."""
+        self.backpressure_waits += 1
+        while outbox.pending_bytes > self.outbox_limit and not outbox.broken:
+            while self.conn.poll():
+                message = self.conn.recv()
+                if message[0] == "cancel":
+                    raise JobCancelled(f"job {self.graph.name} was cancelled")
+                self._backlog.append(message)
+            self._receive()
+            if outbox.pending_bytes > self.outbox_limit and not outbox.broken:
+                wait([*self.peers_in.values(), self.conn], timeout=BACKPRESSURE_POLL)
+
+    def _replay(self) -> None:
+        """Handle, in order, what was deferred for tasks no longer in a call."""
+        while any(self._deferred.values()):
+            for task in self._order:
+                deferred = self._deferred.get(task.node.id)
+                while deferred and not self._calls.get(task.node.id):
+                    self._deliver_now(task, *deferred.popleft())
 

@@ -4,7 +4,9 @@ Every keyed state table an operator snapshots carries ``key_group`` (an integer
 in ``[0, max_parallelism)``, see ``engine.state.key_groups``) and is ordered by
 it. That is all rescaling needs: the snapshots of the old subtasks are merged
 (``merge_tables``) and each new subtask keeps the key groups it owns
-(``select_key_groups``).
+(``select_key_groups``). Restored from a checkpoint, a table is a ``RestoredTable``
+(``engine.state.restored``): merging and selecting then narrow what will be read from
+the files, and nothing is read until the operator streams it into its state.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from weir.engine.errors import EngineError
+from weir.engine.state.restored import RestoredTable
 from weir.engine.state.staged import as_table
 
 KEY_GROUP = "key_group"
@@ -27,10 +30,22 @@ def _key_group_column(table: pa.Table, name: str) -> pa.ChunkedArray:
     return table.column(index)
 
 
-def merge_tables(tables: list[pa.Table], name: str = "?") -> pa.Table:
-    """One table holding the rows of all ``tables``, ordered by key group (a stable sort)."""
+def merge_tables(tables: list, name: str = "?"):
+    """One table holding the rows of all ``tables``, ordered by key group (a stable sort).
+    Tables restored from files merge without being read (``RestoredTable.concat``)."""
     if len(tables) == 1:
         return tables[0]
+    if any(isinstance(t, RestoredTable) for t in tables):
+        restored = [t for t in tables if isinstance(t, RestoredTable) or t.num_rows]
+        if restored and all(isinstance(t, RestoredTable) for t in restored):
+            try:
+                return RestoredTable.concat(restored)
+            except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+                raise EngineError(
+                    f"the snapshots disagree on the columns of state table {name!r}: {exc}",
+                    hint="restore snapshots of one operator, taken with the same job",
+                ) from exc
+        tables = [as_table(t) for t in tables]
     try:
         merged = pa.concat_tables(tables, promote_options="default")
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
@@ -42,8 +57,10 @@ def merge_tables(tables: list[pa.Table], name: str = "?") -> pa.Table:
     return merged.take(order)
 
 
-def select_key_groups(table: pa.Table, key_groups: range, name: str = "?") -> pa.Table:
+def select_key_groups(table, key_groups: range, name: str = "?"):
     """The rows of ``table`` whose key group is in ``key_groups`` (in their order)."""
+    if isinstance(table, RestoredTable):
+        return table.select(key_groups)
     groups = _key_group_column(table, name)
     if table.num_rows == 0:
         return table
@@ -57,15 +74,24 @@ def select_key_groups(table: pa.Table, key_groups: range, name: str = "?") -> pa
     return table.filter(keep)
 
 
-def check_key_groups(table: pa.Table, max_parallelism: int, name: str = "?") -> None:
-    """Refuse a table whose key groups do not fit ``max_parallelism``."""
-    groups = _key_group_column(table, name)
-    if groups.null_count:
-        raise EngineError(f"state table {name!r} has rows without a key group")
-    if table.num_rows == 0:
-        return
-    bounds = pc.min_max(groups)
-    low, high = bounds["min"].as_py(), bounds["max"].as_py()
+def check_key_groups(table, max_parallelism: int, name: str = "?") -> None:
+    """Refuse a table whose key groups do not fit ``max_parallelism`` (a restored table: by the
+    key-group index its files recorded; the checkpoint writer refused null key groups)."""
+    if isinstance(table, RestoredTable):
+        if table.schema.get_field_index(KEY_GROUP) < 0:
+            raise EngineError(f"keyed state table {name!r} has no {KEY_GROUP!r} column",
+                              hint="every keyed state table carries the key group of each row")
+        if table.bounds is None:
+            return
+        low, high = table.bounds
+    else:
+        groups = _key_group_column(table, name)
+        if groups.null_count:
+            raise EngineError(f"state table {name!r} has rows without a key group")
+        if table.num_rows == 0:
+            return
+        bounds = pc.min_max(groups)
+        low, high = bounds["min"].as_py(), bounds["max"].as_py()
     if low < 0 or high >= max_parallelism:
         raise EngineError(
             f"state table {name!r} holds key group {high if high >= max_parallelism else low}, "
@@ -95,7 +121,7 @@ def merge_snapshots(snapshots: list[dict], *, version: int, what: str) -> dict:
     merged = {
         "version": version,
         "watermark": min(snap["watermark"] for snap in snapshots),
-        "tables": {name: merge_tables([as_table(s["tables"][name]) for s in snapshots if name in s["tables"]], name)
+        "tables": {name: merge_tables([_unstaged(s["tables"][name]) for s in snapshots if name in s["tables"]], name)
                    for name in names},
     }
     if max_ps:
@@ -123,10 +149,15 @@ def owned_tables(state: dict, *, version: int, max_parallelism: int, key_groups:
     tables = {}
     try:
         for name, table in state["tables"].items():
-            table = as_table(table)
+            table = _unstaged(table)
             check_key_groups(table, max_parallelism, name)
             tables[name] = select_key_groups(table, key_groups, name)
     except EngineError as exc:
         exc.operator_id = exc.operator_id or operator_id
         raise
     return tables
+
+
+def _unstaged(table):
+    """A snapshot's table as Arrow, or as a ``RestoredTable`` (read later, batch by batch)."""
+    return table if isinstance(table, RestoredTable) else as_table(table)

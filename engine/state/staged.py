@@ -24,6 +24,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from weir.engine.state.restored import RestoredTable
+
 #: The folder of staged snapshot files inside a spill directory.
 STAGING = "snapshots"
 KEY_GROUP = "key_group"
@@ -82,7 +84,8 @@ def stage_table(staging: Path, operator_id: str, name: str, schema: pa.Schema,
     return StagedTable(str(path), rows, None if first is None else (first, last))
 
 
-def as_table(table: "pa.Table | StagedTable") -> pa.Table:
+def as_table(table) -> pa.Table:
     """A snapshot's table as Arrow (a staged one read back whole: only where a snapshot is
-    restored in the same process without a checkpoint in between, as tests do)."""
-    return table.read() if isinstance(table, StagedTable) else table
+    restored in the same process without a checkpoint in between, as tests do; a
+    ``RestoredTable`` read whole: only for what cannot stream, an old snapshot's format)."""
+    return table.read() if isinstance(table, (StagedTable, RestoredTable)) else table
