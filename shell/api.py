@@ -45,7 +45,7 @@ from weir.engine.connectors import python_source
 from weir.engine.errors import EngineError
 from weir.engine.runtime import control
 from weir.engine.runtime.local import JobResult
-from weir.planner.planner import default_job_name
+from weir.planner.planner import Script, default_job_name
 from weir.planner.types import sql_name
 from weir.shell.jobs import FAILED, Job, JobManager, JobMetrics
 from weir.shell.live import BatchQueue, redirect_to
@@ -436,9 +436,16 @@ class Connection:
                                        1, 1, "execute() runs DDL alone"), source_name=source_name, text=text)
         if state_dir is _default_state_dir:
             state_dir = Path(script.graph.settings.get("state.checkpoints.dir") or Path(".weir") / script.graph.name)
+        return self.start_script(script, state_dir=state_dir, from_savepoint=from_savepoint, fresh=fresh)
+
+    def start_script(self, script: Script, *, state_dir: str | Path | None = None,
+                     from_savepoint: str | Path | None = None, fresh: bool = False,
+                     warn: Callable[[str], None] | None = None) -> JobHandle:
+        """Start a planned script's job (``submit``'s second half; `weir run` plans its file
+        itself and starts it here). ``warn``: called with what a run warns about (a restart)."""
         job = self.session.start(script.graph, "script", from_savepoint=Path(from_savepoint) if from_savepoint else None,
-                                 state_dir=Path(state_dir) if state_dir is not None else None, fresh=fresh)
-        job.script = script
+                                 state_dir=Path(state_dir) if state_dir is not None else None, fresh=fresh,
+                                 warn=warn)
         for view in script.materialized_views:
             self.session.maintainers[view.lower()] = job
         return self._handle(job)

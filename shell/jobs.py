@@ -50,6 +50,10 @@ class JobMetrics:
     operators: tuple["OperatorFigures", ...] = ()
     #: Rows dropped as late by every operator together.
     late_rows: int = 0
+    #: Seconds the current attempt has run, at the last progress report.
+    elapsed: float = 0.0
+    #: The latest completed checkpoint's event (its kind, size, duration), None before the first.
+    last_checkpoint_event: object = None
 
 
 @dataclass(frozen=True)
@@ -114,10 +118,11 @@ class Job:
 
     def on_progress(self, progress: Progress) -> None:
         self._publish(replace(self.metrics, rows_in=progress.rows_read, rows_out=progress.rows_written,
-                              watermark=progress.watermark, **self._operator_figures()))
+                              watermark=progress.watermark, elapsed=progress.elapsed,
+                              **self._operator_figures()))
 
     def on_checkpoint(self, event) -> None:
-        self._publish(replace(self.metrics, last_checkpoint=str(event.checkpoint_id)))
+        self._publish(replace(self.metrics, last_checkpoint=str(event.checkpoint_id), last_checkpoint_event=event))
 
     def on_result(self, result: JobResult) -> None:
         """The final figures: every worker's, summed."""
