@@ -231,6 +231,8 @@ class ChangeStream:
             batch = self._queue.take(POLL_SECONDS)
             if batch is not None:
                 return python_source.with_op(batch)
+            if self._queue.drained:
+                job.done.wait()  # the sink has finished: the job is committing its last checkpoint
             if job.done.is_set() and self._queue.take(0) is None:
                 self.close()
                 if job.status == FAILED and job.error is not None:
@@ -430,6 +432,11 @@ class Connection:
         except WeirSqlError as error:
             error.source_name, error.text = source_name, text
             raise
+        if from_savepoint is not None:  # a view stopped with this savepoint is maintained again
+            for statement in statements:
+                resumed = self.session.resumed_view(statement, str(from_savepoint))
+                if resumed is not None:
+                    self.session.catalog.drop(resumed.name)
         script = self.session.plan_job(statements, job_name)
         if not script.graph.nodes:
             raise WeirSqlError(Problem("nothing to run: the script has no INSERT INTO or CREATE MATERIALIZED VIEW",

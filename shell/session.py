@@ -121,7 +121,7 @@ class Session:
         maintains the view again, keeping its rows: STOP JOB ... WITH SAVEPOINT's recipe."""
         target = s.table if isinstance(s, st.Insert) else s.name
         savepoint = self.settings.get(SAVEPOINT_PATH)
-        resumed = self._resumed_view(s, savepoint)
+        resumed = self.resumed_view(s, savepoint)
         planner = self._planner(job_name=target)
         if resumed is not None:
             self.catalog.drop(resumed.name)  # planned again below, from the same statement
@@ -166,7 +166,7 @@ class Session:
             self.database.create_if_missing(view, sink.output_schema)
         return script
 
-    def _resumed_view(self, s: st.Statement, savepoint: str | None) -> ViewDef | None:
+    def resumed_view(self, s: st.Statement, savepoint: str | None) -> ViewDef | None:
         """The materialized view that ``s`` maintains again from ``savepoint``, where its job
         was stopped with that savepoint; None otherwise."""
         if not savepoint or not isinstance(s, st.CreateView) or not s.materialized:
