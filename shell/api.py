@@ -43,13 +43,14 @@ from sqlglot import exp
 
 from weir.engine.connectors import python_source
 from weir.engine.errors import EngineError
+from weir.engine.operators.registry import operator_class
 from weir.engine.runtime import control
 from weir.engine.runtime.local import JobResult
 from weir.planner.planner import Script, default_job_name
 from weir.planner.types import sql_name
 from weir.shell.jobs import FAILED, Job, JobManager, JobMetrics
 from weir.shell.live import BatchQueue, redirect_to
-from weir.shell.session import JobStarted, LiveQuery, Message, ResultTable, Session
+from weir.shell.session import JobStarted, ResultTable, Session
 from weir.sql import parse
 from weir.sql import statements as st
 from weir.sql.errors import Problem, WeirSqlError
@@ -75,7 +76,7 @@ def run(path_or_sql: str | Path, *, db: str = "weir.duckdb", settings: dict[str,
     ``state_dir``, else 'state.checkpoints.dir', else ``.weir/<job name>``; resuming from its
     latest checkpoint if an earlier run did not finish; running nothing when it had finished
     (``result.already_finished``; ``fresh=True`` starts over). Raises the job's EngineError."""
-    with connect(db, settings) as con:
+    with connect(db, settings, state_dir=Path(".weir")) as con:
         job = con.submit(path_or_sql, name=name, state_dir=state_dir or _default_state_dir,
                          from_savepoint=from_savepoint, fresh=fresh)
         job.wait()
@@ -192,7 +193,7 @@ class JobHandle:
     def _check_rewindable(self) -> None:
         unrewindable = [node.id.split(".")[0] for node in self._job.graph.nodes
                         if (node.config.get("options") or {}).get("connector") == python_source.CONNECTOR
-                        and node.config.get("options", {}).get("object-id") and _reads(node)
+                        and operator_class(node.kind).reads_source
                         and not python_source.rewindable(node.config["options"]["object-id"])]
         if unrewindable:
             raise EngineError(f"job {self.id} reads an iterator ({', '.join(unrewindable)}), which cannot be "
@@ -201,10 +202,6 @@ class JobHandle:
 
     def __repr__(self) -> str:
         return f"<weir.JobHandle {self.id} {self.name} {self.status}>"
-
-
-def _reads(node) -> bool:
-    return node.kind == "source"
 
 
 class ChangeStream:
@@ -389,12 +386,7 @@ class Connection:
             return self._handle(reply.job)
         if isinstance(reply, ResultTable):
             return Result(reply.table)
-        if isinstance(reply, LiveQuery):  # not reached from ``answer``: streams go to _stream
-            reply.result.close()
-            self.session.jobs.cancel(reply.job)
-            raise AssertionError("a streaming SELECT reached the shell's live result")
-        assert isinstance(reply, Message)
-        return reply.text
+        return reply.text  # a Message: ``answer`` sends a streaming SELECT (LiveQuery) to _stream
 
     def sql(self, query: str) -> Result:
         """The rows of a query over the committed result tables (materialized views, result
@@ -482,7 +474,7 @@ class Connection:
 
     def _stream(self, statement: st.Select) -> ChangeStream:
         graph = self.session.plan_select(statement)
-        sink = next(node for node in graph.nodes if node.kind == "sink")
+        sink = next(node for node in graph.nodes if operator_class(node.kind).commits_output)
         queue = BatchQueue(sink.output_schema)
         redirect_to(graph, queue)
         try:

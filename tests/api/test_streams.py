@@ -7,6 +7,8 @@ import threading
 import pyarrow as pa
 import pytest
 
+import weir
+
 from weir.sql.errors import WeirSqlError
 
 from conftest import bids_table
@@ -82,6 +84,18 @@ def test_subscribe_yields_a_views_committed_changes(con):
     final = con.sql("SELECT * FROM per_auction").fetchall()
     assert sorted(k for k, n in rows.items() for _ in range(n)) == sorted(final)
     assert len(final) == 5 and kinds <= {"+I", "-D"}
+
+
+def test_subscribe_to_a_view_maintained_elsewhere_reads_its_committed_rows(con, tmp_path):
+    con.register("bids", bids_table(), watermark="date_time")
+    con.execute(WINDOWS).wait(60)
+    with weir.connect(db=con.session.db_path, state_dir=tmp_path / "other") as other:
+        with other.subscribe("per_auction", interval=0.05) as changes:
+            first = next(changes)
+            assert set(first.column("op").to_pylist()) == {"+I"}
+            assert sorted(tuple(r.values())[1:] for r in first.to_pylist()) == \
+                sorted(con.sql("SELECT * FROM per_auction").fetchall())
+        assert list(changes) == []  # closed
 
 
 def test_subscribe_to_an_unknown_view_names_the_tables(con):
