@@ -17,7 +17,9 @@ Source, by what was registered:
    sense that nothing can replay it. The offset is the number of batches
    read; restoring from a checkpoint or restarting (which would need the
    batches read before) fails with an error saying so, rather than dropping
-   or repeating rows. The job ends when the iterator does.
+   or repeating rows. The job ends when the iterator does. The job's thread
+   calls ``next`` on it: an iterator that blocks holds the job (and a request
+   to stop it) until it yields.
 
 Every batch is cast to the declared schema (timestamps to ``timestamp[us]``,
 truncated to a declared precision below 6, as every source does).
