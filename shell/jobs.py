@@ -127,13 +127,11 @@ class Job:
     def on_result(self, result: JobResult) -> None:
         """The final figures: every worker's, summed."""
         checkpoints = result.checkpoints
-        late = {m.id: sum(m.late_by_source.values()) for m in result.operators}
         figures = {}
         for m in result.operators:  # a parallel job has one entry per operator and worker
-            known = figures.get(m.id)
-            figures[m.id] = OperatorFigures(m.id, m.kind, m.rows_in + (known.rows_in if known else 0),
-                                            m.rows_out + (known.rows_out if known else 0),
-                                            late[m.id] + (known.late_rows if known else 0))
+            known = figures.get(m.id) or OperatorFigures(m.id, m.kind, 0, 0, 0)
+            figures[m.id] = OperatorFigures(m.id, m.kind, known.rows_in + m.rows_in, known.rows_out + m.rows_out,
+                                            known.late_rows + sum(m.late_by_source.values()))
         self._publish(replace(
             self.metrics, rows_in=result.rows_read,
             rows_out=sum(m.rows_in for m in result.operators if operator_class(m.kind).commits_output),

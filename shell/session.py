@@ -15,9 +15,9 @@ from pathlib import Path
 import pyarrow as pa
 from sqlglot import exp
 
+from weir.engine.connectors.python_source import CONNECTOR as PYTHON_CONNECTOR
 from weir.engine.errors import EngineError
 from weir.engine.graph import JobGraph
-from weir.engine.connectors.python_source import CONNECTOR as PYTHON_CONNECTOR
 from weir.engine.operators.registry import operator_class
 from weir.planner.catalog import TableDef, ViewDef
 from weir.planner.expressions import check_functions, output_name, to_duckdb

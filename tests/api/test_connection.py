@@ -11,7 +11,7 @@ from weir.shell.database import DatabaseError
 from weir.shell.runner import Runner
 from weir.sql.errors import WeirSqlError
 
-from conftest import at, bids_table
+from conftest import bids_table
 
 WINDOWS = """CREATE MATERIALIZED VIEW per_auction AS
 SELECT auction, window_start, COUNT(*) AS bids, SUM(price) AS total

@@ -127,3 +127,14 @@ def test_weir_run_takes_sql_text(tmp_path, monkeypatch):
     result = weir.run(SCRIPT, db="results.duckdb", name="inline")
     assert result.name == "inline" and Path(".weir/inline/checkpoints").is_dir()
     assert sum(row[2] for row in view_rows("results.duckdb")) == result.rows_read
+
+
+def test_a_parallel_jobs_metrics_sum_its_workers(con):
+    con.execute(NEXMARK.format(events="'events' = '3000', 'splits' = '2', "))
+    con.execute("SET 'parallelism.default' = '2'")
+    job = con.submit(WINDOWS)
+    assert job.wait(300) == "FINISHED"
+    by_id = {m.id: m for m in job.metrics().operators}
+    assert by_id["bids.source"].rows_out == job.result.rows_read > 0
+    assert by_id["per_auction.window_aggregate"].rows_in == job.result.rows_read
+    assert con.sql("SELECT CAST(SUM(bids) AS BIGINT) FROM per_auction").fetchall() == [(job.result.rows_read,)]

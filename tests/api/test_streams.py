@@ -8,7 +8,6 @@ import pyarrow as pa
 import pytest
 
 import weir
-
 from weir.sql.errors import WeirSqlError
 
 from conftest import bids_table
