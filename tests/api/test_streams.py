@@ -37,6 +37,13 @@ def test_stream_of_an_append_only_query_is_all_inserts(con):
     assert rows == [("+I", 2, 30), ("+I", 2, 40), ("+I", 1, 50), ("+I", 2, 60)]
 
 
+def test_execute_of_a_streaming_select_is_a_stream(con):
+    con.register("bids", bids_table(), watermark="date_time")
+    stream = con.execute("SELECT auction, price FROM bids WHERE auction = 1")
+    assert isinstance(stream, weir.shell.api.ChangeStream)
+    assert [r["price"] for b in stream for r in b.to_pylist()] == [10, 20, 50]
+
+
 def test_leaving_the_loop_stops_the_streams_job(con):
     con.execute(NEXMARK.format(events=""))  # unbounded
     for batch in con.stream("SELECT auction, price FROM bids"):
