@@ -23,7 +23,7 @@ from weir.planner.catalog import TableDef, ViewDef
 from weir.planner.expressions import check_functions, output_name, to_duckdb
 from weir.planner.graph_builder import GraphBuilder
 from weir.planner.locate import locate, name, quoted
-from weir.planner.planner import Planner
+from weir.planner.planner import Planner, Script
 from weir.planner.queries import QueryPlanner
 from weir.planner.types import sql_name
 from weir.shell.database import ResultDatabase
@@ -152,12 +152,17 @@ class Session:
         check_python_objects(graph)
         return self.jobs.start(graph, kind, **options)
 
-    def plan_job(self, statements: list[st.Statement], job_name: str):
+    def plan_job(self, statements: list[st.Statement], job_name: str) -> Script:
         """Plan a whole script as one job, as `weir run` plans a file, over this session's
         catalog and settings: its CREATE TABLE and CREATE VIEW statements join the catalog, and
-        every INSERT INTO and CREATE MATERIALIZED VIEW becomes part of one JobGraph."""
+        every INSERT INTO and CREATE MATERIALIZED VIEW becomes part of one JobGraph. A CREATE
+        TABLE the catalog already holds, word for word, declares the same table (a script
+        submitted again, to resume it from a savepoint)."""
         planner = self._planner(job_name=job_name)
         for statement in statements:
+            known = self.catalog.lookup(statement.name) if isinstance(statement, st.CreateTable) else None
+            if isinstance(known, TableDef) and known.statement.text == statement.text:
+                continue
             planner.execute(statement)  # a shell statement (SHOW, STOP JOB ...) is refused, by name
         script = planner.script()
         for view in script.materialized_views:

@@ -69,9 +69,9 @@ def test_metrics_count_rows_per_operator_and_late_rows(con):
 
 
 def test_savepoint_stop_and_resume(con, tmp_path):
-    con.execute(NEXMARK.format(events=""))  # unbounded: runs until stopped
-    con.execute("SET 'execution.checkpointing.interval' = '100ms'")
-    job = con.submit(WINDOWS)
+    script = tmp_path / "unbounded.sql"  # runs until stopped
+    script.write_text(NEXMARK.format(events="") + "SET 'execution.checkpointing.interval' = '100ms';\n" + WINDOWS)
+    job = con.submit(script)
     taken = job.savepoint(tmp_path / "sp1")
     assert Path(taken, "_metadata").is_file()
     assert job.status == "RUNNING"
@@ -79,8 +79,8 @@ def test_savepoint_stop_and_resume(con, tmp_path):
     assert job.status == "STOPPED" and Path(stopped_at, "_metadata").is_file()
     assert job.result.stopped_with is not None
 
-    # The same statement from the savepoint maintains the view again (the shell's recipe).
-    again = con.submit(WINDOWS, from_savepoint=stopped_at)
+    # The same script from the savepoint maintains the view again (the shell's recipe).
+    again = con.submit(script, from_savepoint=stopped_at)
     assert again.status == "RUNNING"
     assert again.stop(savepoint=False) is None
     assert again.status == "CANCELED"
