@@ -1,7 +1,6 @@
 """weir.connect: execute, sql, errors, and Python tables (register, register_sink)."""
 from __future__ import annotations
 
-import duckdb
 import pyarrow as pa
 import pytest
 
@@ -11,21 +10,7 @@ from weir.shell.database import DatabaseError
 from weir.shell.runner import Runner
 from weir.sql.errors import WeirSqlError
 
-from conftest import bids_table
-
-WINDOWS = """CREATE MATERIALIZED VIEW per_auction AS
-SELECT auction, window_start, COUNT(*) AS bids, SUM(price) AS total
-FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(date_time), INTERVAL '10' SECOND))
-GROUP BY auction, window_start, window_end"""
-#: WINDOWS over the same table, as a DuckDB batch query.
-ORACLE = ("SELECT auction, time_bucket(INTERVAL '10 seconds', date_time) AS window_start, COUNT(*) AS bids, "
-          "SUM(price) AS total FROM bids GROUP BY ALL ORDER BY window_start, auction")
-
-
-def oracle(table: pa.Table, sql: str = ORACLE) -> list[tuple]:
-    with duckdb.connect() as db:
-        db.register("bids", table)
-        return db.sql(sql).fetchall()
+from api_data import WINDOWS, bids_table, oracle
 
 
 def test_execute_answers_each_kind_of_statement(con):

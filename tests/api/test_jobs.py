@@ -10,13 +10,8 @@ import pytest
 import weir
 from weir.engine.errors import EngineError
 
-from conftest import bids_table
-from test_connection import WINDOWS
+from api_data import NEXMARK, WINDOWS, bids_table
 
-NEXMARK = """CREATE TABLE bids (auction BIGINT, price BIGINT, date_time TIMESTAMP(3),
-  WATERMARK FOR date_time AS date_time - INTERVAL '2' SECOND)
-WITH ('connector' = 'nexmark', 'table' = 'bid', {events}'first-event.rate' = '1000');
-"""
 #: Bids per auction and 10 s window over nexmark bids into a result table and a csv file.
 SCRIPT = NEXMARK.format(events="'events' = '3000', ") + """
 CREATE TABLE top_prices (auction BIGINT, price BIGINT)

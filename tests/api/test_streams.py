@@ -10,9 +10,7 @@ import pytest
 import weir
 from weir.sql.errors import WeirSqlError
 
-from conftest import bids_table
-from test_connection import WINDOWS
-from test_jobs import NEXMARK
+from api_data import NEXMARK, WINDOWS, bids_table
 
 
 def job_threads(job) -> list[threading.Thread]:
