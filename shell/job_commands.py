@@ -5,13 +5,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from weir.engine.checkpoint.coordinator import CheckpointEvent
 from weir.engine.errors import EngineError
 from weir.engine.runtime import control
-from weir.engine.runtime.job import JobOptions, run_job
+from weir.engine.runtime.local import Progress
 from weir.planner.explain import explain
 from weir.planner.planner import Script, default_job_name
 from weir.shell import render
+from weir.shell.api import Connection
 
 
 def state_dir(args, job_name: str, script: Script | None = None) -> Path:
@@ -24,33 +24,38 @@ def state_dir(args, job_name: str, script: Script | None = None) -> Path:
 
 
 def run(args, script: Script) -> int:
+    """Run the planned file as a job of a Python API connection (``shell/api.py``), the main
+    thread drawing the progress line from the job's published metrics until it ends."""
     err_tty = sys.stderr.isatty()
     show_progress = err_tty and not args.no_progress
-    last: list[CheckpointEvent] = []
-
-    def on_progress(p) -> None:
-        line = render.progress_line(p) + (f"  {render.checkpoint_text(last[-1])}" if last else "")
-        print("\r\x1b[2K" + line, end="", file=sys.stderr, flush=True)
 
     def warn(message: str) -> None:
         print(("\r\x1b[2K" if show_progress else "") + f"warning: {message}", file=sys.stderr, flush=True)
 
-    options = JobOptions(
-        state_dir=state_dir(args, script.graph.name, script),
-        from_savepoint=Path(args.from_savepoint) if args.from_savepoint else None,
-        on_progress=on_progress if show_progress else None,
-        progress_interval=args.progress_interval,
-        on_checkpoint=last.append,
-        warn=warn,
-        fresh=getattr(args, "fresh", False),
-    )
+    connection = Connection(args.db, state_dir=Path(".weir"))
     try:
-        result = run_job(script.graph, options)
+        job = connection.start_script(script, state_dir=state_dir(args, script.graph.name, script),
+                                      from_savepoint=args.from_savepoint, fresh=getattr(args, "fresh", False),
+                                      warn=warn)
+        try:
+            while True:
+                try:
+                    job.wait(args.progress_interval)
+                    break
+                except TimeoutError:
+                    if show_progress:
+                        print("\r\x1b[2K" + _progress_line(job), end="", file=sys.stderr, flush=True)
+        except KeyboardInterrupt:
+            job.stop(savepoint=False)
+            raise
     except EngineError as error:
         if show_progress:
             print(file=sys.stderr)
         print(render.engine_error(error, err_tty), file=sys.stderr)
         return 1
+    finally:
+        connection.session.jobs.join_all()
+    result = job.result
     if show_progress:
         print("\r\x1b[2K", end="", file=sys.stderr, flush=True)
     print(render.summary(result, db_path=args.db, views=script.materialized_views,
@@ -59,6 +64,13 @@ def run(args, script: Script) -> int:
         print()
         print(explain(script.graph, f"job {script.graph.name}, as run", {m.id: m for m in result.operators}), end="")
     return 0
+
+
+def _progress_line(job) -> str:
+    metrics = job.metrics()
+    progress = Progress(metrics.rows_in, metrics.elapsed, metrics.watermark, metrics.rows_out)
+    event = metrics.last_checkpoint_event
+    return render.progress_line(progress) + (f"  {render.checkpoint_text(event)}" if event is not None else "")
 
 
 def _control_dir(args) -> Path:

@@ -45,6 +45,24 @@ class JobMetrics:
     watermark: int = MIN_WATERMARK
     #: The latest completed checkpoint or savepoint, '-' before the first.
     last_checkpoint: str = "-"
+    #: Each operator's figures (rows in and out, late rows dropped), in plan order. A parallel
+    #: job's workers are other processes: their operators' figures arrive at the job's end.
+    operators: tuple["OperatorFigures", ...] = ()
+    #: Rows dropped as late by every operator together.
+    late_rows: int = 0
+    #: Seconds the current attempt has run, at the last progress report.
+    elapsed: float = 0.0
+    #: The latest completed checkpoint's event (its kind, size, duration), None before the first.
+    last_checkpoint_event: object = None
+
+
+@dataclass(frozen=True)
+class OperatorFigures:
+    id: str
+    kind: str
+    rows_in: int
+    rows_out: int
+    late_rows: int = 0
 
 
 @dataclass
@@ -70,8 +88,15 @@ class Job:
     thread: threading.Thread | None = None
     #: Set when the user asked to stop it, so that JobCancelled means CANCELED.
     stopping: bool = False
+    #: How it runs (``JobManager.start``): in a new, emptied state directory (the shell's), or
+    #: resuming in its own as `weir run` does; ``fresh`` starts that over.
+    new_job: bool = True
+    fresh: bool = False
+    warn: Callable[[str], None] | None = None
     #: The latest snapshot of its figures (``JobMetrics``), published by the job's thread.
     metrics: JobMetrics = field(default_factory=JobMetrics)
+    #: Notified whenever the job's thread publishes metrics, completes a checkpoint or ends.
+    changed: threading.Condition = field(default_factory=threading.Condition)
 
     @property
     def running(self) -> bool:
@@ -92,19 +117,50 @@ class Job:
     # -- published by the job's own thread -------------------------------------------------
 
     def on_progress(self, progress: Progress) -> None:
-        self.metrics = replace(self.metrics, rows_in=progress.rows_read, rows_out=progress.rows_written,
-                               watermark=progress.watermark)
+        self._publish(replace(self.metrics, rows_in=progress.rows_read, rows_out=progress.rows_written,
+                              watermark=progress.watermark, elapsed=progress.elapsed,
+                              **self._operator_figures()))
 
     def on_checkpoint(self, event) -> None:
-        self.metrics = replace(self.metrics, last_checkpoint=str(event.checkpoint_id))
+        self._publish(replace(self.metrics, last_checkpoint=str(event.checkpoint_id), last_checkpoint_event=event))
 
     def on_result(self, result: JobResult) -> None:
         """The final figures: every worker's, summed."""
         checkpoints = result.checkpoints
-        self.metrics = replace(
+        figures = {}
+        for m in result.operators:  # a parallel job has one entry per operator and worker
+            known = figures.get(m.id) or OperatorFigures(m.id, m.kind, 0, 0, 0)
+            figures[m.id] = OperatorFigures(m.id, m.kind, known.rows_in + m.rows_in, known.rows_out + m.rows_out,
+                                            known.late_rows + sum(m.late_by_source.values()))
+        self._publish(replace(
             self.metrics, rows_in=result.rows_read,
             rows_out=sum(m.rows_in for m in result.operators if operator_class(m.kind).commits_output),
-            last_checkpoint=str(checkpoints[-1].checkpoint_id) if checkpoints else self.metrics.last_checkpoint)
+            last_checkpoint=str(checkpoints[-1].checkpoint_id) if checkpoints else self.metrics.last_checkpoint,
+            operators=tuple(figures.values()) or self.metrics.operators,
+            late_rows=sum(result.late_rows_by_source().values())))
+
+    def _operator_figures(self) -> dict:
+        """Each operator's figures so far, read in the job's own thread (which is running the
+        executor's tasks); none for a parallel executor, whose tasks are in its workers."""
+        tasks = getattr(self.executor, "tasks", None)
+        if not isinstance(self.executor, LocalExecutor) or not tasks:
+            return {}
+        figures = tuple(
+            OperatorFigures(t.node.id, t.node.kind, t.metrics.rows_in,
+                            t.reader.rows_read if t.reader is not None else t.metrics.rows_out,
+                            sum(t.ctx.late_by_source.values()))
+            for t in tasks.values())
+        return {"operators": figures, "late_rows": sum(f.late_rows for f in figures)}
+
+    def _publish(self, metrics: JobMetrics) -> None:
+        with self.changed:
+            self.metrics = metrics
+            self.changed.notify_all()
+
+    def _ended(self) -> None:
+        with self.changed:
+            self.done.set()
+            self.changed.notify_all()
 
 
 class JobManager:
@@ -115,13 +171,18 @@ class JobManager:
         self._numbers = itertools.count(1)
         self._lock = threading.Lock()
 
-    def start(self, graph: JobGraph, kind: str, *, from_savepoint: Path | None = None) -> Job:
+    def start(self, graph: JobGraph, kind: str, *, from_savepoint: Path | None = None,
+              state_dir: Path | None = None, fresh: bool = False,
+              warn: Callable[[str], None] | None = None) -> Job:
         """Start ``graph`` in the background. Each job checkpoints into a state directory of
         its own, started empty, so that STOP JOB ... WITH SAVEPOINT works (and SET
-        'execution.checkpointing.interval')."""
+        'execution.checkpointing.interval'). Given a ``state_dir``, the job runs there as
+        `weir run` runs one: resuming from its latest checkpoint, or reporting that it had
+        already finished (``fresh``: starting over)."""
         with self._lock:
             job_id = f"j{next(self._numbers)}"
-        job = Job(job_id, graph.name, kind, graph, self.state_root / job_id, from_savepoint)
+        job = Job(job_id, graph.name, kind, graph, state_dir or self.state_root / job_id, from_savepoint)
+        job.new_job, job.fresh, job.warn = state_dir is None, fresh, warn
         self.jobs[job_id] = job
         job.thread = threading.Thread(target=self._run, args=(job,), name=f"weir-job-{job_id}", daemon=True)
         job.thread.start()
@@ -135,8 +196,10 @@ class JobManager:
             job.started.set()
 
         options = JobOptions(state_dir=job.state_dir, from_savepoint=job.from_savepoint, on_executor=on_executor,
-                             new_job=True, on_progress=job.on_progress, progress_interval=METRICS_INTERVAL,
-                             on_checkpoint=job.on_checkpoint)
+                             new_job=job.new_job, fresh=job.fresh, on_progress=job.on_progress,
+                             progress_interval=METRICS_INTERVAL, on_checkpoint=job.on_checkpoint)
+        if job.warn is not None:
+            options.warn = job.warn
         try:
             result = run_job(job.graph, options)
             job.on_result(result)
@@ -150,7 +213,7 @@ class JobManager:
             job.status, job.error = FAILED, EngineError(f"{type(error).__name__}: {error}")
         finally:
             job.started.set()
-            job.done.set()
+            job._ended()
             if self.on_done is not None:
                 self.on_done(job)
 

@@ -36,7 +36,7 @@ MAX_ROWS = 100_000
 #: The kind of every row of an append-only result.
 INSERT = SHORT_NAMES[0]
 
-_results: dict[str, "LiveResult"] = {}
+_results: dict[str, "LiveResult | BatchQueue"] = {}
 _ids = itertools.count(1)
 
 
@@ -151,6 +151,61 @@ class LiveResult:
         return rows, ended and stop == self.received
 
 
+class BatchQueue:
+    """The batches of a streaming query for ``Connection.stream``, as Arrow: the job's sink
+    puts them in, the reader takes them out in order. The sink waits while ``max_batches``
+    are unread (so a slow reader holds the job back instead of filling memory), and drops
+    what still comes once the reader has closed the queue."""
+
+    def __init__(self, schema: pa.Schema, *, max_batches: int = 16):
+        self.id = f"live-{next(_ids)}"
+        self.schema = schema
+        self.max_batches = max_batches
+        self.ended = False
+        self.closed = False
+        self._batches: deque[pa.RecordBatch] = deque()
+        self._changed = threading.Condition()
+        _results[self.id] = self
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        with self._changed:
+            while not self.closed and len(self._batches) >= self.max_batches:
+                self._changed.wait(0.1)
+            if self.closed or batch.num_rows == 0:
+                return
+            self._batches.append(batch)
+            self._changed.notify_all()
+
+    def end(self) -> None:
+        with self._changed:
+            self.ended = True
+            self._changed.notify_all()
+
+    def close(self) -> None:
+        with self._changed:
+            self.closed = True
+            self._batches.clear()
+            self._changed.notify_all()
+        _results.pop(self.id, None)
+
+    def take(self, timeout: float) -> pa.RecordBatch | None:
+        """The next batch, or None if none came within ``timeout`` seconds or the result ended."""
+        with self._changed:
+            if not self._batches and not self.ended and not self.closed:
+                self._changed.wait(timeout)
+            if not self._batches:
+                return None
+            batch = self._batches.popleft()
+            self._changed.notify_all()
+            return batch
+
+    @property
+    def drained(self) -> bool:
+        """The job's sink finished and every batch has been taken."""
+        with self._changed:
+            return self.ended and not self._batches
+
+
 def _cells(batch: pa.RecordBatch) -> list[list[str]]:
     return [[cell(v) for v in row.values()] for row in batch.to_pylist()]
 
@@ -184,7 +239,7 @@ def register() -> None:
     register_connector(SPEC)
 
 
-def redirect_to(graph: JobGraph, result: LiveResult) -> None:
+def redirect_to(graph: JobGraph, result: LiveResult | BatchQueue) -> None:
     """Send the rows of a planned SELECT (a `print` sink) to ``result`` instead."""
     register()
     for node in graph.nodes:

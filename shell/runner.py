@@ -11,6 +11,7 @@ from typing import TextIO
 
 from weir.engine.errors import EngineError
 from weir.shell import live_view, render
+from weir.shell.api import Connection
 from weir.shell.database import DatabaseError
 from weir.shell.jobs import FAILED, FINISHED, Job
 from weir.shell.session import LiveQuery, Message, ResultTable, Session
@@ -32,9 +33,13 @@ Statements end with `;` and may span lines. Tab completes, Ctrl-C cancels, Ctrl-
 
 
 class Runner:
-    def __init__(self, session: Session, *, out: TextIO | None = None, err: TextIO | None = None,
+    """Runs text through a Python API ``Connection`` (``shell/api.py``) and shows each
+    statement's reply as the shell does."""
+
+    def __init__(self, connection: Connection | Session, *, out: TextIO | None = None, err: TextIO | None = None,
                  interactive: bool = False):
-        self.session = session
+        self.connection = connection if isinstance(connection, Connection) else Connection(session=connection)
+        self.session = self.connection.session
         self.out = out or sys.stdout
         self.err = err or sys.stderr
         self.interactive = interactive
@@ -53,7 +58,7 @@ class Runner:
                 continue
             try:
                 for statement in parse(chunk.padded(), source_name=source_name):
-                    self.show(self.session.execute(statement))
+                    self.show(self.connection.reply(statement))
             except WeirSqlError as error:
                 self._error(self._sql_error(error, text, source_name))
                 return 1

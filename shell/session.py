@@ -15,6 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 from sqlglot import exp
 
+from weir.engine.connectors.python_source import CONNECTOR as PYTHON_CONNECTOR
 from weir.engine.errors import EngineError
 from weir.engine.graph import JobGraph
 from weir.engine.operators.registry import operator_class
@@ -22,7 +23,7 @@ from weir.planner.catalog import TableDef, ViewDef
 from weir.planner.expressions import check_functions, output_name, to_duckdb
 from weir.planner.graph_builder import GraphBuilder
 from weir.planner.locate import locate, name, quoted
-from weir.planner.planner import Planner
+from weir.planner.planner import Planner, Script
 from weir.planner.queries import QueryPlanner
 from weir.planner.types import sql_name
 from weir.shell.database import ResultDatabase
@@ -41,6 +42,12 @@ TABLEAU_PENDING_ROWS = 10_000
 @dataclass
 class Message:
     text: str
+
+
+@dataclass
+class JobStarted(Message):
+    """A job statement's reply: what the shell prints, and the job it started."""
+    job: Job
 
 
 @dataclass
@@ -109,14 +116,14 @@ class Session:
         return planner
 
     # -- jobs ----------------------------------------------------------------------
-    def _start_job(self, s: st.Insert | st.CreateView) -> Message:
+    def _start_job(self, s: st.Insert | st.CreateView) -> JobStarted:
         """Plan and start the job. 'execution.savepoint.path' applies to this one job: it is
         used up here (unlike Flink's SQL client, where it stays set for every later job). A
         CREATE MATERIALIZED VIEW resuming from the savepoint its stopped job was stopped with
         maintains the view again, keeping its rows: STOP JOB ... WITH SAVEPOINT's recipe."""
         target = s.table if isinstance(s, st.Insert) else s.name
         savepoint = self.settings.get(SAVEPOINT_PATH)
-        resumed = self._resumed_view(s, savepoint)
+        resumed = self.resumed_view(s, savepoint)
         planner = self._planner(job_name=target)
         if resumed is not None:
             self.catalog.drop(resumed.name)  # planned again below, from the same statement
@@ -134,14 +141,39 @@ class Session:
         if savepoint:
             self.settings.pop(SAVEPOINT_PATH, None)
             self.fixed.pop(SAVEPOINT_PATH, None)
-        job = self.jobs.start(graph, kind, from_savepoint=Path(savepoint) if savepoint else None)
+        job = self.start(graph, kind, from_savepoint=Path(savepoint) if savepoint else None)
         resuming = f", resuming from the savepoint {savepoint}" if savepoint else ""
         if isinstance(s, st.CreateView):
             self.maintainers[s.name.lower()] = job
-            return Message(f"job {job.id} started: materialized view {s.name} in {self.db_path}{resuming}")
-        return Message(f"job {job.id} started: INSERT INTO {s.table}{resuming}")
+            return JobStarted(f"job {job.id} started: materialized view {s.name} in {self.db_path}{resuming}", job)
+        return JobStarted(f"job {job.id} started: INSERT INTO {s.table}{resuming}", job)
 
-    def _resumed_view(self, s: st.Statement, savepoint: str | None) -> ViewDef | None:
+    def start(self, graph: JobGraph, kind: str, **options) -> Job:
+        """Start a planned job (``JobManager.start``'s options), after the checks every job of a
+        session passes: one reading or writing Python objects runs in this process."""
+        check_python_objects(graph)
+        return self.jobs.start(graph, kind, **options)
+
+    def plan_job(self, statements: list[st.Statement], job_name: str) -> Script:
+        """Plan a whole script as one job, as `weir run` plans a file, over this session's
+        catalog and settings: its CREATE TABLE and CREATE VIEW statements join the catalog, and
+        every INSERT INTO and CREATE MATERIALIZED VIEW becomes part of one JobGraph. A CREATE
+        TABLE the catalog already holds, word for word, declares the same table (a script
+        submitted again, to resume it from a savepoint)."""
+        planner = self._planner(job_name=job_name)
+        for statement in statements:
+            known = self.catalog.lookup(statement.name) if isinstance(statement, st.CreateTable) else None
+            if isinstance(known, TableDef) and known.statement.text == statement.text:
+                continue
+            planner.execute(statement)  # a shell statement (SHOW, STOP JOB ...) is refused, by name
+        script = planner.script()
+        for view in script.materialized_views:
+            sink = next(node for node in script.graph.nodes if operator_class(node.kind).commits_output
+                        and node.config["options"].get("table-name") == view)
+            self.database.create_if_missing(view, sink.output_schema)
+        return script
+
+    def resumed_view(self, s: st.Statement, savepoint: str | None) -> ViewDef | None:
         """The materialized view that ``s`` maintains again from ``savepoint``, where its job
         was stopped with that savepoint; None otherwise."""
         if not savepoint or not isinstance(s, st.CreateView) or not s.materialized:
@@ -155,22 +187,28 @@ class Session:
         return found
 
     def _select(self, s: st.Select) -> Reply:
-        if not self._reads_a_stream(s.query):
-            return ResultTable(self._query_database(s))
+        if not self.reads_a_stream(s.query):
+            return ResultTable(self.query_database(s))
         mode = self.result_mode()
+        graph = self.plan_select(s)
+        sink = next(node for node in graph.nodes if operator_class(node.kind).commits_output)
+        result = LiveResult(sink.output_schema, max_pending=TABLEAU_PENDING_ROWS if mode == "tableau" else None)
+        redirect_to(graph, result)
+        return LiveQuery(self.start(graph, "select"), result, mode)
+
+    def plan_select(self, s: st.Select) -> JobGraph:
+        """A streaming SELECT planned as a job whose one sink is still the planner's `print`
+        sink, at parallelism 1 (its result goes to an object in this process)."""
         planner = self._planner(job_name="select")
         planner.execute(s)
         graph = planner.script().graph
-        sink = next(node for node in graph.nodes if operator_class(node.kind).commits_output)
-        graph.settings["parallelism.default"] = "1"  # the live result is an object in this process
-        result = LiveResult(sink.output_schema, max_pending=TABLEAU_PENDING_ROWS if mode == "tableau" else None)
-        redirect_to(graph, result)
-        return LiveQuery(self.jobs.start(graph, "select"), result, mode)
+        graph.settings["parallelism.default"] = "1"
+        return graph
 
     def result_mode(self) -> str:
         return self.settings.get(RESULT_MODE, "table").lower()
 
-    def _reads_a_stream(self, query: exp.Expression) -> bool:
+    def reads_a_stream(self, query: exp.Expression) -> bool:
         """True when the query reads a declared table or a plain view: then it
         runs as a job. Otherwise (materialized views, result tables in the
         database, no table at all) DuckDB answers it at once."""
@@ -183,7 +221,7 @@ class Session:
                 return True
         return False
 
-    def _query_database(self, s: st.Select) -> pa.Table:
+    def query_database(self, s: st.Select) -> pa.Table:
         schema = self._single_table_schema(s.query)
         # The same plan-time checks as a streaming query's: unknown functions, operand types.
         parts = [*s.query.expressions, *(s.query.args[k].this for k in ("where", "having") if s.query.args.get(k))] \
@@ -333,6 +371,19 @@ class Session:
             except Exception:  # noqa: BLE001 - a view that no longer plans has no columns to offer
                 found.setdefault(view.name, [])
         return found
+
+
+def check_python_objects(graph: JobGraph) -> None:
+    """A job reading or writing Python objects (``Connection.register``) runs at parallelism 1:
+    the objects are in this process, a parallel job's workers in others."""
+    tables = sorted({node.id.split(".")[0] for node in graph.nodes
+                     if (node.config.get("options") or {}).get("connector") == PYTHON_CONNECTOR})
+    parallelism = graph.settings.get("parallelism.default", "1")
+    if tables and parallelism.strip() != "1":
+        raise EngineError(
+            f"job {graph.name} reads or writes Python objects ({', '.join(tables)}), which live in this "
+            f"process; it cannot run at 'parallelism.default' = '{parallelism}'",
+            hint="SET 'parallelism.default' = '1' for this job (its workers would be other processes)")
 
 
 def _flink_names(query: exp.Expression) -> exp.Expression:

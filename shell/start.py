@@ -4,23 +4,26 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from weir.shell.api import Connection
 from weir.shell.repl import Repl
 from weir.shell.runner import Runner
 from weir.shell.session import Session
 
 
 def run_shell(file: str | None, init: str | None, *, db_path: str, settings: dict[str, str]) -> int:
-    session = Session(db_path=db_path, settings=settings)
+    connection = Connection(session=Session(db_path=db_path, settings=settings))
+    session = connection.session
     try:
-        return _run(session, file, init)
+        return _run(connection, file, init)
     finally:
         session.jobs.cancel_all()
         session.jobs.join_all()
 
 
-def _run(session: Session, file: str | None, init: str | None) -> int:
+def _run(connection: Connection, file: str | None, init: str | None) -> int:
+    session = connection.session
     if file is not None:
-        runner = Runner(session)
+        runner = Runner(connection)
         text = _read(file)
         if text is None:
             return 1
@@ -28,7 +31,7 @@ def _run(session: Session, file: str | None, init: str | None) -> int:
         if status != 0:
             return status
         return runner.wait_for_jobs()
-    runner = Runner(session, interactive=True)
+    runner = Runner(connection, interactive=True)
     if init is not None:
         text = _read(init)
         if text is None or runner.run_text(text, source_name=init) != 0:

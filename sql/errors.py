@@ -27,6 +27,14 @@ class WeirSqlError(Exception):
         super().__init__("\n".join(str(p) for p in self.problems))
 
     @property
+    def message(self) -> str:
+        return self.problems[0].message
+
+    @property
+    def column(self) -> int | None:
+        return self.problems[0].col
+
+    @property
     def line(self) -> int | None:
         return self.problems[0].line
 

@@ -10,7 +10,7 @@ import difflib
 
 import pyarrow as pa
 
-from weir.engine.connectors import blackhole, duckdb_table, filesystem, nexmark, print_sink
+from weir.engine.connectors import blackhole, duckdb_table, filesystem, nexmark, print_sink, python_source
 from weir.engine.connectors.base import DEFAULT_BATCH_SIZE, ConnectorSpec, OptionSpec, Sink, Source
 from weir.engine.connectors.options import value_problem
 from weir.engine.errors import ConnectorOptionError
@@ -23,6 +23,7 @@ CONNECTORS: dict[str, ConnectorSpec] = {
         print_sink.SPEC,
         blackhole.SPEC,
         duckdb_table.SPEC,
+        python_source.SPEC,
     )
 }
 

@@ -1,0 +1,159 @@
+"""weir.connect: execute, sql, errors, and Python tables (register, register_sink)."""
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+import weir
+from weir.engine.errors import EngineError
+from weir.shell.database import DatabaseError
+from weir.shell.runner import Runner
+from weir.sql.errors import WeirSqlError
+
+from api_data import WINDOWS, bids_table, oracle
+
+
+def test_execute_answers_each_kind_of_statement(con):
+    con.register("bids", bids_table(), watermark="date_time - INTERVAL '2' SECOND")
+    assert con.execute("SET 'pipeline.name' = 'p'") == "set 'pipeline.name' = 'p'"
+    tables = con.execute("SHOW TABLES")
+    assert isinstance(tables, weir.shell.api.Result)
+    assert tables.fetchall() == [("bids", "python")]
+    assert con.sql("DESCRIBE bids").fetchall() == [
+        ("auction", "BIGINT", "TRUE", "", ""), ("price", "BIGINT", "TRUE", "", ""),
+        ("date_time", "TIMESTAMP(3) *ROWTIME*", "TRUE", "", "date_time - INTERVAL '2' SECOND")]
+    assert "window_aggregate" in con.execute(f"EXPLAIN {WINDOWS}")
+
+    job = con.execute(WINDOWS)
+    assert isinstance(job, weir.JobHandle)
+    assert job.wait(60) == "FINISHED"
+    result = con.sql("SELECT * FROM per_auction ORDER BY window_start, auction")
+    assert result.columns == ["auction", "window_start", "bids", "total"]
+    assert result.fetchall() == oracle(bids_table())
+    assert result.arrow().num_rows == len(result) == 5
+
+
+def test_a_script_of_statements_answers_with_the_last(con):
+    answer = con.execute("CREATE TABLE t (x BIGINT) WITH ('connector' = 'nexmark'); SHOW TABLES;")
+    assert answer.fetchall() == [("t", "nexmark")]
+
+
+def test_sql_errors_carry_message_line_column_and_hint(con):
+    with pytest.raises(WeirSqlError) as caught:
+        con.execute("SET 'pipeline.name' = 'p';\nCREATE TABLE t (x BIGINT,\n  WATERMARK FOR nope AS nope)\n"
+                    "WITH ('connector' = 'nexmark')")
+    error = caught.value
+    assert (error.line, error.column) == (3, 17)  # at `nope`
+    assert error.message == "WATERMARK FOR nope: the table has no column nope"
+    assert error.hint == "name one of the table's TIMESTAMP columns: x"
+
+
+def test_sql_refuses_a_query_over_a_streaming_source_naming_stream(con):
+    con.register("bids", bids_table(), watermark="date_time")
+    with pytest.raises(WeirSqlError) as caught:
+        con.sql("SELECT * FROM bids")
+    assert "streaming source" in caught.value.message
+    assert "con.stream" in caught.value.hint
+
+
+def test_a_query_of_an_unknown_result_table_says_which_there_are(con):
+    with pytest.raises(DatabaseError) as caught:
+        con.sql("SELECT * FROM nowhere")
+    assert "nowhere" in caught.value.message
+
+
+def test_a_failing_job_raises_its_engine_error_from_wait(con):
+    table = bids_table()
+    con.register("bids", iter([table.to_batches()[0], table.drop_columns(["price"]).to_batches()[0]]),
+                 watermark="date_time")
+    job = con.execute(WINDOWS)
+    with pytest.raises(EngineError) as caught:
+        job.wait(60)
+    assert job.status == "FAILED" and job.error is caught.value
+    assert caught.value.message.endswith("has no column price")
+    assert caught.value.hint == "every batch needs the columns the table was registered with"
+
+
+def test_df_needs_pandas(con):
+    result = con.sql("SELECT 1 AS one")
+    try:
+        import pandas  # noqa: F401
+    except ImportError:
+        with pytest.raises(ImportError, match="pip install pandas"):
+            result.df()
+    else:
+        assert result.df()["one"].tolist() == [1]
+
+
+def test_an_iterator_of_batches_is_a_source(con):
+    table = bids_table()
+    con.register("bids", iter(table.to_batches(max_chunksize=2)), watermark="date_time - INTERVAL '2' SECOND")
+    assert con.execute(WINDOWS).wait(60) == "FINISHED"
+    assert con.sql("SELECT * FROM per_auction ORDER BY window_start, auction").fetchall() == oracle(table)
+
+
+def test_an_iterator_cannot_be_read_again(con):
+    """A second read (a restart) or a read from an offset (a restore) is refused, naming the fix."""
+    from weir.engine.connectors.registry import create_source
+
+    table = bids_table()
+    con.register("bids", iter(table.to_batches(max_chunksize=2)), watermark="date_time")
+    options = con.session.catalog.lookup("bids").options
+    source = create_source(options, con.session.catalog.lookup("bids").schema)
+    assert sum(b.num_rows for b, _ in source.read("0")) == table.num_rows
+    for offset in (None, 2):
+        with pytest.raises(EngineError, match="cannot be read again") as caught:
+            next(source.read("0", offset))
+        assert "pyarrow.Table" in caught.value.hint
+
+
+def test_a_table_source_resumes_from_its_offset(con):
+    from weir.engine.connectors.registry import create_source
+
+    table = pa.Table.from_batches(bids_table().to_batches(max_chunksize=4))
+    con.register("bids", table, watermark="date_time")
+    source = create_source(con.session.catalog.lookup("bids").options, con.session.catalog.lookup("bids").schema)
+    read = list(source.read("0"))
+    assert [offset for _, offset in read] == [4, 6]
+    resumed = list(source.read("0", 4))
+    assert [b.to_pylist() for b, _ in resumed] == [read[1][0].to_pylist()]
+
+
+def test_python_tables_refuse_parallelism_above_1(con):
+    con.register("bids", bids_table(), watermark="date_time")
+    con.execute("SET 'parallelism.default' = '2'")
+    with pytest.raises(EngineError) as caught:
+        con.execute(WINDOWS)
+    assert "bids" in caught.value.message and "'parallelism.default' = '2'" in caught.value.message
+    assert caught.value.hint.startswith("SET 'parallelism.default' = '1'")
+
+
+def test_registering_a_name_again_replaces_the_data(con):
+    con.register("bids", bids_table(), watermark="date_time")
+    fewer = bids_table()[:2]
+    con.register("bids", fewer, watermark="date_time")
+    assert con.execute(WINDOWS).wait(60) == "FINISHED"
+    assert con.sql("SELECT * FROM per_auction").fetchall() == oracle(fewer)
+
+
+def test_a_callback_sink_receives_the_rows_with_their_kind(con):
+    con.register("bids", bids_table(), watermark="date_time")
+    received: list[pa.RecordBatch] = []
+    con.register_sink("expensive", received.append, pa.schema([("auction", pa.int64()), ("price", pa.int64())]))
+    job = con.execute("INSERT INTO expensive SELECT auction, price FROM bids WHERE price >= 40")
+    assert job.wait(60) == "FINISHED"
+    rows = pa.Table.from_batches(received).to_pylist()
+    assert rows == [{"op": "+I", "auction": 2, "price": 40}, {"op": "+I", "auction": 1, "price": 50},
+                    {"op": "+I", "auction": 2, "price": 60}]
+
+
+def test_unsupported_column_types_are_named(con):
+    with pytest.raises(TypeError, match="`tags`"):
+        con.register("t", pa.table({"tags": pa.array([[1]], pa.list_(pa.int64()))}))
+
+
+def test_the_shell_runs_its_statements_through_the_connection(con, capsys):
+    runner = Runner(con)
+    assert runner.run_text("CREATE TABLE t (x BIGINT) WITH ('connector' = 'nexmark');") == 0
+    assert capsys.readouterr().out == "created table t\n"
+    assert con.sql("SHOW TABLES").fetchall() == [("t", "nexmark")]

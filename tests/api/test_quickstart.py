@@ -1,0 +1,23 @@
+"""examples/python/quickstart.py runs to the end and prints what its job and stream gave."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "python" / "quickstart.py"
+
+
+def test_the_quickstart_runs_and_prints_its_results(tmp_path):
+    done = subprocess.run([sys.executable, str(QUICKSTART)], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[:3] == ["submitted job j1 (channel_windows)", "job j1: FINISHED", "rows in: 18,400; rows out: 7,314; late rows: 0"]
+    assert "bids in the view: 18,400" in lines
+    assert "busiest channels: [('Baidu', 2355), ('Google', 2346), ('Apple', 2310), ('Facebook', 2266)]" in lines
+    # The stream's changes: trades arrive two at a time, so each symbol's total is updated (-U, +U).
+    start = lines.index("+I ACME 10")
+    assert lines[start:] == ["+I ACME 10", "+I INIT 5", "-U ACME 10", "+U ACME 20", "-U INIT 5", "+U INIT 13",
+                             "done"]
+    assert list(tmp_path.iterdir()) == []  # it wrote nothing where it ran
