@@ -23,6 +23,8 @@ built on it. What each call gives back:
   is read again every ``interval`` seconds until the subscription is closed.
 - ``register(name, data, watermark=...)`` / ``register_sink(name, callback,
   schema)``: Python objects as tables (``engine/connectors/python_source.py``).
+- ``create_function(name, fn, ...)``: a Python function as a SQL function
+  (``planner.catalog.register_function``; ``weir.udf`` declares one).
 
 Errors are the shell's: ``WeirSqlError`` (message, line, column, hint) for the
 SQL, ``EngineError`` (message, hint, operator) for a job, ``DatabaseError``
@@ -46,6 +48,7 @@ from weir.engine.errors import EngineError
 from weir.engine.operators.registry import operator_class
 from weir.engine.runtime import control
 from weir.engine.runtime.local import JobResult
+from weir.planner.catalog import register_function
 from weir.planner.planner import Script, default_job_name
 from weir.planner.types import sql_name
 from weir.shell.jobs import FAILED, Job, JobManager, JobMetrics
@@ -536,6 +539,17 @@ class Connection:
             python_source.forget_object(object_id)
             raise
         self._objects[name.lower()] = object_id
+
+    # -- Python functions ----------------------------------------------------------------
+    def create_function(self, name: str | None, fn: Callable, *, result_type: str | None = None,
+                        input_types: list[str] | None = None, func_type: str = "general") -> None:
+        """Make ``fn`` the SQL function ``name`` (None: the function's own name) for this
+        connection's statements, as CREATE FUNCTION does for a module's function: a ``@weir.udf``
+        function, or a plain one with ``result_type`` (and ``func_type="arrow"`` when it takes
+        pyarrow arrays). A function defined in ``__main__`` (a notebook, a script) runs at
+        parallelism 1; worker processes import a module's function by name."""
+        register_function(self.session.catalog, fn, name, result_type=result_type, input_types=input_types,
+                          func_type=func_type)
 
     # -- the end ---------------------------------------------------------------------
     def close(self) -> None:

@@ -2,13 +2,14 @@
 
 1. connect; 2. declare a table on the built-in Nexmark generator and one from a pyarrow table;
 3. submit a job maintaining a materialized view and watch it with con.sql; 4. stream the changes
-of an updating query; 5. (a Python UDF: see the marked place below).
+of an updating query; 5. a Python UDF in a query.
 """
 import datetime as dt
 import tempfile
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 import weir
 
@@ -63,8 +64,23 @@ for batch in con.stream("SELECT symbol, SUM(qty) AS qty FROM trades GROUP BY sym
         print(change["op"], change["symbol"], change["qty"])
 
 # -- 5. A Python UDF -------------------------------------------------------------------------------
-# >>> UDF goes here (issue 14, weir.udf): e.g. a vectorised function over pyarrow arrays, registered
-# >>> with @weir.udf(result_type=...) and used in a query above. Added when the UDF work is merged.
+# A function of pyarrow arrays (vectorised: one call per batch) becomes a SQL function. Defined here,
+# in __main__, it runs at parallelism 1; in a module of its own, worker processes import it too
+# (CREATE FUNCTION price_band AS 'my_module.price_band' from SQL).
+@weir.udf(result_type="STRING", func_type="arrow")
+def price_band(price: pa.Array) -> pa.Array:
+    bands = pa.array(["low", "middle", "high"])
+    return bands.take(pc.add(pc.greater_equal(price, pa.scalar(1_000, pa.int64())).cast(pa.int8()),
+                             pc.greater_equal(price, pa.scalar(10_000, pa.int64())).cast(pa.int8())))
+
+
+con.create_function("price_band", price_band)
+bands = con.submit("""
+CREATE MATERIALIZED VIEW price_bands AS
+SELECT price_band(price) AS band, COUNT(*) AS bids FROM bids GROUP BY price_band(price)
+""", name="price_bands")
+bands.wait(timeout=120)
+print("bids per price band:", con.sql("SELECT band, bids FROM price_bands ORDER BY band").fetchall())
 
 con.close()
 print("done")

@@ -6,6 +6,7 @@ import pytest
 
 import weir
 from weir.engine.errors import EngineError
+from weir.engine.udfs import UdfError
 from weir.shell.database import DatabaseError
 from weir.shell.runner import Runner
 from weir.sql.errors import WeirSqlError
@@ -157,3 +158,24 @@ def test_the_shell_runs_its_statements_through_the_connection(con, capsys):
     assert runner.run_text("CREATE TABLE t (x BIGINT) WITH ('connector' = 'nexmark');") == 0
     assert capsys.readouterr().out == "created table t\n"
     assert con.sql("SHOW TABLES").fetchall() == [("t", "nexmark")]
+
+
+def test_create_function_makes_python_functions_sql_functions(con):
+    """A plain function (a row at a time, declared here) and a @weir.udf of arrays, both defined in
+    this module, give in a job what the same built-in expressions give in DuckDB."""
+    import pyarrow.compute as pc
+
+    @weir.udf(result_type="BIGINT", func_type="arrow")
+    def cents(price: pa.Array) -> pa.Array:
+        return pc.multiply(price, pa.scalar(100, pa.int64()))
+
+    con.create_function("cents", cents)
+    con.create_function("band", lambda price: "high" if price >= 30 else "low", result_type="STRING")
+    con.register("bids", bids_table(), watermark="date_time")
+    con.execute("""CREATE MATERIALIZED VIEW bands AS
+                   SELECT band(price) AS band, SUM(cents(price)) AS cents FROM bids GROUP BY band(price)""").wait(60)
+    expected = oracle(bids_table(), "SELECT CASE WHEN price >= 30 THEN 'high' ELSE 'low' END AS band, "
+                                    "SUM(price * 100) FROM bids GROUP BY band ORDER BY band")
+    assert con.sql("SELECT band, cents FROM bands ORDER BY band").fetchall() == expected
+    with pytest.raises(UdfError, match="not a weir UDF and no result_type"):
+        con.create_function("plain", lambda x: x)

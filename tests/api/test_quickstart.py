@@ -1,6 +1,7 @@
 """examples/python/quickstart.py runs to the end and prints what its job and stream gave."""
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,11 @@ def test_the_quickstart_runs_and_prints_its_results(tmp_path):
     assert "busiest channels: [('Baidu', 2355), ('Google', 2346), ('Apple', 2310), ('Facebook', 2266)]" in lines
     # The stream's changes: trades arrive two at a time, so each symbol's total is updated (-U, +U).
     start = lines.index("+I ACME 10")
-    assert lines[start:] == ["+I ACME 10", "+I INIT 5", "-U ACME 10", "+U ACME 20", "-U INIT 5", "+U INIT 13",
-                             "done"]
+    assert lines[start:start + 6] == ["+I ACME 10", "+I INIT 5", "-U ACME 10", "+U ACME 20", "-U INIT 5",
+                                      "+U INIT 13"]
+    # The UDF's view: every bid in one of the three bands (tests/api/test_connection.py checks a
+    # function against the same built-in expression).
+    bands = dict(ast.literal_eval(lines[start + 6].removeprefix("bids per price band: ")))
+    assert sum(bands.values()) == 18_400 and set(bands) == {"low", "middle", "high"}
+    assert lines[start + 7:] == ["done"]
     assert list(tmp_path.iterdir()) == []  # it wrote nothing where it ran
