@@ -40,7 +40,7 @@ The result equals DuckDB's batch join over all rows when no row is late::
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -51,6 +51,7 @@ from weir.engine.operators.base import OperatorContext, StateOperator, explain_l
 from weir.engine.operators.batches import conform
 from weir.engine.operators.clock import EventTimeClock
 from weir.engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow, snapshot_tables
+from weir.engine.operators.firings import StreamsFirings
 from weir.engine.state.key_groups import key_groups
 from weir.engine.watermarks import USE, row_watermarks, without_arrival
 from weir.engine.state.keyed_tables import merge_snapshots, owned_tables
@@ -88,7 +89,7 @@ class _Side:
         return f"c{self.columns.index(name)}"
 
 
-class IntervalJoin(StateOperator):
+class IntervalJoin(StreamsFirings, StateOperator):
     #: State: the bounds decide how long each side's rows are buffered.
     STATE_CONFIG = ("join_type", "lower", "lower_strict", "upper", "upper_strict", "left", "right")
     arrival_watermark = USE
@@ -235,22 +236,29 @@ class IntervalJoin(StateOperator):
         return column.view(pa.int64())
 
     # -- watermarks ----------------------------------------------------------
-    def process_watermark(self, watermark: int) -> list[pa.RecordBatch]:
+    def process_watermark(self, watermark: int) -> Iterable[pa.RecordBatch]:
+        """Delete the rows no future row can match; an outer side's that never matched are
+        emitted first, padded with NULLs, streamed out in bounded batches (``StreamsFirings``)."""
         self.open()
         if not self.clock.advance(watermark):
             return []
-        out: list[pa.RecordBatch] = []
-        for side in self.sides:
-            keep = int_literal(self._keep_after(side))
-            alias = ALIASES[side.index]
-            if self.outer[side.index]:
-                table = query_arrow(self.con, f"SELECT {self._padded(side, alias)} FROM {side.table} {alias} "
-                                              f"WHERE {alias}.{TIME} <= {keep} AND NOT {alias}.{MATCHED}",
-                                    self.ctx.operator_id)
-                self.ctx.count("rows_out", table.num_rows)
-                out.extend(conform(table, self.ctx.output_schema, self.ctx.operator_id))
-            self._run(f"DELETE FROM {side.table} WHERE {TIME} <= {keep}")
-        return out
+        keeps = {side.index: int_literal(self._keep_after(side)) for side in self.sides}
+
+        def evict() -> None:
+            for side in self.sides:
+                self._run(f"DELETE FROM {side.table} WHERE {TIME} <= {keeps[side.index]}")
+
+        padded = [f"SELECT {side.index} AS __side, {self._padded(side, ALIASES[side.index])} FROM {side.table} "
+                  f"{ALIASES[side.index]} WHERE {ALIASES[side.index]}.{TIME} <= {keeps[side.index]} "
+                  f"AND NOT {ALIASES[side.index]}.{MATCHED}"
+                  for side in self.sides if self.outer[side.index]]
+        if not padded:
+            evict()
+            return []
+        if len(padded) == 1:
+            return self.stream_firing(f"SELECT * EXCLUDE (__side) FROM ({padded[0]})", evict)
+        return self.stream_firing(f"SELECT * EXCLUDE (__side) FROM ({' UNION ALL '.join(padded)}) "
+                                  f"ORDER BY __side", evict)
 
     def state_rows(self) -> dict[str, int]:
         """Rows buffered per input (for tests and metrics)."""

@@ -36,7 +36,7 @@ own window function over all rows when no row is late.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -45,9 +45,9 @@ from weir.engine.errors import EngineError
 from weir.engine.messages import MIN_WATERMARK
 from weir.engine.operators.accumulators import AggregateCall, Partial
 from weir.engine.operators.base import OperatorContext, StateOperator, explain_lines
-from weir.engine.operators.batches import conform
 from weir.engine.operators.clock import EventTimeClock
-from weir.engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow, snapshot_tables
+from weir.engine.operators.duckdb_sql import create_table_from_arrow, int_literal, snapshot_tables
+from weir.engine.operators.firings import StreamsFirings
 from weir.engine.state.key_groups import key_groups
 from weir.engine.watermarks import USE, row_watermarks, without_arrival
 from weir.engine.state.keyed_tables import merge_snapshots, owned_tables
@@ -61,7 +61,7 @@ FRAME_KINDS = ("rows", "range", "unbounded")
 ACCUMULATOR_TIME = MIN_WATERMARK
 
 
-class OverAggregate(StateOperator):
+class OverAggregate(StreamsFirings, StateOperator):
     #: State: the frame decides the history kept, the aggregates its partials.
     STATE_CONFIG = ("columns", "partition_keys", "time_column", "frame", "aggregates")
     arrival_watermark = USE
@@ -201,7 +201,7 @@ class OverAggregate(StateOperator):
         return self.calls[index].result_sql({p.kind: p.merge_sql(column, " OVER w")
                                              for column, _, p in self._partials(index)})
 
-    def process_watermark(self, watermark: int) -> list[pa.RecordBatch]:
+    def process_watermark(self, watermark: int) -> Iterable[pa.RecordBatch]:
         self.open()
         if not self.clock.advance(watermark):
             return []
@@ -218,14 +218,14 @@ class OverAggregate(StateOperator):
                f"SELECT *, false AS __history FROM ({ready}) UNION ALL BY NAME "
                f"SELECT *, true AS __history FROM history) "
                f"WINDOW w AS ({self._window()})) WHERE NOT __history ORDER BY {self._order()}")
-        table = query_arrow(self.con, sql, self.ctx.operator_id)
-        self._run(f"INSERT INTO history BY NAME {ready}")
-        self._run(f"DELETE FROM pending WHERE {TIME} <= {upto}")
-        self._prune(watermark)
-        remaining = self._run(f"SELECT min({TIME}) FROM pending")[0][0]
-        self._earliest_pending = remaining
-        self.ctx.count("rows_out", table.num_rows)
-        return conform(table, self.ctx.output_schema, self.ctx.operator_id)
+
+        def evict() -> None:  # the rows emitted join the history; pending keeps what is ahead
+            self._run(f"INSERT INTO history BY NAME {ready}")
+            self._run(f"DELETE FROM pending WHERE {TIME} <= {upto}")
+            self._prune(watermark)
+            self._earliest_pending = self._run(f"SELECT min({TIME}) FROM pending")[0][0]
+
+        return self.stream_firing(sql, evict)
 
     def _prune(self, watermark: int) -> None:
         """Keep only the history a future row's frame can reach."""

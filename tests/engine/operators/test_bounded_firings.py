@@ -1,6 +1,7 @@
 """A watermark that fires many windows at once streams them out in bounded batches
-(``engine.operators.firings``): session windows, window joins and window Top-N emit no batch
-larger than ``OUTPUT_BATCH_ROWS``, and exactly the rows (in the same order) they emit when the
+(``engine.operators.firings``): session windows, window joins, window Top-N, OVER
+aggregates and an interval join's unmatched outer rows emit no batch larger than
+``OUTPUT_BATCH_ROWS``, and exactly the rows (in the same order) they emit when the
 whole firing fits in one batch, whatever the bound; what fired leaves the state once read."""
 from __future__ import annotations
 
@@ -211,7 +212,8 @@ def test_the_next_call_into_the_operator_ends_a_stream_and_deletes_what_fired(mo
     op.close()
 
 
-@pytest.mark.parametrize("folder", ["session_bids_per_bidder", "window_join_outer", "window_topn_auctions"])
+@pytest.mark.parametrize("folder", ["session_bids_per_bidder", "window_join_outer", "window_topn_auctions",
+                                    "over_aggregates", "interval_join_shipments"])
 def test_a_golden_job_with_one_row_output_batches_and_a_checkpoint_per_batch_is_exact(folder, tmp_path, monkeypatch,
                                                                                         capsys):
     """Through the executor, every firing of two rows or more streamed (one row per batch) between
