@@ -29,6 +29,7 @@ from weir.engine.changelog import ROW_KIND, SHORT_NAMES, UPDATE_BEFORE, DELETE
 from weir.engine.connectors.base import ConnectorSpec, OptionSpec, Sink
 from weir.engine.connectors.registry import register_connector
 from weir.engine.graph import JobGraph
+from weir.engine.operators.registry import operator_class
 from weir.shell.render import cell
 
 RESULT_CONNECTOR = "weir-shell-result"
@@ -243,5 +244,5 @@ def redirect_to(graph: JobGraph, result: LiveResult | BatchQueue) -> None:
     """Send the rows of a planned SELECT (a `print` sink) to ``result`` instead."""
     register()
     for node in graph.nodes:
-        if node.kind == "sink":
+        if operator_class(node.kind).commits_output:
             node.config["options"] = {"connector": RESULT_CONNECTOR, "result-id": result.id}

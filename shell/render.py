@@ -10,6 +10,7 @@ import pyarrow as pa
 
 from weir.engine.errors import EngineError
 from weir.engine.messages import MAX_WATERMARK, MIN_WATERMARK
+from weir.engine.operators.registry import operator_class
 from weir.engine.runtime.local import JobResult, Progress
 from weir.sql.errors import WeirSqlError
 
@@ -106,9 +107,10 @@ def summary(result: JobResult, *, db_path: str | None, views: list[str], late_ro
     ]
     rows = [["operator", "rows in", "rows out", "late dropped"]]
     for m in result.operators:
-        late = m.counters.get("late_rows_dropped", 0 if m.kind.startswith("window_") else None)
-        rows.append([m.id, "-" if m.kind == "source" else f"{m.rows_in:,}",
-                     "-" if m.kind == "sink" else f"{m.rows_out:,}", "-" if late is None else f"{late:,}"])
+        kind = operator_class(m.kind)
+        late = m.counters.get("late_rows_dropped", 0 if kind.windowed else None)
+        rows.append([m.id, "-" if kind.reads_source else f"{m.rows_in:,}",
+                     "-" if kind.commits_output else f"{m.rows_out:,}", "-" if late is None else f"{late:,}"])
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for r in rows:
         out.append("  " + r[0].ljust(widths[0]) + "  " + "  ".join(c.rjust(w) for c, w in zip(r[1:], widths[1:])))
