@@ -13,6 +13,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from weir.engine.graph import Edge
+from weir.engine.operators.calc import CalcConfig, Expand
 from weir.engine.sql_eval import INPUT
 from weir.planner.aggregate_calls import AggregateCalls, typed
 from weir.planner.errors import PlanError, column_position
@@ -220,7 +221,7 @@ def _plan_expand(qp, stream: Stream, keys, sets, filter_sql, input_scope: Scope,
     projection.append([SET_ID, quote(SET_ID)])
     scope_schema = pa.schema([*stream.schema, pa.field(SET_ID, pa.int64())])
     schema = qp.describe_projection(projection, filter_sql, scope_schema, node)
-    config = {"projection": projection, "filter": filter_sql, "expand": {"column": SET_ID, "count": len(sets)}}
+    config = CalcConfig(projection=projection, filter=filter_sql, expand=Expand(column=SET_ID, count=len(sets)))
     names = [name for name, _ in keys]
     description = f"Expand(groupingSets=[{describe_sets(sets, names)}], " + ", ".join(
         [f"{SET_ID}=0..{len(sets) - 1}"] + [f"_key{i}={to_duckdb(k, input_scope.schema)}" for i, (_, k) in enumerate(keys)]

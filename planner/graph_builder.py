@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from weir.engine.graph import Edge, JobGraph, OperatorNode
+from weir.engine.operators.config import OperatorConfig
+from weir.engine.operators.registry import operator_class
 
 
 @dataclass
@@ -48,13 +50,16 @@ class GraphBuilder:
         self,
         pipeline: str,
         kind: str,
-        config: dict,
+        config: OperatorConfig | dict,
         schema: pa.Schema,
         inputs: list[Edge],
         description: str,
         *,
         label: str | None = None,
     ) -> OperatorNode:
-        """Add an operator with id ``<pipeline>.<label or kind>`` (suffixed _2, _3, ... when taken)."""
+        """Add an operator with id ``<pipeline>.<label or kind>`` (suffixed _2, _3, ... when taken).
+        ``config`` is the kind's ``Config`` dataclass (``OperatorKind.typed``: a dict for a kind
+        without one, the runtime's source and sink)."""
+        config = operator_class(kind).typed(config)
         node = OperatorNode(self.new_id(pipeline, label or kind), kind, config, schema, inputs, description)
         return self.graph.add(node)

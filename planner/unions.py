@@ -25,6 +25,7 @@ from sqlglot import exp
 
 from weir.engine.changelog import INSERT, ROW_KIND, ROW_KIND_TYPE
 from weir.engine.graph import Edge
+from weir.engine.operators.calc import CalcConfig
 from weir.engine.operators.duckdb_sql import duckdb_name
 from weir.engine.sql_eval import INPUT, describe
 from weir.planner.calc import calc_description
@@ -159,6 +160,6 @@ def _cast(qp: "QueryPlanner", stream: Stream, original: Stream, schema: pa.Schem
         projection.append([ROW_KIND, f"CAST({INSERT} AS TINYINT)" if add_kind else quote(ROW_KIND)])
         fields.append(pa.field(ROW_KIND, ROW_KIND_TYPE))
     cast_schema = pa.schema(fields)
-    added = qp.builder.add(pipeline, "calc", {"projection": projection, "filter": None}, cast_schema,
+    added = qp.builder.add(pipeline, "calc", CalcConfig(projection=projection), cast_schema,
                            [Edge(original.node_id)], calc_description(projection, None, original.schema.names))
     return Stream(added.id, cast_schema, stream.time_attributes, stream.name, append_only=not updating)

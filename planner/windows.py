@@ -161,8 +161,9 @@ def window_bound(builder, node_id: str, column: str) -> tuple[str, WindowSpec] |
         node = graph.node(node_id)
         if node.kind in ("source", "window_aggregate") or not node.inputs:
             return None
-        if "projection" in node.config:
-            sql = dict((name, s) for name, s in node.config["projection"]).get(column)
+        projection = node.config.get("projection") if isinstance(node.config, dict) else getattr(node.config, "projection", None)
+        if projection is not None:
+            sql = dict(projection).get(column)
             upstream = graph.node(node.inputs[0].source)
             column = next((name for name in upstream.output_schema.names if sql == quote(name)), None)
             if column is None:

@@ -46,7 +46,7 @@ def test_nexmark_q5_is_a_window_join_with_its_other_condition_a_filter():
     assert join.config["right"]["window_start"] == "starttime"
     assert "HOP(ts, 10 s, slide 2 s)" in join.description
     (calc,) = graph.consumers(join.id)
-    assert calc[0].config["filter"] == '"num" >= "maxn"'
+    assert calc[0].config.filter == '"num" >= "maxn"'
 
 
 def test_grouping_by_one_bound_only_is_an_updating_aggregate():

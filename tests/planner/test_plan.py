@@ -106,7 +106,7 @@ def test_sum_and_avg_keep_their_argument_type_as_in_flink():
 def test_calc_output_names_and_types():
     graph = view("SELECT auction, price * 2 AS doubled, UPPER(channel), date_time FROM bids WHERE price > 10")
     calc = graph.node("v.calc")
-    assert calc.config["filter"] == '"price" > 10'
+    assert calc.config.filter == '"price" > 10'
     assert calc.output_schema == pa.schema([("auction", pa.int64()), ("doubled", pa.int64()),
                                             ("EXPR$2", pa.string()), ("date_time", TS)])
 
@@ -115,7 +115,7 @@ def test_expression_group_keys_are_computed_before_the_exchange():
     graph = view("SELECT price % 10 AS band, window_start, COUNT(*) AS n "
                  "FROM TUMBLE(bids, date_time, INTERVAL '1' MINUTE) GROUP BY price % 10, window_start, window_end")
     calc, aggregate = graph.node("v.calc"), graph.node("v.window_aggregate")
-    assert calc.config["projection"][-1] == ["_key0", '"price" % 10']
+    assert calc.config.projection[-1] == ("_key0", '"price" % 10')
     assert "_key0" in calc.output_schema.names
     assert aggregate.inputs == [Edge("v.calc", "hash", ("_key0",))]
     assert aggregate.config["keys"] == [["_key0", '"_key0"']]

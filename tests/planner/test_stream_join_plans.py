@@ -37,7 +37,7 @@ def test_inner_join_of_append_only_inputs_is_append_only_and_filters_each_input_
     assert node.config["join_type"] == "inner" and node.config["residual"] is None
     assert node.config["changelog"] is False and ROW_KIND not in node.output_schema.names
     assert [(e.partitioning, e.keys) for e in node.inputs] == [("hash", ("id",)), ("hash", ("auction",))]
-    filters = sorted(graph.node(e.source).config["filter"] for e in node.inputs)
+    filters = sorted(graph.node(e.source).config.filter for e in node.inputs)
     assert filters == ['"price" > 10', '"seller" < 5']
     assert "changelog: append [I]" in explain(graph)
 

@@ -57,7 +57,7 @@ def test_join_types(spelling, join_type):
     assert node.output_schema.names[6:] == ["num0", "id0", "price", "ts0", "window_start0", "window_end0",
                                            "window_time0"]
     (calc,) = graph.consumers(node.id)
-    assert calc[0].config["projection"] == [["num", '"num"'], ["id", '"id0"']]
+    assert calc[0].config.projection == (("num", '"num"'), ("id", '"id0"'))
 
 
 def test_nexmark_q8_follows_renamed_window_bounds_through_window_aggregates():
@@ -87,9 +87,9 @@ def test_semi_and_anti_spellings():
     assert (node.config["join_type"], node.config["null_aware"]) == ("anti", False)
     assert node.output_schema.names == ["num", "id", "ts", "window_start", "window_end", "window_time"]
     right_filter = graph.node(node.inputs[1].source)
-    assert right_filter.config["filter"] == '"price" > 10'
+    assert right_filter.config.filter == '"price" > 10'
     (outer, _), = graph.consumers(node.id)
-    assert outer.config["filter"] == "\"id\" <> 'x'"
+    assert outer.config.filter == "\"id\" <> 'x'"
 
 
 def test_keys_of_different_types_and_expressions_are_computed_before_the_exchange():
@@ -98,14 +98,14 @@ def test_keys_of_different_types_and_expressions_are_computed_before_the_exchang
     node = join_node(graph)
     assert node.config["left"]["keys"] == node.config["right"]["keys"] == ["_jk0"]
     left_keys = graph.node(node.inputs[0].source)
-    assert left_keys.config["projection"][-1] == ["_jk0", 'CAST(("num" + 1) AS DOUBLE)']
-    assert graph.node(node.inputs[1].source).config["projection"][-1] == ["_jk0", 'CAST(("price") AS DOUBLE)']
+    assert left_keys.config.projection[-1] == ("_jk0", 'CAST(("num" + 1) AS DOUBLE)')
+    assert graph.node(node.inputs[1].source).config.projection[-1] == ("_jk0", 'CAST(("price") AS DOUBLE)')
 
 
 def test_star_names_right_columns_that_clash_like_flink():
     graph = plan(f"SELECT * FROM {LW} L JOIN {RW} R ON {ON}")
     (calc, _), = graph.consumers(join_node(graph).id)
-    assert [name for name, _ in calc.config["projection"]] == [
+    assert [name for name, _ in calc.config.projection] == [
         "num", "id", "ts", "window_start", "window_end", "window_time",
         "num0", "id0", "price", "ts0", "window_start0", "window_end0", "window_time0"]
     graph = plan(f"SELECT R.* FROM {LW} L JOIN {RW} R ON {ON}")
@@ -151,7 +151,7 @@ def test_an_inner_window_joins_other_conditions_filter_the_joined_rows():
     """As in Flink (Nexmark q5: ``AuctionBids.num >= MaxBids.maxn`` in ON)."""
     graph = plan(f"SELECT L.id FROM {LW} L JOIN {RW} R ON {ON} AND L.num < R.num AND L.id = 'x'")
     (calc,) = graph.consumers(join_node(graph).id)
-    assert calc[0].config["filter"] == "\"num\" < \"num0\" AND \"id\" = 'x'"
+    assert calc[0].config.filter == "\"num\" < \"num0\" AND \"id\" = 'x'"
 
 
 def test_outer_window_join_non_equi_conditions_and_mixed_bounds_are_reported_together():
