@@ -26,6 +26,7 @@ from sqlglot import exp
 from weir.engine.changelog import INSERT, ROW_KIND, ROW_KIND_TYPE
 from weir.engine.graph import Edge
 from weir.engine.operators.calc import CalcConfig
+from weir.engine.operators.union import UnionConfig
 from weir.engine.operators.duckdb_sql import duckdb_name
 from weir.engine.sql_eval import INPUT, describe
 from weir.planner.calc import calc_description
@@ -123,7 +124,7 @@ def plan_union(qp: "QueryPlanner", query: exp.Union, pipeline: str) -> Stream:
     )
     if updating:
         schema = schema.append(pa.field(ROW_KIND, ROW_KIND_TYPE))
-    node = qp.builder.add(pipeline, "union", {"inputs": len(inputs)}, schema, [Edge(s.node_id) for s in inputs],
+    node = qp.builder.add(pipeline, "union", UnionConfig(inputs=len(inputs)), schema, [Edge(s.node_id) for s in inputs],
                           f"Union(all=[true], inputs=[{len(inputs)}])")
     return Stream(node.id, schema, times, " UNION ALL ".join(dict.fromkeys(s.name for s in streams)),
                   append_only=not updating)

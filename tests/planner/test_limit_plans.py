@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from weir.engine.operators.limit import LimitConfig
 from weir.planner.planner import plan_script
 from weir.sql import WeirSqlError, parse
 
@@ -25,7 +26,7 @@ def problem(statement: str):
 def test_a_select_in_the_shell_with_limit_keeps_the_first_rows_append_only():
     graph = plan("SELECT auction, price FROM bid WHERE price > 10 LIMIT 3;")
     (limit,) = [n for n in graph.nodes if n.kind == "limit"]
-    assert limit.config == {"limit": 3}
+    assert limit.config == LimitConfig(limit=3)
     assert [(e.partitioning, e.keys) for e in limit.inputs] == [("hash", ())]  # one subtask counts them all
     (sink,) = graph.consumers(limit.id)
     assert sink[0].kind == "sink" and sink[0].config.get("changelog") is None
