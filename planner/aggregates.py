@@ -14,6 +14,8 @@ from sqlglot import exp
 
 from weir.engine.graph import Edge
 from weir.engine.operators.calc import CalcConfig, Expand
+from weir.engine.operators.window_aggregate import GroupingSetCopies, WindowAggregateConfig
+from weir.engine.operators.windows import SlicedWindowConfig
 from weir.engine.sql_eval import INPUT
 from weir.planner.aggregate_calls import AggregateCalls, typed
 from weir.planner.errors import PlanError, column_position
@@ -188,15 +190,12 @@ class GroupedExpressions:
 def _add_window_aggregate(qp: "QueryPlanner", window: WindowSpec, key_sql: list[list[str]],
                           aggregates: AggregateCalls, having_sql: str | None, projection: list[list[str]],
                           sets: list[tuple[int, ...]] | None, schema: pa.Schema, edge: Edge, pipeline: str):
-    config = {
-        "window": window.config(),
-        "keys": key_sql,
-        "aggregates": aggregates.calls,
-        "having": having_sql,
-        "projection": projection,
-    }
-    if sets:
-        config["grouping_sets"] = {"column": SET_ID, "count": len(sets)}
+    parts = dict(keys=key_sql, aggregates=aggregates.calls, having=having_sql, projection=projection)
+    if window.kind == "session":  # added as a session_window (planner.sessions)
+        config = {"window": window.config(), **parts}
+    else:
+        config = WindowAggregateConfig(window=SlicedWindowConfig(**window.config()), **parts,
+                                       grouping_sets=GroupingSetCopies(column=SET_ID, count=len(sets)) if sets else None)
     aggregate_list = ", ".join(f"{c['name']}={sql}" for c, sql in zip(aggregates.calls, aggregates.sql))
     select_list = ", ".join(name if sql == quote(name) else f"{name}={sql}" for name, sql in projection)
     description = (

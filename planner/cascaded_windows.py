@@ -107,7 +107,7 @@ def plan_cascaded_window(qp: "QueryPlanner", select: exp.Select, stream: Stream,
              if (window_bound(qp.builder, stream.node_id, name) or ("",))[0] == "window_time"]
     internal = [("window_start", START), ("window_end", END), ("window_time", "window_time"),
                 *(("window_time", name) for name in times)]
-    projected = qp.builder.graph.node(aggregated.node_id).config["projection"]
+    projected = qp.builder.graph.node(aggregated.node_id).config.projection
     made = {name: (bound, window) for name, sql in projected for bound, column in internal if sql == quote(column)}
     qp.builder.window_columns[aggregated.node_id] = made
     kept_times = {name for name, (bound, _) in made.items() if bound == "window_time"}

@@ -206,7 +206,7 @@ class QueryPlanner:
                 return plan_session_window(self, select, window_tvf, stream, window, scope, pipeline)
             aggregated = plan_window_aggregate(self, select, stream, window, scope, pipeline)
             register_window_columns(self.builder, aggregated.node_id,
-                                    self.builder.graph.node(aggregated.node_id).config["projection"], window)
+                                    self.builder.graph.node(aggregated.node_id).config.projection, window)
             return aggregated
         if window is not None and window.kind == "session":
             raise self.fail("a SESSION window needs GROUP BY window_start, window_end and its keys with an "

@@ -73,6 +73,11 @@ SMALL_DICT_CONFIGS = {
     "out.calc": {"projection": [["auction", '"auction"'], ["price", '"price"'], ["channel", '"channel"'],
                                 ["ts", '"ts"']],
                  "filter": "\"price\" > 10 AND \"channel\" <> 'x'"},
+    "out.window_aggregate": {"window": {"kind": "tumble", "time_column": "ts", "size": 10_000_000, "offset": 0},
+                             "keys": [["auction", '"auction"']],
+                             "aggregates": [{"name": "_agg0", "function": "count", "argument": None,
+                                             "distinct": False, "filter": None}],
+                             "having": None, "projection": [["auction", '"auction"'], ["n", '"_agg0"']]},
 }
 
 

@@ -103,7 +103,7 @@ class WindowJoin(StateOperator):
 
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
-        self.late_rows = LateRows(config, ctx)
+        self.late_rows = LateRows(config.get("late_rows"), ctx)
         oid = ctx.operator_id
         self.join_type = str(config.get("join_type", "")).lower()
         if self.join_type not in JOIN_TYPES:

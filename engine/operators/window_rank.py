@@ -87,7 +87,7 @@ class WindowRank(StateOperator):
 
     def __init__(self, config: dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
-        self.late_rows = LateRows(config, ctx)
+        self.late_rows = LateRows(config.get("late_rows"), ctx)
         oid = ctx.operator_id
         for required in ("order_by", "rank_range", "projection", "rank_column"):
             if not config.get(required):
