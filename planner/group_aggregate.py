@@ -16,6 +16,7 @@ from sqlglot import exp
 
 from weir.engine.changelog import ROW_KIND, ROW_KIND_TYPE
 from weir.engine.graph import Edge
+from weir.engine.operators.group_aggregate import GroupAggregateConfig
 from weir.engine.sql_eval import INPUT
 from weir.planner.aggregate_calls import AggregateCalls, typed
 from weir.planner.calc import projected_key
@@ -83,8 +84,8 @@ def plan_group_aggregate(qp: "QueryPlanner", select: exp.Select, stream: Stream,
     outer = ", ".join(f"{sql} AS {quote(name)}" for name, sql in projection)
     schema = qp.describe(f"SELECT {outer} FROM {INPUT}", grouped, select)
     schema = schema.append(pa.field(ROW_KIND, ROW_KIND_TYPE))
-    config = {"keys": key_sql, "aggregates": aggregates.calls, "having": having_sql, "projection": projection,
-              "append_only_input": stream.append_only}
+    config = GroupAggregateConfig(keys=key_sql, aggregates=aggregates.calls, having=having_sql, projection=projection,
+                                  append_only_input=stream.append_only)
     aggregate_list = ", ".join(f"{c['name']}={sql}" for c, sql in zip(aggregates.calls, aggregates.sql))
     select_list = ", ".join(name if sql == quote(name) else f"{name}={sql}" for name, sql in projection)
     description = (f"GroupAggregate(groupBy=[{', '.join(n for n, _ in key_sql)}], aggregates=[{aggregate_list}], "
