@@ -99,7 +99,7 @@ def test_nulls_are_the_smallest_value_in_every_ranking(order, expected):
                        f"ORDER BY {order}) AS rownum FROM {WINDOW}) WHERE rownum <= 3")
     stream = top_n_node(f"SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY {order}) "
                         "AS rownum FROM bids) WHERE rownum <= 3")
-    assert window.config["order_by"] == stream.config["order_by"] == [expected]
+    assert window.config["order_by"] == list(stream.config.order_by) == [expected]
 
 
 @pytest.mark.parametrize("order, ties", [("date_time DESC", "latest_first"), ("date_time", "earliest_first"),
@@ -107,7 +107,7 @@ def test_nulls_are_the_smallest_value_in_every_ranking(order, expected):
 def test_ties_rank_by_arrival_latest_first_only_for_keep_last_deduplication(order, ties):
     node = top_n_node(f"SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY {order}) "
                       "AS rownum FROM bids) WHERE rownum <= 1")
-    assert node.config["ties"] == ties
+    assert node.config.ties == ties
 
 
 def test_without_window_bounds_in_partition_by_it_ranks_the_whole_stream():
@@ -115,7 +115,7 @@ def test_without_window_bounds_in_partition_by_it_ranks_the_whole_stream():
              f"FROM {WINDOW}) WHERE rownum <= 3")
     graph = plan_script(parse(CATALOG + f"CREATE MATERIALIZED VIEW v AS {query};")).graph
     (node,) = [n for n in graph.nodes if n.kind == "top_n"]
-    assert node.config["partition_keys"] == ["auction"] and node.config["rank_range"] == [1, 3]
+    assert node.config.partition_keys == ("auction",) and node.config.rank_range == (1, 3)
 
 
 def test_rank_without_upper_bound_and_without_order_are_reported_together():
