@@ -7,6 +7,7 @@ import dataclasses
 import pyarrow as pa
 import pytest
 
+from weir.engine.operators.over_aggregate import OverFrame
 from weir.planner.planner import plan_script
 from weir.planner.queries import QueryPlanner
 from weir.sql import Problem, WeirSqlError, parse
@@ -164,8 +165,8 @@ def test_interval_spellings(condition, bounds):
     graph = plan(f"SELECT a.id, b.w FROM a JOIN b ON a.id = b.id AND {condition}")
     (join,) = nodes(graph, "interval_join")
     config = join.config
-    assert (config["lower"], config["lower_strict"], config["upper"], config["upper_strict"]) == bounds
-    assert (config["left"]["time"], config["right"]["time"]) == ("ts", "ts")
+    assert (config.lower, config.lower_strict, config.upper, config.upper_strict) == bounds
+    assert (config.left.time, config.right.time) == ("ts", "ts")
     assert [(e.partitioning, e.keys) for e in join.inputs] == [("hash", ("id",)), ("hash", ("id",))]
 
 
@@ -174,7 +175,7 @@ def test_interval_spellings(condition, bounds):
 def test_interval_join_types(spelling, join_type):
     graph = plan(f"SELECT * FROM a {spelling} b ON a.id = b.id AND b.ts BETWEEN a.ts AND a.ts + INTERVAL '1' MINUTE")
     (join,) = nodes(graph, "interval_join")
-    assert join.config["join_type"] == join_type
+    assert join.config.join_type == join_type
     assert join.output_schema.names == ["id", "v", "ts", "n", "id0", "w", "ts0", "x"]
 
 
@@ -195,7 +196,7 @@ def test_an_equality_within_one_input_filters_an_inner_interval_join():
     graph = plan("SELECT a.id FROM a JOIN b ON a.id = b.id AND b.ts BETWEEN a.ts AND a.ts + INTERVAL '1' MINUTE "
                  "AND a.n = 3 AND b.w = a.v")
     (join,) = nodes(graph, "interval_join")
-    assert (join.config["left"]["keys"], join.config["right"]["keys"]) == (["id", "v"], ["id", "w"])
+    assert (join.config.left.keys, join.config.right.keys) == (("id", "v"), ("id", "w"))
     assert graph.node(join.inputs[0].source).config.filter == '"n" = 3'
 
 
@@ -203,7 +204,7 @@ def test_a_time_bound_on_one_side_is_a_regular_join_with_that_condition():
     # As in Flink: an interval join needs both bounds; else the comparison is a join condition.
     graph = plan("SELECT a.id FROM a LEFT JOIN b ON a.id = b.id AND b.ts >= a.ts")
     (join,) = nodes(graph, "stream_join")
-    assert join.config["residual"] == '"ts0" >= "ts"' and not nodes(graph, "interval_join")
+    assert join.config.residual == '"ts0" >= "ts"' and not nodes(graph, "interval_join")
 
 
 def test_interval_join_bound_errors():
@@ -268,8 +269,8 @@ def test_interval_join_over_an_updating_stream_is_refused(monkeypatch):
 def test_over_frames(window, frame):
     graph = plan(f"SELECT id, SUM(n) OVER (PARTITION BY v {window}) AS s FROM a")
     (over,) = nodes(graph, "over_aggregate")
-    assert over.config["frame"] == frame
-    assert over.config["partition_keys"] == ["v"] and over.config["time_column"] == "ts"
+    assert over.config.frame == OverFrame(**frame)
+    assert over.config.partition_keys == ("v",) and over.config.time_column == "ts"
     assert [(e.partitioning, e.keys) for e in over.inputs] == [("hash", ("v",))]
 
 
@@ -277,7 +278,7 @@ def test_several_aggregates_share_a_named_window():
     graph = plan("SELECT *, COUNT(*) OVER w AS c, AVG(n) OVER w AS m, SUM(n) OVER w + 1 FROM a "
                  "WINDOW w AS (ORDER BY ts ROWS 2 PRECEDING)")
     (over,) = nodes(graph, "over_aggregate")
-    assert [a["function"] for a in over.config["aggregates"]] == ["count", "avg", "sum"]
+    assert [a.function for a in over.config.aggregates] == ["count", "avg", "sum"]
     assert over.inputs[0].partitioning == "forward"
     assert sink_input(graph).output_schema.names == ["id", "v", "ts", "n", "c", "m", "EXPR$3"]
 
