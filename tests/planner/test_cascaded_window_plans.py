@@ -44,7 +44,7 @@ def test_nexmark_q5_is_a_window_join_with_its_other_condition_a_filter():
       ON A.starttime = M.starttime AND A.endtime = M.endtime AND A.num >= M.maxn"""
     graph = plan(query)
     (join,) = [n for n in graph.nodes if n.kind == "window_join"]
-    assert join.config["right"]["window_start"] == "starttime"
+    assert join.config.right.window_start == "starttime"
     assert "HOP(ts, 10 s, slide 2 s)" in join.description
     (calc,) = graph.consumers(join.id)
     assert calc[0].config.filter == '"num" >= "maxn"'

@@ -82,5 +82,5 @@ FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(date_time), INTERVAL '10' SECOND)) L
 JOIN TABLE(TUMBLE(TABLE bids, DESCRIPTOR(date_time), INTERVAL '10' SECOND)) R
 ON L.auction = R.auction AND L.window_start = R.window_start AND L.window_end = R.window_end;"""
     script = plan(SOURCE.format(table="late_bids") + join)
-    assert set(script.graph.node("pairs.window_join").config["late_rows"]) == {"0", "1"}
+    assert set(script.graph.node("pairs.window_join").config.late_rows) == {"0", "1"}
     assert [e.source for e in script.graph.node("late_bids.sink").inputs] == ["pairs.window_join"]
