@@ -14,6 +14,7 @@ from sqlglot import exp
 
 from weir.engine.graph import Edge
 from weir.engine.operators.calc import CalcConfig, Expand
+from weir.engine.operators.session_window import SessionWindowConfig, SessionWindowSpec
 from weir.engine.operators.window_aggregate import GroupingSetCopies, WindowAggregateConfig
 from weir.engine.operators.windows import SlicedWindowConfig
 from weir.engine.sql_eval import INPUT
@@ -192,7 +193,7 @@ def _add_window_aggregate(qp: "QueryPlanner", window: WindowSpec, key_sql: list[
                           sets: list[tuple[int, ...]] | None, schema: pa.Schema, edge: Edge, pipeline: str):
     parts = dict(keys=key_sql, aggregates=aggregates.calls, having=having_sql, projection=projection)
     if window.kind == "session":  # added as a session_window (planner.sessions)
-        config = {"window": window.config(), **parts}
+        config = SessionWindowConfig(window=SessionWindowSpec(**window.config()), **parts)
     else:
         config = WindowAggregateConfig(window=SlicedWindowConfig(**window.config()), **parts,
                                        grouping_sets=GroupingSetCopies(column=SET_ID, count=len(sets)) if sets else None)
