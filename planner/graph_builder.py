@@ -58,8 +58,10 @@ class GraphBuilder:
         label: str | None = None,
     ) -> OperatorNode:
         """Add an operator with id ``<pipeline>.<label or kind>`` (suffixed _2, _3, ... when taken).
-        ``config`` is the kind's ``Config`` dataclass (``OperatorKind.typed``: a dict for a kind
-        without one, the runtime's source and sink)."""
-        config = operator_class(kind).typed(config)
+        ``config`` is the kind's ``Config`` dataclass (``OperatorKind.Config``; a dict for a kind
+        without one: the runtime's source and sink)."""
+        expected = operator_class(kind).Config
+        if expected is not None and not isinstance(config, expected):
+            raise TypeError(f"a {kind} node's config is a {expected.__name__}, not {type(config).__name__}")
         node = OperatorNode(self.new_id(pipeline, label or kind), kind, config, schema, inputs, description)
         return self.graph.add(node)

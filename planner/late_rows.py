@@ -99,6 +99,4 @@ def _projection(source: pa.Schema, columns: pa.Schema) -> list[list[str]]:
 
 def _with_late_rows(config, index: int, projection: list[list[str]]):
     """``config`` whose ``late_rows`` also hands input ``index``'s late rows on as ``projection``."""
-    if isinstance(config, dict):  # a kind whose config is not typed yet
-        return {**config, "late_rows": {**config.get("late_rows", {}), str(index): projection}}
     return dataclasses.replace(config, late_rows={**(config.late_rows or {}), str(index): projection})

@@ -161,7 +161,7 @@ def window_bound(builder, node_id: str, column: str) -> tuple[str, WindowSpec] |
         node = graph.node(node_id)
         if node.kind in ("source", "window_aggregate") or not node.inputs:
             return None
-        projection = node.config.get("projection") if isinstance(node.config, dict) else getattr(node.config, "projection", None)
+        projection = getattr(node.config, "projection", None)  # a Calc's, an aggregate's ...
         if projection is not None:
             sql = dict(projection).get(column)
             upstream = graph.node(node.inputs[0].source)

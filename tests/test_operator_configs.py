@@ -54,10 +54,22 @@ def test_every_planned_config_is_its_kinds_dataclass_and_survives_json(planned):
         assert restored.to_json() == graph.to_json()
 
 
-def test_converted_kinds_have_frozen_configs():
+def test_every_operator_kind_has_a_frozen_config_dataclass():
     for kind, cls in OPERATORS.items():
-        if cls.Config is not None:
-            assert dataclasses.is_dataclass(cls.Config) and cls.Config.__dataclass_params__.frozen, kind
+        assert cls.Config is not None, f"{cls.__name__} has no Config"
+        assert dataclasses.is_dataclass(cls.Config) and cls.Config.__dataclass_params__.frozen, kind
+        assert issubclass(cls.Config, OperatorConfig), kind
+        assert cls.Config.__module__ == cls.__module__, f"{kind}'s Config lives apart from its class"
+
+
+def test_the_graph_builder_takes_only_the_kinds_dataclass():
+    import pyarrow as pa
+
+    from weir.planner.graph_builder import GraphBuilder
+
+    builder = GraphBuilder(JobGraph("j"))
+    with pytest.raises(TypeError, match="CalcConfig, not dict"):
+        builder.add("p", "calc", {"projection": [["a", '"a"']], "filter": None}, pa.schema([("a", pa.int64())]), [], "")
 
 
 #: The configs of ``SMALL``'s operators as the planner wrote them when configs were dicts: the

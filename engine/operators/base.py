@@ -97,7 +97,7 @@ def _config_entry(config: OperatorConfig, path: str) -> Any:
     """``config.left.keys`` for ``path`` "left.keys"."""
     value: Any = config
     for part in path.split("."):
-        value = (value or {}).get(part) if isinstance(value, dict) else getattr(value, part, None)
+        value = getattr(value, part, None)
     return value
 
 
