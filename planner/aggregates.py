@@ -197,7 +197,7 @@ def _add_window_aggregate(qp: "QueryPlanner", window: WindowSpec, key_sql: list[
     else:
         config = WindowAggregateConfig(window=SlicedWindowConfig(**window.config()), **parts,
                                        grouping_sets=GroupingSetCopies(column=SET_ID, count=len(sets)) if sets else None)
-    aggregate_list = ", ".join(f"{c['name']}={sql}" for c, sql in zip(aggregates.calls, aggregates.sql))
+    aggregate_list = ", ".join(f"{c.name}={sql}" for c, sql in zip(aggregates.calls, aggregates.sql))
     select_list = ", ".join(name if sql == quote(name) else f"{name}={sql}" for name, sql in projection)
     description = (
         f"WindowAggregate(window=[{window.describe()}], groupBy=[{', '.join(n for n, _ in key_sql)}], "
@@ -234,7 +234,7 @@ def _grouped_schema(qp, key_sql, aggregates: AggregateCalls, stream: Stream, sel
     """The schema the projection and HAVING see: keys, window bounds, aggregate results."""
     inner = [f"{sql} AS {quote(name)}" for name, sql in key_sql]
     inner += [f"CAST(NULL AS TIMESTAMP) AS {name}" for name in WINDOW_COLUMNS]
-    inner += [f"{typed(sql, call)} AS {quote(call['name'])}" for sql, call in zip(aggregates.sql, aggregates.calls)]
+    inner += [f"{typed(sql, call.result_type)} AS {quote(call.name)}" for sql, call in zip(aggregates.sql, aggregates.calls)]
     group_by = f" GROUP BY {', '.join(sql for _, sql in key_sql)}" if key_sql else ""
     return qp.describe(f"SELECT {', '.join(inner)} FROM {INPUT}{group_by}", stream.schema, select)
 

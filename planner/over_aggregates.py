@@ -262,7 +262,7 @@ def plan_over_aggregate(qp: "QueryPlanner", select: exp.Select, pipeline: str) -
         kind = FUNCTIONS[agg["function"]].result_type(argument_type)  # Flink's, as in every aggregate
         if kind is not None:
             agg["result_type"] = kind
-        sql = typed(f"{agg['function']}({arg}) OVER ()", agg)
+        sql = typed(f"{agg['function']}({arg}) OVER ()", agg.get("result_type"))
         fields.append(qp.describe(f"SELECT {sql} AS {quote(agg['name'])} FROM {INPUT}", stream.schema,
                                   select).field(0).with_name(agg["name"]))
     schema = pa.schema(fields)
