@@ -19,8 +19,6 @@ the rows Flink drops, whatever the batch size or parallelism.
 """
 from __future__ import annotations
 
-from typing import Any
-
 import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc

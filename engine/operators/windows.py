@@ -23,7 +23,6 @@ have fired still counts in the others.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
