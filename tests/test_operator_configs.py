@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import typing
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,14 @@ def test_every_operator_kind_has_a_frozen_config_dataclass():
         assert dataclasses.is_dataclass(cls.Config) and cls.Config.__dataclass_params__.frozen, kind
         assert issubclass(cls.Config, OperatorConfig), kind
         assert cls.Config.__module__ == cls.__module__, f"{kind}'s Config lives apart from its class"
+        names = {f.name for f in dataclasses.fields(cls.Config)}
+        assert set(cls.STATE_CONFIG) <= names, f"{kind}: STATE_CONFIG names {set(cls.STATE_CONFIG) - names}"
+        for path in cls.keyed_by or ():
+            first, *rest = path.split(".")
+            assert first in names, (kind, path)
+            if rest:  # a side's keys: a field of the side's dataclass
+                side = typing.get_type_hints(cls.Config)[first]
+                assert rest[0] in {f.name for f in dataclasses.fields(side)}, (kind, path)
 
 
 def test_the_graph_builder_takes_only_the_kinds_dataclass():
