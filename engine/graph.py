@@ -1,7 +1,8 @@
 """The JobGraph: what the planner hands the engine.
 
 Operators have stable ids derived from the plan, a ``kind`` naming the
-operator class, a JSON-able ``config`` and an output schema. Edges say how
+operator class, a ``config`` (the kind's typed ``Config`` dataclass,
+``engine.operators.config``; a JSON dict for sources and sinks) and an output schema. Edges say how
 rows move from an upstream operator: ``forward`` (same subtask), ``hash``
 (by key columns, into key groups) or ``broadcast``; an edge reads the
 upstream operator's main output (port 0) or its late rows (``LATE_ROWS_PORT``:
@@ -17,6 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from weir.engine.operators.config import OperatorConfig
 from weir.engine.operators.registry import operator_class
 from weir.engine.schemas import schema_from_json, schema_to_json
 
@@ -42,17 +44,22 @@ class Edge:
 class OperatorNode:
     id: str
     kind: str  # "source", "calc", "window_aggregate", "sink"
-    config: dict[str, Any]
+    #: The kind's ``Config`` (``OperatorKind.Config``), or a JSON dict for a kind without one.
+    config: OperatorConfig | dict[str, Any]
     output_schema: pa.Schema
     inputs: list[Edge] = field(default_factory=list)
     #: One line for EXPLAIN: what the operator computes.
     description: str = ""
 
+    def config_json(self) -> dict[str, Any]:
+        """The config as JSON-able data (``OperatorConfig.to_json``)."""
+        return self.config.to_json() if isinstance(self.config, OperatorConfig) else self.config
+
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "kind": self.kind,
-            "config": self.config,
+            "config": self.config_json(),
             "output_schema": schema_to_json(self.output_schema),
             "inputs": [[e.source, e.partitioning, list(e.keys), *([e.port] if e.port else [])]
                        for e in self.inputs],
@@ -61,10 +68,13 @@ class OperatorNode:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "OperatorNode":
+        # The registry imports the operator modules, and some of them this module's schema helpers.
+        from weir.engine.operators.registry import operator_class
+
         return cls(
             id=data["id"],
             kind=data["kind"],
-            config=data["config"],
+            config=operator_class(data["kind"]).typed(data["config"]),
             output_schema=schema_from_json(data["output_schema"]),
             inputs=[Edge(s, p, tuple(k), *port) for s, p, k, *port in data["inputs"]],
             description=data.get("description", ""),

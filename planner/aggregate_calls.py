@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from weir.engine.operators.accumulators import FUNCTIONS
+from weir.engine.operators.accumulators import FUNCTIONS, AggregateCall
 from weir.engine.sql_eval import INPUT
 from weir.planner.expressions import AGGREGATES, Scope, bind, to_duckdb
 from weir.planner.planning import QueryPlanning
@@ -18,7 +18,7 @@ class AggregateCalls:
 
     def __init__(self, qp: QueryPlanning, input_scope: Scope, problems: list[Problem]):
         self.qp, self.scope, self.problems = qp, input_scope, problems
-        self.calls: list[dict] = []
+        self.calls: list[AggregateCall] = []
         self.sql: list[str] = []  # the call as DuckDB SQL, for describe and EXPLAIN
         self._by_sql: dict[str, str] = {}
 
@@ -43,12 +43,10 @@ class AggregateCalls:
         if text not in self._by_sql:
             name = f"_agg{len(self.calls)}"
             self._by_sql[text] = name
-            call = {"name": name, "function": function, "argument": arg_sql,
-                    "distinct": distinct, "filter": filter_sql}
             kind = self._result_type(function, arg_sql, node) if arg_sql is not None else None
-            if kind is not None:
-                call.update(result_type=kind, label=node.sql(dialect=Weir))
-            self.calls.append(call)
+            self.calls.append(AggregateCall(name=name, function=function, argument=arg_sql, distinct=distinct,
+                                            filter=filter_sql, result_type=kind,
+                                            label=node.sql(dialect=Weir) if kind is not None else None))
             self.sql.append(text)
         return self._by_sql[text]
 
@@ -60,6 +58,7 @@ class AggregateCalls:
         return FUNCTIONS[function].result_type(kind)
 
 
-def typed(sql: str, call: dict) -> str:
-    """An aggregate call's SQL in its result type, for the schema its results have."""
-    return f"CAST({sql} AS {call['result_type']})" if call.get("result_type") else sql
+def typed(sql: str, result_type: str | None) -> str:
+    """An aggregate call's SQL in its ``result_type`` (``AggregateCall.result_type``; None: DuckDB's),
+    for the schema its results have."""
+    return f"CAST({sql} AS {result_type})" if result_type else sql

@@ -12,6 +12,10 @@ import pyarrow as pa
 from sqlglot import exp
 
 from weir.engine.graph import Edge
+from weir.engine.operators.calc import CalcConfig, Expand
+from weir.engine.operators.session_window import SessionWindowConfig, SessionWindowSpec
+from weir.engine.operators.window_aggregate import GroupingSetCopies, WindowAggregateConfig
+from weir.engine.operators.windows import SlicedWindowConfig
 from weir.engine.sql_eval import INPUT
 from weir.planner.aggregate_calls import AggregateCalls, typed
 from weir.planner.errors import PlanError, column_position
@@ -190,16 +194,13 @@ def _add_window_aggregate(qp: QueryPlanning, window: WindowSpec, key_sql: list[l
                           sets: list[tuple[int, ...]] | None, schema: pa.Schema, edge: Edge, pipeline: str,
                           operator: tuple[str, str]):
     kind, title = operator
-    config = {
-        "window": window.config(),
-        "keys": key_sql,
-        "aggregates": aggregates.calls,
-        "having": having_sql,
-        "projection": projection,
-    }
-    if sets:
-        config["grouping_sets"] = {"column": SET_ID, "count": len(sets)}
-    aggregate_list = ", ".join(f"{c['name']}={sql}" for c, sql in zip(aggregates.calls, aggregates.sql))
+    parts = dict(keys=key_sql, aggregates=aggregates.calls, having=having_sql, projection=projection)
+    if window.kind == "session":  # added as a session_window (planner.sessions)
+        config = SessionWindowConfig(window=SessionWindowSpec(**window.config()), **parts)
+    else:
+        config = WindowAggregateConfig(window=SlicedWindowConfig(**window.config()), **parts,
+                                       grouping_sets=GroupingSetCopies(column=SET_ID, count=len(sets)) if sets else None)
+    aggregate_list = ", ".join(f"{c.name}={sql}" for c, sql in zip(aggregates.calls, aggregates.sql))
     select_list = ", ".join(name if sql == quote(name) else f"{name}={sql}" for name, sql in projection)
     description = (
         f"{title}(window=[{window.describe()}], groupBy=[{', '.join(n for n, _ in key_sql)}], "
@@ -223,7 +224,7 @@ def _plan_expand(qp, stream: Stream, keys, sets, filter_sql, input_scope: Scope,
     projection.append([SET_ID, quote(SET_ID)])
     scope_schema = pa.schema([*stream.schema, pa.field(SET_ID, pa.int64())])
     schema = qp.describe_projection(projection, filter_sql, scope_schema, node)
-    config = {"projection": projection, "filter": filter_sql, "expand": {"column": SET_ID, "count": len(sets)}}
+    config = CalcConfig(projection=projection, filter=filter_sql, expand=Expand(column=SET_ID, count=len(sets)))
     names = [name for name, _ in keys]
     description = f"Expand(groupingSets=[{describe_sets(sets, names)}], " + ", ".join(
         [f"{SET_ID}=0..{len(sets) - 1}"] + [f"_key{i}={to_duckdb(k, input_scope.schema)}" for i, (_, k) in enumerate(keys)]
@@ -236,7 +237,7 @@ def _grouped_schema(qp, key_sql, aggregates: AggregateCalls, stream: Stream, sel
     """The schema the projection and HAVING see: keys, window bounds, aggregate results."""
     inner = [f"{sql} AS {quote(name)}" for name, sql in key_sql]
     inner += [f"CAST(NULL AS TIMESTAMP) AS {name}" for name in WINDOW_COLUMNS]
-    inner += [f"{typed(sql, call)} AS {quote(call['name'])}" for sql, call in zip(aggregates.sql, aggregates.calls)]
+    inner += [f"{typed(sql, call.result_type)} AS {quote(call.name)}" for sql, call in zip(aggregates.sql, aggregates.calls)]
     group_by = f" GROUP BY {', '.join(sql for _, sql in key_sql)}" if key_sql else ""
     return qp.describe(f"SELECT {', '.join(inner)} FROM {INPUT}{group_by}", stream.schema, select)
 

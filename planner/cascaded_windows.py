@@ -35,6 +35,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from weir.engine.graph import Edge
+from weir.engine.operators.calc import CalcConfig
 from weir.planner.aggregates import plan_window_aggregate
 from weir.planner.errors import PlanError
 from weir.planner.expressions import Scope, output_name, quote
@@ -91,7 +92,7 @@ def plan_cascaded_window(qp: QueryPlanning, select: exp.Select, stream: Stream, 
     projection.append([TIME, f"{quote(end)} - INTERVAL {WINDOW_TIME_OFFSET_US} MICROSECOND"])
     schema = pa.schema([*(f.with_name(renamed.get(f.name, f.name)) for f in stream.schema),
                         pa.field(TIME, stream.schema.field(end).type)])
-    node = qp.builder.add(pipeline, "calc", {"projection": projection, "filter": None}, schema,
+    node = qp.builder.add(pipeline, "calc", CalcConfig(projection=projection), schema,
                           [Edge(stream.node_id)], f"Calc(select=[{', '.join(_described(projection))}])")
     windowed = Stream(node.id, schema, frozenset([TIME]), stream.name)
     spacing = getattr(window, _END_SPACING[window.kind])

@@ -16,6 +16,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from weir.engine.graph import Edge
+from weir.engine.operators.calc import CalcConfig
 from weir.planner.calc import calc_description
 from weir.planner.expressions import quote
 from weir.planner.graph_builder import Stream
@@ -83,7 +84,7 @@ def _rename(qp: QueryPlanning, stream: Stream, cte: CommonTable, pipeline: str) 
                       "name every column of the query, or none")
     projection = [[new, quote(old)] for new, old in zip(cte.columns, stream.schema.names)]
     schema = pa.schema([f.with_name(new) for f, new in zip(stream.schema, cte.columns)])
-    node = qp.builder.add(pipeline, "calc", {"projection": projection, "filter": None}, schema,
+    node = qp.builder.add(pipeline, "calc", CalcConfig(projection=projection), schema,
                           [Edge(stream.node_id)], calc_description(projection, None, stream.schema.names))
     times = frozenset(new for new, old in zip(cte.columns, stream.schema.names) if old in stream.time_attributes)
     bounds = {new: stream.window_columns[old] for new, old in zip(cte.columns, stream.schema.names)

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from weir.engine.graph import Edge, JobGraph, OperatorNode
+from weir.engine.operators.config import OperatorConfig
+from weir.engine.operators.registry import operator_class
 from weir.planner.windows import WindowSpec
 
 
@@ -56,13 +58,18 @@ class GraphBuilder:
         self,
         pipeline: str,
         kind: str,
-        config: dict,
+        config: OperatorConfig | dict,
         schema: pa.Schema,
         inputs: list[Edge],
         description: str,
         *,
         label: str | None = None,
     ) -> OperatorNode:
-        """Add an operator with id ``<pipeline>.<label or kind>`` (suffixed _2, _3, ... when taken)."""
+        """Add an operator with id ``<pipeline>.<label or kind>`` (suffixed _2, _3, ... when taken).
+        ``config`` is the kind's ``Config`` dataclass (``OperatorKind.Config``; a dict for a kind
+        without one: the runtime's source and sink)."""
+        expected = operator_class(kind).Config
+        if expected is not None and not isinstance(config, expected):
+            raise TypeError(f"a {kind} node's config is a {expected.__name__}, not {type(config).__name__}")
         node = OperatorNode(self.new_id(pipeline, label or kind), kind, config, schema, inputs, description)
         return self.graph.add(node)

@@ -15,6 +15,7 @@ from sqlglot import exp
 
 from weir.engine.changelog import ROW_KIND, ROW_KIND_TYPE
 from weir.engine.graph import Edge
+from weir.engine.operators.group_aggregate import GroupAggregateConfig
 from weir.engine.sql_eval import INPUT
 from weir.planner.aggregate_calls import AggregateCalls, typed
 from weir.planner.calc import projected_key
@@ -80,9 +81,9 @@ def plan_group_aggregate(qp: QueryPlanning, select: exp.Select, stream: Stream, 
     outer = ", ".join(f"{sql} AS {quote(name)}" for name, sql in projection)
     schema = qp.describe(f"SELECT {outer} FROM {INPUT}", grouped, select)
     schema = schema.append(pa.field(ROW_KIND, ROW_KIND_TYPE))
-    config = {"keys": key_sql, "aggregates": aggregates.calls, "having": having_sql, "projection": projection,
-              "append_only_input": stream.append_only}
-    aggregate_list = ", ".join(f"{c['name']}={sql}" for c, sql in zip(aggregates.calls, aggregates.sql))
+    config = GroupAggregateConfig(keys=key_sql, aggregates=aggregates.calls, having=having_sql, projection=projection,
+                                  append_only_input=stream.append_only)
+    aggregate_list = ", ".join(f"{c.name}={sql}" for c, sql in zip(aggregates.calls, aggregates.sql))
     select_list = ", ".join(name if sql == quote(name) else f"{name}={sql}" for name, sql in projection)
     description = (f"GroupAggregate(groupBy=[{', '.join(n for n, _ in key_sql)}], aggregates=[{aggregate_list}], "
                    f"select=[{select_list}]" + (f", having=[{having_sql}]" if having_sql else "") + ")")
@@ -113,6 +114,6 @@ def distinct_as_group_by(qp: QueryPlanning, select: exp.Select, scope: Scope) ->
 def _grouped_schema(qp, key_sql, aggregates: AggregateCalls, stream: Stream, select) -> pa.Schema:
     """The schema the projection and HAVING see: keys and aggregate results."""
     inner = [f"{sql} AS {quote(name)}" for name, sql in key_sql]
-    inner += [f"{typed(sql, call)} AS {quote(call['name'])}" for sql, call in zip(aggregates.sql, aggregates.calls)]
+    inner += [f"{typed(sql, call.result_type)} AS {quote(call.name)}" for sql, call in zip(aggregates.sql, aggregates.calls)]
     group_by = f" GROUP BY {', '.join(sql for _, sql in key_sql)}" if key_sql else ""
     return qp.describe(f"SELECT {', '.join(inner) or '1'} FROM {INPUT}{group_by}", stream.schema, select)

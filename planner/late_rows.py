@@ -16,6 +16,8 @@ SESSION windows cannot say which rows were late and are refused.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import pyarrow as pa
 
 from weir.engine.graph import LATE_ROWS_PORT, Edge
@@ -68,7 +70,7 @@ def plan_late_rows_tables(builder: GraphBuilder, catalog: Catalog, db_path: str)
                         "cannot tell which rows were late", *where,
                         f"drop '{OPTION}' from `{table.name}`, or window it with TUMBLE, HOP or CUMULATE"))
                 columns = graph.node(edge.source).output_schema
-                node.config.setdefault("late_rows", {})[str(index)] = _projection(table.schema, columns)
+                node.config = _with_late_rows(node.config, index, _projection(table.schema, columns))
                 if not any(r.source == node.id for r in readers):  # a self-join: one edge for both sides
                     readers.append(Edge(node.id, "forward", (), LATE_ROWS_PORT))
         if not readers:  # no window reads the source: no row can be late
@@ -90,3 +92,8 @@ def _projection(source: pa.Schema, columns: pa.Schema) -> list[list[str]]:
             pa.types.is_timestamp(field.type) and pa.types.is_timestamp(columns.field(index).type)))
         projection.append([field.name, quote(field.name) if kept else f"CAST(NULL AS {duckdb_name(field.type)})"])
     return projection
+
+
+def _with_late_rows(config, index: int, projection: list[list[str]]):
+    """``config`` whose ``late_rows`` also hands input ``index``'s late rows on as ``projection``."""
+    return dataclasses.replace(config, late_rows={**(config.late_rows or {}), str(index): projection})

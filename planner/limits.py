@@ -23,6 +23,7 @@ from sqlglot import exp
 
 from weir.engine.changelog import ROW_KIND
 from weir.engine.graph import Edge
+from weir.engine.operators.limit import LimitConfig
 from weir.planner.errors import PlanError
 from weir.planner.expressions import Scope, bind, quote, to_duckdb
 from weir.planner.graph_builder import Stream
@@ -60,7 +61,7 @@ def plan_limit(qp: QueryPlanning, stream: Stream, limit: int, order: exp.Order |
     if not stream.append_only:
         raise qp.fail("LIMIT without ORDER BY over an updating result is not supported", node,
                       "LIMIT the append-only input in a subquery, or rank the result with ORDER BY ... LIMIT n")
-    added = qp.builder.add(pipeline, "limit", {"limit": limit}, stream.schema,
+    added = qp.builder.add(pipeline, "limit", LimitConfig(limit=limit), stream.schema,
                            [Edge(stream.node_id, "hash", ())], f"Limit(fetch=[{limit}])")
     return Stream(added.id, stream.schema, stream.time_attributes, stream.name, window_columns=stream.window_columns)
 

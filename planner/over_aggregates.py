@@ -27,6 +27,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from weir.engine.graph import Edge
+from weir.engine.operators.over_aggregate import OverAggregateConfig, OverCall, OverFrame
 from weir.engine.operators.accumulators import FUNCTIONS
 from weir.engine.sql_eval import INPUT
 from weir.planner.errors import PlanError
@@ -258,12 +259,12 @@ def plan_over_aggregate(qp: QueryPlanning, select: exp.Select, pipeline: str) ->
         kind = FUNCTIONS[agg["function"]].result_type(argument_type)  # Flink's, as in every aggregate
         if kind is not None:
             agg["result_type"] = kind
-        sql = typed(f"{agg['function']}({arg}) OVER ()", agg)
+        sql = typed(f"{agg['function']}({arg}) OVER ()", agg.get("result_type"))
         fields.append(qp.describe(f"SELECT {sql} AS {quote(agg['name'])} FROM {INPUT}", stream.schema,
                                   select).field(0).with_name(agg["name"]))
     schema = pa.schema(fields)
-    config = {"columns": stream.schema.names, "partition_keys": keys, "time_column": time_column,
-              "frame": frame, "aggregates": aggregates}
+    config = OverAggregateConfig(columns=stream.schema.names, partition_keys=keys, time_column=time_column,
+                                 frame=OverFrame(**frame), aggregates=[OverCall(**a) for a in aggregates])
     description = (f"OverAggregate(partitionBy=[{', '.join(keys)}], orderBy=[{time_column} ASC], "
                    f"frame=[{_frame_text(frame)}], aggregates=[{', '.join(described)}])")
     edge = Edge(stream.node_id, "hash", tuple(keys)) if keys else Edge(stream.node_id)

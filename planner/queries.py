@@ -14,6 +14,7 @@ from sqlglot import exp
 
 from weir.engine.changelog import ROW_KIND
 from weir.engine.graph import Edge
+from weir.engine.operators.calc import CalcConfig
 from weir.engine.sql_eval import INPUT, describe
 from weir.planner.aggregates import plan_window_aggregate
 from weir.planner.calc import calc_description, projected_key
@@ -148,7 +149,7 @@ class QueryPlanner:
         if table.computed:  # computed columns, in the declared order, by a calc the source feeds
             projection = [[name, to_duckdb(table.computed[name], physical) if name in table.computed else quote(name)]
                           for name in table.schema.names]
-            node = self.builder.add(table.name, "calc", {"projection": projection, "filter": None}, table.schema,
+            node = self.builder.add(table.name, "calc", CalcConfig(projection=projection), table.schema,
                                     [Edge(node.id)], calc_description(projection, None, physical.names),
                                     label="computed_columns")
             stream = Stream(node.id, table.schema, times, table.name)
@@ -245,7 +246,7 @@ class QueryPlanner:
         projection = [[name, quote(name)] for name in stream.schema.names] + [list(p) for p in window.assign_sql()]
         schema = pa.schema([*stream.schema, *window_fields()])
         node = self.builder.add(
-            pipeline, "calc", {"projection": projection, "filter": None}, schema,
+            pipeline, "calc", CalcConfig(projection=projection), schema,
             [Edge(stream.node_id)], f"WindowAssign({window.describe()})", label="window_assign",
         )
         # window_time is a time attribute of the windowed rows (Flink's rowtime).
@@ -271,7 +272,7 @@ class QueryPlanner:
         if not stream.append_only:  # each change keeps its row kind
             projection.append([ROW_KIND, quote(ROW_KIND)])
         schema = self.describe_projection(projection, filter_sql, stream.schema, select)
-        node = self.builder.add(pipeline, "calc", {"projection": projection, "filter": filter_sql}, schema,
+        node = self.builder.add(pipeline, "calc", CalcConfig(projection=projection, filter=filter_sql), schema,
                                 [Edge(stream.node_id)], calc_description(projection, filter_sql, stream.schema.names))
         return Stream(node.id, schema, frozenset(times), stream.name, stream.append_only,
                       projected_key(stream.upsert_key, projection), carried_bounds(stream.window_columns, items))
@@ -282,7 +283,7 @@ class QueryPlanner:
         expressions computed as columns, so that the exchange can hash them."""
         projection = [[name, quote(name)] for name in stream.schema.names] + computed
         schema = self.describe_projection(projection, filter_sql, stream.schema, node)
-        node_ = self.builder.add(pipeline, "calc", {"projection": projection, "filter": filter_sql}, schema,
+        node_ = self.builder.add(pipeline, "calc", CalcConfig(projection=projection, filter=filter_sql), schema,
                                  [Edge(stream.node_id)], calc_description(projection, filter_sql, stream.schema.names))
         return Stream(node_.id, schema, stream.time_attributes, stream.name, stream.append_only, stream.upsert_key,
                       stream.window_columns)

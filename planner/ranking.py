@@ -22,6 +22,7 @@ from sqlglot import exp
 
 from weir.engine.changelog import ROW_KIND
 from weir.engine.graph import Edge
+from weir.engine.operators.window_rank import WindowRankConfig
 from weir.planner.changelog import require_append_only
 from weir.planner.errors import PlanError
 from weir.planner.expressions import Scope, bind, output_name, position, quote, to_duckdb
@@ -123,18 +124,18 @@ def plan_window_rank(qp: QueryPlanning, select: exp.Select, pipeline: str) -> St
 
     window_cols = [k for k in keys if k in WINDOW_BOUNDS]
     others = [k for k in keys if k not in WINDOW_BOUNDS]
-    config = {
-        "window_start": next(k for k in window_cols if k == "window_start"),
-        "window_end": next(k for k in window_cols if k == "window_end"),
-        "partition_keys": others,
-        "order_by": [sql for sql, _ in order_by],
-        "function": function,
-        "rank_column": rank_column,
-        "rank_range": [low, high],
-        "filter": filter_sql,
-        "projection": projection,
-        "ties": tie_order(function, (low, high), order.expressions, stream),
-    }
+    config = WindowRankConfig(
+        window_start=next(k for k in window_cols if k == "window_start"),
+        window_end=next(k for k in window_cols if k == "window_end"),
+        partition_keys=others,
+        order_by=[sql for sql, _ in order_by],
+        function=function,
+        rank_column=rank_column,
+        rank_range=(low, high),
+        filter=filter_sql,
+        projection=projection,
+        ties=tie_order(function, (low, high), order.expressions, stream),
+    )
     description = _describe(config, [text for _, text in order_by], order.expressions, stream)
     edge = Edge(stream.node_id, "hash", ("window_start", "window_end", *others))
     node = qp.builder.add(pipeline, "window_rank", config, schema, [edge], description)
@@ -234,18 +235,18 @@ def _rank_bounds(where: exp.Where | None, rank: str) -> tuple[int, int | None, e
     return low, high, exp.and_(*rest) if rest else None
 
 
-def _describe(config: dict, order_text: list[str], ordered: list[exp.Ordered], stream: Stream) -> str:
-    partition = ", ".join([config["window_start"], config["window_end"], *config["partition_keys"]])
-    select = ", ".join(n if s == quote(n) else f"{n}={s}" for n, s in config["projection"])
-    low, high = config["rank_range"]
-    if is_deduplication(config["function"], (low, high), ordered, stream):
+def _describe(config: WindowRankConfig, order_text: list[str], ordered: list[exp.Ordered], stream: Stream) -> str:
+    partition = ", ".join([config.window_start, config.window_end, *config.partition_keys])
+    select = ", ".join(n if s == quote(n) else f"{n}={s}" for n, s in config.projection)
+    low, high = config.rank_range
+    if is_deduplication(config.function, (low, high), ordered, stream):
         keep = "last row" if ordered[0].args.get("desc") else "first row"
         return (f"WindowDeduplicate(keep=[{keep}], partitionBy=[{partition}], orderBy=[{order_text[0]}], "
-                f"select=[{select}]" + (f", where=[{config['filter']}]" if config["filter"] else "") + ")")
-    rank = f"{config['function'].upper()}() " + (f"<= {high}" if low == 1 else f"BETWEEN {low} AND {high}")
+                f"select=[{select}]" + (f", where=[{config.filter}]" if config.filter else "") + ")")
+    rank = f"{config.function.upper()}() " + (f"<= {high}" if low == 1 else f"BETWEEN {low} AND {high}")
     return (f"WindowRank(partitionBy=[{partition}], orderBy=[{', '.join(order_text)}], rank=[{rank}], "
-            f"rankColumn=[{config['rank_column']}], select=[{select}]"
-            + (f", where=[{config['filter']}]" if config["filter"] else "") + ")")
+            f"rankColumn=[{config.rank_column}], select=[{select}]"
+            + (f", where=[{config.filter}]" if config.filter else "") + ")")
 
 
 def _problem(qp: QueryPlanning, message: str, node: exp.Expression, hint: str) -> Problem:

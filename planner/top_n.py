@@ -19,6 +19,7 @@ from sqlglot import exp
 
 from weir.engine.changelog import ROW_KIND, ROW_KIND_TYPE
 from weir.engine.graph import Edge
+from weir.engine.operators.top_n import TopNConfig
 from weir.planner.expressions import Scope, quote
 from weir.planner.graph_builder import Stream
 from weir.planner.planning import QueryPlanning
@@ -28,19 +29,19 @@ from weir.planner.state_ttl import state_ttl_ms
 def plan_top_n(qp: QueryPlanning, stream: Stream, scope: Scope, keys: list[str], order_by: list[tuple[str, str]],
                function: str, rank_column: str, rank_range: tuple[int, int], filter_sql: str | None,
                projection: list[list[str]], schema: pa.Schema, ordered: list[exp.Ordered], pipeline: str) -> Stream:
-    config = {
-        "columns": list(scope.schema.names),
-        "partition_keys": keys,
-        "order_by": [sql for sql, _ in order_by],
-        "function": function,
-        "rank_column": rank_column,
-        "rank_range": list(rank_range),
-        "filter": filter_sql,
-        "projection": projection,
-        "append_only_input": stream.append_only,
-        "ttl_ms": state_ttl_ms(qp),
-        "ties": tie_order(function, rank_range, ordered, stream),
-    }
+    config = TopNConfig(
+        columns=scope.schema.names,
+        partition_keys=keys,
+        order_by=[sql for sql, _ in order_by],
+        function=function,
+        rank_column=rank_column,
+        rank_range=rank_range,
+        filter=filter_sql,
+        projection=projection,
+        append_only_input=stream.append_only,
+        ttl_ms=state_ttl_ms(qp),
+        ties=tie_order(function, rank_range, ordered, stream),
+    )
     low, high = rank_range
     order_text = ", ".join(text for _, text in order_by)
     select = ", ".join(n if s == quote(n) else f"{n}={s}" for n, s in projection)

@@ -24,6 +24,8 @@ from sqlglot import exp
 
 from weir.engine.changelog import INSERT, ROW_KIND, ROW_KIND_TYPE
 from weir.engine.graph import Edge
+from weir.engine.operators.calc import CalcConfig
+from weir.engine.operators.union import UnionConfig
 from weir.engine.operators.duckdb_sql import duckdb_name
 from weir.engine.sql_eval import INPUT, describe
 from weir.planner.calc import calc_description
@@ -120,7 +122,7 @@ def plan_union(qp: QueryPlanning, query: exp.Union, pipeline: str) -> Stream:
     )
     if updating:
         schema = schema.append(pa.field(ROW_KIND, ROW_KIND_TYPE))
-    node = qp.builder.add(pipeline, "union", {"inputs": len(inputs)}, schema, [Edge(s.node_id) for s in inputs],
+    node = qp.builder.add(pipeline, "union", UnionConfig(inputs=len(inputs)), schema, [Edge(s.node_id) for s in inputs],
                           f"Union(all=[true], inputs=[{len(inputs)}])")
     return Stream(node.id, schema, times, " UNION ALL ".join(dict.fromkeys(s.name for s in streams)),
                   append_only=not updating, window_columns=_agreed_bounds(streams))
@@ -170,7 +172,7 @@ def _cast(qp: QueryPlanning, stream: Stream, original: Stream, schema: pa.Schema
         projection.append([ROW_KIND, f"CAST({INSERT} AS TINYINT)" if add_kind else quote(ROW_KIND)])
         fields.append(pa.field(ROW_KIND, ROW_KIND_TYPE))
     cast_schema = pa.schema(fields)
-    added = qp.builder.add(pipeline, "calc", {"projection": projection, "filter": None}, cast_schema,
+    added = qp.builder.add(pipeline, "calc", CalcConfig(projection=projection), cast_schema,
                            [Edge(original.node_id)], calc_description(projection, None, original.schema.names))
     return Stream(added.id, cast_schema, stream.time_attributes, stream.name, append_only=not updating,
                   window_columns=stream.window_columns)

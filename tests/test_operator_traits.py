@@ -4,6 +4,7 @@ EXPLAIN ask the class instead of keeping lists of kinds."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 from weir.engine.graph import Edge, OperatorNode
 from weir.engine.operators.base import Operator, OperatorKind
 from weir.engine.operators.registry import KINDS, OPERATORS, operator_class
+from weir.engine.operators.window_aggregate import WindowAggregateConfig
 from weir.engine.runtime.exchange import carries_key_groups, needed_columns, routing
 from weir.planner.planner import default_job_name, plan_script
 from weir.sql import parse
@@ -76,8 +78,8 @@ def test_planned_configs_hold_what_the_classes_declare():
         for index in range(len(cls.keyed_by or ())):
             entry = node.config
             for part in cls.keyed_by[index].split("."):
-                entry = entry[part]
-            assert isinstance(entry, list), (node.id, cls.keyed_by[index])
+                entry = entry[part] if isinstance(entry, dict) else getattr(entry, part)
+            assert isinstance(entry, (list, tuple)), (node.id, cls.keyed_by[index])
         assert [line.split(":")[0] for line in cls.explain(node.config)] == ["key", "state"]
     assert seen == set(KINDS), f"no golden query plans {sorted(set(KINDS) - seen)}"
 
@@ -85,16 +87,16 @@ def test_planned_configs_hold_what_the_classes_declare():
 def test_the_exchange_asks_the_operator():
     """Routing, the columns that cross and the key groups that travel come from the class."""
     schema = pa.schema([("auction", pa.int64()), ("bidder", pa.int64()), ("ts", pa.timestamp("us"))])
-    window = {"keys": [["auction", '"auction"']], "window": {"kind": "tumble", "time_column": "ts"},
-              "aggregates": [{"function": "count", "argument": None}]}
+    window = WindowAggregateConfig(keys=[["auction", '"auction"']], window={"kind": "tumble", "time_column": "ts", "size": 10},
+                                   aggregates=[{"name": "n", "function": "count", "argument": None}], projection=[["n", "n"]])
     node = OperatorNode("counts", "window_aggregate", window, schema)
     assert routing(node, Edge("a", "forward")) == ()  # keyed: every edge is an exchange
     assert routing(OperatorNode("c", "calc", {}, schema), Edge("a", "forward")) is None
     assert routing(OperatorNode("l", "limit", {"limit": 3}, schema), Edge("a", "forward")) == ()
     assert carries_key_groups(node, ("auction",)) and not carries_key_groups(node, ("bidder",))
-    assert not carries_key_groups(OperatorNode("g", "group_aggregate", window, schema), ("auction",))
+    assert not carries_key_groups(OperatorNode("g", "group_aggregate", window.to_json(), schema), ("auction",))
     assert needed_columns(node, schema) == ["auction", "ts"]
-    late = OperatorNode("counts", "window_aggregate", {**window, "late_rows": {"0": []}}, schema)
+    late = OperatorNode("counts", "window_aggregate", dataclasses.replace(window, late_rows={"0": []}), schema)
     assert needed_columns(late, schema) is None  # a late-rows table keeps the rows as they came
 
 

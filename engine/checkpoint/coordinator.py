@@ -300,7 +300,7 @@ class Coordinator:
                         writer.write_state(operator_id, subtask, state)
                     faults.reach("snapshot-write")
                 metadata["operators"][operator_id] = {
-                    "kind": node.kind, "config": node.config, "state_shape": state_shape(node.kind, node.config),
+                    "kind": node.kind, "config": node.config_json(), "state_shape": state_shape(node.kind, node.config),
                 }
             faults.reach("before-metadata")
             flight.info = writer.commit(metadata)

@@ -47,6 +47,7 @@ from typing import Any, Mapping
 import pyarrow as pa
 
 from weir.engine.errors import EngineError
+from weir.engine.operators.config import OperatorConfig, optional
 from weir.engine.operators.duckdb_sql import RAISED
 
 
@@ -157,7 +158,7 @@ NUMERIC_TYPES = {pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTE
 
 
 @dataclass(frozen=True)
-class AggregateCall:
+class AggregateCall(OperatorConfig):
     """One aggregate of the config: ``function([DISTINCT] argument) FILTER (WHERE filter) AS name``."""
 
     name: str
@@ -166,12 +167,15 @@ class AggregateCall:
     distinct: bool = False
     filter: str | None = None
     #: Flink's result type as DuckDB type SQL (SUM, AVG); None: DuckDB's type.
-    result_type: str | None = None
+    result_type: str | None = optional()
     #: The call as the user wrote it, for error messages.
-    label: str | None = None
+    label: str | None = optional()
 
     @classmethod
-    def from_config(cls, spec: dict[str, Any], operator_id: str) -> "AggregateCall":
+    def from_config(cls, spec: "AggregateCall | dict[str, Any]", operator_id: str) -> "AggregateCall":
+        """``spec`` checked (a known function, an argument where one is needed), naming the operator."""
+        if isinstance(spec, AggregateCall):
+            spec = spec.to_json()
         function = str(spec.get("function", "")).lower()
         if function not in AGGREGATE_FUNCTIONS:
             raise EngineError(

@@ -12,6 +12,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from weir.engine.operators.config import OperatorConfig
 from weir.engine.operators.duckdb_sql import execute
 from weir.engine.state.key_groups import range_for_subtask
 from weir.engine.state.memory import ManagedMemory
@@ -94,11 +95,11 @@ def explain_lines(key: str, state: str) -> list[str]:
     return [f"key:       {key}", f"state:     {state}"]
 
 
-def _config_entry(config: dict[str, Any], path: str) -> Any:
-    """``config["left"]["keys"]`` for ``path`` "left.keys"."""
+def _config_entry(config: OperatorConfig, path: str) -> Any:
+    """``config.left.keys`` for ``path`` "left.keys"."""
     value: Any = config
     for part in path.split("."):
-        value = (value or {}).get(part)
+        value = getattr(value, part, None)
     return value
 
 
@@ -137,9 +138,14 @@ class OperatorKind:
     - ``reads_source``: a source: the runtime reads it (``SourceReader``); no operator runs.
 
     Besides the traits the class renders its EXPLAIN lines (``explain``) and says which input
-    columns it reads (``input_expressions``), both from its config.
+    columns it reads (``input_expressions``), both from its config: an instance of its
+    ``Config``, a frozen dataclass next to the class (``engine.operators.config``); the entries
+    ``keyed_by`` and ``STATE_CONFIG`` name are fields of it. A kind without one (None: the
+    runtime's source and sink) keeps a JSON dict.
     """
 
+    #: The class of this kind's config (an ``OperatorConfig`` dataclass); None: a plain dict.
+    Config: type[OperatorConfig] | None = None
     keyed_by: tuple[str, ...] | None = None
     #: The parts of the config this operator's state depends on: a snapshot taken with other
     #: values does not fit, and restore refuses it (``state_shape``). Empty: nothing to restore.
@@ -167,13 +173,23 @@ class OperatorKind:
         return bool(cls.STATE_CONFIG)
 
     @classmethod
-    def state_shape(cls, config: dict[str, Any]) -> dict[str, Any] | None:
+    def typed(cls, config: Any) -> Any:
+        """``config`` as this kind's ``Config`` (a JSON dict is read into it: ``TypeError`` for
+        a missing or unknown field); as it is for a kind without one."""
+        if cls.Config is None or isinstance(config, cls.Config):
+            return config
+        return cls.Config.from_json(config)
+
+    @classmethod
+    def state_shape(cls, config: Any) -> dict[str, Any] | None:
         """What a snapshot of this operator depends on (keys, accumulators, window geometry...),
         JSON-able; None for an operator without state. Checkpoints record it, and restore
-        refuses a snapshot whose shape differs, naming what changed."""
+        refuses a snapshot whose shape differs, naming what changed. ``config`` is a ``Config``
+        or its JSON (an older checkpoint records only the config)."""
         if not cls.STATE_CONFIG:
             return None
-        return {key: config.get(key) for key in cls.STATE_CONFIG}
+        data = config.to_json() if isinstance(config, OperatorConfig) else config
+        return {key: data.get(key) for key in cls.STATE_CONFIG}
 
     @staticmethod
     def merge_snapshots(snapshots: list[Any]) -> Any:
@@ -181,12 +197,12 @@ class OperatorKind:
         raise NotImplementedError("this operator does not merge snapshots")
 
     @classmethod
-    def key_expressions(cls, config: dict[str, Any], input_index: int = 0) -> list[str]:
+    def key_expressions(cls, config: Any, input_index: int = 0) -> list[str]:
         """The keys of input ``input_index`` as SQL over that input (``keyed_by``; a key
-        given as [output name, SQL] is its SQL)."""
+        given as (output name, SQL) is its SQL)."""
         if not cls.keyed_by:
             return []
-        entry = _config_entry(config, cls.keyed_by[min(input_index, len(cls.keyed_by) - 1)]) or []
+        entry = _config_entry(cls.typed(config), cls.keyed_by[min(input_index, len(cls.keyed_by) - 1)]) or ()
         return [key[1] if isinstance(key, (list, tuple)) else key for key in entry]
 
     @classmethod
@@ -205,8 +221,9 @@ class Operator(OperatorKind):
     """Base class. Subclasses override the hooks they need, and declare their traits
     (``OperatorKind``)."""
 
-    def __init__(self, config: dict[str, Any], ctx: OperatorContext):
-        self.config = config
+    def __init__(self, config: Any, ctx: OperatorContext):
+        #: An instance of ``Config`` (a JSON dict given here is read into one).
+        self.config = self.typed(config)
         self.ctx = ctx
 
     def open(self) -> None:
@@ -254,7 +271,7 @@ class StateOperator(Operator):
     """An operator whose state lives in tables of a private DuckDB database
     (``OperatorContext.state_connection``), opened on first use."""
 
-    def __init__(self, config: dict[str, Any], ctx: OperatorContext):
+    def __init__(self, config: Any, ctx: OperatorContext):
         super().__init__(config, ctx)
         self.con: duckdb.DuckDBPyConnection | None = None
 

@@ -1,10 +1,7 @@
 """Calc: a stateless projection and filter, evaluated by DuckDB over each batch.
 
-Config::
-
-    {"projection": [[name, sql], ...], "filter": sql_or_null,
-     "expand": {"column": name, "count": n}}   (optional)
-
+Config (``CalcConfig``): ``projection`` ((name, sql), ...), ``filter`` (sql or None) and,
+optionally, ``expand`` (``Expand(column, count)``);
 computes ``SELECT <sql> AS <name>, ... FROM batch WHERE <filter>`` per batch.
 The rows' arrival watermarks (``engine.watermarks.ARRIVAL_WATERMARK``) pass
 through as a last column when the batch has them.
@@ -14,6 +11,7 @@ times, numbered 0..n-1 in the BIGINT column ``column``:
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import duckdb
@@ -22,6 +20,7 @@ import pyarrow as pa
 from weir.engine.errors import EngineError
 from weir.engine.operators.base import Operator, OperatorContext, explain_lines
 from weir.engine.operators.batches import conform
+from weir.engine.operators.config import OperatorConfig, optional
 from weir.engine.operators.duckdb_sql import query_arrow, quote_ident
 from weir.engine.udfs import register_functions
 from weir.engine.watermarks import ARRIVAL_WATERMARK, PASS, has_arrival
@@ -29,16 +28,35 @@ from weir.engine.watermarks import ARRIVAL_WATERMARK, PASS, has_arrival
 INPUT_VIEW = "calc_input"
 
 
+@dataclass(frozen=True)
+class Expand(OperatorConfig):
+    """Flink's Expand: every row read ``count`` times, numbered 0..count-1 in ``column``."""
+
+    column: str
+    count: int
+
+
+@dataclass(frozen=True)
+class CalcConfig(OperatorConfig):
+    #: (output name, DuckDB SQL over the input), per output column.
+    projection: tuple[tuple[str, str], ...]
+    #: A WHERE condition, or None.
+    filter: str | None = None
+    expand: Expand | None = optional()
+
+
 class Calc(Operator):
+    Config = CalcConfig
     arrival_watermark = PASS
 
     @classmethod
-    def explain(cls, config: dict[str, Any]) -> list[str]:
+    def explain(cls, config: CalcConfig) -> list[str]:
         return explain_lines("-", "none")
 
-    def __init__(self, config: dict[str, Any], ctx: OperatorContext):
+    def __init__(self, config: CalcConfig | dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
-        projection = config.get("projection")
+        config = self.config
+        projection = config.projection
         if not projection:
             raise EngineError(
                 "calc needs a non-empty 'projection': [[name, sql], ...]",
@@ -46,11 +64,11 @@ class Calc(Operator):
             )
         columns = ", ".join(f"{sql} AS {quote_ident(name)}" for name, sql in projection)
         body = f" FROM {quote_ident(INPUT_VIEW)}"
-        expand = config.get("expand")
+        expand = config.expand
         if expand:
-            body += f" CROSS JOIN range({int(expand['count'])}) AS expand({quote_ident(expand['column'])})"
-        if config.get("filter"):
-            body += f" WHERE {config['filter']}"
+            body += f" CROSS JOIN range({int(expand.count)}) AS expand({quote_ident(expand.column)})"
+        if config.filter:
+            body += f" WHERE {config.filter}"
         self.query = f"SELECT {columns}{body}"
         arrival = quote_ident(ARRIVAL_WATERMARK)
         #: The same, passing on the rows' arrival watermarks.

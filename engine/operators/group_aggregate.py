@@ -1,14 +1,12 @@
 """GroupAggregate: GROUP BY without a window, an updating result kept in DuckDB.
 
-Config::
+Config (``GroupAggregateConfig``)::
 
-    {
-      "keys": [[name, sql], ...],          # [] for a global aggregate (one group)
-      "aggregates": [{"name", "function", "argument", "distinct", "filter"}, ...],
-      "having": sql_or_null,
-      "projection": [[name, sql], ...],
-      "append_only_input": bool            # MIN/MAX keep a running value, no multiset
-    }
+    keys:              ((name, sql), ...)   # () for a global aggregate (one group)
+    aggregates:        (AggregateCall(name, function, argument, distinct, filter), ...)
+    having:            sql or None
+    projection:        ((name, sql), ...)
+    append_only_input: bool                 # MIN/MAX keep a running value, no multiset
 
 ``keys``, aggregate arguments and filters are SQL over the input columns;
 ``having`` and ``projection`` are SQL over the key names and the aggregate
@@ -41,6 +39,7 @@ mini-batch), set-based in DuckDB:
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -50,6 +49,7 @@ from weir.engine.errors import EngineError
 from weir.engine.operators.accumulators import AggregateCall
 from weir.engine.operators.base import OperatorContext, StateOperator, explain_lines
 from weir.engine.operators.batches import conform
+from weir.engine.operators.config import OperatorConfig
 from weir.engine.operators.duckdb_sql import create_table_from_arrow, query_arrow, quote_ident, snapshot_tables
 from weir.engine.state.key_groups import KEY_GROUP_COLUMN, key_groups
 from weir.engine.state.keyed_tables import merge_snapshots, owned_tables
@@ -72,38 +72,52 @@ class _ValueSet:
         self.filter_column = f"__df{index}" if filter is not None else None
 
 
+@dataclass(frozen=True)
+class GroupAggregateConfig(OperatorConfig):
+    #: (output name, SQL over the key names and the aggregate names).
+    projection: tuple[tuple[str, str], ...]
+    #: (output name, SQL over the input), per key; none: one global group.
+    keys: tuple[tuple[str, str], ...] = ()
+    aggregates: tuple[AggregateCall, ...] = ()
+    #: SQL over the key names and the aggregate names, or None.
+    having: str | None = None
+    #: Set by the planner when the input never retracts: MIN and MAX then keep a running
+    #: value (as Flink's MaxAggFunction) instead of a multiset (MaxWithRetractAggFunction).
+    append_only_input: bool = False
+
+
 class GroupAggregate(StateOperator):
+    Config = GroupAggregateConfig
     #: State: keys and accumulators (HAVING and the projection are applied to them when read).
     STATE_CONFIG = ("keys", "aggregates", "append_only_input")
     keyed_by = ("keys",)
     merges_snapshots = True
 
     @classmethod
-    def explain(cls, config: dict[str, Any]) -> list[str]:
-        per = ", ".join(name for name, _ in config["keys"]) or "the one group"
-        retracting = not config.get("append_only_input")
-        multisets = any((a["function"] in ("min", "max") and retracting) or
-                        (a.get("distinct") and a["function"] not in ("min", "max")) for a in config["aggregates"])
+    def explain(cls, config: GroupAggregateConfig) -> list[str]:
+        per = ", ".join(name for name, _ in config.keys) or "the one group"
+        retracting = not config.append_only_input
+        multisets = any((a.function in ("min", "max") and retracting) or
+                        (a.distinct and a.function not in ("min", "max")) for a in config.aggregates)
         return explain_lines(
-            ", ".join(name for name, _ in config["keys"]) or "- (one global group)",
+            ", ".join(name for name, _ in config.keys) or "- (one global group)",
             f"accumulators per ({per})"
             + (" and value counts for DISTINCT (and MIN/MAX of a retracting input)" if multisets else "")
             + "; a key is dropped when its row count falls to 0")
 
-    def __init__(self, config: dict[str, Any], ctx: OperatorContext):
+    def __init__(self, config: GroupAggregateConfig | dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
+        config = self.config
         oid = ctx.operator_id
-        if not config.get("projection"):
+        if not config.projection:
             raise EngineError("group_aggregate config lacks 'projection'", operator_id=oid)
-        self.keys: list[tuple[str, str]] = [tuple(k) for k in config.get("keys") or []]
-        self.calls = [AggregateCall.from_config(a, oid) for a in config.get("aggregates") or []]
-        self.having: str | None = config.get("having")
-        self.projection: list[tuple[str, str]] = [tuple(p) for p in config["projection"]]
+        self.keys: list[tuple[str, str]] = list(config.keys)
+        self.calls = [AggregateCall.from_config(a, oid) for a in config.aggregates]
+        self.having: str | None = config.having
+        self.projection: list[tuple[str, str]] = list(config.projection)
         self.value_sets: list[_ValueSet] = []
         self._value_set_of: dict[str, _ValueSet] = {}
-        #: Set by the planner when the input never retracts: MIN and MAX then keep a running
-        #: value (as Flink's MaxAggFunction) instead of a multiset (MaxWithRetractAggFunction).
-        self.append_only_input = bool(config.get("append_only_input", False))
+        self.append_only_input = bool(config.append_only_input)
         for call in self.calls:
             if call.function in ("min", "max"):
                 if not self.append_only_input:

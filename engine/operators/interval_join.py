@@ -1,14 +1,12 @@
 """IntervalJoin: Flink's interval join of two append-only inputs, state in DuckDB.
 
-Config::
+Config (``IntervalJoinConfig``)::
 
-    {
-      "join_type": "inner" | "left" | "right" | "full",
-      "lower": lo, "lower_strict": false,   # r.time - l.time >= lo  (> lo when strict), µs
-      "upper": hi, "upper_strict": false,   # r.time - l.time <= hi  (< hi when strict), µs
-      "left":  {"columns": [name, ...], "keys": [column, ...], "time": column},
-      "right": {...the same for the right input}
-    }
+    join_type: "inner" | "left" | "right" | "full"
+    lower, lower_strict: lo, False   # r.time - l.time >= lo  (> lo when strict), µs
+    upper, upper_strict: hi, False   # r.time - l.time <= hi  (< hi when strict), µs
+    left:  IntervalJoinSide(columns=(name, ...), keys=(column, ...), time=column)
+    right: IntervalJoinSide(...the same for the right input)
 
 Input 0 is the left side, input 1 the right; keys are equal on both sides
 (hash edges put equal keys in the same key group). A left row at time ``lt``
@@ -40,6 +38,7 @@ The result equals DuckDB's batch join over all rows when no row is late::
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 import pyarrow as pa
@@ -47,6 +46,7 @@ import pyarrow.compute as pc
 
 from weir.engine.errors import EngineError
 from weir.engine.messages import MAX_WATERMARK, MIN_WATERMARK
+from weir.engine.operators.config import OperatorConfig
 from weir.engine.operators.base import OperatorContext, StateOperator, explain_lines
 from weir.engine.operators.batches import conform
 from weir.engine.operators.clock import EventTimeClock
@@ -67,18 +67,35 @@ SNAPSHOT_VERSION = 1
 ALIASES = ("l", "r")
 
 
+@dataclass(frozen=True)
+class IntervalJoinSide(OperatorConfig):
+    columns: tuple[str, ...]
+    keys: tuple[str, ...]
+    #: The side's time attribute.
+    time: str
+
+
+@dataclass(frozen=True)
+class IntervalJoinConfig(OperatorConfig):
+    #: "inner", "left", "right" or "full".
+    join_type: str
+    #: r.time - l.time >= lower (> when strict) and <= upper (< when strict), µs.
+    lower: int
+    upper: int
+    left: IntervalJoinSide
+    right: IntervalJoinSide
+    lower_strict: bool = False
+    upper_strict: bool = False
+
+
 class _Side:
-    def __init__(self, index: int, config: dict[str, Any], operator_id: str):
+    def __init__(self, index: int, config: IntervalJoinSide, operator_id: str):
         self.index = index
         self.name = SIDES[index]
         self.table = STATE_TABLES[index]
-        try:
-            self.columns: list[str] = list(config["columns"])
-            self.keys: list[str] = list(config["keys"])
-            self.time: str = config["time"]
-        except (KeyError, TypeError) as exc:
-            raise EngineError(f"interval_join config of the {self.name} side lacks {exc}",
-                              operator_id=operator_id) from None
+        self.columns: list[str] = list(config.columns)
+        self.keys: list[str] = list(config.keys)
+        self.time: str = config.time
         missing = [c for c in (*self.keys, self.time) if c not in self.columns]
         if missing:
             raise EngineError(f"interval_join's {self.name} side names columns it does not have: {missing}",
@@ -90,6 +107,7 @@ class _Side:
 
 
 class IntervalJoin(StreamsFirings, StateOperator):
+    Config = IntervalJoinConfig
     #: State: the bounds decide how long each side's rows are buffered.
     STATE_CONFIG = ("join_type", "lower", "lower_strict", "upper", "upper_strict", "left", "right")
     arrival_watermark = USE
@@ -98,29 +116,27 @@ class IntervalJoin(StreamsFirings, StateOperator):
     holds_watermark_back = True
 
     @classmethod
-    def explain(cls, config: dict[str, Any]) -> list[str]:
-        left, right = config["left"]["keys"], config["right"]["keys"]
+    def explain(cls, config: IntervalJoinConfig) -> list[str]:
+        left, right = config.left.keys, config.right.keys
         return explain_lines(
             f"{', '.join(left)} | {', '.join(right)}" if left else "- (one group)",
             "rows of each input per key, dropped when the watermark passes the last time a row "
             "of the other input could match them")
 
-    def __init__(self, config: dict[str, Any], ctx: OperatorContext):
+    def __init__(self, config: IntervalJoinConfig | dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
+        config = self.config
         oid = ctx.operator_id
-        self.join_type = str(config.get("join_type", "")).lower()
+        self.join_type = str(config.join_type).lower()
         if self.join_type not in JOIN_TYPES:
-            raise EngineError(f"unknown interval join type {config.get('join_type')!r}",
+            raise EngineError(f"unknown interval join type {config.join_type!r}",
                               hint=f"one of: {', '.join(JOIN_TYPES)}", operator_id=oid)
-        try:
-            self.lower, self.upper = int(config["lower"]), int(config["upper"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise EngineError(f"interval_join config lacks its bounds: {exc}", operator_id=oid) from None
-        self.lower_strict = bool(config.get("lower_strict"))
-        self.upper_strict = bool(config.get("upper_strict"))
+        self.lower, self.upper = int(config.lower), int(config.upper)
+        self.lower_strict = bool(config.lower_strict)
+        self.upper_strict = bool(config.upper_strict)
         if self.lower > self.upper:
             raise EngineError(f"interval_join bounds are empty: {self.lower} > {self.upper}", operator_id=oid)
-        self.sides = [_Side(i, config.get(name) or {}, oid) for i, name in enumerate(SIDES)]
+        self.sides = [_Side(i, getattr(config, name), oid) for i, name in enumerate(SIDES)]
         if len(self.sides[0].keys) != len(self.sides[1].keys):
             raise EngineError("interval_join needs as many keys on the left as on the right", operator_id=oid)
         widths = [len(s.columns) for s in self.sides]

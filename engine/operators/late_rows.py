@@ -5,9 +5,9 @@ A row is late when the watermark it met — its arrival watermark
 the end of every window it would count in: those windows fired already. Every windowed operator counts such
 rows (``OperatorContext.count_late``: in total and per source table). When the
 source's ``'source.late-rows.table'`` option is set, the planner adds to the
-operator's config::
+operator's config ``late_rows`` (``LateRowsConfig``)::
 
-    "late_rows": {"<input index>": [[name, sql], ...]}
+    {"<input index>": ((name, sql), ...)}
 
 the late-rows table's columns, as SQL over the operator's input rows (the
 source's columns, NULL where the query dropped one before the window). The
@@ -18,8 +18,6 @@ operator's ``LATE_ROWS_PORT`` to the table's sink. Per row, so the table holds
 the rows Flink drops, whatever the batch size or parallelism.
 """
 from __future__ import annotations
-
-from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -37,11 +35,15 @@ WATERMARK_COLUMN = "weir_watermark"
 LATE_WATERMARK = "__weir_late_watermark"
 
 
+#: A config's ``late_rows``: input index (as text, a JSON key) -> the late-rows table's columns.
+LateRowsConfig = dict[str, tuple[tuple[str, str], ...]]
+
+
 class LateRows:
-    def __init__(self, config: dict[str, Any], ctx: OperatorContext):
+    def __init__(self, late_rows: LateRowsConfig | None, ctx: OperatorContext):
         self.ctx = ctx
-        self.projections: dict[int, list[list[str]]] = {
-            int(index): projection for index, projection in (config.get("late_rows") or {}).items()
+        self.projections: dict[int, tuple[tuple[str, str], ...]] = {
+            int(index): projection for index, projection in (late_rows or {}).items()
         }
         self._con: duckdb.DuckDBPyConnection | None = None
 

@@ -1,9 +1,7 @@
 """Limit: the first ``n`` rows that arrive, then none (Flink's streaming ``LIMIT`` without
 ORDER BY over an append-only input).
 
-Config::
-
-    {"limit": n}
+Config: ``LimitConfig(limit=n)``.
 
 The operator is fed by a hash edge on no key, so every row reaches the one
 subtask owning key group 0, in the order its input delivers them. It keeps one
@@ -17,19 +15,28 @@ Flink.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
 from weir.engine.errors import EngineError
 from weir.engine.operators.base import Operator, explain_lines
+from weir.engine.operators.config import OperatorConfig
 
 SNAPSHOT_VERSION = 1
 #: The key group of the empty key, which every row of the limit's input has.
 KEY_GROUP = 0
 
 
+@dataclass(frozen=True)
+class LimitConfig(OperatorConfig):
+    #: The rows let through, at most.
+    limit: int
+
+
 class Limit(Operator):
+    Config = LimitConfig
     #: State: the rows let through so far, counted against n.
     STATE_CONFIG = ("limit",)
     #: The rows it lets through keep their arrival watermarks (a slice keeps every column).
@@ -39,9 +46,9 @@ class Limit(Operator):
     merges_snapshots = True
 
     @classmethod
-    def explain(cls, config: dict[str, Any]) -> list[str]:
+    def explain(cls, config: LimitConfig) -> list[str]:
         return explain_lines("- (one count for the whole stream)",
-                             f"the number of rows let through (at most {config['limit']})")
+                             f"the number of rows let through (at most {config.limit})")
 
     def open(self) -> None:
         if not hasattr(self, "emitted"):
@@ -49,7 +56,7 @@ class Limit(Operator):
 
     def process_batch(self, batch: pa.RecordBatch, input_index: int = 0) -> list[pa.RecordBatch]:
         self.open()
-        room = self.config["limit"] - self.emitted
+        room = self.config.limit - self.emitted
         if room <= 0 or batch.num_rows == 0:
             return []
         kept = batch.slice(0, room)

@@ -1,15 +1,13 @@
 """LookupJoin: each row of a stream joined with a table as it is when the row arrives.
 
-Flink's lookup join (``JOIN dim FOR SYSTEM_TIME AS OF s.proc_time``). Config::
+Flink's lookup join (``JOIN dim FOR SYSTEM_TIME AS OF s.proc_time``). Config (``LookupJoinConfig``)::
 
-    {
-      "join_type": "inner" | "left",
-      "keys": [stream column, ...],
-      "names": [output name per stream column],
-      "lookup": {"table": name, "options": {WITH options}, "schema": <schema_to_json>,
-                 "keys": [table column, ...], "names": [output name per table column]},
-      "residual": "SQL over the output names" | null
-    }
+    join_type: "inner" | "left"
+    keys:      (stream column, ...)
+    names:     (output name per stream column, ...)
+    lookup:    LookupTable(table=name, options={WITH options}, schema=<schema_to_json>,
+                           keys=(table column, ...), names=(output name per table column, ...))
+    residual:  SQL over the output names, or None
 
 The table is read through its connector:
 
@@ -26,12 +24,14 @@ the residual condition); rows keep their order, an updating stream's
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
 from weir.engine.changelog import ROW_KIND
 from weir.engine.errors import EngineError
+from weir.engine.operators.config import OperatorConfig
 from weir.engine.schemas import schema_from_json
 from weir.engine.operators.base import OperatorContext, StateOperator, explain_lines
 from weir.engine.operators.batches import conform, positions
@@ -42,32 +42,59 @@ SIDE_INPUT = "lookup_rows"
 DATABASE = "lookup_db"
 
 
-class LookupJoin(StateOperator):
-    @classmethod
-    def explain(cls, config: dict[str, Any]) -> list[str]:
-        lookup = config["lookup"]
-        if lookup["options"].get("connector") == "duckdb":
-            return explain_lines("-", f"none (`{lookup['table']}` is queried for every batch)")
-        return explain_lines("-", f"`{lookup['table']}`, read once when the job starts")
+@dataclass(frozen=True)
+class LookupTable(OperatorConfig):
+    """The table a lookup join reads, through its connector."""
 
-    def __init__(self, config: dict[str, Any], ctx: OperatorContext):
+    table: str
+    #: Its WITH options.
+    options: dict[str, str]
+    #: Its columns (``engine.graph.schema_to_json``).
+    schema: str
+    keys: tuple[str, ...]
+    #: The output name of each of its columns.
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LookupJoinConfig(OperatorConfig):
+    #: "inner" or "left".
+    join_type: str
+    #: The stream's key columns.
+    keys: tuple[str, ...]
+    #: The output name of each stream column.
+    names: tuple[str, ...]
+    lookup: LookupTable
+    #: SQL over the output names, or None.
+    residual: str | None = None
+
+
+class LookupJoin(StateOperator):
+    Config = LookupJoinConfig
+
+    @classmethod
+    def explain(cls, config: LookupJoinConfig) -> list[str]:
+        lookup = config.lookup
+        if lookup.options.get("connector") == "duckdb":
+            return explain_lines("-", f"none (`{lookup.table}` is queried for every batch)")
+        return explain_lines("-", f"`{lookup.table}`, read once when the job starts")
+
+    def __init__(self, config: LookupJoinConfig | dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
+        config = self.config
         oid = ctx.operator_id
-        try:
-            self.join_type = config["join_type"]
-            self.keys = list(config["keys"])
-            self.names = list(config["names"])
-            lookup = config["lookup"]
-            self.table = lookup["table"]
-            self.options = dict(lookup["options"])
-            self.schema = schema_from_json(lookup["schema"])
-            self.lookup_keys = list(lookup["keys"])
-            self.lookup_names = list(lookup["names"])
-        except (KeyError, TypeError) as exc:
-            raise EngineError(f"lookup_join config lacks {exc}", operator_id=oid) from None
+        self.join_type = config.join_type
+        self.keys = list(config.keys)
+        self.names = list(config.names)
+        lookup = config.lookup
+        self.table = lookup.table
+        self.options = dict(lookup.options)
+        self.schema = schema_from_json(lookup.schema)
+        self.lookup_keys = list(lookup.keys)
+        self.lookup_names = list(lookup.names)
         if self.join_type not in ("inner", "left"):
             raise EngineError(f"a lookup join is INNER or LEFT, not {self.join_type!r}", operator_id=oid)
-        self.residual = config.get("residual") or None
+        self.residual = config.residual or None
         self.connector = self.options.get("connector")
 
     def create_state(self) -> None:

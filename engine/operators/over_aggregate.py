@@ -1,17 +1,15 @@
 """OverAggregate: aggregates OVER a frame of preceding rows ordered by event time (Flink's OVER).
 
-Config::
+Config (``OverAggregateConfig``)::
 
-    {
-      "columns": [name, ...],             # the input's columns (passed through, in order)
-      "partition_keys": [column, ...],    # PARTITION BY (empty: one partition)
-      "time_column": column,              # ORDER BY, a time attribute, ascending
-      "frame": {"kind": "rows", "preceding": n}          # ROWS BETWEEN n PRECEDING AND CURRENT ROW
-             | {"kind": "range", "preceding": µs}        # RANGE BETWEEN INTERVAL ... PRECEDING AND CURRENT ROW
-             | {"kind": "unbounded", "mode": "rows" | "range"},  # UNBOUNDED PRECEDING AND CURRENT ROW
-      "aggregates": [{"name": "_over0", "function": "count" | "sum" | "min" | "max" | "avg",
-                      "argument": column or null, "result_type": type SQL, "label": text}, ...]
-    }
+    columns:        (name, ...)           # the input's columns (passed through, in order)
+    partition_keys: (column, ...)         # PARTITION BY (empty: one partition)
+    time_column:    column                # ORDER BY, a time attribute, ascending
+    frame:          OverFrame(kind="rows", preceding=n)       # ROWS BETWEEN n PRECEDING AND CURRENT ROW
+                  | OverFrame(kind="range", preceding=µs)     # RANGE BETWEEN INTERVAL ... PRECEDING AND CURRENT ROW
+                  | OverFrame(kind="unbounded", mode="rows" | "range")  # UNBOUNDED PRECEDING AND CURRENT ROW
+    aggregates:     (OverCall(name="_over0", function="count" | "sum" | "min" | "max" | "avg",
+                              argument=column or None, result_type=type SQL, label=text), ...)
 
 Output: the input's columns, then one column per aggregate.
 
@@ -36,6 +34,7 @@ own window function over all rows when no row is late.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 import pyarrow as pa
@@ -46,6 +45,7 @@ from weir.engine.messages import MIN_WATERMARK
 from weir.engine.operators.accumulators import AggregateCall, Partial
 from weir.engine.operators.base import OperatorContext, StateOperator, explain_lines
 from weir.engine.operators.clock import EventTimeClock
+from weir.engine.operators.config import OperatorConfig, optional
 from weir.engine.operators.duckdb_sql import create_table_from_arrow, int_literal, snapshot_tables
 from weir.engine.operators.firings import StreamsFirings
 from weir.engine.state.key_groups import key_groups
@@ -61,7 +61,43 @@ FRAME_KINDS = ("rows", "range", "unbounded")
 ACCUMULATOR_TIME = MIN_WATERMARK
 
 
+@dataclass(frozen=True)
+class OverFrame(OperatorConfig):
+    #: "rows", "range" or "unbounded".
+    kind: str
+    #: Rows (ROWS) or µs (RANGE) before the current row.
+    preceding: int | None = optional()
+    #: An UNBOUNDED frame's "rows" or "range".
+    mode: str | None = optional()
+
+
+@dataclass(frozen=True)
+class OverCall(OperatorConfig):
+    """One aggregate OVER the frame: ``function(argument)`` named ``name``."""
+
+    name: str
+    function: str
+    argument: str | None = None
+    #: The call as the user wrote it, for error messages.
+    label: str | None = None
+    #: Flink's result type as DuckDB type SQL (SUM, AVG); None: DuckDB's type.
+    result_type: str | None = optional()
+
+
+@dataclass(frozen=True)
+class OverAggregateConfig(OperatorConfig):
+    #: The input's columns, passed through in order.
+    columns: tuple[str, ...]
+    #: ORDER BY: a time attribute, ascending.
+    time_column: str
+    frame: OverFrame
+    aggregates: tuple[OverCall, ...]
+    #: PARTITION BY (empty: one partition).
+    partition_keys: tuple[str, ...] = ()
+
+
 class OverAggregate(StreamsFirings, StateOperator):
+    Config = OverAggregateConfig
     #: State: the frame decides the history kept, the aggregates its partials.
     STATE_CONFIG = ("columns", "partition_keys", "time_column", "frame", "aggregates")
     arrival_watermark = USE
@@ -70,36 +106,36 @@ class OverAggregate(StreamsFirings, StateOperator):
     drops_late_rows = True
 
     @classmethod
-    def explain(cls, config: dict[str, Any]) -> list[str]:
-        frame = config["frame"]
-        kept = {"rows": f"the last {frame.get('preceding')} rows per key",
+    def explain(cls, config: OverAggregateConfig) -> list[str]:
+        frame = config.frame
+        kept = {"rows": f"the last {frame.preceding} rows per key",
                 "range": "the rows of the last interval per key",
-                "unbounded": "one running accumulator per key"}[frame["kind"]]
-        return explain_lines(", ".join(config["partition_keys"]) or "- (one partition)",
+                "unbounded": "one running accumulator per key"}[frame.kind]
+        return explain_lines(", ".join(config.partition_keys) or "- (one partition)",
                              f"rows waiting for the watermark (sorted by time), and {kept}")
 
-    def __init__(self, config: dict[str, Any], ctx: OperatorContext):
+    def __init__(self, config: OverAggregateConfig | dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
+        config = self.config
         oid = ctx.operator_id
-        try:
-            self.columns: list[str] = list(config["columns"])
-            self.keys: list[str] = list(config.get("partition_keys") or [])
-            self.time_column: str = config["time_column"]
-            self.frame: dict = dict(config["frame"])
-            self.aggregates: list[dict] = [dict(a) for a in config["aggregates"]]
-        except (KeyError, TypeError) as exc:
-            raise EngineError(f"over_aggregate config lacks {exc}", operator_id=oid) from None
-        missing = [c for c in (*self.keys, self.time_column, *(a.get("argument") for a in self.aggregates))
+        self.columns: list[str] = list(config.columns)
+        self.keys: list[str] = list(config.partition_keys)
+        self.time_column: str = config.time_column
+        self.frame: OverFrame = config.frame
+        self.aggregates: list[OverCall] = list(config.aggregates)
+        missing = [c for c in (*self.keys, self.time_column, *(a.argument for a in self.aggregates))
                    if c is not None and c not in self.columns]
         if missing:
             raise EngineError(f"over_aggregate names columns its input does not have: {missing}",
                               hint=f"its columns: {self.columns}", operator_id=oid)
-        if self.frame.get("kind") not in FRAME_KINDS:
-            raise EngineError(f"unknown OVER frame {self.frame.get('kind')!r}", hint=f"one of: {', '.join(FRAME_KINDS)}",
+        if self.frame.kind not in FRAME_KINDS:
+            raise EngineError(f"unknown OVER frame {self.frame.kind!r}", hint=f"one of: {', '.join(FRAME_KINDS)}",
                               operator_id=oid)
-        if self.frame["kind"] != "unbounded" and int(self.frame.get("preceding", -1)) < 0:
+        if self.frame.kind != "unbounded" and int(-1 if self.frame.preceding is None else self.frame.preceding) < 0:
             raise EngineError("an OVER frame needs a non-negative 'preceding'", operator_id=oid)
-        self.calls = [AggregateCall.from_config(a, oid) for a in self.aggregates]
+        self.calls = [AggregateCall.from_config(
+            {"name": a.name, "function": a.function, "argument": a.argument, "result_type": a.result_type,
+             "label": a.label}, oid) for a in self.aggregates]
         if len(ctx.output_schema) != len(self.columns) + len(self.aggregates):
             raise EngineError(f"over_aggregate's output has {len(ctx.output_schema)} columns, not the input's "
                               f"{len(self.columns)} and {len(self.aggregates)} aggregates", operator_id=oid)
@@ -186,14 +222,14 @@ class OverAggregate(StreamsFirings, StateOperator):
 
     def _window(self) -> str:
         partition = f"PARTITION BY {', '.join(self._c(k) for k in self.keys)} " if self.keys else ""
-        kind = self.frame["kind"]
+        kind = self.frame.kind
         if kind == "rows":
             return (f"{partition}ORDER BY {self._order()} "
-                    f"ROWS BETWEEN {int(self.frame['preceding'])} PRECEDING AND CURRENT ROW")
+                    f"ROWS BETWEEN {int(self.frame.preceding)} PRECEDING AND CURRENT ROW")
         if kind == "range":
             return (f"{partition}ORDER BY {TIME} "
-                    f"RANGE BETWEEN {int(self.frame['preceding'])} PRECEDING AND CURRENT ROW")
-        if self.frame.get("mode") == "rows":
+                    f"RANGE BETWEEN {int(self.frame.preceding)} PRECEDING AND CURRENT ROW")
+        if self.frame.mode == "rows":
             return f"{partition}ORDER BY {self._order()} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW"
         return f"{partition}ORDER BY {TIME} RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW"
 
@@ -229,14 +265,14 @@ class OverAggregate(StreamsFirings, StateOperator):
 
     def _prune(self, watermark: int) -> None:
         """Keep only the history a future row's frame can reach."""
-        kind = self.frame["kind"]
+        kind = self.frame.kind
         partition = f"PARTITION BY {', '.join(self._c(k) for k in self.keys)} " if self.keys else ""
         if kind == "rows":
-            keep = int(self.frame["preceding"])
+            keep = int(self.frame.preceding)
             self._run(f"DELETE FROM history WHERE rowid IN (SELECT rowid FROM (SELECT rowid, row_number() OVER "
                       f"({partition}ORDER BY {self._order(descending=True)}) AS n FROM history) WHERE n > {keep})")
         elif kind == "range":
-            self._run(f"DELETE FROM history WHERE {TIME} <= {int_literal(watermark - int(self.frame['preceding']))}")
+            self._run(f"DELETE FROM history WHERE {TIME} <= {int_literal(watermark - int(self.frame.preceding))}")
         else:
             self._compact()
 

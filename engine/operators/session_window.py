@@ -1,14 +1,12 @@
 """SessionWindow: the event-time SESSION window aggregate, open sessions kept in DuckDB.
 
-Config::
+Config (``SessionWindowConfig``)::
 
-    {
-      "window": {"kind": "session", "time_column": "ts", "gap": 10000000},
-      "keys": [[name, sql], ...],          # the PARTITION BY / GROUP BY keys
-      "aggregates": [{"name", "function", "argument", "distinct", "filter"}, ...],
-      "having": sql_or_null,
-      "projection": [[name, sql], ...]
-    }
+    window:     SessionWindowSpec(kind="session", time_column="ts", gap=10000000)
+    keys:       ((name, sql), ...)       # the PARTITION BY / GROUP BY keys
+    aggregates: (AggregateCall(name, function, argument, distinct, filter), ...)
+    having:     sql or None
+    projection: ((name, sql), ...)
 
 Semantics follow Flink's merging windows: a row at ``ts`` is the window
 ``[ts, ts + gap)``; windows of one key that intersect — touching counts, as in
@@ -57,6 +55,7 @@ with a session cut wherever a row arrived after its neighbour's session fired.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 import pyarrow as pa
@@ -64,6 +63,7 @@ import pyarrow.compute as pc
 
 from weir.engine.errors import EngineError
 from weir.engine.operators.accumulators import Accumulator, AggregateCall, DistinctAccumulator, argument_columns
+from weir.engine.operators.config import OperatorConfig
 from weir.engine.operators.base import OperatorContext, StateOperator, explain_lines
 from weir.engine.messages import MIN_WATERMARK
 from weir.engine.operators.batches import positions
@@ -85,7 +85,29 @@ LAG = WINDOW_TIME_LAG_US
 ROW_WATERMARK, ROW_SEQUENCE, ROW_POSITION = "__w", "__seq", "__pos"
 
 
+@dataclass(frozen=True)
+class SessionWindowSpec(OperatorConfig):
+    """A SESSION window: rows of a key closer than ``gap`` µs in ``time_column`` share a session."""
+
+    time_column: str
+    gap: int
+    kind: str = "session"
+
+
+@dataclass(frozen=True)
+class SessionWindowConfig(OperatorConfig):
+    window: SessionWindowSpec
+    #: (output name, SQL over the keys, the window bounds and the aggregate names).
+    projection: tuple[tuple[str, str], ...]
+    #: (output name, SQL over the input): the PARTITION BY / GROUP BY keys.
+    keys: tuple[tuple[str, str], ...] = ()
+    aggregates: tuple[AggregateCall, ...] = ()
+    #: SQL over the keys, the window bounds and the aggregate names, or None.
+    having: str | None = None
+
+
 class SessionWindow(StreamsFirings, StateOperator):
+    Config = SessionWindowConfig
     #: State: the gap, keys and accumulators of open sessions.
     STATE_CONFIG = ("window", "keys", "aggregates")
     arrival_watermark = USE
@@ -97,29 +119,29 @@ class SessionWindow(StreamsFirings, StateOperator):
     drops_late_rows = True
 
     @classmethod
-    def explain(cls, config: dict[str, Any]) -> list[str]:
+    def explain(cls, config: SessionWindowConfig) -> list[str]:
         return explain_lines(
-            ", ".join(name for name, _ in config["keys"]) or "- (one global sequence of sessions)",
+            ", ".join(name for name, _ in config.keys) or "- (one global sequence of sessions)",
             "open sessions per key with partial accumulators, merged when a row bridges them, "
             "dropped when the watermark passes their end")
 
-    def __init__(self, config: dict[str, Any], ctx: OperatorContext):
+    def __init__(self, config: SessionWindowConfig | dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
+        config = self.config
         oid = ctx.operator_id
-        for required in ("window", "projection"):
-            if not config.get(required):
-                raise EngineError(f"session_window config lacks {required!r}", operator_id=oid)
-        window = config["window"]
-        if str(window.get("kind", "")).lower() != "session":
-            raise EngineError(f"session_window needs a session window, got {window.get('kind')!r}",
+        if not config.projection:
+            raise EngineError("session_window config lacks 'projection'", operator_id=oid)
+        window = config.window
+        if str(window.kind).lower() != "session":
+            raise EngineError(f"session_window needs a session window, got {window.kind!r}",
                               operator_id=oid)
-        self.time_column: str = window["time_column"]
-        self.gap = int(window.get("gap") or 0)
+        self.time_column: str = window.time_column
+        self.gap = int(window.gap or 0)
         if self.gap <= 0:
-            raise EngineError(f"session gap must be positive, got {window.get('gap')!r} µs", operator_id=oid)
-        self.keys: list[tuple[str, str]] = [tuple(k) for k in config.get("keys") or []]
+            raise EngineError(f"session gap must be positive, got {window.gap!r} µs", operator_id=oid)
+        self.keys: list[tuple[str, str]] = list(config.keys)
         self.key_columns = [f"__k{i}" for i in range(len(self.keys))]
-        self.calls = [AggregateCall.from_config(a, oid) for a in config.get("aggregates") or []]
+        self.calls = [AggregateCall.from_config(a, oid) for a in config.aggregates]
         self.accumulators: list[Accumulator] = []
         self.distincts: list[DistinctAccumulator] = []
         for i, call in enumerate(self.calls):
@@ -129,8 +151,8 @@ class SessionWindow(StreamsFirings, StateOperator):
                 self.accumulators.append(Accumulator(call, i))
         for d in self.distincts:
             d.table = f"session_{d.table}"
-        self.having: str | None = config.get("having")
-        self.projection: list[tuple[str, str]] = [tuple(p) for p in config["projection"]]
+        self.having: str | None = config.having
+        self.projection: list[tuple[str, str]] = list(config.projection)
         self.clock = EventTimeClock()
         #: The smallest window_end of an open session (None: no session): saves a query per watermark.
         self._earliest_end: int | None = None

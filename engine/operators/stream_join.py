@@ -1,17 +1,15 @@
 """StreamJoin: a regular join of two streams (Flink's streaming join), state in DuckDB.
 
-Config::
+Config (``StreamJoinConfig``)::
 
-    {
-      "join_type": "inner" | "left" | "right" | "full" | "semi" | "anti",
-      "null_aware": false,          # anti only: NOT IN semantics (a NULL key matches anything)
-      "left":  {"schema": <engine.graph.schema_to_json of the input's columns>,
-                "keys": [column, ...], "names": [output name per column]},
-      "right": {...},
-      "residual": "SQL" | null,     # the rest of ON, over the output names of both sides
-      "changelog": true,            # whether the output carries _row_kind
-      "ttl_ms": {"left": 0, "right": 0}   # state retention per side; 0 keeps rows for ever
-    }
+    join_type:  "inner" | "left" | "right" | "full" | "semi" | "anti"
+    null_aware: False                # anti only: NOT IN semantics (a NULL key matches anything)
+    left:       StreamJoinSide(schema=<engine.graph.schema_to_json of the input's columns>,
+                               keys=(column, ...), names=(output name per column))
+    right:      StreamJoinSide(...)
+    residual:   SQL or None          # the rest of ON, over the output names of both sides
+    changelog:  True                 # whether the output carries _row_kind
+    ttl_ms:     {"left": 0, "right": 0}   # state retention per side; 0 keeps rows for ever
 
 Input 0 is the left side, input 1 the right. Either may be an updating
 stream (its batches end with ``_row_kind``): +I and +U rows add a row, -U and
@@ -43,6 +41,7 @@ retracting what it produced.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -53,6 +52,7 @@ from weir.engine.errors import EngineError
 from weir.engine.operators.base import OperatorContext, StateOperator, explain_lines, without_output_names
 from weir.engine.operators.batches import conform, positions
 from weir.engine.operators.clock import now_ms
+from weir.engine.operators.config import OperatorConfig
 from weir.engine.operators.duckdb_sql import (create_table_from_arrow, duckdb_name, int_literal, query_arrow, quote_ident,
                                              snapshot_tables)
 from weir.engine.schemas import schema_from_json
@@ -72,18 +72,43 @@ META = ("key_group", "_rid", "_matches", "_t")
 
 
 
+@dataclass(frozen=True)
+class StreamJoinSide(OperatorConfig):
+    #: The input's columns (``engine.graph.schema_to_json``).
+    schema: str
+    keys: tuple[str, ...]
+    #: The output name of each column; None: the columns' own.
+    names: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class StreamJoinConfig(OperatorConfig):
+    #: "inner", "left", "right", "full", "semi" or "anti".
+    join_type: str
+    left: StreamJoinSide
+    right: StreamJoinSide
+    #: ANTI only: NOT IN semantics (a NULL key matches anything).
+    null_aware: bool = False
+    #: The rest of ON, over the output names of both sides, or None.
+    residual: str | None = None
+    #: Whether the output carries _row_kind.
+    changelog: bool = True
+    #: State retention per side ({"left": ms, "right": ms}, or one for both); 0 keeps rows for ever.
+    ttl_ms: dict[str, int] | int = 0
+
+
 class _Side:
-    def __init__(self, index: int, config: dict[str, Any], operator_id: str):
+    def __init__(self, index: int, config: StreamJoinSide, operator_id: str):
         self.index = index
         self.name = SIDES[index]
         self.table = STATE_TABLES[index]
         try:
-            self.schema: pa.Schema = schema_from_json(config["schema"])
-            self.keys: list[str] = list(config["keys"])
-            self.names: list[str] = list(config.get("names") or self.schema.names)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise EngineError(f"stream_join config of the {self.name} side lacks {exc}",
+            self.schema: pa.Schema = schema_from_json(config.schema)
+        except (TypeError, ValueError) as exc:
+            raise EngineError(f"stream_join config of the {self.name} side has no schema: {exc}",
                               operator_id=operator_id) from None
+        self.keys: list[str] = list(config.keys)
+        self.names: list[str] = list(config.names or self.schema.names)
         self.columns: list[str] = list(self.schema.names)
         missing = [k for k in self.keys if k not in self.columns]
         if missing or len(self.names) != len(self.columns):
@@ -116,37 +141,40 @@ class _Side:
 
 
 class StreamJoin(StateOperator):
+    Config = StreamJoinConfig
     #: State: each side's rows (columns and keys) and their match counts; output names do not count.
     STATE_CONFIG = ("join_type", "null_aware", "left", "right")
     keyed_by = ("left.keys", "right.keys")
     merges_snapshots = True
 
     @classmethod
-    def explain(cls, config: dict[str, Any]) -> list[str]:
-        ttl = {side: ms for side, ms in (config.get("ttl_ms") or {}).items() if ms}
+    def explain(cls, config: StreamJoinConfig) -> list[str]:
+        ttl = config.ttl_ms if isinstance(config.ttl_ms, dict) else dict.fromkeys(SIDES, config.ttl_ms)
+        ttl = {side: ms for side, ms in ttl.items() if ms}
         kept = ("; " + ", ".join(f"{side} rows dropped {ms} ms after they arrived" for side, ms in ttl.items())
                 if ttl else ", for ever (set 'table.exec.state.ttl' to bound it)")
-        return explain_lines(f"{', '.join(config['left']['keys'])} | {', '.join(config['right']['keys'])}",
+        return explain_lines(f"{', '.join(config.left.keys)} | {', '.join(config.right.keys)}",
                              f"every row of both inputs by key{kept}")
 
     @classmethod
-    def state_shape(cls, config: dict[str, Any]) -> dict[str, Any]:
+    def state_shape(cls, config: StreamJoinConfig | dict[str, Any]) -> dict[str, Any]:
         return without_output_names(super().state_shape(config))
 
-    def __init__(self, config: dict[str, Any], ctx: OperatorContext):
+    def __init__(self, config: StreamJoinConfig | dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
+        config = self.config
         oid = ctx.operator_id
-        self.join_type = str(config.get("join_type", "")).lower()
+        self.join_type = str(config.join_type).lower()
         if self.join_type not in JOIN_TYPES:
-            raise EngineError(f"unknown join type {config.get('join_type')!r}",
+            raise EngineError(f"unknown join type {config.join_type!r}",
                               hint=f"one of: {', '.join(JOIN_TYPES)}", operator_id=oid)
-        self.null_aware = bool(config.get("null_aware")) and self.join_type == "anti"
-        self.sides = [_Side(i, config.get(name) or {}, oid) for i, name in enumerate(SIDES)]
+        self.null_aware = bool(config.null_aware) and self.join_type == "anti"
+        self.sides = [_Side(i, getattr(config, name), oid) for i, name in enumerate(SIDES)]
         if len(self.sides[0].keys) != len(self.sides[1].keys):
             raise EngineError("stream_join needs as many keys on the left as on the right", operator_id=oid)
-        self.residual: str | None = config.get("residual") or None
-        self.changelog = bool(config.get("changelog", True))
-        ttl = config.get("ttl_ms") or 0
+        self.residual: str | None = config.residual or None
+        self.changelog = bool(config.changelog)
+        ttl = config.ttl_ms or 0
         self.ttl_ms = [int(ttl.get(s, 0) if isinstance(ttl, dict) else ttl) for s in SIDES]
         self._last_expiry: int | None = None
 

@@ -1,13 +1,11 @@
 """TemporalJoin: each row joined with the version of a versioned table valid at its event time.
 
 Flink's event-time temporal join (``JOIN rates FOR SYSTEM_TIME AS OF o.order_time``).
-Config::
+Config (``TemporalJoinConfig``)::
 
-    {
-      "join_type": "inner" | "left",
-      "left":  {"schema": <schema_to_json>, "keys": [...], "time": column, "names": [...]},
-      "right": {...the same for the versioned table: each row is a new version of its key}
-    }
+    join_type: "inner" | "left"
+    left:      TemporalJoinSide(schema=<schema_to_json>, keys=(...), time=column, names=(...))
+    right:     TemporalJoinSide(...the same for the versioned table: each row is a new version of its key)
 
 Input 0 is the stream, input 1 the versioned table (append-only: every row is
 the version of its key from its time on). Left rows wait in ``left_rows``
@@ -22,6 +20,7 @@ counted and dropped. Output: the left columns, then the right ones.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -32,6 +31,7 @@ from weir.engine.schemas import schema_from_json
 from weir.engine.operators.base import OperatorContext, StateOperator, explain_lines, without_output_names
 from weir.engine.operators.batches import conform
 from weir.engine.operators.clock import EventTimeClock
+from weir.engine.operators.config import OperatorConfig
 from weir.engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow, quote_ident, snapshot_tables
 from weir.engine.state.key_groups import key_groups
 from weir.engine.watermarks import USE, row_watermarks
@@ -42,16 +42,33 @@ INPUT = "temporal_input"
 SNAPSHOT_VERSION = 1
 
 
+@dataclass(frozen=True)
+class TemporalJoinSide(OperatorConfig):
+    #: The input's columns (``engine.graph.schema_to_json``).
+    schema: str
+    keys: tuple[str, ...]
+    #: The side's time attribute.
+    time: str
+    #: The output name of each column; None: the columns' own.
+    names: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class TemporalJoinConfig(OperatorConfig):
+    #: "inner" or "left".
+    join_type: str
+    left: TemporalJoinSide
+    #: The versioned table: each row is a new version of its key.
+    right: TemporalJoinSide
+
+
 class _Side:
-    def __init__(self, index: int, config: dict[str, Any], operator_id: str):
+    def __init__(self, index: int, config: TemporalJoinSide, operator_id: str):
         self.table = TABLES[index]
-        try:
-            self.schema = schema_from_json(config["schema"])
-            self.keys = list(config["keys"])
-            self.time = config["time"]
-            self.names = list(config.get("names") or self.schema.names)
-        except (KeyError, TypeError) as exc:
-            raise EngineError(f"temporal_join config lacks {exc}", operator_id=operator_id) from None
+        self.schema = schema_from_json(config.schema)
+        self.keys = list(config.keys)
+        self.time = config.time
+        self.names = list(config.names or self.schema.names)
         self.columns = self.schema.names
 
     def data(self, relation: str) -> list[str]:
@@ -66,11 +83,12 @@ class _Side:
 
 
 class TemporalJoin(StateOperator):
+    Config = TemporalJoinConfig
     #: State: the waiting rows and the versions, by key and time; output names do not count.
     STATE_CONFIG = ("join_type", "left", "right")
 
     @classmethod
-    def state_shape(cls, config: dict[str, Any]) -> dict[str, Any]:
+    def state_shape(cls, config: TemporalJoinConfig | dict[str, Any]) -> dict[str, Any]:
         return without_output_names(super().state_shape(config))
     arrival_watermark = USE
     keyed_by = ("left.keys", "right.keys")
@@ -78,18 +96,19 @@ class TemporalJoin(StateOperator):
     drops_late_rows = True
 
     @classmethod
-    def explain(cls, config: dict[str, Any]) -> list[str]:
-        return explain_lines(f"{', '.join(config['left']['keys'])} | {', '.join(config['right']['keys'])}",
+    def explain(cls, config: TemporalJoinConfig) -> list[str]:
+        return explain_lines(f"{', '.join(config.left.keys)} | {', '.join(config.right.keys)}",
                              "rows waiting for the watermark to pass their time, and per key the versions they "
                              "may still join: older versions dropped as the watermark passes")
 
-    def __init__(self, config: dict[str, Any], ctx: OperatorContext):
+    def __init__(self, config: TemporalJoinConfig | dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
-        self.join_type = config.get("join_type")
+        config = self.config
+        self.join_type = config.join_type
         if self.join_type not in ("inner", "left"):
             raise EngineError(f"an event-time temporal join is INNER or LEFT, not {self.join_type!r}",
                               operator_id=ctx.operator_id)
-        self.sides = [_Side(i, config.get(name) or {}, ctx.operator_id) for i, name in enumerate(("left", "right"))]
+        self.sides = [_Side(i, getattr(config, name), ctx.operator_id) for i, name in enumerate(("left", "right"))]
         self.clock = EventTimeClock()
 
     def create_state(self) -> None:

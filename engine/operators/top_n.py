@@ -1,20 +1,18 @@
 """TopN: Top-N and deduplication without a window (Flink's Rank), an updating result.
 
-Config::
+Config (``TopNConfig``)::
 
-    {
-      "columns": [input column, ...],     # without _row_kind
-      "partition_keys": [column, ...],
-      "order_by": ["SQL ASC|DESC NULLS FIRST|LAST", ...],
-      "function": "row_number" | "rank" | "dense_rank",
-      "rank_column": name,
-      "rank_range": [low, high],
-      "filter": "SQL over the ranked rows" | null,
-      "projection": [[name, SQL over the ranked rows], ...],
-      "append_only_input": true,
-      "ttl_ms": 0,                        # state retention (processing time); 0: for ever
-      "ties": "earliest_first" | "latest_first"
-    }
+    columns:           (input column, ...)      # without _row_kind
+    partition_keys:    (column, ...)
+    order_by:          ("SQL ASC|DESC NULLS FIRST|LAST", ...)
+    function:          "row_number" | "rank" | "dense_rank"
+    rank_column:       name
+    rank_range:        (low, high)
+    filter:            SQL over the ranked rows, or None
+    projection:        ((name, SQL over the ranked rows), ...)
+    append_only_input: True
+    ttl_ms:            0                        # state retention (processing time); 0: for ever
+    ties:              "earliest_first" | "latest_first"
 
 State: the rows of every partition in DuckDB (``ranked_rows``: key group, a
 row id, the input's columns). The row id ``_rid`` is the row's arrival
@@ -42,6 +40,7 @@ With ``ttl_ms`` > 0 a row is forgotten that long after it arrived (Flink's
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -52,6 +51,7 @@ from weir.engine.errors import EngineError
 from weir.engine.operators.base import OperatorContext, StateOperator, explain_lines
 from weir.engine.operators.batches import conform, positions
 from weir.engine.operators.clock import now_ms
+from weir.engine.operators.config import OperatorConfig
 from weir.engine.operators.duckdb_sql import int_literal, query_arrow, quote_ident, snapshot_tables
 from weir.engine.state.key_groups import key_groups
 from weir.engine.state.keyed_tables import merge_snapshots, owned_tables
@@ -63,38 +63,59 @@ SNAPSHOT_VERSION = 1
 
 
 
+@dataclass(frozen=True)
+class TopNConfig(OperatorConfig):
+    #: The input's columns, without _row_kind.
+    columns: tuple[str, ...]
+    partition_keys: tuple[str, ...]
+    #: "SQL ASC|DESC NULLS FIRST|LAST", per sort key.
+    order_by: tuple[str, ...]
+    #: "row_number", "rank" or "dense_rank".
+    function: str
+    rank_column: str
+    rank_range: tuple[int, int]
+    #: ((name, SQL over the ranked rows), ...).
+    projection: tuple[tuple[str, str], ...]
+    #: SQL over the ranked rows, or None.
+    filter: str | None = None
+    append_only_input: bool = True
+    #: State retention (processing time); 0: for ever.
+    ttl_ms: int = 0
+    #: "earliest_first" or "latest_first".
+    ties: str = "earliest_first"
+
+
 class TopN(StateOperator):
+    Config = TopNConfig
     #: State: the rows kept per partition: which are kept depends on the order and the ranks.
     STATE_CONFIG = ("columns", "partition_keys", "order_by", "function", "rank_range", "append_only_input")
     keyed_by = ("partition_keys",)
     merges_snapshots = True
 
     @classmethod
-    def explain(cls, config: dict[str, Any]) -> list[str]:
-        if config["append_only_input"]:
-            state = f"the top {config['rank_range'][1]} rows (and ties) per partition"
+    def explain(cls, config: TopNConfig) -> list[str]:
+        if config.append_only_input:
+            state = f"the top {config.rank_range[1]} rows (and ties) per partition"
         else:
             state = "every row per partition (an updating input may retract any of them)"
-        return explain_lines(", ".join(config["partition_keys"]) or "- (one ranking of the whole stream)", state)
+        return explain_lines(", ".join(config.partition_keys) or "- (one ranking of the whole stream)", state)
 
-    def __init__(self, config: dict[str, Any], ctx: OperatorContext):
+    def __init__(self, config: TopNConfig | dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
-        try:
-            self.columns = list(config["columns"])
-            self.keys = list(config["partition_keys"])
-            self.order_by = list(config["order_by"])
-            self.function = config["function"]
-            self.rank_column = config["rank_column"]
-            self.low, self.high = config["rank_range"]
-            self.projection = [tuple(p) for p in config["projection"]]
-        except (KeyError, TypeError, ValueError) as exc:
-            raise EngineError(f"top_n config lacks {exc}", operator_id=ctx.operator_id) from None
+        config = self.config
+        self.columns = list(config.columns)
+        self.keys = list(config.partition_keys)
+        self.order_by = list(config.order_by)
+        self.function = config.function
+        self.rank_column = config.rank_column
+        self.low, self.high = config.rank_range
+        self.projection = list(config.projection)
         if self.function not in ("row_number", "rank", "dense_rank"):
             raise EngineError(f"unknown rank function {self.function!r}", operator_id=ctx.operator_id)
-        self.filter = config.get("filter") or None
-        self.append_only_input = bool(config.get("append_only_input", True))
-        self.ttl_ms = int(config.get("ttl_ms") or 0)
-        self.ties = config.get("ties") or "earliest_first"
+        self.filter = config.filter or None
+        self.append_only_input = bool(config.append_only_input)
+        self.ttl_ms = int(config.ttl_ms or 0)
+        self.ties = config.ties or "earliest_first"
         if self.ties not in ("earliest_first", "latest_first"):
             raise EngineError(f"unknown tie order {self.ties!r}", hint="earliest_first or latest_first",
                               operator_id=ctx.operator_id)

@@ -1,6 +1,6 @@
 """Union: UNION ALL of several append-only inputs.
 
-Config: ``{"inputs": n}``. Every input already has the output's column types
+Config: ``UnionConfig(inputs=n)``. Every input already has the output's column types
 (the planner casts where the inputs' types differ, before the union); the
 union renames each batch's columns to the output's names and passes it on.
 It keeps no state. Its watermark is the minimum of its inputs' watermarks,
@@ -9,25 +9,34 @@ arrival watermarks (``engine.watermarks.ARRIVAL_WATERMARK``) pass on with them.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
 from weir.engine.errors import EngineError
 from weir.engine.operators.base import Operator, OperatorContext, explain_lines
+from weir.engine.operators.config import OperatorConfig
 from weir.engine.watermarks import ARRIVAL_FIELD, PASS, has_arrival
 
 
+@dataclass(frozen=True)
+class UnionConfig(OperatorConfig):
+    #: How many inputs the union reads.
+    inputs: int = 2
+
+
 class Union(Operator):
+    Config = UnionConfig
     arrival_watermark = PASS
 
     @classmethod
-    def explain(cls, config: dict[str, Any]) -> list[str]:
+    def explain(cls, config: UnionConfig) -> list[str]:
         return explain_lines("-", "none")
 
-    def __init__(self, config: dict[str, Any], ctx: OperatorContext):
+    def __init__(self, config: UnionConfig | dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
-        self.inputs = int(config.get("inputs", 2))
+        self.inputs = int(self.config.inputs)
 
     def process_batch(self, batch: pa.RecordBatch, input_index: int = 0) -> list[pa.RecordBatch]:
         schema = self.ctx.output_schema

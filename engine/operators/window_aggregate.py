@@ -1,16 +1,15 @@
 """WindowAggregate: an event-time window aggregate (TUMBLE, HOP, CUMULATE), state in DuckDB.
 
-Config::
+Config (``WindowAggregateConfig``)::
 
-    {
-      "window": {"kind": "tumble", "time_column": "date_time", "size": 10000000, "offset": 0},
-                (HOP adds "slide", CUMULATE "step", both µs dividing the size)
-      "keys": [[name, sql], ...],
-      "aggregates": [{"name", "function", "argument", "distinct", "filter"}, ...],
-      "having": sql_or_null,
-      "projection": [[name, sql], ...],
-      "grouping_sets": {"column": "_e", "count": n}   (optional)
-    }
+    window:        SlicedWindowConfig(kind="tumble", time_column="date_time", size=10000000, offset=0)
+                   (HOP adds slide, CUMULATE step, both µs dividing the size)
+    keys:          ((name, sql), ...)
+    aggregates:    (AggregateCall(name, function, argument, distinct, filter), ...)
+    having:        sql or None
+    projection:    ((name, sql), ...)
+    grouping_sets: GroupingSetCopies(column="_e", count=n)   (optional)
+    late_rows:     (optional: ``engine.operators.late_rows``)
 
 Sizes and offsets are µs. ``keys``, aggregate arguments and filters are SQL
 over the input columns; ``having`` and ``projection`` are SQL over the key
@@ -54,6 +53,7 @@ rows' arrival watermarks).
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
@@ -64,10 +64,11 @@ from weir.engine.operators.accumulators import Accumulator, AggregateCall, Disti
 from weir.engine.operators.base import Operator, OperatorContext, explain_lines
 from weir.engine.operators.batches import conform
 from weir.engine.operators.clock import EventTimeClock
-from weir.engine.operators.late_rows import LateRows
+from weir.engine.operators.config import OperatorConfig, optional
+from weir.engine.operators.late_rows import LateRows, LateRowsConfig
 from weir.engine.operators.duckdb_sql import int_literal, query_arrow, quote_ident, stream_arrow
 from weir.engine.operators.window_state import FROM_END, SLICE, WINDOW_END, WINDOW_START, WindowState
-from weir.engine.operators.windows import WINDOW_TIME_LAG_US, align_array, window_assigner
+from weir.engine.operators.windows import WINDOW_TIME_LAG_US, SlicedWindowConfig, align_array, window_assigner
 from weir.engine.state.key_groups import KEY_GROUP_COLUMN, key_groups
 from weir.engine.state.keyed_tables import merge_snapshots, owned_tables
 from weir.engine.messages import MIN_WATERMARK
@@ -95,7 +96,30 @@ def _referenced_column(sql: str, names: list[str]) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class GroupingSetCopies(OperatorConfig):
+    """GROUPING SETS: every input row comes ``count`` times, numbered in ``column`` (the last key)."""
+
+    column: str
+    count: int
+
+
+@dataclass(frozen=True)
+class WindowAggregateConfig(OperatorConfig):
+    window: SlicedWindowConfig
+    #: (output name, SQL over the keys, the window bounds and the aggregate names).
+    projection: tuple[tuple[str, str], ...]
+    #: (output name, SQL over the input), per key; none: one group per window.
+    keys: tuple[tuple[str, str], ...] = ()
+    aggregates: tuple[AggregateCall, ...] = ()
+    #: SQL over the keys, the window bounds and the aggregate names, or None.
+    having: str | None = None
+    grouping_sets: GroupingSetCopies | None = optional()
+    late_rows: LateRowsConfig | None = optional()
+
+
 class WindowAggregate(Operator):
+    Config = WindowAggregateConfig
     #: State: window geometry (slices), keys and accumulators.
     STATE_CONFIG = ("window", "keys", "aggregates", "grouping_sets")
     arrival_watermark = USE
@@ -108,37 +132,37 @@ class WindowAggregate(Operator):
     takes_key_groups = True
 
     @classmethod
-    def input_expressions(cls, config: dict[str, Any]) -> list[str] | None:
+    def input_expressions(cls, config: WindowAggregateConfig) -> list[str] | None:
         """Keys, aggregate arguments and filters, and the time column; with a late-rows table
         every column (it keeps the rows as they came)."""
-        if config.get("late_rows"):
+        if config.late_rows:
             return None
-        texts = [sql for _, sql in config.get("keys") or []]
-        texts += [a.get(k) or "" for a in config.get("aggregates") or [] for k in ("argument", "filter")]
-        return texts + [config["window"]["time_column"]]
+        texts = [sql for _, sql in config.keys]
+        texts += [text or "" for a in config.aggregates for text in (a.argument, a.filter)]
+        return texts + [config.window.time_column]
 
     @classmethod
-    def explain(cls, config: dict[str, Any]) -> list[str]:
-        sliced = config["window"]["kind"] in ("hop", "cumulate")
-        per = ", ".join([*(name for name, _ in config["keys"]), "slice" if sliced else "window"])
+    def explain(cls, config: WindowAggregateConfig) -> list[str]:
+        sliced = config.window.kind in ("hop", "cumulate")
+        per = ", ".join([*(name for name, _ in config.keys), "slice" if sliced else "window"])
         if sliced:
             state = (f"partial accumulators per ({per}), shared by the overlapping windows; a slice is "
                      "dropped when the watermark passes the end of its last window")
         else:
             state = f"window accumulators per ({per}), dropped when the watermark passes window_end"
-        return explain_lines(", ".join(name for name, _ in config["keys"]) or "- (one global group per window)",
+        return explain_lines(", ".join(name for name, _ in config.keys) or "- (one global group per window)",
                              state)
 
-    def __init__(self, config: dict[str, Any], ctx: OperatorContext):
+    def __init__(self, config: WindowAggregateConfig | dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
+        config = self.config
         oid = ctx.operator_id
-        for required in ("window", "projection"):
-            if not config.get(required):
-                raise EngineError(f"window_aggregate config lacks {required!r}", operator_id=oid)
-        self.assigner = window_assigner(config["window"], oid)
+        if not config.projection:
+            raise EngineError("window_aggregate config lacks 'projection'", operator_id=oid)
+        self.assigner = window_assigner(config.window, oid)
         self.clock = EventTimeClock()
-        self.keys: list[tuple[str, str]] = [tuple(k) for k in config.get("keys") or []]
-        self.calls = [AggregateCall.from_config(a, oid) for a in config.get("aggregates") or []]
+        self.keys: list[tuple[str, str]] = list(config.keys)
+        self.calls = [AggregateCall.from_config(a, oid) for a in config.aggregates]
         self.accumulators: list[Accumulator] = []
         self.distincts: list[DistinctAccumulator] = []
         for i, call in enumerate(self.calls):
@@ -146,11 +170,11 @@ class WindowAggregate(Operator):
                 self._distinct_for(call).calls.append(call)
             else:
                 self.accumulators.append(Accumulator(call, i))
-        self.having: str | None = config.get("having")
-        self.projection: list[tuple[str, str]] = [tuple(p) for p in config["projection"]]
+        self.having: str | None = config.having
+        self.projection: list[tuple[str, str]] = list(config.projection)
         #: The column numbering the copies of a row, one per grouping set (GROUPING SETS).
-        self.copy_column: str | None = (config.get("grouping_sets") or {}).get("column")
-        self.late_rows = LateRows(config, ctx)
+        self.copy_column: str | None = config.grouping_sets.column if config.grouping_sets else None
+        self.late_rows = LateRows(config.late_rows, ctx)
         self.state: WindowState | None = None
         #: The earliest slice that may hold state (None: no state); saves a query per watermark.
         self._earliest_slice: int | None = None

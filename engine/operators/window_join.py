@@ -1,14 +1,13 @@
 """WindowJoin: Flink's window join of two windowed inputs, state in DuckDB.
 
-Config::
+Config (``WindowJoinConfig``)::
 
-    {
-      "join_type": "inner" | "left" | "right" | "full" | "semi" | "anti",
-      "null_aware": false,   # anti only: NOT IN semantics (a NULL key matches anything)
-      "left":  {"columns": [name, ...], "keys": [column, ...],
-                "window_start": column, "window_end": column},
-      "right": {...the same for the right input}
-    }
+    join_type:  "inner" | "left" | "right" | "full" | "semi" | "anti"
+    null_aware: False   # anti only: NOT IN semantics (a NULL key matches anything)
+    left:       WindowJoinSide(columns=(name, ...), keys=(column, ...),
+                               window_start=column, window_end=column)
+    right:      WindowJoinSide(...the same for the right input)
+    late_rows:  (optional: ``engine.operators.late_rows``)
 
 Input 0 is the left side, input 1 the right. Both carry the window bounds of
 one window definition (TUMBLE today; any assigner whose rows have
@@ -34,13 +33,15 @@ The result equals DuckDB's batch join over the rows that were not late::
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from weir.engine.errors import EngineError
-from weir.engine.operators.late_rows import LateRows
+from weir.engine.operators.config import OperatorConfig, optional
+from weir.engine.operators.late_rows import LateRows, LateRowsConfig
 from weir.engine.operators.base import OperatorContext, StateOperator, explain_lines
 from weir.engine.operators.clock import EventTimeClock
 from weir.engine.operators.firings import StreamsFirings
@@ -60,21 +61,38 @@ SNAPSHOT_VERSION = 1
 MAX_BIGINT = 2**63 - 1
 
 
+@dataclass(frozen=True)
+class WindowJoinSide(OperatorConfig):
+    #: The input's column names, in order.
+    columns: tuple[str, ...]
+    keys: tuple[str, ...]
+    #: The input's columns holding its window's bounds.
+    window_start: str
+    window_end: str
+
+
+@dataclass(frozen=True)
+class WindowJoinConfig(OperatorConfig):
+    #: "inner", "left", "right", "full", "semi" or "anti".
+    join_type: str
+    left: WindowJoinSide
+    right: WindowJoinSide
+    #: ANTI only: NOT IN semantics (a NULL key matches anything).
+    null_aware: bool = False
+    late_rows: LateRowsConfig | None = optional()
+
+
 class _Side:
     """One input's configuration: where its keys and window bounds are."""
 
-    def __init__(self, name: str, config: dict[str, Any], operator_id: str):
+    def __init__(self, name: str, config: WindowJoinSide, operator_id: str):
         self.name = name
         self.table = STATE_TABLES[SIDES.index(name)]
-        try:
-            #: The input's column names, in order.
-            self.columns: list[str] = list(config["columns"])
-            self.keys: list[str] = list(config["keys"])
-            self.window_start: str = config["window_start"]
-            self.window_end: str = config["window_end"]
-        except (KeyError, TypeError) as exc:
-            raise EngineError(f"window_join config of the {name} side lacks {exc}",
-                              operator_id=operator_id) from None
+        #: The input's column names, in order.
+        self.columns: list[str] = list(config.columns)
+        self.keys: list[str] = list(config.keys)
+        self.window_start: str = config.window_start
+        self.window_end: str = config.window_end
         missing = [c for c in (*self.keys, self.window_start, self.window_end) if c not in self.columns]
         if missing:
             raise EngineError(f"window_join's {name} side names columns it does not have: {missing}",
@@ -86,6 +104,7 @@ class _Side:
 
 
 class WindowJoin(StreamsFirings, StateOperator):
+    Config = WindowJoinConfig
     #: State: each side's buffered rows and their keys.
     STATE_CONFIG = ("join_type", "left", "right")
     arrival_watermark = USE
@@ -96,21 +115,22 @@ class WindowJoin(StreamsFirings, StateOperator):
     drops_late_rows = True
 
     @classmethod
-    def explain(cls, config: dict[str, Any]) -> list[str]:
-        left, right = config["left"]["keys"], config["right"]["keys"]
+    def explain(cls, config: WindowJoinConfig) -> list[str]:
+        left, right = config.left.keys, config.right.keys
         return explain_lines(f"{', '.join(left)} | {', '.join(right)}" if left else "- (one group per window)",
                              "rows of each input per (key, window), dropped when the watermark passes window_end")
 
-    def __init__(self, config: dict[str, Any], ctx: OperatorContext):
+    def __init__(self, config: WindowJoinConfig | dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
-        self.late_rows = LateRows(config, ctx)
+        config = self.config
+        self.late_rows = LateRows(config.late_rows, ctx)
         oid = ctx.operator_id
-        self.join_type = str(config.get("join_type", "")).lower()
+        self.join_type = str(config.join_type).lower()
         if self.join_type not in JOIN_TYPES:
-            raise EngineError(f"unknown window join type {config.get('join_type')!r}",
+            raise EngineError(f"unknown window join type {config.join_type!r}",
                               hint=f"one of: {', '.join(JOIN_TYPES)}", operator_id=oid)
-        self.null_aware = bool(config.get("null_aware")) and self.join_type == "anti"
-        self.sides = [_Side(name, config.get(name) or {}, oid) for name in SIDES]
+        self.null_aware = bool(config.null_aware) and self.join_type == "anti"
+        self.sides = [_Side(name, getattr(config, name), oid) for name in SIDES]
         if len(self.sides[0].keys) != len(self.sides[1].keys):
             raise EngineError("window_join needs as many keys on the left as on the right",
                               operator_id=oid)

@@ -1,18 +1,17 @@
 """WindowRank: window Top-N and window deduplication, state in DuckDB.
 
-Config::
+Config (``WindowRankConfig``)::
 
-    {
-      "window_start": "window_start", "window_end": "window_end",
-      "partition_keys": ["auction"],            # besides the window bounds
-      "order_by": ["price DESC NULLS LAST"],    # SQL over the input columns
-      "function": "row_number",                 # or "rank", "dense_rank"
-      "rank_column": "rownum",
-      "rank_range": [1, 3],                     # the ranks kept, both ends inclusive
-      "filter": sql_or_null,                    # over the input columns and rank_column
-      "projection": [[name, sql], ...],         # over the input columns and rank_column
-      "ties": "earliest_first"                  # or "latest_first" (keep-last deduplication)
-    }
+    window_start="window_start", window_end="window_end",
+    partition_keys=("auction",),            # besides the window bounds
+    order_by=("price DESC NULLS LAST",),    # SQL over the input columns
+    function="row_number",                  # or "rank", "dense_rank"
+    rank_column="rownum",
+    rank_range=(1, 3),                      # the ranks kept, both ends inclusive
+    filter=sql or None,                     # over the input columns and rank_column
+    projection=((name, sql), ...),          # over the input columns and rank_column
+    ties="earliest_first"                   # or "latest_first" (keep-last deduplication)
+    late_rows=...                           # optional: ``engine.operators.late_rows``
 
 The input rows carry their window's bounds (from a window aggregate or a
 window table function). Rows are buffered per window in the DuckDB table
@@ -43,13 +42,15 @@ with their arrival position as the last ORDER BY column.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from weir.engine.errors import EngineError
-from weir.engine.operators.late_rows import LateRows
+from weir.engine.operators.config import OperatorConfig, optional
+from weir.engine.operators.late_rows import LateRows, LateRowsConfig
 from weir.engine.operators.base import OperatorContext, StateOperator, explain_lines
 from weir.engine.operators.batches import positions
 from weir.engine.operators.clock import EventTimeClock
@@ -69,7 +70,30 @@ SNAPSHOT_VERSION = 2  # 2: rows carry _arrival
 PRUNE_MIN_ROWS = 65_536
 
 
+@dataclass(frozen=True)
+class WindowRankConfig(OperatorConfig):
+    #: SQL over the input columns, per sort key.
+    order_by: tuple[str, ...]
+    rank_column: str
+    #: The ranks kept, both ends inclusive.
+    rank_range: tuple[int, int]
+    #: ((name, SQL over the input columns and rank_column), ...).
+    projection: tuple[tuple[str, str], ...]
+    window_start: str = "window_start"
+    window_end: str = "window_end"
+    #: Besides the window bounds.
+    partition_keys: tuple[str, ...] = ()
+    #: "row_number", "rank" or "dense_rank".
+    function: str = "row_number"
+    #: SQL over the input columns and rank_column, or None.
+    filter: str | None = None
+    #: "earliest_first" or "latest_first" (keep-last deduplication).
+    ties: str = "earliest_first"
+    late_rows: LateRowsConfig | None = optional()
+
+
 class WindowRank(StreamsFirings, StateOperator):
+    Config = WindowRankConfig
     #: State: rows past the rank range are pruned, so the order and the ranks shape what is kept.
     STATE_CONFIG = ("window_start", "window_end", "partition_keys", "order_by", "function", "rank_range")
     arrival_watermark = USE
@@ -80,33 +104,34 @@ class WindowRank(StreamsFirings, StateOperator):
     drops_late_rows = True
 
     @classmethod
-    def explain(cls, config: dict[str, Any]) -> list[str]:
-        per = ", ".join([*config["partition_keys"], "window"])
-        return explain_lines(", ".join(config["partition_keys"]) or "- (one ranking per window)",
-                             f"rows per ({per}), cut to those that can still rank within {config['rank_range'][1]}, "
+    def explain(cls, config: WindowRankConfig) -> list[str]:
+        per = ", ".join([*config.partition_keys, "window"])
+        return explain_lines(", ".join(config.partition_keys) or "- (one ranking per window)",
+                             f"rows per ({per}), cut to those that can still rank within {config.rank_range[1]}, "
                              "dropped when the watermark passes window_end")
 
-    def __init__(self, config: dict[str, Any], ctx: OperatorContext):
+    def __init__(self, config: WindowRankConfig | dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
-        self.late_rows = LateRows(config, ctx)
+        config = self.config
+        self.late_rows = LateRows(config.late_rows, ctx)
         oid = ctx.operator_id
         for required in ("order_by", "rank_range", "projection", "rank_column"):
-            if not config.get(required):
+            if not getattr(config, required):
                 raise EngineError(f"window_rank config lacks {required!r}", operator_id=oid)
-        self.function = str(config.get("function", "row_number")).lower()
+        self.function = str(config.function).lower()
         if self.function not in RANK_FUNCTIONS:
             raise EngineError(f"unknown rank function {self.function!r}",
                               hint=f"known: {', '.join(RANK_FUNCTIONS)}", operator_id=oid)
-        self.window_start: str = config.get("window_start", "window_start")
-        self.window_end: str = config.get("window_end", "window_end")
-        self.partition_keys: list[str] = list(config.get("partition_keys") or [])
-        self.order_by: list[str] = list(config["order_by"])
-        self.rank_column: str = config["rank_column"]
-        low, high = config["rank_range"]
+        self.window_start: str = config.window_start
+        self.window_end: str = config.window_end
+        self.partition_keys: list[str] = list(config.partition_keys)
+        self.order_by: list[str] = list(config.order_by)
+        self.rank_column: str = config.rank_column
+        low, high = config.rank_range
         self.low, self.high = int(low), int(high)
-        self.filter: str | None = config.get("filter")
-        self.projection: list[tuple[str, str]] = [tuple(p) for p in config["projection"]]
-        self.ties = config.get("ties") or "earliest_first"
+        self.filter: str | None = config.filter
+        self.projection: list[tuple[str, str]] = list(config.projection)
+        self.ties = config.ties or "earliest_first"
         if self.ties not in ("earliest_first", "latest_first"):
             raise EngineError(f"unknown tie order {self.ties!r}", hint="earliest_first or latest_first",
                               operator_id=oid)

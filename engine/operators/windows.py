@@ -23,12 +23,12 @@ have fired still counts in the others.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from weir.engine.errors import EngineError
+from weir.engine.operators.config import OperatorConfig, optional
 
 #: window_time = window_end - 1 ms: the largest timestamp inside the window
 #: at Flink's millisecond resolution; a window fires when the watermark reaches it.
@@ -189,23 +189,36 @@ class CumulativeWindows(SlicedWindows):
         return pc.add(align_array(ts, self.size, self.offset), self.size)
 
 
-def window_assigner(window: dict[str, Any], operator_id: str) -> SlicedWindows:
+@dataclass(frozen=True)
+class SlicedWindowConfig(OperatorConfig):
+    """A TUMBLE, HOP or CUMULATE window of a config: sizes in µs (``slide`` for HOP, ``step``
+    for CUMULATE, both dividing the size)."""
+
+    kind: str
+    time_column: str
+    size: int
+    offset: int = 0
+    slide: int | None = optional()
+    step: int | None = optional()
+
+
+def window_assigner(window: SlicedWindowConfig, operator_id: str) -> SlicedWindows:
     """Build the assigner that a ``window`` config names (sizes in µs)."""
-    kind = str(window.get("kind", "")).lower()
+    kind = str(window.kind).lower()
     if kind not in ("tumble", "hop", "cumulate"):
         raise EngineError(
-            f"window kind {window.get('kind')!r} is not supported by the sliced window aggregate",
+            f"window kind {window.kind!r} is not supported by the sliced window aggregate",
             hint="sliced windows: tumble, hop, cumulate (session windows have an operator of their own)",
             operator_id=operator_id,
         )
-    size, offset = int(window["size"]), int(window.get("offset") or 0)
+    size, offset = int(window.size), int(window.offset or 0)
     _check_positive("window size", size, operator_id)
     if kind == "tumble":
-        return TumblingWindows(window["time_column"], size, offset)
+        return TumblingWindows(window.time_column, size, offset)
     name = "slide" if kind == "hop" else "step"
-    if window.get(name) is None:
+    if getattr(window, name) is None:
         raise EngineError(f"a {kind} window config needs {name!r}", operator_id=operator_id)
-    part = int(window[name])
+    part = int(getattr(window, name))
     _check_positive(f"window {name}", part, operator_id)
     if size % part:
         raise EngineError(
@@ -214,7 +227,7 @@ def window_assigner(window: dict[str, Any], operator_id: str) -> SlicedWindows:
             operator_id=operator_id,
         )
     cls = HoppingWindows if kind == "hop" else CumulativeWindows
-    return cls(window["time_column"], size, part, offset)
+    return cls(window.time_column, size, part, offset)
 
 
 def _check_positive(what: str, value: int, operator_id: str) -> None:

@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 
 from weir.engine.errors import EngineError
 from weir.engine.graph import Edge, OperatorNode
+from weir.engine.operators.duckdb_sql import quote_ident
 from weir.engine.operators.registry import operator_class
 from weir.engine.state.key_groups import KEY_GROUP_COLUMN, key_groups, subtask_for_key_group
 from weir.engine.watermarks import ARRIVAL_WATERMARK, has_arrival
@@ -87,19 +88,14 @@ def select_columns(batch: pa.RecordBatch, columns: list[str]) -> pa.RecordBatch:
 
 def carries_key_groups(consumer: OperatorNode, keys: tuple[str, ...]) -> bool:
     """True where ``consumer`` takes key groups from the exchange (``OperatorKind.takes_key_groups``:
-    a window aggregate) and is keyed by exactly the exchange's key columns: the key groups the
-    exchange computes are then the operator's, and travel with the rows (column
-    ``KEY_GROUP_COLUMN``) instead of being hashed a second time."""
+    a window aggregate) and is keyed by exactly the exchange's key columns: its keys' SQL
+    (``OperatorKind.key_expressions``) is those columns, quoted as the planner writes a key it
+    computed before the exchange. The key groups the exchange computes are then the operator's,
+    and travel with the rows (column ``KEY_GROUP_COLUMN``) instead of being hashed a second time."""
     kind = operator_class(consumer.kind)
     if not kind.takes_key_groups or not keys:
         return False
-    referenced = []
-    for sql in kind.key_expressions(consumer.config):
-        match = re.fullmatch(r'"((?:[^"]|"")*)"|([A-Za-z_][A-Za-z0-9_$]*)', sql.strip())
-        if match is None:
-            return False
-        referenced.append(match.group(1).replace('""', '"') if match.group(1) is not None else match.group(2))
-    return tuple(referenced) == tuple(keys)
+    return kind.key_expressions(consumer.config) == [quote_ident(key) for key in keys]
 
 
 #: Flink's setting for local-global aggregation, and its values.

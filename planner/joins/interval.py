@@ -31,6 +31,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from weir.engine.graph import Edge
+from weir.engine.operators.interval_join import IntervalJoinConfig, IntervalJoinSide
 from weir.planner.errors import PlanError
 from weir.planner.expressions import Scope, bind, to_duckdb
 from weir.planner.graph_builder import Stream
@@ -161,12 +162,12 @@ def plan_interval_join(planner: JoinPlanner, left: Relation, right: Relation) ->
     right.output_names = output_names(left.stream.schema.names, right.stream.schema.names)
     scope = JoinScope([left, right], qp.fallback)
     left_time, right_time = bounds[0].left_time, bounds[0].right_time
-    config = {
-        "join_type": join_type,
-        "lower": lower[0], "lower_strict": lower[1], "upper": upper[0], "upper_strict": upper[1],
-        "left": {"columns": left.stream.schema.names, "keys": left_keys, "time": left_time},
-        "right": {"columns": right.stream.schema.names, "keys": right_keys, "time": right_time},
-    }
+    config = IntervalJoinConfig(
+        join_type=join_type,
+        lower=lower[0], lower_strict=lower[1], upper=upper[0], upper_strict=upper[1],
+        left=IntervalJoinSide(columns=left.stream.schema.names, keys=left_keys, time=left_time),
+        right=IntervalJoinSide(columns=right.stream.schema.names, keys=right_keys, time=right_time),
+    )
     right_out = right.output_names[right.stream.schema.names.index(right_time)]
     interval = (f"{right_out} - {left_time} {'>' if lower[1] else '>='} {format_duration(lower[0])} "
                 f"AND {right_out} - {left_time} {'<' if upper[1] else '<='} {format_duration(upper[0])}")

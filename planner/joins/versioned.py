@@ -20,6 +20,8 @@ from sqlglot import exp
 
 from weir.engine.changelog import ROW_KIND, ROW_KIND_TYPE
 from weir.engine.graph import Edge, schema_to_json
+from weir.engine.operators.lookup_join import LookupJoinConfig, LookupTable
+from weir.engine.operators.temporal_join import TemporalJoinConfig, TemporalJoinSide
 from weir.planner.catalog import TableDef
 from weir.planner.errors import PlanError
 from weir.planner.expressions import bind, to_duckdb
@@ -82,13 +84,13 @@ def _plan_temporal_join(planner: JoinPlanner, join_type: str, left: Relation, ta
         raise qp.fail("a temporal join of an updating stream is not supported", planner.select,
                       "join the append-only stream, then aggregate")
     right_time = next(iter(sorted(right.stream.time_attributes)))
-    config = {
-        "join_type": join_type,
-        "left": {"schema": schema_to_json(left_columns), "keys": left_keys, "time": time_column,
-                 "names": list(left_columns.names)},
-        "right": {"schema": schema_to_json(right.stream.schema), "keys": right_keys, "time": right_time,
-                  "names": right.output_names},
-    }
+    config = TemporalJoinConfig(
+        join_type=join_type,
+        left=TemporalJoinSide(schema=schema_to_json(left_columns), keys=left_keys, time=time_column,
+                              names=left_columns.names),
+        right=TemporalJoinSide(schema=schema_to_json(right.stream.schema), keys=right_keys, time=right_time,
+                               names=right.output_names),
+    )
     description = (f"TemporalJoin(joinType=[{'LeftOuterJoin' if join_type == 'left' else 'InnerJoin'}], "
                    f"asOf=[{time_column}], version=[{alias}.{right_time}], leftKeys=[{', '.join(left_keys)}], "
                    f"rightKeys=[{', '.join(right_keys)}])")
@@ -129,14 +131,14 @@ def _plan_lookup_join(planner: JoinPlanner, join_type: str, left: Relation, tabl
         remaining = [*residual, *remaining]
     if ROW_KIND in left.stream.schema.names:
         schema = schema.append(pa.field(ROW_KIND, ROW_KIND_TYPE))
-    config = {
-        "join_type": join_type,
-        "keys": left_keys,
-        "names": list(left_columns.names),
-        "lookup": {"table": found.name, "options": dict(found.options), "schema": schema_to_json(found.schema),
-                   "keys": right_keys, "names": right.output_names},
-        "residual": residual_sql,
-    }
+    config = LookupJoinConfig(
+        join_type=join_type,
+        keys=left_keys,
+        names=left_columns.names,
+        lookup=LookupTable(table=found.name, options=dict(found.options), schema=schema_to_json(found.schema),
+                           keys=right_keys, names=right.output_names),
+        residual=residual_sql,
+    )
     description = (f"LookupJoin(table=[{found.name}], joinType=[{'LeftOuterJoin' if join_type == 'left' else 'InnerJoin'}], "
                    f"lookup=[{', '.join(f'{r}={l}' for l, r in zip(left_keys, right_keys))}]"
                    + (f", where=[{residual_sql}]" if residual_sql else "") + ")")

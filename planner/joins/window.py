@@ -24,6 +24,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from weir.engine.graph import Edge
+from weir.engine.operators.window_join import WindowJoinConfig, WindowJoinSide
 from weir.planner.changelog import require_append_only
 from weir.planner.errors import PlanError
 from weir.planner.graph_builder import Stream
@@ -115,14 +116,14 @@ def plan_window_join(planner: JoinPlanner, join_type: str, left: Relation, right
     right.output_names = output_names(left.stream.schema.names, right.stream.schema.names)
     scope = JoinScope([left] if join_type in ("semi", "anti") else [left, right], qp.fallback)
     window = left.stream.window_bound(bounds["window_start"][0])[1].describe()
-    config = {
-        "join_type": join_type,
-        "null_aware": null_aware,
-        "left": {"columns": left.stream.schema.names, "keys": left_keys,
-                 "window_start": bounds["window_start"][0], "window_end": bounds["window_end"][0]},
-        "right": {"columns": right.stream.schema.names, "keys": right_keys,
-                  "window_start": bounds["window_start"][1], "window_end": bounds["window_end"][1]},
-    }
+    config = WindowJoinConfig(
+        join_type=join_type,
+        null_aware=null_aware,
+        left=WindowJoinSide(columns=left.stream.schema.names, keys=left_keys,
+                            window_start=bounds["window_start"][0], window_end=bounds["window_end"][0]),
+        right=WindowJoinSide(columns=right.stream.schema.names, keys=right_keys,
+                             window_start=bounds["window_start"][1], window_end=bounds["window_end"][1]),
+    )
     description = (
         f"WindowJoin(joinType=[{DESCRIBED_TYPES[join_type]}{', null-aware' if null_aware else ''}], "
         f"window=[{window}], leftKeys=[{', '.join(left_keys)}], rightKeys=[{', '.join(right_keys)}])"

@@ -7,6 +7,7 @@ import dataclasses
 import pyarrow as pa
 import pytest
 
+from weir.engine.operators.over_aggregate import OverFrame
 from weir.planner.planner import plan_script
 from weir.planner.queries import QueryPlanner
 from weir.sql import Problem, WeirSqlError, parse
@@ -54,7 +55,7 @@ def test_union_all_widens_types_and_takes_the_first_names():
     assert union.output_schema == pa.schema([("id", pa.int64()), ("v", pa.string()), ("ts", pa.timestamp("us"))])
     assert len(union.inputs) == 3
     cast = graph.node(union.inputs[0].source)
-    assert cast.config["projection"][0] == ["id", 'CAST("id" AS BIGINT)']
+    assert cast.config.projection[0] == ("id", 'CAST("id" AS BIGINT)')
 
 
 def test_a_union_keeps_a_time_attribute_only_when_every_side_has_it():
@@ -98,7 +99,7 @@ def test_a_union_with_an_updating_input_is_updating_and_its_append_only_inputs_i
     (union,) = nodes(graph, "union")
     assert union.output_schema.names == ["id", "_row_kind"]
     first = graph.node(union.inputs[0].source)
-    assert first.config["projection"][-1] == ["_row_kind", "CAST(0 AS TINYINT)"]
+    assert first.config.projection[-1] == ("_row_kind", "CAST(0 AS TINYINT)")
 
 
 # -- CTEs and subqueries -------------------------------------------------------------------------------
@@ -107,7 +108,7 @@ def test_a_union_with_an_updating_input_is_updating_and_its_append_only_inputs_i
 def test_ctes_read_earlier_ctes_and_hide_tables():
     graph = plan("WITH a AS (SELECT id + 1 AS id, ts FROM a), c(k, t) AS (SELECT id, ts FROM a) SELECT k FROM c")
     calcs = nodes(graph, "calc")
-    assert calcs[0].config["projection"][0] == ["id", '"id" + 1']
+    assert calcs[0].config.projection[0] == ("id", '"id" + 1')
     assert sink_input(graph).output_schema.names == ["k"]
 
 
@@ -137,7 +138,7 @@ def test_a_view_does_not_see_the_ctes_of_the_statement_reading_it():
                                "SELECT id FROM ids UNION ALL SELECT id FROM a;"))
     reads = {n.inputs[0].source for n in nodes(script.graph, "calc")}
     assert {"a.source", "b.source"} <= reads  # the view reads the table a, the query the CTE a
-    (plus_100,) = [n for n in nodes(script.graph, "calc") if ["id", '"id" + 100'] in n.config["projection"]]
+    (plus_100,) = [n for n in nodes(script.graph, "calc") if ("id", '"id" + 100') in n.config.projection]
     assert plus_100.inputs[0].source == "b.source"
 
 
@@ -164,8 +165,8 @@ def test_interval_spellings(condition, bounds):
     graph = plan(f"SELECT a.id, b.w FROM a JOIN b ON a.id = b.id AND {condition}")
     (join,) = nodes(graph, "interval_join")
     config = join.config
-    assert (config["lower"], config["lower_strict"], config["upper"], config["upper_strict"]) == bounds
-    assert (config["left"]["time"], config["right"]["time"]) == ("ts", "ts")
+    assert (config.lower, config.lower_strict, config.upper, config.upper_strict) == bounds
+    assert (config.left.time, config.right.time) == ("ts", "ts")
     assert [(e.partitioning, e.keys) for e in join.inputs] == [("hash", ("id",)), ("hash", ("id",))]
 
 
@@ -174,7 +175,7 @@ def test_interval_spellings(condition, bounds):
 def test_interval_join_types(spelling, join_type):
     graph = plan(f"SELECT * FROM a {spelling} b ON a.id = b.id AND b.ts BETWEEN a.ts AND a.ts + INTERVAL '1' MINUTE")
     (join,) = nodes(graph, "interval_join")
-    assert join.config["join_type"] == join_type
+    assert join.config.join_type == join_type
     assert join.output_schema.names == ["id", "v", "ts", "n", "id0", "w", "ts0", "x"]
 
 
@@ -188,22 +189,22 @@ def test_the_joined_rows_keep_both_time_attributes():
 def test_an_inner_interval_joins_other_conditions_filter_the_joined_rows():
     graph = plan("SELECT a.id FROM a JOIN b ON a.id = b.id AND b.ts BETWEEN a.ts AND a.ts + INTERVAL '1' MINUTE "
                  "AND a.v <> b.w WHERE a.n > 2")
-    assert sink_input(graph).config["filter"] == '"n" > 2 AND "v" <> "w"'
+    assert sink_input(graph).config.filter == '"n" > 2 AND "v" <> "w"'
 
 
 def test_an_equality_within_one_input_filters_an_inner_interval_join():
     graph = plan("SELECT a.id FROM a JOIN b ON a.id = b.id AND b.ts BETWEEN a.ts AND a.ts + INTERVAL '1' MINUTE "
                  "AND a.n = 3 AND b.w = a.v")
     (join,) = nodes(graph, "interval_join")
-    assert (join.config["left"]["keys"], join.config["right"]["keys"]) == (["id", "v"], ["id", "w"])
-    assert graph.node(join.inputs[0].source).config["filter"] == '"n" = 3'
+    assert (join.config.left.keys, join.config.right.keys) == (("id", "v"), ("id", "w"))
+    assert graph.node(join.inputs[0].source).config.filter == '"n" = 3'
 
 
 def test_a_time_bound_on_one_side_is_a_regular_join_with_that_condition():
     # As in Flink: an interval join needs both bounds; else the comparison is a join condition.
     graph = plan("SELECT a.id FROM a LEFT JOIN b ON a.id = b.id AND b.ts >= a.ts")
     (join,) = nodes(graph, "stream_join")
-    assert join.config["residual"] == '"ts0" >= "ts"' and not nodes(graph, "interval_join")
+    assert join.config.residual == '"ts0" >= "ts"' and not nodes(graph, "interval_join")
 
 
 def test_interval_join_bound_errors():
@@ -227,9 +228,9 @@ def test_conditions_on_one_input_filter_it_before_the_join(spelling, filtered):
                  f"+ INTERVAL '1' HOUR AND {condition}")
     (join,) = nodes(graph, "interval_join")
     inputs = [graph.node(e.source) for e in join.inputs]
-    assert [n.config.get("filter") for n in inputs] == [
+    assert [getattr(n.config, "filter", None) for n in inputs] == [
         '"n" > 1' if "a" in filtered else None, '"x" > 1' if "b" in filtered else None]
-    assert sink_input(graph).config["filter"] is None
+    assert sink_input(graph).config.filter is None
 
 
 def test_a_range_over_a_column_without_watermark_is_a_regular_join():
@@ -268,8 +269,8 @@ def test_interval_join_over_an_updating_stream_is_refused(monkeypatch):
 def test_over_frames(window, frame):
     graph = plan(f"SELECT id, SUM(n) OVER (PARTITION BY v {window}) AS s FROM a")
     (over,) = nodes(graph, "over_aggregate")
-    assert over.config["frame"] == frame
-    assert over.config["partition_keys"] == ["v"] and over.config["time_column"] == "ts"
+    assert over.config.frame == OverFrame(**frame)
+    assert over.config.partition_keys == ("v",) and over.config.time_column == "ts"
     assert [(e.partitioning, e.keys) for e in over.inputs] == [("hash", ("v",))]
 
 
@@ -277,7 +278,7 @@ def test_several_aggregates_share_a_named_window():
     graph = plan("SELECT *, COUNT(*) OVER w AS c, AVG(n) OVER w AS m, SUM(n) OVER w + 1 FROM a "
                  "WINDOW w AS (ORDER BY ts ROWS 2 PRECEDING)")
     (over,) = nodes(graph, "over_aggregate")
-    assert [a["function"] for a in over.config["aggregates"]] == ["count", "avg", "sum"]
+    assert [a.function for a in over.config.aggregates] == ["count", "avg", "sum"]
     assert over.inputs[0].partitioning == "forward"
     assert sink_input(graph).output_schema.names == ["id", "v", "ts", "n", "c", "m", "EXPR$3"]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from weir.engine.operators.windows import SlicedWindowConfig
 from weir.planner.planner import plan_script
 from weir.sql import WeirSqlError, parse
 
@@ -29,10 +30,10 @@ def test_grouping_by_renamed_bounds_is_a_window_aggregate_of_the_same_windows():
     assert "group_aggregate" not in kinds(graph)
     first, second = [n for n in graph.nodes if n.kind == "window_aggregate"]
     # one tumbling window per HOP window: its end, 2 s (the slide) after the previous end
-    assert second.config["window"] == {"kind": "tumble", "time_column": "_window_time", "size": 2_000_000,
-                                       "offset": 0}
-    assert second.config["projection"] == [["maxn", '"_agg0"'], ["starttime", '"_window_start"'],
-                                           ["endtime", '"_window_end"']]
+    assert second.config.window == SlicedWindowConfig(kind="tumble", time_column="_window_time", size=2_000_000,
+                                                                offset=0)
+    assert second.config.projection == (("maxn", '"_agg0"'), ("starttime", '"_window_start"'),
+                                         ("endtime", '"_window_end"'))
     (sink,) = [n for n in graph.nodes if n.kind == "sink"]
     assert sink.config.get("changelog") is None  # append-only, as in Flink
 
@@ -43,10 +44,10 @@ def test_nexmark_q5_is_a_window_join_with_its_other_condition_a_filter():
       ON A.starttime = M.starttime AND A.endtime = M.endtime AND A.num >= M.maxn"""
     graph = plan(query)
     (join,) = [n for n in graph.nodes if n.kind == "window_join"]
-    assert join.config["right"]["window_start"] == "starttime"
+    assert join.config.right.window_start == "starttime"
     assert "HOP(ts, 10 s, slide 2 s)" in join.description
     (calc,) = graph.consumers(join.id)
-    assert calc[0].config["filter"] == '"num" >= "maxn"'
+    assert calc[0].config.filter == '"num" >= "maxn"'
 
 
 def test_grouping_by_one_bound_only_is_an_updating_aggregate():
@@ -68,5 +69,5 @@ def test_a_grouped_window_time_stays_a_time_attribute_to_window_again():
       GROUP BY window_start, window_end, window_time"""
     graph = plan(f"""SELECT SUM(top) AS top, window_start, window_end FROM TABLE(TUMBLE(TABLE ({per_window}),
       DESCRIPTOR(window_time), INTERVAL '1' MINUTE)) GROUP BY window_start, window_end""")
-    assert [n.config["window"]["size"] for n in graph.nodes if n.kind == "window_aggregate"] == [
+    assert [n.config.window.size for n in graph.nodes if n.kind == "window_aggregate"] == [
         10_000_000, 10_000_000, 60_000_000]

@@ -27,8 +27,8 @@ def test_the_window_sends_the_source_columns_to_one_sink():
     script = plan(SOURCE.format(table="late_bids") + COUNTS.format(relation="bids"))
     assert script.late_rows_tables == ["late_bids"]
     aggregate = script.graph.node("counts.window_aggregate")
-    assert aggregate.config["late_rows"] == {"0": [["auction", '"auction"'], ["price", '"price"'],
-                                                   ["date_time", '"date_time"']]}
+    assert aggregate.config.late_rows == {"0": (("auction", '"auction"'), ("price", '"price"'),
+                                                 ("date_time", '"date_time"'))}
     sink = script.graph.node("late_bids.sink")
     assert [(e.source, e.port) for e in sink.inputs] == [("counts.window_aggregate", LATE_ROWS_PORT)]
     assert sink.config["options"]["table-name"] == "late_bids"
@@ -39,8 +39,8 @@ def test_the_window_sends_the_source_columns_to_one_sink():
 def test_a_column_projected_away_before_the_window_is_null():
     view = "CREATE VIEW cheap AS SELECT auction, date_time FROM bids WHERE price < 10;\n"
     script = plan(SOURCE.format(table="late_bids") + view + COUNTS.format(relation="cheap"))
-    projection = script.graph.node("counts.window_aggregate").config["late_rows"]["0"]
-    assert projection[1] == ["price", "CAST(NULL AS BIGINT)"]
+    projection = script.graph.node("counts.window_aggregate").config.late_rows["0"]
+    assert projection[1] == ("price", "CAST(NULL AS BIGINT)")
 
 
 def test_without_a_window_there_is_no_table():
@@ -82,5 +82,5 @@ FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(date_time), INTERVAL '10' SECOND)) L
 JOIN TABLE(TUMBLE(TABLE bids, DESCRIPTOR(date_time), INTERVAL '10' SECOND)) R
 ON L.auction = R.auction AND L.window_start = R.window_start AND L.window_end = R.window_end;"""
     script = plan(SOURCE.format(table="late_bids") + join)
-    assert set(script.graph.node("pairs.window_join").config["late_rows"]) == {"0", "1"}
+    assert set(script.graph.node("pairs.window_join").config.late_rows) == {"0", "1"}
     assert [e.source for e in script.graph.node("late_bids.sink").inputs] == ["pairs.window_join"]

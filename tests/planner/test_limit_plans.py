@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from weir.engine.operators.limit import LimitConfig
 from weir.planner.planner import plan_script
 from weir.sql import WeirSqlError, parse
 
@@ -25,7 +26,7 @@ def problem(statement: str):
 def test_a_select_in_the_shell_with_limit_keeps_the_first_rows_append_only():
     graph = plan("SELECT auction, price FROM bid WHERE price > 10 LIMIT 3;")
     (limit,) = [n for n in graph.nodes if n.kind == "limit"]
-    assert limit.config == {"limit": 3}
+    assert limit.config == LimitConfig(limit=3)
     assert [(e.partitioning, e.keys) for e in limit.inputs] == [("hash", ())]  # one subtask counts them all
     (sink,) = graph.consumers(limit.id)
     assert sink[0].kind == "sink" and sink[0].config.get("changelog") is None
@@ -34,9 +35,9 @@ def test_a_select_in_the_shell_with_limit_keeps_the_first_rows_append_only():
 def test_order_by_with_limit_is_a_top_n_of_the_whole_stream():
     graph = plan("CREATE MATERIALIZED VIEW v AS SELECT auction, price FROM bid ORDER BY price DESC LIMIT 5;")
     (top,) = [n for n in graph.nodes if n.kind == "top_n"]
-    assert top.config["partition_keys"] == [] and top.config["rank_range"] == [1, 5]
-    assert top.config["order_by"][0].startswith('"price" DESC')
-    assert [name for name, _ in top.config["projection"]] == ["auction", "price"]  # no rank column
+    assert top.config.partition_keys == () and top.config.rank_range == (1, 5)
+    assert top.config.order_by[0].startswith('"price" DESC')
+    assert [name for name, _ in top.config.projection] == ["auction", "price"]  # no rank column
 
 
 def test_limit_works_over_a_join_and_inside_insert():

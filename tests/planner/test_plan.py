@@ -6,6 +6,7 @@ import json
 
 import pyarrow as pa
 
+from weir.engine.operators.windows import SlicedWindowConfig
 from weir.engine.graph import Edge, JobGraph
 from weir.planner.planner import plan_script
 from weir.planner.queries import bounded_delay
@@ -66,9 +67,9 @@ def test_command_line_settings_win_over_set_while_planning():
 
 def test_window_aggregate_config():
     aggregate = plan(ISSUE_JOB).node("auction_counts.window_aggregate")
-    assert aggregate.config["window"] == {"kind": "tumble", "time_column": "date_time", "size": 10_000_000, "offset": 0}
-    assert aggregate.config["keys"] == [["auction", '"auction"']]
-    assert [(a["name"], a["function"], a["argument"]) for a in aggregate.config["aggregates"]] == [
+    assert aggregate.config.window == SlicedWindowConfig(kind="tumble", time_column="date_time", size=10_000_000, offset=0)
+    assert aggregate.config.keys == (("auction", '"auction"'),)
+    assert [(a.name, a.function, a.argument) for a in aggregate.config.aggregates] == [
         ("_agg0", "count", None), ("_agg1", "sum", '"price"'), ("_agg2", "max", '"price"')]
 
 
@@ -106,7 +107,7 @@ def test_sum_and_avg_keep_their_argument_type_as_in_flink():
 def test_calc_output_names_and_types():
     graph = view("SELECT auction, price * 2 AS doubled, UPPER(channel), date_time FROM bids WHERE price > 10")
     calc = graph.node("v.calc")
-    assert calc.config["filter"] == '"price" > 10'
+    assert calc.config.filter == '"price" > 10'
     assert calc.output_schema == pa.schema([("auction", pa.int64()), ("doubled", pa.int64()),
                                             ("EXPR$2", pa.string()), ("date_time", TS)])
 
@@ -115,10 +116,10 @@ def test_expression_group_keys_are_computed_before_the_exchange():
     graph = view("SELECT price % 10 AS band, window_start, COUNT(*) AS n "
                  "FROM TUMBLE(bids, date_time, INTERVAL '1' MINUTE) GROUP BY price % 10, window_start, window_end")
     calc, aggregate = graph.node("v.calc"), graph.node("v.window_aggregate")
-    assert calc.config["projection"][-1] == ["_key0", '"price" % 10']
+    assert calc.config.projection[-1] == ("_key0", '"price" % 10')
     assert "_key0" in calc.output_schema.names
     assert aggregate.inputs == [Edge("v.calc", "hash", ("_key0",))]
-    assert aggregate.config["keys"] == [["_key0", '"_key0"']]
+    assert aggregate.config.keys == (("_key0", '"_key0"'),)
     assert aggregate.output_schema.field("band").type == pa.int64()
 
 
@@ -126,7 +127,7 @@ def test_global_window_aggregate_reads_forward():
     graph = view("SELECT window_start, COUNT(*) AS n FROM TUMBLE(bids, date_time, INTERVAL '1' MINUTE) "
                  "GROUP BY window_start, window_end")
     assert graph.node("v.window_aggregate").inputs == [Edge("bids.source")]
-    assert graph.node("v.window_aggregate").config["keys"] == []
+    assert graph.node("v.window_aggregate").config.keys == ()
 
 
 def test_window_assignment_adds_window_columns():

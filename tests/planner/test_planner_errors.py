@@ -278,7 +278,7 @@ def test_select_distinct_with_aggregates_is_refused():
 def test_select_distinct_is_a_group_aggregate():
     script = plan_script(parse(CATALOG + "INSERT INTO counts SELECT DISTINCT auction, price FROM bids;"))
     [node] = [n for n in script.graph.nodes if n.kind == "group_aggregate"]
-    assert [k for k, _ in node.config["keys"]] == ["auction", "price"] and node.config["aggregates"] == []
+    assert [k for k, _ in node.config.keys] == ["auction", "price"] and node.config.aggregates == ()
 
 
 # -- GROUPING SETS, ROLLUP, CUBE ------------------------------------------------------------

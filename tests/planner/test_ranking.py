@@ -41,10 +41,10 @@ def at(query: str, needle: str) -> tuple[int, int]:
 def test_top_n_over_a_window_aggregate():
     node = rank_node("SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end "
                      f"ORDER BY price DESC) AS rownum FROM {AGGREGATE}) WHERE rownum <= 3")
-    assert node.config["function"] == "row_number"
-    assert node.config["rank_range"] == [1, 3]
-    assert node.config["partition_keys"] == []
-    assert node.config["order_by"] == ['"price" DESC NULLS LAST']
+    assert node.config.function == "row_number"
+    assert node.config.rank_range == (1, 3)
+    assert node.config.partition_keys == ()
+    assert node.config.order_by == ('"price" DESC NULLS LAST',)
     assert node.output_schema.names == ["window_start", "window_end", "auction", "price", "rownum"]
     [edge] = node.inputs
     assert (edge.partitioning, edge.keys) == ("hash", ("window_start", "window_end"))
@@ -58,16 +58,16 @@ def test_top_n_over_a_window_aggregate():
 def test_rank_bounds(condition, expected):
     node = rank_node("SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end, auction "
                      f"ORDER BY price DESC) AS rownum FROM {WINDOW}) WHERE {condition}")
-    assert node.config["rank_range"] == expected
-    assert node.config["partition_keys"] == ["auction"]
+    assert node.config.rank_range == tuple(expected)
+    assert node.config.partition_keys == ("auction",)
     assert node.inputs[0].keys == ("window_start", "window_end", "auction")
 
 
 def test_other_conditions_filter_the_ranked_rows_and_the_rank_may_be_left_out():
     node = rank_node("SELECT auction, price FROM (SELECT *, DENSE_RANK() OVER (PARTITION BY window_start, "
                      f"window_end ORDER BY price DESC) AS r FROM {WINDOW}) WHERE r <= 2 AND price > 10")
-    assert node.config["function"] == "dense_rank"
-    assert node.config["filter"] == '"price" > 10'
+    assert node.config.function == "dense_rank"
+    assert node.config.filter == '"price" > 10'
     assert node.output_schema.names == ["auction", "price"]
 
 
@@ -79,7 +79,7 @@ def test_deduplication_on_the_time_attribute(direction, keep, ties):
                      f"window_start, window_end, auction ORDER BY date_time {direction}) AS rownum FROM {WINDOW}) "
                      "WHERE rownum = 1")
     assert node.description.startswith(f"WindowDeduplicate(keep=[{keep}]")
-    assert node.config["ties"] == ties
+    assert node.config.ties == ties
 
 
 def top_n_node(query: str):
@@ -99,7 +99,7 @@ def test_nulls_are_the_smallest_value_in_every_ranking(order, expected):
                        f"ORDER BY {order}) AS rownum FROM {WINDOW}) WHERE rownum <= 3")
     stream = top_n_node(f"SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY {order}) "
                         "AS rownum FROM bids) WHERE rownum <= 3")
-    assert window.config["order_by"] == stream.config["order_by"] == [expected]
+    assert window.config.order_by == stream.config.order_by == (expected,)
 
 
 @pytest.mark.parametrize("order, ties", [("date_time DESC", "latest_first"), ("date_time", "earliest_first"),
@@ -107,7 +107,7 @@ def test_nulls_are_the_smallest_value_in_every_ranking(order, expected):
 def test_ties_rank_by_arrival_latest_first_only_for_keep_last_deduplication(order, ties):
     node = top_n_node(f"SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY {order}) "
                       "AS rownum FROM bids) WHERE rownum <= 1")
-    assert node.config["ties"] == ties
+    assert node.config.ties == ties
 
 
 def test_without_window_bounds_in_partition_by_it_ranks_the_whole_stream():
@@ -115,7 +115,7 @@ def test_without_window_bounds_in_partition_by_it_ranks_the_whole_stream():
              f"FROM {WINDOW}) WHERE rownum <= 3")
     graph = plan_script(parse(CATALOG + f"CREATE MATERIALIZED VIEW v AS {query};")).graph
     (node,) = [n for n in graph.nodes if n.kind == "top_n"]
-    assert node.config["partition_keys"] == ["auction"] and node.config["rank_range"] == [1, 3]
+    assert node.config.partition_keys == ("auction",) and node.config.rank_range == (1, 3)
 
 
 def test_rank_without_upper_bound_and_without_order_are_reported_together():
@@ -161,7 +161,7 @@ def test_partition_by_a_window_bound_the_inner_query_does_not_select():
     inner SELECT lists only window_start; the added column is not part of the outer `*`."""
     node = rank_node("SELECT * FROM (SELECT window_start, auction, price, ROW_NUMBER() OVER (PARTITION BY "
                      f"window_start, window_end ORDER BY price DESC) AS rn FROM {WINDOW}) WHERE rn = 1")
-    assert node.config["window_end"] == "window_end"
+    assert node.config.window_end == "window_end"
     assert node.inputs[0].keys == ("window_start", "window_end")
     assert node.output_schema.names == ["window_start", "auction", "price", "rn"]
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from weir.engine.operators.session_window import SessionWindowSpec
 from weir.planner.planner import plan_script
 from weir.sql import parse
 from test_planner_errors import CATALOG, at, problems, the_problem
@@ -19,8 +20,8 @@ def session_node(statements: str):
 def test_a_session_table_function_plans_to_a_session_window_on_a_hash_edge():
     node = session_node(f"INSERT INTO counts SELECT auction, COUNT(*) FROM {SESSION.format(keys='auction')} "
                         "GROUP BY auction, window_start, window_end")
-    assert node.config["window"] == {"kind": "session", "time_column": "date_time", "gap": 5_000_000}
-    assert node.config["keys"] == [["auction", '"auction"']]
+    assert node.config.window == SessionWindowSpec(kind="session", time_column="date_time", gap=5_000_000)
+    assert node.config.keys == (("auction", '"auction"'),)
     assert [(e.partitioning, e.keys) for e in node.inputs] == [("hash", ("auction",))]
     assert node.description.startswith(
         "SessionWindowAggregate(window=[SESSION(date_time, gap 5 s, partitionBy=[auction])]")
@@ -40,8 +41,8 @@ def test_session_start_end_and_rowtime_are_the_window_columns():
         "CREATE MATERIALIZED VIEW v AS SELECT auction, SESSION_START(date_time, INTERVAL '5' SECOND) AS s, "
         "SESSION_END(date_time, INTERVAL '5' SECOND) AS e, SESSION_ROWTIME(date_time, INTERVAL '5' SECOND) AS r, "
         "SUM(price) AS total FROM bids GROUP BY SESSION(date_time, INTERVAL '5' SECOND), auction")
-    assert node.config["projection"][:4] == [["auction", '"auction"'], ["s", '"window_start"'],
-                                             ["e", '"window_end"'], ["r", '"window_time"']]
+    assert node.config.projection[:4] == (("auction", '"auction"'), ("s", '"window_start"'),
+                                           ("e", '"window_end"'), ("r", '"window_time"'))
 
 
 def test_a_partition_column_that_is_not_grouped_is_refused():

@@ -12,7 +12,7 @@ def window_config(statements: str) -> dict:
     script = plan_script(parse(CATALOG + statements))
     for node in script.graph.nodes:
         if node.kind == "window_aggregate":
-            return node.config["window"]
+            return node.config.window.to_json()
     raise AssertionError("no window_aggregate in the plan")
 
 

@@ -34,10 +34,10 @@ def problem(query: str, settings: dict | None = None):
 def test_inner_join_of_append_only_inputs_is_append_only_and_filters_each_input_first():
     graph = plan("SELECT a.id, b.price FROM a JOIN b ON a.id = b.auction AND b.price > 10 WHERE a.seller < 5")
     node = join(graph)
-    assert node.config["join_type"] == "inner" and node.config["residual"] is None
-    assert node.config["changelog"] is False and ROW_KIND not in node.output_schema.names
+    assert node.config.join_type == "inner" and node.config.residual is None
+    assert node.config.changelog is False and ROW_KIND not in node.output_schema.names
     assert [(e.partitioning, e.keys) for e in node.inputs] == [("hash", ("id",)), ("hash", ("auction",))]
-    filters = sorted(graph.node(e.source).config["filter"] for e in node.inputs)
+    filters = sorted(graph.node(e.source).config.filter for e in node.inputs)
     assert filters == ['"price" > 10', '"seller" < 5']
     assert "changelog: append [I]" in explain(graph)
 
@@ -45,7 +45,7 @@ def test_inner_join_of_append_only_inputs_is_append_only_and_filters_each_input_
 def test_outer_join_keeps_its_condition_and_emits_a_changelog():
     graph = plan("SELECT a.id, b.price FROM a LEFT JOIN b ON a.id = b.auction AND b.ts > a.ts")
     node = join(graph)
-    assert node.config["residual"] == '"ts0" > "ts"'
+    assert node.config.residual == '"ts0" > "ts"'
     assert node.output_schema.names[-1] == ROW_KIND
     (calc, _), = graph.consumers(node.id)
     assert calc.output_schema.names == ["id", "price", ROW_KIND]
@@ -54,20 +54,20 @@ def test_outer_join_keeps_its_condition_and_emits_a_changelog():
 
 def test_comma_join_takes_its_keys_from_where():
     node = join(plan("SELECT a.id FROM a, b WHERE a.id = b.auction AND b.ts BETWEEN a.ts AND a.ts"))
-    assert node.config["left"]["keys"] == ["id"] and node.config["right"]["keys"] == ["auction"]
+    assert node.config.left.keys == ("id",) and node.config.right.keys == ("auction",)
 
 
 def test_not_exists_is_an_anti_join_over_the_stream():
     node = join(plan("SELECT id FROM a WHERE NOT EXISTS (SELECT * FROM b WHERE b.auction = a.id)"))
-    assert node.config["join_type"] == "anti" and node.config["changelog"] is True
+    assert node.config.join_type == "anti" and node.config.changelog is True
 
 
 def test_state_ttl_from_the_job_and_from_the_hint():
     node = join(plan("SELECT a.id FROM a JOIN b ON a.id = b.auction", {"table.exec.state.ttl": "1 h"}))
-    assert node.config["ttl_ms"] == {"left": 3_600_000, "right": 3_600_000}
+    assert node.config.ttl_ms == {"left": 3_600_000, "right": 3_600_000}
     node = join(plan("SELECT /*+ STATE_TTL('b' = '10s') */ a.id FROM a JOIN b ON a.id = b.auction",
                      {"table.exec.state.ttl": "1 h"}))
-    assert node.config["ttl_ms"] == {"left": 3_600_000, "right": 10_000}
+    assert node.config.ttl_ms == {"left": 3_600_000, "right": 10_000}
 
 
 def test_state_ttl_hint_naming_no_input_is_refused():
@@ -107,7 +107,7 @@ def test_as_of_processing_time_is_a_lookup_that_keeps_the_stream_time():
     graph = plan_versioned("SELECT s.id, d.name, s.ts FROM (SELECT *, PROCTIME() AS pt FROM a) s "
                            "JOIN dims FOR SYSTEM_TIME AS OF s.pt AS d ON s.seller = d.id")
     (node,) = [n for n in graph.nodes if n.kind == "lookup_join"]
-    assert node.config["keys"] == ["seller"] and node.config["lookup"]["keys"] == ["id"]
+    assert node.config.keys == ("seller",) and node.config.lookup.keys == ("id",)
     assert not [n for n in graph.nodes if n.kind == "source" and n.config["table"] == "dims"]
     assert [e.partitioning for e in node.inputs] == ["forward"]
 
@@ -115,7 +115,7 @@ def test_as_of_processing_time_is_a_lookup_that_keeps_the_stream_time():
 def test_as_of_event_time_is_a_temporal_join_keyed_on_both_sides():
     graph = plan_versioned("SELECT a.id, b.price FROM a JOIN b FOR SYSTEM_TIME AS OF a.ts AS b ON a.id = b.auction")
     (node,) = [n for n in graph.nodes if n.kind == "temporal_join"]
-    assert node.config["left"]["time"] == "ts" and node.config["right"]["time"] == "ts"
+    assert node.config.left.time == "ts" and node.config.right.time == "ts"
     assert [(e.partitioning, e.keys) for e in node.inputs] == [("hash", ("id",)), ("hash", ("auction",))]
 
 

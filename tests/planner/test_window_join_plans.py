@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 from sqlglot import exp
 
+from weir.engine.operators.window_join import WindowJoinSide
 from weir.planner.expressions import Scope, bind
 from weir.planner.joins import output_names
 from weir.planner.planner import plan_script
@@ -50,14 +51,14 @@ def at(query: str, needle: str) -> tuple[int, int]:
 def test_join_types(spelling, join_type):
     graph = plan(f"SELECT L.num, R.id FROM {LW} L {spelling} {RW} R ON {ON}")
     node = join_node(graph)
-    assert node.config["join_type"] == join_type
-    assert node.config["left"] == {"columns": ["num", "id", "ts", "window_start", "window_end", "window_time"],
-                                   "keys": ["num"], "window_start": "window_start", "window_end": "window_end"}
+    assert node.config.join_type == join_type
+    assert node.config.left == WindowJoinSide(columns=["num", "id", "ts", "window_start", "window_end", "window_time"],
+                                              keys=["num"], window_start="window_start", window_end="window_end")
     assert [(e.partitioning, e.keys) for e in node.inputs] == [("hash", ("num",)), ("hash", ("num",))]
     assert node.output_schema.names[6:] == ["num0", "id0", "price", "ts0", "window_start0", "window_end0",
                                            "window_time0"]
     (calc,) = graph.consumers(node.id)
-    assert calc[0].config["projection"] == [["num", '"num"'], ["id", '"id0"']]
+    assert calc[0].config.projection == (("num", '"num"'), ("id", '"id0"'))
 
 
 def test_nexmark_q8_follows_renamed_window_bounds_through_window_aggregates():
@@ -68,8 +69,8 @@ def test_nexmark_q8_follows_renamed_window_bounds_through_window_aggregates():
         GROUP BY num, window_start, window_end) A
       ON P.num = A.seller AND P.starttime = A.starttime AND P.endtime = A.endtime"""
     node = join_node(plan(query))
-    assert node.config["left"]["window_start"] == "starttime"
-    assert node.config["right"]["keys"] == ["seller"]
+    assert node.config.left.window_start == "starttime"
+    assert node.config.right.keys == ("seller",)
     assert [plan(query).node(e.source).kind for e in node.inputs] == ["window_aggregate", "window_aggregate"]
 
 
@@ -77,35 +78,35 @@ def test_semi_and_anti_spellings():
     tuple_in = f"SELECT * FROM {LW} WHERE (num, window_start, window_end) IN " \
                f"(SELECT num, window_start, window_end FROM {RW})"
     node = join_node(plan(tuple_in))
-    assert (node.config["join_type"], node.config["null_aware"]) == ("semi", False)
+    assert (node.config.join_type, node.config.null_aware) == ("semi", False)
     node = join_node(plan(tuple_in.replace(" IN ", " NOT IN ")))
-    assert (node.config["join_type"], node.config["null_aware"]) == ("anti", True)
+    assert (node.config.join_type, node.config.null_aware) == ("anti", True)
     exists = f"SELECT L.id FROM {LW} L WHERE L.id <> 'x' AND NOT EXISTS (SELECT * FROM {RW} R " \
              f"WHERE {ON} AND R.price > 10)"
     graph = plan(exists)
     node = join_node(graph)
-    assert (node.config["join_type"], node.config["null_aware"]) == ("anti", False)
+    assert (node.config.join_type, node.config.null_aware) == ("anti", False)
     assert node.output_schema.names == ["num", "id", "ts", "window_start", "window_end", "window_time"]
     right_filter = graph.node(node.inputs[1].source)
-    assert right_filter.config["filter"] == '"price" > 10'
+    assert right_filter.config.filter == '"price" > 10'
     (outer, _), = graph.consumers(node.id)
-    assert outer.config["filter"] == "\"id\" <> 'x'"
+    assert outer.config.filter == "\"id\" <> 'x'"
 
 
 def test_keys_of_different_types_and_expressions_are_computed_before_the_exchange():
     graph = plan(f"SELECT L.id FROM {LW} L JOIN {RW} R ON L.num + 1 = R.price "
                  "AND L.window_start = R.window_start AND L.window_end = R.window_end")
     node = join_node(graph)
-    assert node.config["left"]["keys"] == node.config["right"]["keys"] == ["_jk0"]
+    assert node.config.left.keys == node.config.right.keys == ("_jk0",)
     left_keys = graph.node(node.inputs[0].source)
-    assert left_keys.config["projection"][-1] == ["_jk0", 'CAST(("num" + 1) AS DOUBLE)']
-    assert graph.node(node.inputs[1].source).config["projection"][-1] == ["_jk0", 'CAST(("price") AS DOUBLE)']
+    assert left_keys.config.projection[-1] == ("_jk0", 'CAST(("num" + 1) AS DOUBLE)')
+    assert graph.node(node.inputs[1].source).config.projection[-1] == ("_jk0", 'CAST(("price") AS DOUBLE)')
 
 
 def test_star_names_right_columns_that_clash_like_flink():
     graph = plan(f"SELECT * FROM {LW} L JOIN {RW} R ON {ON}")
     (calc, _), = graph.consumers(join_node(graph).id)
-    assert [name for name, _ in calc.config["projection"]] == [
+    assert [name for name, _ in calc.config.projection] == [
         "num", "id", "ts", "window_start", "window_end", "window_time",
         "num0", "id0", "price", "ts0", "window_start0", "window_end0", "window_time0"]
     graph = plan(f"SELECT R.* FROM {LW} L JOIN {RW} R ON {ON}")
@@ -151,7 +152,7 @@ def test_an_inner_window_joins_other_conditions_filter_the_joined_rows():
     """As in Flink (Nexmark q5: ``AuctionBids.num >= MaxBids.maxn`` in ON)."""
     graph = plan(f"SELECT L.id FROM {LW} L JOIN {RW} R ON {ON} AND L.num < R.num AND L.id = 'x'")
     (calc,) = graph.consumers(join_node(graph).id)
-    assert calc[0].config["filter"] == "\"num\" < \"num0\" AND \"id\" = 'x'"
+    assert calc[0].config.filter == "\"num\" < \"num0\" AND \"id\" = 'x'"
 
 
 def test_outer_window_join_non_equi_conditions_and_mixed_bounds_are_reported_together():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from weir.engine.operators.window_join import WindowJoinConfig, WindowJoinSide
 from weir.engine.graph import LATE_ROWS_PORT, Edge, JobGraph, OperatorNode
 from weir.engine.operators.base import OperatorContext
 from weir.engine.operators.window_aggregate import WindowAggregate
@@ -81,7 +82,9 @@ def test_source_tables_follow_the_graph_and_late_edges_round_trip():
     schema = pa.schema([("x", pa.int64())])
     graph.add(OperatorNode("a.source", "source", {"table": "a"}, schema))
     graph.add(OperatorNode("b.source", "source", {"table": "b"}, schema))
-    graph.add(OperatorNode("j", "window_join", {}, schema, [Edge("a.source"), Edge("b.source")]))
+    side = WindowJoinSide(columns=["x"], keys=["x"], window_start="x", window_end="x")
+    join = WindowJoinConfig(join_type="inner", left=side, right=side)
+    graph.add(OperatorNode("j", "window_join", join, schema, [Edge("a.source"), Edge("b.source")]))
     graph.add(OperatorNode("late.sink", "sink", {}, schema, [Edge("j", "forward", (), LATE_ROWS_PORT)]))
     assert graph.source_tables("j") == ("a", "b")
     assert graph.source_tables("a.source") == ("a",)

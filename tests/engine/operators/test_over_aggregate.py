@@ -199,7 +199,7 @@ def test_restore_refuses_another_max_parallelism_and_version():
 
 
 def test_config_errors_name_the_problem():
-    config = make_op("rows").config
+    config = make_op("rows").config.to_json()
     ctx = OperatorContext("over", output_schema())
     with pytest.raises(EngineError, match="unknown OVER frame 'groups'"):
         OverAggregate({**config, "frame": {"kind": "groups"}}, ctx)
