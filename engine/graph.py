@@ -51,6 +51,11 @@ class OperatorNode:
     #: One line for EXPLAIN: what the operator computes.
     description: str = ""
 
+    def connector_options(self) -> dict[str, str]:
+        """A source's or sink's connector options (its table's WITH (...)); empty for an operator."""
+        kind = operator_class(self.kind)
+        return dict(self.config.get("options") or {}) if kind.reads_source or kind.commits_output else {}
+
     def config_json(self) -> dict[str, Any]:
         """The config as JSON-able data (``OperatorConfig.to_json``)."""
         return self.config.to_json() if isinstance(self.config, OperatorConfig) else self.config

@@ -43,6 +43,6 @@ def drop_function(catalog: Catalog, s: st.DropFunction) -> None:
 
 def graph_functions(graph: JobGraph, catalog: Catalog) -> list[dict]:
     """The specs (JSON) of the catalog's functions that the graph's SQL calls: ``name(`` in a config."""
-    configs = json.dumps([node.config for node in graph.nodes])
+    configs = json.dumps([node.config_json() for node in graph.nodes])
     return [f.spec.to_json() for key, f in sorted(catalog.functions.items())
             if re.search(rf"(?<![\w.]){re.escape(key)}\s*\(", configs, re.IGNORECASE)]

@@ -377,7 +377,7 @@ def check_python_objects(graph: JobGraph) -> None:
     """A job reading or writing Python objects (``Connection.register``) runs at parallelism 1:
     the objects are in this process, a parallel job's workers in others."""
     tables = sorted({node.id.split(".")[0] for node in graph.nodes
-                     if (node.config.get("options") or {}).get("connector") == PYTHON_CONNECTOR})
+                     if node.connector_options().get("connector") == PYTHON_CONNECTOR})
     parallelism = graph.settings.get("parallelism.default", "1")
     if tables and parallelism.strip() != "1":
         raise EngineError(

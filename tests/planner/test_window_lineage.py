@@ -30,8 +30,8 @@ def test_a_bound_renamed_through_a_view_a_cte_and_a_subquery_is_still_a_bound():
     assert "group_aggregate" not in kinds(graph)
     first, second = [n for n in graph.nodes if n.kind == "window_aggregate"]
     # the cascade over the HOP's windows: one tumbling window per HOP window end (its slide apart)
-    assert second.config["window"]["size"] == 2_000_000
-    assert second.config["keys"] == [["_window_start", '"_window_start"'], ["_window_end", '"_window_end"']]
+    assert second.config.window.size == 2_000_000
+    assert second.config.keys == (("_window_start", '"_window_start"'), ("_window_end", '"_window_end"'))
     (sink,) = [n for n in graph.nodes if n.kind == "sink"]
     assert sink.config.get("changelog") is None  # append-only: a window aggregate, not an updating one
 
@@ -41,7 +41,7 @@ def test_a_renamed_bound_joins_as_a_window_through_a_cte():
         SELECT l.auction, r.num FROM c AS l JOIN counts AS r
         ON l.s = r.starttime AND l.e = r.endtime AND l.auction = r.auction""")
     (join,) = [n for n in graph.nodes if n.kind == "window_join"]
-    assert (join.config["left"]["window_start"], join.config["right"]["window_start"]) == ("s", "starttime")
+    assert (join.config.left.window_start, join.config.right.window_start) == ("s", "starttime")
     assert "HOP(ts, 10 s, slide 2 s)" in join.description
 
 
@@ -66,8 +66,8 @@ def test_a_union_whose_inputs_agree_keeps_the_bounds():
         GROUP BY starttime, endtime""")
     assert "group_aggregate" not in kinds(graph)
     *hops, cascade = [n for n in graph.nodes if n.kind == "window_aggregate"]
-    assert [h.config["window"]["kind"] for h in hops] == ["hop", "hop"]  # the view, once per input
-    assert cascade.config["window"]["time_column"] == "_window_time"
+    assert [h.config.window.kind for h in hops] == ["hop", "hop"]  # the view, once per input
+    assert cascade.config.window.time_column == "_window_time"
 
 
 def test_a_column_named_like_a_bound_is_no_bound():
