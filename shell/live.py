@@ -37,14 +37,42 @@ MAX_ROWS = 100_000
 #: The kind of every row of an append-only result.
 INSERT = SHORT_NAMES[0]
 
-_results: dict[str, "LiveResult | BatchQueue"] = {}
+_results: dict[str, "_SinkTarget"] = {}
 _ids = itertools.count(1)
 
 
-class LiveResult:
-    def __init__(self, schema: pa.Schema, *, max_rows: int = MAX_ROWS, max_pending: int | None = None):
+class _SinkTarget:
+    """What a job's result sink writes into, in this process (found in ``_results`` by its
+    id): the job's thread puts rows in (``add``, then ``end``); the reader takes them and
+    ``close``s it, after which what still comes is dropped."""
+
+    def __init__(self, schema: pa.Schema):
         self.id = f"live-{next(_ids)}"
         self.schema = schema
+        self.ended = False  # the job's sink finished: no more rows
+        self.closed = False  # the reader left: drop what still comes
+        self._changed = threading.Condition()
+        _results[self.id] = self
+
+    def end(self) -> None:
+        with self._changed:
+            self.ended = True
+            self._changed.notify_all()
+
+    def close(self) -> None:
+        with self._changed:
+            self.closed = True
+            self._let_go()
+            self._changed.notify_all()
+        _results.pop(self.id, None)
+
+    def _let_go(self) -> None:
+        """What closing drops (nothing: a live view may still show what it has)."""
+
+
+class LiveResult(_SinkTarget):
+    def __init__(self, schema: pa.Schema, *, max_rows: int = MAX_ROWS, max_pending: int | None = None):
+        super().__init__(schema)
         #: An updating result's batches end with the row kind; it is shown apart.
         self.updating = ROW_KIND in schema.names
         self.names = [n for n in schema.names if n != ROW_KIND]
@@ -54,11 +82,7 @@ class LiveResult:
         self.received = 0  # rows received so far
         self.first = 0  # absolute number of the oldest row kept
         self.read_to = 0  # how far the tableau view has read
-        self.ended = False  # the job's sink finished: no more rows
-        self.closed = False  # the viewer left: drop what still comes
         self._batches: deque[tuple[int, pa.RecordBatch]] = deque()  # (absolute number of first row, batch)
-        self._changed = threading.Condition()
-        _results[self.id] = self
 
     # -- the job's side ---------------------------------------------------------
     def add(self, batch: pa.RecordBatch) -> None:
@@ -90,18 +114,7 @@ class LiveResult:
             else:
                 self._current[key] = self._current.get(key, 0) + 1
 
-    def end(self) -> None:
-        with self._changed:
-            self.ended = True
-            self._changed.notify_all()
-
     # -- the viewer's side ------------------------------------------------------
-    def close(self) -> None:
-        with self._changed:
-            self.closed = True
-            self._changed.notify_all()
-        _results.pop(self.id, None)
-
     def rows(self, start: int, stop: int) -> list[list[str]]:
         """Rows ``start`` to ``stop`` (absolute numbers, as far as kept), as text cells."""
         return [row[1:] for row in self.changes(start, stop)]
@@ -152,21 +165,16 @@ class LiveResult:
         return rows, ended and stop == self.received
 
 
-class BatchQueue:
+class BatchQueue(_SinkTarget):
     """The batches of a streaming query for ``Connection.stream``, as Arrow: the job's sink
     puts them in, the reader takes them out in order. The sink waits while ``max_batches``
     are unread (so a slow reader holds the job back instead of filling memory), and drops
     what still comes once the reader has closed the queue."""
 
     def __init__(self, schema: pa.Schema, *, max_batches: int = 16):
-        self.id = f"live-{next(_ids)}"
-        self.schema = schema
+        super().__init__(schema)
         self.max_batches = max_batches
-        self.ended = False
-        self.closed = False
         self._batches: deque[pa.RecordBatch] = deque()
-        self._changed = threading.Condition()
-        _results[self.id] = self
 
     def add(self, batch: pa.RecordBatch) -> None:
         with self._changed:
@@ -177,17 +185,8 @@ class BatchQueue:
             self._batches.append(batch)
             self._changed.notify_all()
 
-    def end(self) -> None:
-        with self._changed:
-            self.ended = True
-            self._changed.notify_all()
-
-    def close(self) -> None:
-        with self._changed:
-            self.closed = True
-            self._batches.clear()
-            self._changed.notify_all()
-        _results.pop(self.id, None)
+    def _let_go(self) -> None:
+        self._batches.clear()
 
     def take(self, timeout: float) -> pa.RecordBatch | None:
         """The next batch, or None if none came within ``timeout`` seconds or the result ended."""

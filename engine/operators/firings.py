@@ -14,8 +14,9 @@ the state (``evict``) once the stream has ended:
    rows are never emitted (as if read and dropped; the drivers read every stream to the end) and
    what fired is evicted, so the state never lags behind the watermark.
 
-``engine.operators.window_aggregate`` streams its firings by the same rule (with its own code, as
-it also materialises a large firing before sorting it).
+``engine.operators.window_aggregate`` streams its firings with the same ``FiringStream``
+(``start_stream``: its query runs on its window state's reader, and a large firing is
+materialised before it is sorted).
 """
 from __future__ import annotations
 
@@ -45,7 +46,11 @@ class FiringStream:
         self.end()
         if self._cursor is None:
             self._cursor = con.cursor()
-        stream = stream_arrow(self._cursor, sql, self.ctx.operator_id)
+        return self.start_stream(stream_arrow(self._cursor, sql, self.ctx.operator_id), evict)
+
+    def start_stream(self, stream: ArrowStream, evict: Callable[[], None]) -> Iterable[pa.RecordBatch]:
+        """``start`` for a firing already running as ``stream`` (on a connection of the caller's)."""
+        self.end()
         head = [batch for _, batch in zip(range(2), stream)]
         if len(head) < 2:  # the whole firing has been read
             evict()

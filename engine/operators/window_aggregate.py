@@ -52,9 +52,8 @@ rows' arrival watermarks).
 """
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -62,11 +61,11 @@ import pyarrow.compute as pc
 from weir.engine.errors import EngineError
 from weir.engine.operators.accumulators import Accumulator, AggregateCall, DistinctAccumulator, argument_columns
 from weir.engine.operators.base import Operator, OperatorContext, explain_lines
-from weir.engine.operators.batches import conform
 from weir.engine.operators.clock import EventTimeClock
 from weir.engine.operators.config import OperatorConfig, optional
 from weir.engine.operators.late_rows import LateRows, LateRowsConfig
 from weir.engine.operators.duckdb_sql import int_literal, query_arrow, quote_ident, stream_arrow
+from weir.engine.operators.firings import FiringStream
 from weir.engine.operators.window_state import FROM_END, SLICE, WINDOW_END, WINDOW_START, WindowState
 from weir.engine.operators.windows import WINDOW_TIME_LAG_US, SlicedWindowConfig, align_array, window_assigner
 from weir.engine.state.key_groups import KEY_GROUP_COLUMN, key_groups
@@ -178,9 +177,8 @@ class WindowAggregate(Operator):
         self.state: WindowState | None = None
         #: The earliest slice that may hold state (None: no state); saves a query per watermark.
         self._earliest_slice: int | None = None
-        #: A large firing being streamed out (``process_watermark``): its reader and the slices
-        #: to delete once it ends.
-        self._streaming: tuple[Iterator[pa.RecordBatch], int] | None = None
+        #: A large firing being streamed out (``process_watermark``, ``engine.operators.firings``).
+        self._firing = FiringStream(ctx)
         #: Whether ``FIRED_TABLE`` holds a large firing being read (dropped with the eviction).
         self._fired_table = False
 
@@ -194,7 +192,7 @@ class WindowAggregate(Operator):
 
     # -- lifecycle -----------------------------------------------------------
     def open(self) -> None:
-        self._end_stream()
+        self._firing.end()
         if self.state is None:
             self.state = WindowState(
                 self.ctx.state_connection(preserve_insertion_order=False),
@@ -206,7 +204,8 @@ class WindowAggregate(Operator):
             )
 
     def close(self) -> None:
-        self._end_stream()
+        self._firing.end()  # what fired leaves the state before it closes
+        self._firing.close()
         self.late_rows.close()
         if self.state is not None:
             self.state.close()
@@ -433,35 +432,7 @@ class WindowAggregate(Operator):
                                self._emit_sql(upto, watermark, fired_before, materialize=materialize),
                                self.ctx.operator_id)
         expired = self.assigner.last_expired_slice(watermark)
-        head = [batch for _, batch in zip(range(2), batches)]
-        if len(head) < 2:
-            self._evict(expired)
-            return self._conform(head)
-        self._streaming = (batches, expired)
-        return self._stream_rest(head, batches, self._streaming)
-
-    def _stream_rest(self, head: list[pa.RecordBatch], rest: Iterator[pa.RecordBatch],
-                     streaming: tuple) -> Iterator[pa.RecordBatch]:
-        try:
-            for batch in itertools.chain(head, rest):
-                if self._streaming is not streaming:  # ended by a later call into the operator
-                    return
-                yield from self._conform([batch])
-        finally:
-            if self._streaming is streaming:
-                self._end_stream()
-
-    def _end_stream(self) -> None:
-        """A firing's stream ended (read to the end, or abandoned: its other rows are not emitted,
-        as if the stream had been read and dropped): close it and delete the fired slices. Every
-        call into the operator ends an open stream first, so the state never lags behind."""
-        if self._streaming is None:
-            return
-        rest, expired = self._streaming
-        self._streaming = None
-        rest.close()
-        if self.state is not None:
-            self._evict(expired)
+        return self._firing.start_stream(batches, lambda: self._evict(expired))
 
     def _evict(self, expired: int) -> None:
         if self._fired_table:
@@ -469,13 +440,6 @@ class WindowAggregate(Operator):
             self._fired_table = False
         self.state.evict(expired)
         self._earliest_slice = self.state.earliest_slice()
-
-    def _conform(self, batches: list[pa.RecordBatch]) -> list[pa.RecordBatch]:
-        if not batches:
-            return []
-        table = pa.Table.from_batches(batches)
-        self.ctx.count("rows_out", table.num_rows)
-        return conform(table, self.ctx.output_schema, self.ctx.operator_id)
 
     def _emit_sql(self, upto: int, watermark: int, fired_before: int, *, materialize: bool = False) -> str:
         """Fired windows with their bounds, filtered by HAVING, projected, in a stable order.

@@ -16,6 +16,7 @@ from weir.engine.operators.window_aggregate import WindowAggregate
 from weir.engine.state import restored
 from weir.engine.state.key_groups import key_groups, range_for_subtask, subtask_for_key_group
 from weir.engine.state.restored import RestoredTable
+from restores import record_restore_batches
 from tests.engine.state.test_bounded_arrow import CONFIG, SCHEMA, events, expected
 
 KEYS = 600
@@ -39,16 +40,7 @@ def small_batches(monkeypatch):
     """Snapshots staged in 32-row row groups, restored in 16-row batches: many of each."""
     monkeypatch.setattr(duckdb_sql, "OUTPUT_BATCH_ROWS", 32)
     monkeypatch.setattr(restored, "RESTORE_BATCH_ROWS", 16)
-    sizes: list[int] = []
-    scan = RestoredTable._scan
-
-    def recording(self, columns):
-        for batch in scan(self, columns):
-            sizes.append(batch.num_rows)
-            yield batch
-
-    monkeypatch.setattr(RestoredTable, "_scan", recording)
-    return sizes
+    return record_restore_batches(monkeypatch)
 
 
 def checkpoint_of(tmp_path, parallelism: int) -> list[tuple[dict, dict]]:

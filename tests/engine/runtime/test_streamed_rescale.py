@@ -5,7 +5,7 @@ is that of one uninterrupted worker."""
 from __future__ import annotations
 
 from weir.engine.state import restored
-from weir.engine.state.restored import RestoredTable
+from restores import record_restore_batches
 from tests.engine.runtime.test_parallel import output, run, straight  # noqa: F401 - a fixture
 
 
@@ -21,15 +21,7 @@ def test_rescaling_2_1_3_with_streamed_restores_is_exact(tmp_path, straight, mon
     first = run(tmp_path, 2, events=None, on_executor=ask_for_stop(tmp_path))
     assert first.stopped_with is not None
     monkeypatch.setattr(restored, "RESTORE_BATCH_ROWS", 8)
-    sizes: list[int] = []
-    scan = RestoredTable._scan
-
-    def recording(self, columns):
-        for batch in scan(self, columns):
-            sizes.append(batch.num_rows)
-            yield batch
-
-    monkeypatch.setattr(RestoredTable, "_scan", recording)
+    sizes = record_restore_batches(monkeypatch)
     second = run(tmp_path, 1, events=None, savepoint=first.stopped_with.path, on_executor=ask_for_stop(tmp_path))
     assert second.stopped_with is not None
     assert sum(sizes) > 8 and max(sizes) <= 8, "the state came in from the files in batches of 8 rows"

@@ -18,6 +18,7 @@ from weir.engine.connectors.registry import create_sink
 from weir.engine.messages import MAX_WATERMARK
 from weir.engine.operators import duckdb_sql, window_aggregate
 from weir.engine.operators.base import OperatorContext
+from weir.engine.operators.firings import FiringStream
 from weir.engine.operators.window_aggregate import WindowAggregate
 from weir.engine.state.staged import StagedTable
 from tests.engine.runtime.test_recovery_at_any_barrier import run, write_input
@@ -192,7 +193,7 @@ def run_bounded(directory: Path, batch_size: int, failures: dict, calls: dict[st
     streams, every snapshot table of 3+ rows is staged as Parquet, the DuckDB sink stages on a
     file; ``calls`` counts the staged snapshot tables and the streamed firings."""
     calls = {} if calls is None else calls
-    stage, stream = duckdb_sql.stage_table, WindowAggregate._stream_rest
+    stage, stream = duckdb_sql.stage_table, FiringStream._rest
 
     def counted(name, function):
         def call(*args, **kwargs):
@@ -204,7 +205,7 @@ def run_bounded(directory: Path, batch_size: int, failures: dict, calls: dict[st
         patch.setattr(duckdb_sql, "OUTPUT_BATCH_ROWS", 1)
         patch.setattr(duckdb_table, "STAGE_IN_MEMORY_BYTES", 1)
         patch.setattr(duckdb_sql, "stage_table", counted("staged", stage))
-        patch.setattr(WindowAggregate, "_stream_rest", counted("streamed", stream))
+        patch.setattr(FiringStream, "_rest", counted("streamed", stream))
         return run(directory, batch_size, failures)
 
 
