@@ -51,14 +51,19 @@ class OperatorNode:
     #: One line for EXPLAIN: what the operator computes.
     description: str = ""
 
+    def typed_config(self) -> Any:
+        """The config as the kind's ``Config`` (a graph built by hand may hold its JSON dict)."""
+        return operator_class(self.kind).typed(self.config)
+
     def connector_options(self) -> dict[str, str]:
         """A source's or sink's connector options (its table's WITH (...)); empty for an operator."""
         kind = operator_class(self.kind)
-        return dict(self.config.get("options") or {}) if kind.reads_source or kind.commits_output else {}
+        return dict(self.typed_config().options) if kind.reads_source or kind.commits_output else {}
 
     def config_json(self) -> dict[str, Any]:
         """The config as JSON-able data (``OperatorConfig.to_json``)."""
-        return self.config.to_json() if isinstance(self.config, OperatorConfig) else self.config
+        config = self.typed_config()
+        return config.to_json() if isinstance(config, OperatorConfig) else config
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -73,9 +78,6 @@ class OperatorNode:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "OperatorNode":
-        # The registry imports the operator modules, and some of them this module's schema helpers.
-        from weir.engine.operators.registry import operator_class
-
         return cls(
             id=data["id"],
             kind=data["kind"],
@@ -128,7 +130,7 @@ class JobGraph:
                 continue
             seen.add(node.id)
             if operator_class(node.kind).reads_source:
-                tables.add(node.config.get("table", node.id))
+                tables.add(node.typed_config().table or node.id)
             pending.extend(e.source for e in node.inputs)
         return tuple(sorted(tables))
 

@@ -24,6 +24,7 @@ from weir.engine.graph import LATE_ROWS_PORT, Edge
 from weir.engine.operators.duckdb_sql import duckdb_name
 from weir.engine.operators.late_rows import OPERATOR_COLUMN, WATERMARK_COLUMN
 from weir.engine.operators.registry import operator_class
+from weir.engine.runtime.sink_writer import SinkConfig
 from weir.planner.catalog import Catalog, TableDef
 from weir.planner.expressions import quote
 from weir.planner.graph_builder import GraphBuilder
@@ -76,7 +77,7 @@ def plan_late_rows_tables(builder: GraphBuilder, catalog: Catalog, db_path: str)
         if not readers:  # no window reads the source: no row can be late
             continue
         options = {"connector": "duckdb", "path": db_path, "table-name": name, "sink.mode": "replace"}
-        builder.add(name, "sink", {"options": options, "table": name}, late_rows_schema(table), readers,
+        builder.add(name, "sink", SinkConfig(options=options, table=name), late_rows_schema(table), readers,
                             f"Sink(late rows of=[{table.name}], table=[{name}], connector=[duckdb])")
         names.append(name)
     return names

@@ -16,6 +16,7 @@ from sqlglot import exp
 
 from weir.engine.changelog import ROW_KIND, ROW_KIND_TYPE
 from weir.engine.graph import Edge, JobGraph
+from weir.engine.runtime.sink_writer import SinkConfig
 from weir.planner.changelog import sink_changelog
 from weir.planner.catalog import Catalog, TableDef, ViewDef
 from weir.planner.udfs import create_function, drop_function, graph_functions
@@ -226,7 +227,7 @@ class Planner:
             description += f", upsertKey=[{', '.join(changes['upsert_key'])}]"
         if not stream.append_only:
             schema = schema.append(pa.field(ROW_KIND, ROW_KIND_TYPE))
-        self.builder.add(name, "sink", {"options": options, "table": name, **changes}, schema,
+        self.builder.add(name, "sink", SinkConfig(options=options, table=name, **changes), schema,
                          [Edge(stream.node_id)], description + ")")
 
     def _check_sink_types(self, s: st.Insert, table: TableDef, stream: Stream) -> None:

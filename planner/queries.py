@@ -15,6 +15,7 @@ from sqlglot import exp
 from weir.engine.changelog import ROW_KIND
 from weir.engine.graph import Edge
 from weir.engine.operators.calc import CalcConfig
+from weir.engine.runtime.source_reader import SourceConfig
 from weir.engine.sql_eval import INPUT, describe
 from weir.planner.aggregates import plan_window_aggregate
 from weir.planner.calc import calc_description, projected_key
@@ -130,16 +131,16 @@ class QueryPlanner:
             return self.builder.sources[key]
         check_connector(table, "source")
         physical = table.physical_schema
-        config = {
-            "table": table.name,
-            "options": dict(table.options),
+        config = SourceConfig(
+            table=table.name,
+            options=dict(table.options),
             # over the physical columns: a computed watermark column is computed in it
-            "watermark": to_duckdb(table.physical(table.watermark), physical) if table.watermark is not None else None,
-            "watermark_bounded": (bounded_delay(table.watermark, table.watermark_column)
-                                  if table.watermark_column not in table.computed else None),
-            "batch_size": int(self.settings.get("weir.source.batch-size", 65536)),
-            "idle_timeout": _idle_timeout(self.settings),
-        }
+            watermark=to_duckdb(table.physical(table.watermark), physical) if table.watermark is not None else None,
+            watermark_bounded=(bounded_delay(table.watermark, table.watermark_column)
+                               if table.watermark_column not in table.computed else None),
+            batch_size=int(self.settings.get("weir.source.batch-size", 65536)),
+            idle_timeout=_idle_timeout(self.settings),
+        )
         description = f"Source(table=[{table.name}], connector=[{table.options.get('connector')}]"
         if table.watermark is not None:
             description += f", watermark=[{table.watermark_column} AS {table.watermark.sql()}]"

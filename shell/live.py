@@ -18,6 +18,7 @@ back (the sink waits) while it is ``max_pending`` rows behind.
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
 from collections import deque
@@ -244,4 +245,4 @@ def redirect_to(graph: JobGraph, result: LiveResult | BatchQueue) -> None:
     register()
     for node in graph.nodes:
         if operator_class(node.kind).commits_output:
-            node.config["options"] = {"connector": RESULT_CONNECTOR, "result-id": result.id}
+            node.config = dataclasses.replace(node.typed_config(), options={"connector": RESULT_CONNECTOR, "result-id": result.id})

@@ -169,7 +169,7 @@ class Session:
         script = planner.script()
         for view in script.materialized_views:
             sink = next(node for node in script.graph.nodes if operator_class(node.kind).commits_output
-                        and node.config["options"].get("table-name") == view)
+                        and node.connector_options().get("table-name") == view)
             self.database.create_if_missing(view, sink.output_schema)
         return script
 

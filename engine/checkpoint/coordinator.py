@@ -219,7 +219,7 @@ class Coordinator:
         for node in self.graph.nodes:
             if not operator_class(node.kind).commits_output:
                 continue
-            sink = create_sink(node.config["options"], node.output_schema)
+            sink = create_sink(node.connector_options(), node.output_schema)
             sink.job = self.graph.name
             if self.config.reconcile and not finished:  # nothing is published after a final checkpoint
                 said = sink.withdraw(self.graph.name, after, fresh=self.config.fresh)

@@ -140,8 +140,8 @@ class OperatorKind:
     Besides the traits the class renders its EXPLAIN lines (``explain``) and says which input
     columns it reads (``input_expressions``), both from its config: an instance of its
     ``Config``, a frozen dataclass next to the class (``engine.operators.config``); the entries
-    ``keyed_by`` and ``STATE_CONFIG`` name are fields of it. A kind without one (None: the
-    runtime's source and sink) keeps a JSON dict.
+    ``keyed_by`` and ``STATE_CONFIG`` name are fields of it (the runtime's source and sink
+    have ``SourceConfig`` and ``SinkConfig``).
     """
 
     #: The class of this kind's config (an ``OperatorConfig`` dataclass); None: a plain dict.

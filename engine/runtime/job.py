@@ -96,7 +96,7 @@ def _finished_text(graph: JobGraph, event: CheckpointEvent) -> str:
     places = []
     for node in graph.nodes:
         if operator_class(node.kind).commits_output:
-            options = node.config["options"]
+            options = node.connector_options()
             where = options.get("path")
             if options.get("table-name"):
                 where = f"table {options['table-name']} in {where}"

@@ -185,14 +185,14 @@ class LocalExecutor:
     def _instantiate(node: OperatorNode, ctx: OperatorContext) -> tuple[Operator | None, SourceReader | None]:
         kind = operator_class(node.kind)
         if kind.reads_source:
-            source = create_source(node.config["options"], node.output_schema, **_batch_size(node))
-            bounded = node.config.get("watermark_bounded")
-            idle = node.config["options"].get("source.idle-timeout") or node.config.get("idle_timeout")
-            return None, SourceReader(source, node.config.get("watermark"), bounded=tuple(bounded) if bounded else None,
+            config = node.typed_config()
+            source = create_source(config.options, node.output_schema, **_batch_size(node))
+            idle = config.options.get("source.idle-timeout") or config.idle_timeout
+            return None, SourceReader(source, config.watermark, bounded=config.watermark_bounded,
                                       idle_timeout=parse_duration_seconds("source.idle-timeout", idle) if idle else None,
                                       subtask=ctx.subtask_index, parallelism=ctx.parallelism)
         if kind.commits_output:
-            sink = create_sink(node.config["options"], node.output_schema, subtask_index=ctx.subtask_index)
+            sink = create_sink(node.connector_options(), node.output_schema, subtask_index=ctx.subtask_index)
             return SinkWriter(sink, ctx), None
         return build_operator(node.kind, node.config, ctx), None
 
@@ -417,5 +417,5 @@ class LocalExecutor:
 
 
 def _batch_size(node: OperatorNode) -> dict:
-    size = node.config.get("batch_size")
+    size = node.typed_config().batch_size
     return {"batch_size": int(size)} if size else {}

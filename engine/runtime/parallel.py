@@ -218,7 +218,7 @@ class ProcessExecutor:
                     self._committers[node.id] = sink
 
     def _sink(self, node) -> Sink:
-        sink = create_sink(node.config["options"], node.output_schema)
+        sink = create_sink(node.connector_options(), node.output_schema)
         sink.job = self.graph.name
         return sink
 

@@ -17,6 +17,8 @@ would make lateness depend on the parallelism.
 from __future__ import annotations
 
 import time
+import dataclasses
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 import pyarrow as pa
@@ -24,16 +26,37 @@ import pyarrow as pa
 from weir.engine.connectors.base import Source
 from weir.engine.messages import MAX_WATERMARK, Watermark
 from weir.engine.operators.base import OperatorKind, explain_lines
+from weir.engine.operators.config import OperatorConfig
 from weir.engine.watermarks import ARRIVAL_FIELD, SplitWatermarks, WatermarkGenerator, arrival_watermarks
+
+
+@dataclass(frozen=True)
+class SourceConfig(OperatorConfig):
+    """A source node: the table it reads and how its watermark is computed."""
+
+    #: The declared table's name ("" in a graph built by hand: the node's id stands for it).
+    table: str = ""
+    #: The table's WITH (...) options ('connector', ...).
+    options: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: The WATERMARK expression as DuckDB SQL over the physical columns, or None.
+    watermark: str | None = None
+    #: (column, delay µs) when the watermark is a bounded delay on a physical column (computed
+    #: without SQL); None otherwise.
+    watermark_bounded: tuple[str, int] | None = None
+    #: Rows per batch ('weir.source.batch-size').
+    batch_size: int = 65536
+    #: The job-wide 'table.exec.source.idle-timeout', or None (never idle).
+    idle_timeout: str | None = None
 
 
 class SourceReader(OperatorKind):
     """The kind "source": the runtime reads it; its state is a read offset per split."""
 
+    Config = SourceConfig
     reads_source = True
 
     @classmethod
-    def explain(cls, config: dict[str, Any]) -> list[str]:
+    def explain(cls, config: SourceConfig) -> list[str]:
         return explain_lines("-", "read offset per split")
 
     def __init__(self, source: Source, watermark_sql: str | None, offsets: dict[str, Any] | None = None,

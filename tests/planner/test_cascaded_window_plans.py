@@ -35,7 +35,7 @@ def test_grouping_by_renamed_bounds_is_a_window_aggregate_of_the_same_windows():
     assert second.config.projection == (("maxn", '"_agg0"'), ("starttime", '"_window_start"'),
                                          ("endtime", '"_window_end"'))
     (sink,) = [n for n in graph.nodes if n.kind == "sink"]
-    assert sink.config.get("changelog") is None  # append-only, as in Flink
+    assert sink.config.changelog is None  # append-only, as in Flink
 
 
 def test_nexmark_q5_is_a_window_join_with_its_other_condition_a_filter():

@@ -17,9 +17,9 @@ def test_computed_columns_are_computed_after_the_source_and_never_written():
     source, computed = script.graph.nodes[:2]
     # the connector reads the physical columns; the watermark is computed from them
     assert source.output_schema.names == ["v", "s"]
-    watermark = source.config["watermark"]  # TO_TIMESTAMP(s) - INTERVAL '1' SECOND, in DuckDB's SQL
+    watermark = source.config.watermark  # TO_TIMESTAMP(s) - INTERVAL '1' SECOND, in DuckDB's SQL
     assert '"s"' in watermark and '"ts"' not in watermark and watermark.endswith(" - INTERVAL '1' SECOND")
-    assert source.config["watermark_bounded"] is None
+    assert source.config.watermark_bounded is None
     assert computed.kind == "calc" and computed.output_schema.names == ["v", "v2", "s", "ts"]
     assert str(computed.output_schema.field("ts").type) == "timestamp[us]"
     (sink,) = [n for n in script.graph.nodes if n.kind == "sink"]

@@ -31,7 +31,7 @@ def test_the_window_sends_the_source_columns_to_one_sink():
                                                  ("date_time", '"date_time"'))}
     sink = script.graph.node("late_bids.sink")
     assert [(e.source, e.port) for e in sink.inputs] == [("counts.window_aggregate", LATE_ROWS_PORT)]
-    assert sink.config["options"]["table-name"] == "late_bids"
+    assert sink.config.options["table-name"] == "late_bids"
     assert sink.output_schema.names == ["auction", "price", "date_time", "weir_operator", "weir_watermark"]
     assert sink.output_schema.field("weir_operator").type == pa.string()
 

@@ -29,7 +29,7 @@ def test_a_select_in_the_shell_with_limit_keeps_the_first_rows_append_only():
     assert limit.config == LimitConfig(limit=3)
     assert [(e.partitioning, e.keys) for e in limit.inputs] == [("hash", ())]  # one subtask counts them all
     (sink,) = graph.consumers(limit.id)
-    assert sink[0].kind == "sink" and sink[0].config.get("changelog") is None
+    assert sink[0].kind == "sink" and sink[0].config.changelog is None
 
 
 def test_order_by_with_limit_is_a_top_n_of_the_whole_stream():

@@ -46,23 +46,23 @@ def test_issue_job_reads_one_source_for_both_pipelines():
 
 def test_sinks_carry_their_connector_options():
     graph = plan(ISSUE_JOB, db_path="results.duckdb")
-    assert graph.node("auction_counts.sink").config["options"] == {
+    assert graph.node("auction_counts.sink").config.options == {
         "connector": "filesystem", "path": "out/auction_counts", "format": "csv"}
-    assert graph.node("channel_minutes.sink").config["options"] == {
+    assert graph.node("channel_minutes.sink").config.options == {
         "connector": "duckdb", "path": "results.duckdb", "table-name": "channel_minutes", "sink.mode": "replace"}
 
 
 def test_source_config_has_watermark_sql_and_batch_size():
     source = plan("SET 'weir.source.batch-size' = '500';\n" + ISSUE_JOB).node("bids.source")
-    assert source.config["watermark"] == "\"date_time\" - INTERVAL '2' SECOND"
-    assert source.config["batch_size"] == 500
+    assert source.config.watermark == "\"date_time\" - INTERVAL '2' SECOND"
+    assert source.config.batch_size == 500
     assert source.inputs == []
 
 
 def test_command_line_settings_win_over_set_while_planning():
     text = "SET 'weir.source.batch-size' = '500';\n" + ISSUE_JOB
     source = plan(text, settings={"weir.source.batch-size": "64"}).node("bids.source")
-    assert source.config["batch_size"] == 64
+    assert source.config.batch_size == 64
 
 
 def test_window_aggregate_config():

@@ -86,11 +86,11 @@ def test_an_updating_query_plans_into_changelog_sinks():
         INSERT INTO keyed SELECT auction, COUNT(*) FROM bids GROUP BY auction;
         CREATE MATERIALIZED VIEW v AS SELECT channel, COUNT(*) AS n FROM bids GROUP BY channel;"""))
     sinks = {n.id: n for n in script.graph.nodes if n.kind == "sink"}
-    assert sinks["counts_csv.sink"].config["changelog"] == "retract"
+    assert sinks["counts_csv.sink"].config.changelog == "retract"
     assert sinks["counts_csv.sink"].output_schema.names == ["auction", "n", "_row_kind"]
-    assert sinks["keyed.sink"].config["upsert_key"] == ["auction"]
-    assert sinks["keyed.sink"].config["options"]["sink.upsert-key"] == '["auction"]'
-    assert sinks["v.sink"].config["upsert_key"] == ["channel"]
+    assert sinks["keyed.sink"].config.upsert_key == ("auction",)
+    assert sinks["keyed.sink"].config.options["sink.upsert-key"] == '["auction"]'
+    assert sinks["v.sink"].config.upsert_key == ("channel",)
 
 
 def test_a_duckdb_table_without_primary_key_refuses_an_updating_query():
@@ -105,7 +105,7 @@ def test_a_materialized_view_without_its_group_keys_is_kept_as_a_multiset():
     sql = "CREATE MATERIALIZED VIEW v AS SELECT n FROM (SELECT auction, COUNT(*) AS n FROM bids GROUP BY auction)"
     graph = plan_script(parse(CATALOG + sql + ";")).graph
     (sink,) = [n for n in graph.nodes if n.kind == "sink"]
-    assert sink.config["changelog"] == "retract" and "sink.upsert-key" not in sink.config["options"]
+    assert sink.config.changelog == "retract" and "sink.upsert-key" not in sink.config.options
 
 
 def test_a_window_over_an_updating_stream_is_refused():

@@ -108,7 +108,7 @@ def test_as_of_processing_time_is_a_lookup_that_keeps_the_stream_time():
                            "JOIN dims FOR SYSTEM_TIME AS OF s.pt AS d ON s.seller = d.id")
     (node,) = [n for n in graph.nodes if n.kind == "lookup_join"]
     assert node.config.keys == ("seller",) and node.config.lookup.keys == ("id",)
-    assert not [n for n in graph.nodes if n.kind == "source" and n.config["table"] == "dims"]
+    assert not [n for n in graph.nodes if n.kind == "source" and n.config.table == "dims"]
     assert [e.partitioning for e in node.inputs] == ["forward"]
 
 

@@ -33,7 +33,7 @@ def test_a_bound_renamed_through_a_view_a_cte_and_a_subquery_is_still_a_bound():
     assert second.config.window.size == 2_000_000
     assert second.config.keys == (("_window_start", '"_window_start"'), ("_window_end", '"_window_end"'))
     (sink,) = [n for n in graph.nodes if n.kind == "sink"]
-    assert sink.config.get("changelog") is None  # append-only: a window aggregate, not an updating one
+    assert sink.config.changelog is None  # append-only: a window aggregate, not an updating one
 
 
 def test_a_renamed_bound_joins_as_a_window_through_a_cte():
@@ -56,7 +56,7 @@ def test_a_union_of_a_bound_and_a_plain_column_is_no_bound():
     assert "group_aggregate" in kinds(graph)
     assert [n.kind for n in graph.nodes].count("window_aggregate") == 1  # only the view's HOP
     (sink,) = [n for n in graph.nodes if n.kind == "sink"]
-    assert sink.config.get("changelog") is not None  # an updating result
+    assert sink.config.changelog is not None  # an updating result
 
 
 def test_a_union_whose_inputs_agree_keeps_the_bounds():
