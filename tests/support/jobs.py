@@ -2,6 +2,9 @@
 keyed window job over csv files with its DuckDB oracle."""
 from __future__ import annotations
 
+import threading
+from typing import Any, Callable
+
 PARQUET_SOURCE = "WITH ('connector' = 'filesystem', 'path' = 'data/bids.parquet', 'format' = 'parquet');"
 
 ISSUE_JOB = f"""\
@@ -52,3 +55,21 @@ FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(ts), INTERVAL '10' SECOND)) GROUP BY 
 #: KEY_WINDOWS_JOB's rows as a DuckDB batch query over '{files}' (a file or a glob).
 KEY_WINDOWS_ORACLE = ("SELECT k, time_bucket(INTERVAL '10 seconds', ts) AS window_start, COUNT(*) AS cnt, "
                       "SUM(v) AS total FROM read_csv('{files}', header = true) GROUP BY ALL ORDER BY ALL")
+
+
+def outcome_within(seconds: float, call: Callable[[], Any], hung: str) -> Any:
+    """``call()`` in a thread: what it returned, or the error it raised. Fails with ``hung`` if it
+    is still running after ``seconds`` (a job waiting forever on a dead worker, say)."""
+    outcome: list = []
+
+    def target() -> None:
+        try:
+            outcome.append(call())
+        except BaseException as error:  # noqa: BLE001 - returned to the test
+            outcome.append(error)
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), hung
+    return outcome[0]

@@ -4,11 +4,11 @@ below one batch every exchanged message waits — window firings included — an
 still finish with exact output, checkpoints completing on the way, and restore from them."""
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import duckdb
 
+from jobs import outcome_within
 from tests.engine.runtime.test_exchange import run
 
 ROWS = 24_000
@@ -86,18 +86,7 @@ def test_a_worker_killed_while_backpressured_restarts_from_its_checkpoint_exactl
     monkeypatch.setenv("WEIR_FAULT_ONCE", str(tmp_path / "fired"))
     path = write_events(tmp_path)
     sql = JOB.format(path=path, out=tmp_path / "out")
-    outcome: list = []
-
-    def target() -> None:
-        try:
-            outcome.append(run(sql, tmp_path, 2, **SETTINGS, **RESTART))
-        except BaseException as error:  # noqa: BLE001 - returned to the test
-            outcome.append(error)
-
-    thread = threading.Thread(target=target)
-    thread.start()
-    thread.join(GUARD_SECONDS)
-    assert not thread.is_alive(), "the job hung"
-    assert not isinstance(outcome[0], BaseException), outcome[0]
+    outcome = outcome_within(GUARD_SECONDS, lambda: run(sql, tmp_path, 2, **SETTINGS, **RESTART), "the job hung")
+    assert not isinstance(outcome, BaseException), outcome
     assert (tmp_path / "fired").exists(), "the fault never fired"
     assert outputs(tmp_path) == expected(path)

@@ -13,7 +13,6 @@ Every run is guarded by a thread join (a guard against a hang, not a measure).
 """
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import duckdb
@@ -24,7 +23,7 @@ from weir.engine.runtime.job import JobOptions, run_job
 from weir.planner.planner import plan_script
 from weir.sql import parse
 
-from jobs import KEY_WINDOWS_JOB, KEY_WINDOWS_ORACLE
+from jobs import KEY_WINDOWS_JOB, KEY_WINDOWS_ORACLE, outcome_within
 
 JOB = KEY_WINDOWS_JOB + ("CREATE MATERIALIZED VIEW key_totals AS "
                          "SELECT k, COUNT(*) AS cnt, SUM(v) AS total FROM events GROUP BY k;\n")
@@ -52,19 +51,8 @@ def run_guarded(tmp: Path, warnings: list | None = None, **settings: str):
     """``run_job`` in a thread: its result, or the error it raised. Fails if it hangs."""
     sql = JOB.format(data=tmp / "events", out=tmp / "out")
     graph = plan_script(parse(sql), db_path=str(tmp / "views.duckdb"), settings={**PARALLEL, **settings}).graph
-    outcome: list = []
-
-    def target() -> None:
-        try:
-            outcome.append(run_job(graph, JobOptions(state_dir=tmp / "state", warn=(warnings if warnings is not None else []).append)))
-        except BaseException as error:  # noqa: BLE001 - returned to the test
-            outcome.append(error)
-
-    thread = threading.Thread(target=target)
-    thread.start()
-    thread.join(GUARD_SECONDS)
-    assert not thread.is_alive(), "the coordinator hung on a dead worker"
-    return outcome[0]
+    options = JobOptions(state_dir=tmp / "state", warn=(warnings if warnings is not None else []).append)
+    return outcome_within(GUARD_SECONDS, lambda: run_job(graph, options), "the coordinator hung on a dead worker")
 
 
 def assert_exact(tmp: Path) -> None:
