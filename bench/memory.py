@@ -76,6 +76,24 @@ def directory_bytes(path: Path) -> int:
     return total
 
 
+def launch_measured(command: list[str], log: Path, cgroup_mb: int | None,
+                    env: dict | None = None) -> tuple[int, resource.struct_rusage, int | None]:
+    """Run ``command`` to its end, its output into ``log``, in a memory cgroup of ``cgroup_mb``
+    (None: none): its exit code, the rusage of its process tree, and the cgroup's peak bytes."""
+    with open(log, "w") as output:
+        def launch(preexec=None) -> tuple[int, resource.struct_rusage]:
+            process = subprocess.Popen(command, cwd=HERE.parent, stdout=output, stderr=subprocess.STDOUT,
+                                       preexec_fn=preexec, env=env)
+            _, status, usage = os.wait4(process.pid, 0)
+            return os.waitstatus_to_exitcode(status), usage
+
+        if cgroup_mb is None:
+            return (*launch(), None)
+        with memory_cgroup(cgroup_mb << 20) as cgroup:
+            returncode, usage = launch(entering(cgroup))
+            return returncode, usage, peak_usage(cgroup)
+
+
 def run(workdir: Path, data: Path, settings: str, cgroup_mb: int | None,
         checkpoint_interval: str | None = None, query: str = "tumble") -> dict:
     out, state = workdir / "out", workdir / "state"
@@ -98,21 +116,7 @@ def run(workdir: Path, data: Path, settings: str, cgroup_mb: int | None,
     log = workdir / "memory_job.log"
     load_before = os.getloadavg()
     started = time.perf_counter()
-    cgroup_peak = None
-    with open(log, "w") as output:
-        def launch(preexec=None) -> tuple[int, resource.struct_rusage]:
-            process = subprocess.Popen(command, cwd=HERE.parent, stdout=output, stderr=subprocess.STDOUT,
-                                       preexec_fn=preexec)
-            _, status, usage = os.wait4(process.pid, 0)
-            process.returncode = os.waitstatus_to_exitcode(status)
-            return process.returncode, usage
-
-        if cgroup_mb is not None:
-            with memory_cgroup(cgroup_mb << 20) as cgroup:
-                returncode, usage = launch(entering(cgroup))
-                cgroup_peak = peak_usage(cgroup)
-        else:
-            returncode, usage = launch()
+    returncode, usage, cgroup_peak = launch_measured(command, log, cgroup_mb)
     seconds = time.perf_counter() - started
     done.set()
     sampler.join()

@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,8 +28,8 @@ import duckdb
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from memory import directory_bytes, make_input  # noqa: E402  (bench/memory.py, beside this file)
-from tests.support.cgroup import entering, memory_cgroup, peak_usage, unavailable_reason  # noqa: E402
+from memory import directory_bytes, launch_measured, make_input  # noqa: E402  (bench/memory.py, beside this file)
+from tests.support.cgroup import unavailable_reason  # noqa: E402
 
 BATCH_ROWS = 65_536
 JOB = """SET 'weir.checkpointing.interval-batches' = '{batches}';
@@ -46,20 +44,7 @@ FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(ts), INTERVAL '1' HOUR)) GROUP BY k, 
 
 def launch(command: list[str], log: Path, cgroup_mb: int | None, env: dict) -> dict:
     started = time.perf_counter()
-    peak = None
-    with open(log, "w") as output:
-        def start(preexec=None) -> tuple[int, resource.struct_rusage]:
-            process = subprocess.Popen(command, cwd=HERE.parent, stdout=output, stderr=subprocess.STDOUT,
-                                       preexec_fn=preexec, env=env)
-            _, status, usage = os.wait4(process.pid, 0)
-            return os.waitstatus_to_exitcode(status), usage
-
-        if cgroup_mb is not None:
-            with memory_cgroup(cgroup_mb << 20) as cgroup:
-                code, usage = start(entering(cgroup))
-                peak = peak_usage(cgroup)
-        else:
-            code, usage = start()
+    code, usage, peak = launch_measured(command, log, cgroup_mb, env)
     return {"seconds": time.perf_counter() - started, "returncode": code, "peak_rss_mb": usage.ru_maxrss / 1024,
             "cgroup_peak_mb": peak / 2**20 if peak else None, "log": log.read_text()[-2000:]}
 
