@@ -34,8 +34,8 @@ def changelog_mode(node: OperatorNode) -> str:
     by a key, ``upsert [I,UA,D] by (key)`` (per key the last change of a commit wins: +I/+U
     replace the row, -U/-D delete it)."""
     if operator_class(node.kind).commits_output:
-        mode = node.typed_config().changelog or APPEND
-        key = node.typed_config().upsert_key
+        config = node.typed_config()
+        mode, key = config.changelog or APPEND, config.upsert_key
         by = f" by ({', '.join(key) or 'one row'})" if mode == UPSERT and key is not None else ""
         return f"{mode} {KINDS[mode]}{by}"
     if is_changelog(node.output_schema):

@@ -195,9 +195,9 @@ class JobHandle:
 
     def _check_rewindable(self) -> None:
         unrewindable = [node.id.split(".")[0] for node in self._job.graph.nodes
-                        if node.connector_options().get("connector") == python_source.CONNECTOR
-                        and operator_class(node.kind).reads_source
-                        and not python_source.rewindable(node.connector_options()["object-id"])]
+                        if operator_class(node.kind).reads_source
+                        and (options := node.connector_options()).get("connector") == python_source.CONNECTOR
+                        and not python_source.rewindable(options["object-id"])]
         if unrewindable:
             raise EngineError(f"job {self.id} reads an iterator ({', '.join(unrewindable)}), which cannot be "
                               "rewound: a savepoint of it could not be resumed",

@@ -43,7 +43,7 @@ class FiringStream:
               evict: Callable[[], None]) -> Iterable[pa.RecordBatch]:
         """The rows of ``sql`` (a firing, in output order) in the operator's output schema, in
         batches of at most ``OUTPUT_BATCH_ROWS``; ``evict()`` deletes what fired, once they are read."""
-        self.end()
+        self.end()  # before the cursor runs another query
         if self._cursor is None:
             self._cursor = con.cursor()
         return self.start_stream(stream_arrow(self._cursor, sql, self.ctx.operator_id), evict)
