@@ -18,7 +18,7 @@ _EXPORTS = {
     "JobHandle": "weir.shell.api",
     "udf": "weir.engine.udfs",
     "udaf": "weir.engine.udfs",
-    "udtf": "weir.engine.udfs",
+    "udtf": "weir.engine.udtfs",
 }
 
 __all__ = ["__version__", *_EXPORTS]

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 from sqlglot import exp
 
-from weir.engine import udfs
+from weir.engine import udfs, udtfs
 from weir.planner.expressions import builtin_function
 from weir.sql.statements import CreateTable, CreateView
 
@@ -53,10 +53,11 @@ class FunctionDef:
     """A Python UDF (``engine.udfs``) callable from SQL by ``name``."""
 
     name: str
-    function: udfs.ScalarFunction
+    #: A scalar UDF, or a table function (``engine.udtfs``, called only in LATERAL TABLE).
+    function: udfs.ScalarFunction | udtfs.TableFunction
 
     @property
-    def spec(self) -> udfs.FunctionSpec:
+    def spec(self) -> udfs.FunctionSpec | udtfs.TableFunctionSpec:
         return self.function.spec(self.name)
 
 
@@ -85,12 +86,14 @@ class Catalog:
     def add_function(self, definition: FunctionDef) -> None:
         """Declare a UDF, and make it callable on this process's DuckDB connections (``udfs.install``)."""
         self.functions[definition.name.lower()] = definition
-        udfs.install(definition.function, definition.name)
+        table = isinstance(definition.function, udtfs.TableFunction)
+        (udtfs.install if table else udfs.install)(definition.function, definition.name)
 
     def drop_function(self, name: str) -> bool:
         dropped = self.functions.pop(name.lower(), None)
         if dropped is not None:
             udfs.uninstall(name)
+            udtfs.uninstall(name)
         return dropped is not None
 
     def drop(self, name: str) -> bool:
@@ -102,7 +105,13 @@ def register_function(catalog: Catalog, fn, name: str | None = None, *, result_t
                       input_types=None, func_type: str = "general") -> FunctionDef:
     """Make ``fn`` callable from SQL as ``name`` (its own name by default): a ``@weir.udf`` function,
     or a plain one declared here (``result_type=...``). Replaces a function of the same name, as
-    DuckDB's ``create_function`` would refuse to; raises ``engine.udfs.UdfError`` on a bad declaration."""
+    DuckDB's ``create_function`` would refuse to; raises ``engine.udfs.UdfError`` on a bad declaration.
+    A ``@weir.udtf`` table function is called only by LATERAL TABLE, never by DuckDB: it may take
+    a built-in scalar function's name."""
+    if isinstance(fn, udtfs.TableFunction):
+        definition = FunctionDef(name or fn.name, fn)
+        catalog.add_function(definition)
+        return definition
     if not isinstance(fn, udfs.ScalarFunction):
         if result_type is None:
             raise udfs.UdfError(f"{getattr(fn, '__name__', fn)!r} is not a weir UDF and no result_type is given",

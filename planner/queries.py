@@ -30,6 +30,7 @@ from weir.planner.graph_builder import GraphBuilder, Stream
 from weir.planner.group_aggregate import distinct_as_group_by, plan_group_aggregate
 from weir.planner.grouping_sets import grouping_construct
 from weir.planner.joins import is_join, plan_join
+from weir.planner.lateral import LateralRelation, fold_lateral, plan_lateral
 from weir.planner.limits import plan_limit, split_limit
 from weir.planner.over_aggregates import is_over_aggregate, plan_over_aggregate, ranks_below
 from weir.planner.ranking import plan_window_rank, uses_ranking
@@ -98,6 +99,8 @@ class QueryPlanner:
             return self._plan_named(relation, pipeline)
         if isinstance(relation, exp.Subquery):
             return self.plan_query(relation.this, pipeline)
+        if isinstance(relation, LateralRelation):  # t, LATERAL TABLE(f(x)) (planner/lateral.py)
+            return plan_lateral(self, relation, pipeline)
         raise self.fail(f"unsupported relation in FROM: {relation.sql()}", relation)
 
     def _plan_named(self, table: exp.Table, pipeline: str) -> Stream:
@@ -159,6 +162,7 @@ class QueryPlanner:
 
     # -- SELECT ------------------------------------------------------------------
     def _plan_select(self, select: exp.Select, pipeline: str) -> Stream:
+        select = fold_lateral(self, select)  # FROM t, LATERAL TABLE(f(x)): one relation
         if select.args.get("limit") is not None or select.args.get("offset") is not None:  # ... LIMIT n
             plain, limit, order = split_limit(self, select)
             return plan_limit(self, self._plan_select(plain, pipeline), limit, order, pipeline, select)

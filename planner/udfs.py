@@ -11,7 +11,8 @@ import json
 import re
 
 from weir.engine.graph import JobGraph
-from weir.engine.udfs import UdfError, load
+from weir.engine.udfs import ScalarFunction, UdfError
+from weir.engine.udtfs import load
 from weir.planner.catalog import Catalog, register_function
 from weir.planner.locate import locate, name, quoted
 from weir.sql import statements as st
@@ -42,7 +43,8 @@ def drop_function(catalog: Catalog, s: st.DropFunction) -> None:
 
 
 def graph_functions(graph: JobGraph, catalog: Catalog) -> list[dict]:
-    """The specs (JSON) of the catalog's functions that the graph's SQL calls: ``name(`` in a config."""
+    """The specs (JSON) of the catalog's scalar functions that the graph's SQL calls: ``name(`` in a
+    config. (A table function's spec is in the config of its ``table_function`` node.)"""
     configs = json.dumps([node.config_json() for node in graph.nodes])
     return [f.spec.to_json() for key, f in sorted(catalog.functions.items())
-            if re.search(rf"(?<![\w.]){re.escape(key)}\s*\(", configs, re.IGNORECASE)]
+            if isinstance(f.function, ScalarFunction) and re.search(rf"(?<![\w.]){re.escape(key)}\s*\(", configs, re.IGNORECASE)]

@@ -11,6 +11,10 @@ RisingWave's parser already reads ``WATERMARK FOR col AS expr`` and
   [WITH SAVEPOINT]``, ``RESET ['key']``;
 - Flink's ``CREATE [TEMPORARY [SYSTEM]] FUNCTION [IF NOT EXISTS] f AS 'module.f'
   [LANGUAGE PYTHON]`` and ``DROP [TEMPORARY [SYSTEM]] FUNCTION [IF EXISTS] f``;
+- Flink's ``LATERAL TABLE(f(args)) [AS] T(a, b)`` (a table function applied per row, in
+  ``FROM t, ...``, ``CROSS JOIN ...`` or ``LEFT JOIN ... ON TRUE``) as a ``LateralTable`` node,
+  whose call is always an ``exp.Anonymous`` of the name as written (a table function may be
+  called ``split``, which sqlglot would read as its own two-argument SPLIT);
 - backquoted identifiers, as in Flink.
 """
 from __future__ import annotations
@@ -61,6 +65,13 @@ class Descriptor(exp.Expression):
     """``DESCRIPTOR(col)``: names the time attribute column."""
 
     arg_types = {"expressions": True}
+
+
+class LateralTable(exp.Expression):
+    """``LATERAL TABLE(f(x, ...)) AS T(a, b)``: this: the call (``exp.Anonymous``); alias: an
+    ``exp.TableAlias`` or None."""
+
+    arg_types = {"this": True, "alias": False}
 
 
 class ExplainStatement(exp.Expression):
@@ -247,6 +258,28 @@ class WeirParser(RisingWaveParser):
         exists = self._match_text_seq("IF", "EXISTS")
         return self.expression(DropFunctionStatement(this=self._parse_table_parts(), exists=exists, **kind))
 
+    def _parse_lateral(self) -> exp.Expr | None:
+        if not (self._curr and self._curr.token_type == TokenType.LATERAL and self._next
+                and self._next.token_type == TokenType.TABLE):
+            return super()._parse_lateral()
+        lateral = self._curr
+        self._advance(2)
+        if not self._match(TokenType.L_PAREN):
+            self.raise_error("LATERAL TABLE needs a call in parentheses, e.g. LATERAL TABLE(split(s)) AS T(word)")
+        name = self._curr
+        if name is None or name.token_type not in self.ID_VAR_TOKENS and name.token_type not in self.FUNC_TOKENS:
+            self.raise_error("LATERAL TABLE(...) calls a table function by name, e.g. LATERAL TABLE(split(s))", name)
+        self._advance()
+        if not self._match(TokenType.L_PAREN):
+            self.raise_error(f"LATERAL TABLE({name.text} needs its arguments in parentheses: {name.text}(x)")
+        arguments = [] if self._match(TokenType.R_PAREN, advance=False) else self._parse_csv(self._parse_assignment)
+        if not self._match(TokenType.R_PAREN):
+            self.raise_error(f"Expecting ) after the arguments of {name.text}")
+        if not self._match(TokenType.R_PAREN):
+            self.raise_error("Expecting ) to close LATERAL TABLE(...)")
+        call = self.expression(exp.Anonymous(this=name.text, expressions=arguments), token=name)
+        return self.expression(LateralTable(this=call, alias=self._parse_table_alias()), token=lateral)
+
     # -- window table functions ------------------------------------------------------------
 
     def _function_name_token(self):
@@ -324,6 +357,11 @@ def _windowcall_sql(self: RisingWaveGenerator, e: WindowCall) -> str:
     return f"TABLE({call})" if e.args.get("wrapped") else call
 
 
+def _lateral_table_sql(self: RisingWaveGenerator, e: LateralTable) -> str:
+    alias = self.sql(e, "alias")
+    return f"LATERAL TABLE({self.sql(e, 'this')})" + (f" AS {alias}" if alias else "")
+
+
 def _table_argument_sql(self: RisingWaveGenerator, e: TableArgument | WindowTVF) -> str:
     keys = self.expressions(e, key="partition_by", flat=True)
     return f"TABLE {self.sql(e, 'this')}" + (f" PARTITION BY {keys}" if keys else "")
@@ -347,6 +385,7 @@ class WeirGenerator(RisingWaveGenerator):
         **RisingWaveGenerator.TRANSFORMS,
         WindowCall: _windowcall_sql,
         TableArgument: _table_argument_sql,
+        LateralTable: _lateral_table_sql,
         Descriptor: lambda self, e: self.func("DESCRIPTOR", *e.expressions),
         WindowTVF: _windowtvf_sql,
         exp.Show: lambda self, e: f"SHOW {e.name}",

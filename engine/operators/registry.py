@@ -15,6 +15,7 @@ from weir.engine.operators.lookup_join import LookupJoin
 from weir.engine.operators.group_aggregate import GroupAggregate
 from weir.engine.operators.session_window import SessionWindow
 from weir.engine.operators.stream_join import StreamJoin
+from weir.engine.operators.table_function import TableFunctionOperator
 from weir.engine.operators.temporal_join import TemporalJoin
 from weir.engine.operators.top_n import TopN
 from weir.engine.operators.window_aggregate import WindowAggregate
@@ -41,6 +42,7 @@ OPERATORS: dict[str, type[Operator]] = {
     "union": Union,
     "interval_join": IntervalJoin,
     "over_aggregate": OverAggregate,
+    "table_function": TableFunctionOperator,
 }
 
 #: Every kind a JobGraph node can have -> the class declaring what it is: the operators above,

@@ -1,0 +1,337 @@
+"""Python user-defined table functions: one input row in, any number of rows out.
+
+A table function is a Python function wrapped by ``@weir.udtf(result_types=[...])``, applied in
+SQL with Flink's ``LATERAL TABLE(f(x))`` (the ``table_function`` operator,
+``engine.operators.table_function``). Its output columns are ``f0, f1, ...`` as in Flink; SQL
+renames them (``AS T(word, n)``). Two forms:
+
+- ``func_type="general"`` (the default, as PyFlink's ``@udtf``): a function of one row's Python
+  values (``None`` for NULL) that yields (or returns an iterable of) rows: a tuple (or list,
+  or PyFlink-style ``Row``) of one value per result type, or a bare value when there is one
+  result type. Returning ``None`` yields nothing. weir calls it once per input row.
+- ``func_type="arrow"``: a function of ``pyarrow.Array`` arguments (one chunk of input rows)
+  returning a ``pyarrow.Table`` or ``RecordBatch`` whose first column is the input row index
+  (0-based, within the chunk) each output row belongs to, then one column per result type.
+  ``pyarrow.compute.list_parent_indices`` gives that index for a list column; weir calls it
+  once per chunk, so the hot path makes no Python call per row.
+
+How a table function reaches the engine: the planner resolves it (``CREATE FUNCTION f AS
+'pkg.mod.f'`` imports ``pkg.mod``, ``load``) and ``install``\\ s it in this process's registry;
+the ``table_function`` node's config carries its ``TableFunctionSpec`` (name, module, qualname,
+result types, func type), and every process that runs the node takes the installed function of
+that spec or imports the module by name (``function_for``). A table function is never a DuckDB
+function: it is called only by its operator, so its name may be that of a built-in scalar
+function (``split``).
+
+``apply`` calls it over a chunk and returns, per output row, the index of its input row and
+the result columns; an exception fails with the function's name, the input row's values and
+the Python traceback (``engine.udfs.UdfFailure``, as for a scalar UDF); a row of the wrong
+width, or values not of the declared types, with the fix.
+"""
+from __future__ import annotations
+
+import inspect
+import sys
+import threading
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import pyarrow as pa
+
+from weir.engine import udfs
+from weir.engine.operators.config import OperatorConfig
+from weir.engine.udfs import UdfError, UdfFailure, arrow_type, duckdb_type
+
+FUNC_TYPES = ("general", "arrow")
+
+
+@dataclass(frozen=True)
+class TableFunctionSpec(OperatorConfig):
+    """What a ``table_function`` node carries of its function: enough for any process to import it."""
+
+    name: str
+    module: str
+    qualname: str
+    #: DuckDB types of the output columns f0, f1, ...
+    result_types: tuple[str, ...]
+    func_type: str = "general"
+
+    @property
+    def result_arrow_types(self) -> list[pa.DataType]:
+        return [arrow_type(t) for t in self.result_types]
+
+
+class TableFunction:
+    """A Python function declared as a weir table function (``udtf``). Calling it calls the function."""
+
+    def __init__(self, fn: Callable, *, result_types, func_type: str = "general", name: str | None = None):
+        label = getattr(fn, "__name__", repr(fn))
+        if not callable(fn):
+            raise UdfError(f"weir.udtf needs a function, got {type(fn).__name__}",
+                           hint="decorate a generator function: @weir.udtf(result_types=['STRING', 'BIGINT'])")
+        if func_type not in FUNC_TYPES:
+            hint = ("weir's vectorised table functions take pyarrow arrays: func_type='arrow'"
+                    if func_type == "pandas" else "use func_type='general' or 'arrow'")
+            raise UdfError(f"func_type {func_type!r} is not supported for the table function {label}", hint=hint)
+        if isinstance(result_types, str):
+            result_types = [result_types]
+        if not result_types:
+            raise UdfError(f"the table function {label} needs result_types",
+                           hint="declare its output columns' types: @weir.udtf(result_types=['STRING', 'BIGINT'])")
+        self.fn = fn
+        self.name = name or fn.__name__
+        self.result_types = tuple(duckdb_type(t) for t in result_types)
+        self.func_type = func_type
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+
+    def __call__(self, *args, **kwargs):
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<weir udtf {self.name}: {self.func_type} -> ({', '.join(self.result_types)})>"
+
+    def spec(self, name: str | None = None) -> TableFunctionSpec:
+        return TableFunctionSpec(name or self.name, self.fn.__module__, self.fn.__qualname__, self.result_types,
+                                 self.func_type)
+
+    def arity_problem(self, count: int) -> str | None:
+        """Why the function cannot take ``count`` arguments (None: it can)."""
+        try:
+            inspect.signature(self.fn).bind(*range(count))
+        except TypeError as reason:
+            return f"the table function {self.name} cannot take {count} argument(s): {reason}"
+        except ValueError:  # no signature to check
+            return None
+        return None
+
+
+def udtf(fn: Callable | None = None, *, result_types=None, func_type: str = "general", name: str | None = None):
+    """Declare a table function: ``@weir.udtf(result_types=["STRING", "BIGINT"])`` over a generator
+    of rows, or ``func_type="arrow"`` over pyarrow arrays (see the module's docstring)."""
+    def wrap(f: Callable) -> TableFunction:
+        return TableFunction(f, result_types=result_types, func_type=func_type, name=name)
+
+    return wrap(fn) if fn is not None else wrap
+
+
+# -- importing -------------------------------------------------------------------------------------
+
+
+def resolve(module: str, qualname: str, *, what: str | None = None):
+    """The weir function (a ``TableFunction`` or a scalar ``engine.udfs.ScalarFunction``)
+    ``module``.``qualname``, imported; ``engine.udfs.resolve`` does the importing and names what
+    failed and the fix."""
+    try:
+        return udfs.resolve(module, qualname, what=what)
+    except UdfError:
+        value = _attribute(sys.modules.get(module), qualname)
+        if isinstance(value, TableFunction):  # imported, and a table function, not a scalar UDF
+            return value
+        if value is not None and callable(value) and not isinstance(value, udfs.ScalarFunction):
+            raise UdfError(f"{what or f'{module}.{qualname}'} is not a weir function: a plain function has no "
+                           "result type",
+                           hint=f"decorate it in {module}: @weir.udf(result_type='BIGINT') for a scalar function, "
+                                "@weir.udtf(result_types=['STRING']) for a table function") from None
+        raise
+
+
+def _attribute(obj: Any, qualname: str) -> Any:
+    for part in qualname.split("."):
+        if obj is None:
+            return None
+        obj = getattr(obj, part, None)
+    return obj
+
+
+def load(target: str):
+    """The weir function (scalar or table) named by ``'package.module.attribute'``."""
+    module, dot, attribute = target.strip().rpartition(".")
+    if not dot or not module or not attribute:
+        return udfs.load(target)  # its error names the fix
+    return resolve(module, attribute, what=target)
+
+
+# -- this process's registry ------------------------------------------------------------------------
+
+_REGISTRY: dict[str, TableFunction] = {}
+_LOCK = threading.Lock()
+
+
+def install(function: TableFunction, name: str | None = None) -> TableFunctionSpec:
+    """Remember ``function`` as ``name`` in this process (a function of ``__main__`` runs from here)."""
+    spec = function.spec(name)
+    with _LOCK:
+        _REGISTRY[spec.name.lower()] = function
+    return spec
+
+
+def uninstall(name: str) -> None:
+    with _LOCK:
+        _REGISTRY.pop(name.lower(), None)
+
+
+def function_for(spec: TableFunctionSpec) -> TableFunction:
+    """The function of ``spec``: the one installed in this process when it is that spec, else
+    imported by module and name (a worker, a restarted job)."""
+    installed = _REGISTRY.get(spec.name.lower())
+    if installed is not None and installed.spec(spec.name) == spec:
+        return installed
+    function = resolve(spec.module, spec.qualname, what=spec.name)
+    if not isinstance(function, TableFunction):
+        raise UdfError(f"{spec.module}.{spec.qualname} is a scalar function, not the table function {spec.name}",
+                       hint="declare it with @weir.udtf(result_types=[...])")
+    if function.spec(spec.name) != spec:
+        raise UdfError(f"the table function {spec.name} ({spec.module}.{spec.qualname}) changed since the job was "
+                       f"planned: it declares {function.result_types} ({function.func_type}), the job "
+                       f"{spec.result_types} ({spec.func_type})",
+                       hint="plan the job again with the function as it is now")
+    return function
+
+
+# -- calling ----------------------------------------------------------------------------------------
+
+
+def apply(function: TableFunction, arguments: list[pa.Array], rows: int) -> tuple[np.ndarray, list[pa.Array]]:
+    """Call ``function`` over one chunk of ``rows`` input rows (its ``arguments``): the input row
+    index of every output row (non-decreasing: each input row's outputs together, in order) and
+    the output columns, of the declared types. A UdfError says what failed."""
+    if function.func_type == "arrow":
+        return _apply_arrow(function, arguments, rows)
+    return _apply_rows(function, arguments, rows)
+
+
+def _failure(name: str, values: tuple, exc: BaseException) -> UdfError:
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return UdfFailure(name, values, f"{type(exc).__name__}: {exc}", text).engine_error(None)
+
+
+def _apply_rows(function: TableFunction, arguments: list[pa.Array], rows: int):
+    fn, width = function.fn, len(function.result_types)
+    values = [a.to_pylist() for a in arguments]
+    index: list[int] = []
+    out: list[Any] = []
+    for i, row in enumerate(zip(*values) if values else ((),) * rows):
+        try:
+            produced = fn(*row)
+            if produced is None:
+                continue
+            before = len(out)
+            out.extend(produced)
+        except Exception as exc:  # noqa: BLE001 - the user's function failed: say where
+            raise _failure(function.name, row, exc) from exc
+        index.extend([i] * (len(out) - before))
+    if width == 1:
+        column = [v[0] if isinstance(v, (tuple, list)) and len(v) == 1 else v for v in out]
+        bad = next((v for v in column if isinstance(v, (tuple, list))), None)
+        if bad is not None:
+            raise _width_error(function, bad)
+        columns = [column]
+    else:
+        try:
+            if set(map(len, out)) - {width}:
+                raise TypeError
+        except TypeError:
+            raise _width_error(function, next(v for v in out if not _is_row(v, width))) from None
+        columns = [list(c) for c in zip(*out)] if out else [[] for _ in range(width)]
+    arrays = [_typed(function, j, column) for j, column in enumerate(columns)]
+    return np.asarray(index, dtype=np.int64), arrays
+
+
+def _is_row(value: Any, width: int) -> bool:
+    try:
+        return len(value) == width and not isinstance(value, (str, bytes))
+    except TypeError:
+        return False
+
+
+def _width_error(function: TableFunction, value: Any) -> UdfError:
+    width = len(function.result_types)
+    types = ", ".join(function.result_types)
+    if width == 1:
+        return UdfError(f"the table function {function.name} yielded {value!r}, not one {types} value",
+                        hint=f"it declares one result type ({types}): yield a value (or a 1-tuple) per row")
+    return UdfError(f"the table function {function.name} yielded {value!r}, not a row of {width} values",
+                    hint=f"it declares {width} result types ({types}): yield a tuple of {width} values per row, "
+                         "or change result_types")
+
+
+def _typed(function: TableFunction, j: int, values) -> pa.Array:
+    target = arrow_type(function.result_types[j])
+    try:
+        return pa.array(values, type=target) if not isinstance(values, (pa.Array, pa.ChunkedArray)) \
+            else _cast(values, target)
+    except (pa.ArrowException, TypeError, ValueError) as exc:
+        bad = next((v for v in values if udfs._not_of(v, target)), None) if isinstance(values, list) else None
+        shown = f"{bad!r}" if bad is not None else f"{getattr(values, 'type', type(values).__name__)} values"
+        raise UdfError(f"the table function {function.name} returned {shown} as f{j}, not a "
+                       f"{function.result_types[j]}: {exc}",
+                       hint=f"return values of its result type {function.result_types[j]} (or None) in column f{j}") \
+            from exc
+
+
+def _cast(values, target: pa.DataType) -> pa.Array:
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    return values if values.type == target else values.cast(target)
+
+
+def _apply_arrow(function: TableFunction, arguments: list[pa.Array], rows: int):
+    width = len(function.result_types)
+    try:
+        out = function.fn(*arguments)
+    except Exception as exc:  # noqa: BLE001 - narrowed to the first failing row:
+        raise _first_failure(function, arguments, rows, exc) from exc
+    if isinstance(out, pa.RecordBatch):
+        out = pa.Table.from_batches([out])
+    if not isinstance(out, pa.Table):
+        raise UdfError(f"the arrow table function {function.name} returned a {type(out).__name__}, not a table",
+                       hint="return a pyarrow.Table: the input row index, then one column per result type "
+                            "(pyarrow.compute.list_parent_indices gives the index of a list's values)")
+    if out.num_columns != width + 1:
+        raise UdfError(f"the arrow table function {function.name} returned {out.num_columns} columns "
+                       f"({', '.join(out.column_names)}), not {width + 1}",
+                       hint=f"return the input row index, then one column per result type "
+                            f"({', '.join(function.result_types)})")
+    index = out.column(0)
+    if not pa.types.is_integer(index.type) or index.null_count:
+        raise UdfError(f"the first column of what the arrow table function {function.name} returned is "
+                       f"{index.type}{' with nulls' if index.null_count else ''}, not the input row index",
+                       hint="return the index (0, 1, ... within the chunk) of each output row's input row first")
+    positions = index.to_numpy().astype(np.int64, copy=False) if len(index) else np.zeros(0, np.int64)
+    if len(positions) and (positions.min() < 0 or positions.max() >= rows):
+        raise UdfError(f"the arrow table function {function.name} returned the row index "
+                       f"{int(positions.min() if positions.min() < 0 else positions.max())} for a chunk of "
+                       f"{rows} rows", hint=f"row indices are 0 to {rows - 1}: the positions of the argument values")
+    columns = [_typed(function, j, out.column(j + 1)) for j in range(width)]
+    if len(positions) > 1 and bool(np.any(positions[1:] < positions[:-1])):
+        order = np.argsort(positions, kind="stable")  # each input row's outputs together, in their order
+        positions = positions[order]
+        take = pa.array(order)
+        columns = [c.take(take) for c in columns]
+    return positions, columns
+
+
+def _first_failure(function: TableFunction, arguments: list[pa.Array], rows: int, exc: Exception) -> UdfError:
+    for i in range(rows):
+        try:
+            function.fn(*(a.slice(i, 1) for a in arguments))
+        except Exception as row_exc:  # noqa: BLE001
+            return _failure(function.name, tuple(a[i].as_py() for a in arguments), row_exc)
+    return _failure(function.name, (), exc)
+
+
+def left_outer(positions: np.ndarray, columns: list[pa.Array], rows: int) -> tuple[np.ndarray, list[pa.Array]]:
+    """``LEFT JOIN LATERAL ... ON TRUE``: each input row without output gets one row of NULLs,
+    in input order."""
+    counts = np.bincount(positions, minlength=rows) if len(positions) else np.zeros(rows, np.int64)
+    missing = np.flatnonzero(counts == 0)
+    if not len(missing):
+        return positions, columns
+    merged = np.concatenate([positions, missing])
+    order = np.argsort(merged, kind="stable")
+    take = pa.array(order)
+    columns = [pa.concat_arrays([c, pa.nulls(len(missing), c.type)]).take(take) for c in columns]
+    return merged[order], columns
