@@ -15,8 +15,10 @@ from weir.engine.graph import JobGraph, OperatorNode
 from weir.engine.operators.calc import CalcConfig, Expand
 from weir.engine.operators.config import OperatorConfig
 from weir.engine.operators.registry import OPERATORS, operator_class
-from weir.planner.planner import default_job_name, plan_script
+from weir.planner.planner import plan_script
 from weir.sql import parse
+
+from golden_plans import plan_golden
 
 ROOT = Path(__file__).resolve().parents[1]
 QUERIES = ROOT / "tests" / "queries"
@@ -24,11 +26,11 @@ QUERIES = ROOT / "tests" / "queries"
 COVERING = ("versioned_joins", "streaming_limit", "interval_join_then_window", "over_aggregates",
             "session_bids_per_bidder", "window_topn_rank_per_auction", "window_join_semi_anti",
             "regular_join_append", "debezium_changes", "cte_subqueries", "grouping_sets_suppliers",
-            "union_all_clicks")
+            "union_all_clicks", "lateral_table_words")
 
 
 def _plan(path: Path) -> JobGraph:
-    return plan_script(parse(path.read_text(), str(path)), job_name=default_job_name(path)).graph
+    return plan_golden(path)
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,8 @@ from weir.engine.operators.base import Operator, OperatorKind
 from weir.engine.operators.registry import KINDS, OPERATORS, operator_class
 from weir.engine.operators.window_aggregate import WindowAggregateConfig
 from weir.engine.runtime.exchange import carries_key_groups, needed_columns, routing
-from weir.planner.planner import default_job_name, plan_script
-from weir.sql import parse
+
+from golden_plans import plan_golden
 
 ROOT = Path(__file__).resolve().parents[1]
 QUERIES = ROOT / "tests" / "queries"
@@ -60,12 +60,12 @@ def test_every_kind_declares_its_traits(kind):
 #: Golden queries that, together, plan every kind (a few: planning costs a second each).
 COVERING = ("versioned_joins", "streaming_limit", "interval_join_then_window", "over_aggregates",
             "session_bids_per_bidder", "window_topn_rank_per_auction", "window_join_semi_anti",
-            "regular_join_append", "debezium_changes", "cte_subqueries")
+            "regular_join_append", "debezium_changes", "cte_subqueries", "lateral_table_words")
 
 
 def _planned_nodes():
     for path in (QUERIES / name / "query.sql" for name in COVERING):
-        yield from plan_script(parse(path.read_text(), str(path)), job_name=default_job_name(path)).graph.nodes
+        yield from plan_golden(path).nodes
 
 
 def test_planned_configs_hold_what_the_classes_declare():
