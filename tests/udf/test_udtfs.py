@@ -3,7 +3,8 @@ batches: both forms against a Python oracle for any split of the input into batc
 padding, row kinds carried to every output row; what SQL says about LATERAL TABLE; and every
 error a user can act on.
 
-The functions live in ``udtf_functions`` (this folder), which worker processes import by name.
+The functions live in ``udtf_functions`` (``tests/support``, on the tests' path), which worker processes
+import by name.
 """
 from __future__ import annotations
 
