@@ -130,11 +130,6 @@ def resolve(module: str, qualname: str, *, what: str | None = None):
         value = _attribute(sys.modules.get(module), qualname)
         if isinstance(value, TableFunction):  # imported, and a table function, not a scalar UDF
             return value
-        if value is not None and callable(value) and not isinstance(value, udfs.ScalarFunction):
-            raise UdfError(f"{what or f'{module}.{qualname}'} is not a weir function: a plain function has no "
-                           "result type",
-                           hint=f"decorate it in {module}: @weir.udf(result_type='BIGINT') for a scalar function, "
-                                "@weir.udtf(result_types=['STRING']) for a table function") from None
         raise
 
 
