@@ -133,7 +133,7 @@ def plan_lateral(qp: QueryPlanning, relation: LateralRelation, pipeline: str) ->
     clash = next((n for n in names if n.lower() in {k.lower() for k in kept}), None)
     if clash is not None:
         raise qp.fail(f"the table function's column `{clash}` has the name of a column of `{stream.name}`", call,
-                      f"rename it: AS T({', '.join(n + '_' if n == clash else n for n in names)})")
+                      f"rename it: AS {_alias_name(call)}({', '.join(n + '_' if n == clash else n for n in names)})")
     results = [pa.field(name, normalise(arrow_type(t))) for name, t in zip(names, function.result_types)]
     row_kind = [] if stream.append_only else [stream.schema.field(ROW_KIND)]
     schema = pa.schema([*(stream.schema.field(n) for n in kept), *results, *row_kind])
@@ -164,6 +164,11 @@ def _table_function(qp: QueryPlanning, invocation: exp.Anonymous) -> FunctionDef
     return definition
 
 
+def _alias_name(call: LateralTable) -> str:
+    alias = call.args.get("alias")
+    return alias.name if alias is not None and alias.name else "T"
+
+
 def _signature(function: TableFunction) -> str:
     try:
         return str(inspect.signature(function.fn))
@@ -183,7 +188,7 @@ def _column_names(qp: QueryPlanning, call: LateralTable, function: TableFunction
         names = [*declared, *(f"f{i}" for i in range(len(declared), count))][:count]
         raise qp.fail(f"AS {alias.name}({', '.join(declared)}) names {len(declared)} column(s), but the table "
                       f"function {function.name} yields {count} ({types})", alias,
-                      f"name each of its columns: AS {alias.name or 'T'}({', '.join(names)})")
+                      f"name each of its columns: AS {_alias_name(call)}({', '.join(names)})")
     if len({n.lower() for n in declared}) != len(declared):
         raise qp.fail(f"AS {alias.name}({', '.join(declared)}) names a column twice", alias,
                       "give each column its own name")
