@@ -35,9 +35,9 @@ import inspect
 import sys
 import threading
 import traceback
+from dataclasses import dataclass
 from itertools import chain
 from operator import itemgetter
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -282,12 +282,20 @@ def _typed(function: TableFunction, j: int, values) -> pa.Array:
         return pa.array(values, type=target) if not isinstance(values, (pa.Array, pa.ChunkedArray)) \
             else _cast(values, target)
     except (pa.ArrowException, TypeError, ValueError) as exc:
-        bad = next((v for v in values if udfs._not_of(v, target)), None) if isinstance(values, list) else None
+        bad = next((v for v in values if _not_of(v, target)), None) if isinstance(values, list) else None
         shown = f"{bad!r}" if bad is not None else f"{getattr(values, 'type', type(values).__name__)} values"
         raise UdfError(f"the table function {function.name} returned {shown} as f{j}, not a "
                        f"{function.result_types[j]}: {exc}",
                        hint=f"return values of its result type {function.result_types[j]} (or None) in column f{j}") \
             from exc
+
+
+def _not_of(value: Any, target: pa.DataType) -> bool:
+    try:
+        pa.array([value], type=target)
+        return False
+    except (pa.ArrowException, TypeError, ValueError):
+        return True
 
 
 def _cast(values, target: pa.DataType) -> pa.Array:

@@ -187,6 +187,15 @@ def test_plan_time_errors_name_the_problem_and_the_fix(tmp_path, query, message,
     assert problem.line is not None
 
 
+def test_a_dropped_table_function_is_unknown_again(tmp_path):
+    sql = (TABLE.format(data=tmp_path / "lines.csv") + "DROP TEMPORARY FUNCTION split_words;"
+           + "CREATE MATERIALIZED VIEW mv AS SELECT k FROM lines, LATERAL TABLE(split_words(s)) AS T(w, n);")
+    with pytest.raises(PlanError) as info:
+        plan_script(parse(sql), db_path=str(tmp_path / "v.duckdb"))
+    assert info.value.problems[0].message == "unknown table function split_words"
+    assert "known table functions: count_to, inverse, too_narrow" in info.value.problems[0].hint
+
+
 def test_a_scalar_function_in_lateral_table_is_refused(tmp_path):
     sql = ("CREATE FUNCTION shout AS 'udf_functions.shout';" + TABLE.format(data=tmp_path / "lines.csv")
            + "CREATE MATERIALIZED VIEW mv AS SELECT k FROM lines, LATERAL TABLE(shout(s)) AS T(x);")
