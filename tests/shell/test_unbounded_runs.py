@@ -84,7 +84,7 @@ def test_watched_files_are_copied_exactly_once_across_a_sigkill_and_a_sigterm(tm
     job.kill()  # SIGKILL: no last checkpoint
     job.wait()
     arrive(tmp_path / "in", "b.csv", batches["b"])  # arrives while the job is down
-    job = start(tmp_path)
+    job = start(tmp_path, "--parallelism", "2")  # one worker watches the directory
     arrive(tmp_path / "in", "c.csv", batches["c"])
     expected = sorted(batches["a"] + batches["b"] + batches["c"])
     wait_for(lambda: committed_rows(tmp_path / "out") == expected, "output of every file", job)
