@@ -37,7 +37,7 @@ import time
 import zlib
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -167,7 +167,8 @@ class _Field:
             if self.low > self.high:
                 self._fail("min", f"({self.low}) is above '{self._key('max')}' ({self.high})", f"'{self.high}'")
             if integer and (self.low < low or self.high > high):
-                self._fail("max" if self.high > high else "min", f"leaves the range of {t} ({low}..{high})", f"'{high}'")
+                prop = "max" if self.high > high else "min"
+                self._fail(prop, f"leaves the range of {t} ({low}..{high})", f"'{high if prop == 'max' else low}'")
         if pa.types.is_string(t):
             self.length = self._number("length", DEFAULT_STRING_LENGTH, integer=True)
             if self.length < 0:

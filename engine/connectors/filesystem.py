@@ -109,6 +109,8 @@ class FileSystemSource(Source):
             pending = [current] if current else []
             pending += [f for f in list_files(self.path, self.format) if f not in seen and f != current]
             for path in pending:
+                if self.format == "parquet":
+                    _row_groups(path, self.schema)  # refuses column types that would be misread
                 skip = rows if path == current else 0
                 for batch, position in self._read_split(path, skip):
                     yield batch, {"done": done, "file": path, "rows": position}

@@ -3,12 +3,15 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from weir.engine.connectors.datagen import _mix
 from weir.engine.connectors.registry import create_source
 from weir.engine.errors import ConnectorOptionError
+from weir.engine.state.key_groups import splitmix64_int
 
 SCHEMA = pa.schema([("id", pa.int64()), ("age", pa.int32()), ("score", pa.float64()),
                     ("amount", pa.decimal128(7, 2)), ("flag", pa.bool_()), ("name", pa.string()),
@@ -105,3 +108,8 @@ def test_a_sequence_needs_start_and_end():
 def test_a_type_it_cannot_generate_is_refused():
     with pytest.raises(ConnectorOptionError, match="cannot generate column 'b' of type binary"):
         create_source({"connector": "datagen"}, pa.schema([("b", pa.binary())]))
+
+
+def test_the_draws_are_splitmix64_so_they_stay_the_same_across_versions():
+    values = [0, 1, 12345, 2**63 + 7, 2**64 - 1]
+    assert _mix(np.array(values, dtype=np.uint64)).tolist() == [splitmix64_int(v) for v in values]
