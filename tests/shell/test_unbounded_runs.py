@@ -136,3 +136,10 @@ def oracle(windows: int) -> list[tuple]:
     clicks = pa.Table.from_batches([batch for batch, _ in source.read("0")], schema=schema)
     return duckdb.sql("""SELECT time_bucket(INTERVAL 1 SECOND, ts) AS window_start, COUNT(*), SUM(user_id)
                          FROM clicks GROUP BY 1 ORDER BY 1""").fetchall()
+
+
+def test_the_live_example_plans_into_a_window_over_datagen(weir):
+    example = Path(__file__).resolve().parents[2] / "examples" / "live.sql"
+    outcome = weir("explain", str(example))
+    assert outcome.code == 0, outcome.err
+    assert "datagen" in outcome.out and "page_views" in outcome.out

@@ -75,3 +75,21 @@ def test_a_monitor_interval_of_zero_is_refused(tmp_path):
     with pytest.raises(ConnectorOptionError, match="'source.monitor-interval' must be longer than 0"):
         create_source({"connector": "filesystem", "path": str(tmp_path), "format": "csv",
                        "source.monitor-interval": "0s"}, SCHEMA)
+
+
+def test_resuming_at_any_offset_gives_exactly_the_rows_after_it(tmp_path):
+    files = {"a.csv": 5, "b.csv": 1, "c.csv": 4}
+    for name, count in files.items():
+        arrive(tmp_path, name, [(name[0], n) for n in range(count)])
+    total = sum(files.values())
+    stream = watched(tmp_path).read(str(tmp_path))
+    steps = []  # (rows so far, offset after them) at every step of a full read
+    rows: list = []
+    while len(rows) < total:
+        batch, offset = next(stream)
+        rows += [(r["k"], r["v"]) for r in batch.to_pylist()]
+        steps.append((len(rows), offset))
+    for emitted, offset in steps:
+        resumed = watched(tmp_path, batch_size=3).read(str(tmp_path), offset)
+        rest, _ = take(resumed, lambda got, _: emitted + len(got) >= total)
+        assert rows[:emitted] + rest == rows
