@@ -39,6 +39,7 @@ import time
 import traceback
 from pathlib import Path
 from dataclasses import dataclass, field
+from multiprocessing import resource_tracker
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable
 
@@ -253,7 +254,9 @@ class ProcessExecutor:
         ends = {(i, j): context.Pipe(duplex=False) for i in range(self.parallelism)
                 for j in range(self.parallelism) if i != j}
         # A worker inherits this thread's signal mask: with SIGINT blocked, a Ctrl-C while it starts
-        # (importing the engine takes a while) cannot end it; ``_worker`` then ignores SIGINT.
+        # (importing the engine takes a while) cannot end it; ``_worker`` then ignores SIGINT. The
+        # resource tracker is started first: starting it unblocks SIGINT in the calling thread.
+        resource_tracker.ensure_running()
         mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             self._spawn(context, ends, restore_from)

@@ -38,13 +38,24 @@ GROUP BY window_start, window_end;
 """
 
 
-def start(cwd: Path, *args: str) -> subprocess.Popen:
+def start(cwd: Path, *args: str, **kwargs) -> subprocess.Popen:
+    """`weir run job.sql` in a process group of its own, as a shell runs a command."""
+    kwargs = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **kwargs}
     return subprocess.Popen([WEIR, "run", "job.sql", "--no-progress", *args], cwd=cwd, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            text=True, start_new_session=True, **kwargs)
+
+
+def signal_job(process: subprocess.Popen, signum: int) -> None:
+    """SIGINT as Ctrl-C sends it, to the whole process group (the workers too); SIGTERM to the
+    process only, as `kill PID` or a service manager sends it."""
+    if signum == signal.SIGINT:
+        os.killpg(process.pid, signum)
+    else:
+        process.send_signal(signum)
 
 
 def stop(process: subprocess.Popen, signum: int) -> tuple[int, str, str]:
-    process.send_signal(signum)
+    signal_job(process, signum)
     out, err = process.communicate(timeout=DEADLINE_SECONDS)
     return process.returncode, out, err
 
@@ -136,6 +147,37 @@ def oracle(windows: int) -> list[tuple]:
     clicks = pa.Table.from_batches([batch for batch, _ in source.read("0")], schema=schema)
     return duckdb.sql("""SELECT time_bucket(INTERVAL 1 SECOND, ts) AS window_start, COUNT(*), SUM(user_id)
                          FROM clicks GROUP BY 1 ORDER BY 1""").fetchall()
+
+
+def workers(pid: int) -> list[int]:
+    """The worker processes (multiprocessing's spawn_main) among ``pid``'s children."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        for child in (task / "children").read_text().split():
+            try:
+                if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+                    found.append(int(child))
+            except OSError:  # it has ended meanwhile
+                pass
+    return found
+
+
+def test_a_second_ctrl_c_stops_at_once(tmp_path):
+    """The last checkpoint cannot complete (a worker holds its barrier back): the second Ctrl-C
+    cancels the job instead of waiting for it."""
+    (tmp_path / "job.sql").write_text(GENERATED_JOB)
+    err_file = tmp_path / "stderr.txt"
+    with err_file.open("w") as err:
+        job = start(tmp_path, "--parallelism", "2", stderr=err, env={**os.environ, "WEIR_FAULT": "inject:1:stall"})
+        # As soon as the workers exist, while they start (importing the engine): they must not die of it.
+        wait_for(lambda: len(workers(job.pid)) == 2, "two worker processes", job)
+        signal_job(job, signal.SIGINT)
+        wait_for(lambda: "taking a last checkpoint" in err_file.read_text(), "the first signal's answer", job)
+        signal_job(job, signal.SIGINT)
+        job.communicate(timeout=DEADLINE_SECONDS)
+    assert job.returncode == 130
+    said = err_file.read_text()
+    assert said.rstrip().endswith("interrupted") and "died" not in said and "Traceback" not in said, said
 
 
 def test_the_live_example_plans_into_a_window_over_datagen(weir):
