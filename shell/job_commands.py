@@ -40,6 +40,8 @@ class _StopOnSignal:
         self._previous = {}
 
     def __enter__(self) -> "_StopOnSignal":
+        if threading.current_thread() is not threading.main_thread():
+            return self  # (only the main thread may handle signals)
         for signum in (signal.SIGINT, signal.SIGTERM):
             self._previous[signum] = signal.signal(signum, self._on_signal)
         return self
@@ -121,7 +123,7 @@ def run(args, script: Script) -> int:
         print(explain(script.graph, f"job {script.graph.name}, as run", {m.id: m for m in result.operators}), end="")
     if stopper is not None and stopper.signum is not None:
         if result.stopped_with is not None:
-            print(f"resume with: weir run {args.file}" + (f" --state-dir {args.state_dir}" if args.state_dir else ""))
+            print(f"run the same command again to resume the job from checkpoint {result.stopped_with.checkpoint_id}")
         return stopper.exit_code
     return 0
 

@@ -101,7 +101,7 @@ def test_watched_files_are_copied_exactly_once_across_a_sigkill_and_a_sigterm(tm
     wait_for(lambda: committed_rows(tmp_path / "out") == expected, "output of every file", job)
     code, out, err = stop(job, signal.SIGTERM)
     assert code == 0, err
-    assert "stopped with checkpoint" in out and "resume with: weir run job.sql" in out
+    assert "stopped with checkpoint" in out and "run the same command again to resume" in out
     assert committed_rows(tmp_path / "out") == expected
 
 
