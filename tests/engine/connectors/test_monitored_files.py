@@ -8,8 +8,10 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from weir.engine.connectors.options import parse_timestamp_us
 from weir.engine.connectors.registry import create_source
 from weir.engine.errors import ConnectorOptionError
+from weir.engine.runtime.source_reader import SourceReader
 
 SCHEMA = pa.schema([("k", pa.string()), ("v", pa.int64())])
 DEADLINE_SECONDS = 60
@@ -93,3 +95,24 @@ def test_resuming_at_any_offset_gives_exactly_the_rows_after_it(tmp_path):
         resumed = watched(tmp_path, batch_size=3).read(str(tmp_path), offset)
         rest, _ = take(resumed, lambda got, _: emitted + len(got) >= total)
         assert rows[:emitted] + rest == rows
+
+
+def test_the_watermark_advances_as_files_arrive(tmp_path):
+    schema = pa.schema([("k", pa.string()), ("ts", pa.timestamp("us"))])
+    source = create_source({"connector": "filesystem", "path": str(tmp_path), "format": "csv",
+                            "source.monitor-interval": "20ms"}, schema)
+    reader = iter(SourceReader(source, "ts", bounded=("ts", 1_000_000)))  # ts - 1 s
+
+    def watermark_after(name: str, ts: str) -> int:
+        (tmp_path / f".{name}").write_text(f"k,ts\n{name},{ts}\n")
+        os.replace(tmp_path / f".{name}", tmp_path / name)
+        deadline = time.monotonic() + DEADLINE_SECONDS
+        while True:
+            assert time.monotonic() < deadline, f"no watermark after {name}"
+            _, watermark = next(reader)
+            if watermark is not None:
+                return watermark.timestamp
+
+    first = watermark_after("a.csv", "2024-01-01 00:00:10")
+    assert first == parse_timestamp_us("ts", "2024-01-01 00:00:09")
+    assert watermark_after("b.csv", "2024-01-01 00:00:30") == first + 20_000_000
