@@ -90,8 +90,9 @@ SETTINGS: dict[str, Setting] = {
     "pipeline.name": Setting(None, "the job's name (default: the SQL file's name)"),
     "parallelism.default": Setting("1", "subtasks per keyed operator", _integer(1, 32768)),
     "pipeline.max-parallelism": Setting("128", "number of key groups", _integer(1, 32768)),
-    "execution.checkpointing.interval": Setting(None, "checkpoint every this long, e.g. '5s'",
-                                                _duration(positive=True)),
+    "execution.checkpointing.interval": Setting(
+        None, "checkpoint every this long, e.g. '5s' (unset: every 1s for a job over an unbounded source "
+              "with a materialized view or a transactional sink, else only at the end)", _duration(positive=True)),
     "execution.checkpointing.timeout": Setting("10min", "a checkpoint not complete after this long is aborted",
                                                _duration(positive=True)),
     "state.backend": Setting("duckdb", "'duckdb' or 'memory'", _one_of("duckdb", "memory")),

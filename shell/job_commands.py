@@ -2,7 +2,9 @@
 talking to a running one from another terminal."""
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from weir.engine.errors import EngineError
@@ -12,6 +14,9 @@ from weir.planner.explain import explain
 from weir.planner.planner import Script, default_job_name
 from weir.shell import render
 from weir.shell.api import Connection
+
+#: Seconds `weir run` waits, after Ctrl-C or SIGTERM, for the job's last checkpoint.
+STOP_TIMEOUT = 300.0
 
 
 def state_dir(args, job_name: str, script: Script | None = None) -> Path:
@@ -23,9 +28,55 @@ def state_dir(args, job_name: str, script: Script | None = None) -> Path:
     return Path(".weir") / job_name
 
 
+class _StopOnSignal:
+    """SIGINT (Ctrl-C) and SIGTERM while `weir run` runs: the first asks the job, through its
+    control channel, to take a checkpoint, commit its output and stop (``STOP_AT_CHECKPOINT``), so
+    that the same command resumes it; the second raises KeyboardInterrupt, which cancels the job
+    at once (output since the last checkpoint is discarded, as after a crash)."""
+
+    def __init__(self, job, control_dir: Path, say):
+        self.job, self.control_dir, self.say = job, control_dir, say
+        self.signum: int | None = None
+        self._previous = {}
+
+    def __enter__(self) -> "_StopOnSignal":
+        if threading.current_thread() is not threading.main_thread():
+            return self  # (only the main thread may handle signals)
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            self._previous[signum] = signal.signal(signum, self._on_signal)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    def _on_signal(self, signum, frame) -> None:
+        if self.signum is not None:
+            raise KeyboardInterrupt
+        self.signum = signum
+        self.say(f"{signal.Signals(signum).name}: taking a last checkpoint, then stopping "
+                 "(press Ctrl-C again to stop at once)")
+        threading.Thread(target=self._ask, name="weir-stop", daemon=True).start()
+
+    def _ask(self) -> None:
+        try:
+            answer = control.send(self.control_dir, control.STOP_AT_CHECKPOINT, timeout=STOP_TIMEOUT)
+        except EngineError:  # the job ended first, or its control channel is not open yet
+            answer = {"ok": False}
+        if not answer.get("ok"):
+            self.job.stop(savepoint=False)  # (nothing, if it has ended)
+
+    @property
+    def exit_code(self) -> int:
+        """As shells expect: 130 after Ctrl-C (128 + SIGINT), so that `weir run a.sql && b` stops
+        there; 0 after SIGTERM, the way a service is asked to stop."""
+        return 128 + signal.SIGINT if self.signum == signal.SIGINT else 0
+
+
 def run(args, script: Script) -> int:
     """Run the planned file as a job of a Python API connection (``shell/api.py``), the main
-    thread drawing the progress line from the job's published metrics until it ends."""
+    thread drawing the progress line from the job's published metrics until it ends (or a
+    signal stops it at a checkpoint: ``_StopOnSignal``)."""
     err_tty = sys.stderr.isatty()
     show_progress = err_tty and not args.no_progress
 
@@ -33,18 +84,21 @@ def run(args, script: Script) -> int:
         print(("\r\x1b[2K" if show_progress else "") + f"warning: {message}", file=sys.stderr, flush=True)
 
     connection = Connection(args.db, state_dir=Path(".weir"))
+    job_state = state_dir(args, script.graph.name, script)
+    stopper = None
     try:
-        job = connection.start_script(script, state_dir=state_dir(args, script.graph.name, script),
+        job = connection.start_script(script, state_dir=job_state,
                                       from_savepoint=args.from_savepoint, fresh=getattr(args, "fresh", False),
                                       warn=warn)
         try:
-            while True:
-                try:
-                    job.wait(args.progress_interval)
-                    break
-                except TimeoutError:
-                    if show_progress:
-                        print("\r\x1b[2K" + _progress_line(job), end="", file=sys.stderr, flush=True)
+            with _StopOnSignal(job, job_state / "control", warn) as stopper:
+                while True:
+                    try:
+                        job.wait(args.progress_interval)
+                        break
+                    except TimeoutError:
+                        if show_progress:
+                            print("\r\x1b[2K" + _progress_line(job), end="", file=sys.stderr, flush=True)
         except KeyboardInterrupt:
             job.stop(savepoint=False)
             raise
@@ -58,11 +112,19 @@ def run(args, script: Script) -> int:
     result = job.result
     if show_progress:
         print("\r\x1b[2K", end="", file=sys.stderr, flush=True)
+    if result is None:  # cancelled: stopped by a signal before it could take a checkpoint
+        print(f"job {script.graph.name} was cancelled; its output up to its last checkpoint stays, and "
+              f"`weir run {args.file}` resumes it from there", file=sys.stderr)
+        return stopper.exit_code if stopper is not None and stopper.signum is not None else 130
     print(render.summary(result, db_path=args.db, views=script.materialized_views,
                          late_rows_tables=script.late_rows_tables))
     if getattr(args, "analyze", False) and not result.already_finished:
         print()
         print(explain(script.graph, f"job {script.graph.name}, as run", {m.id: m for m in result.operators}), end="")
+    if stopper is not None and stopper.signum is not None:
+        if result.stopped_with is not None:
+            print(f"run the same command again to resume the job from checkpoint {result.stopped_with.checkpoint_id}")
+        return stopper.exit_code
     return 0
 
 

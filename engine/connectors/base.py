@@ -42,6 +42,9 @@ class ConnectorSpec:
     sink_only_formats: tuple[str, ...] = ()
     #: Formats that carry each row's change kind, so an updating result can be written.
     changelog_formats: tuple[str, ...] = ()
+    #: Keys starting with one of these belong to the connector, which checks them when the
+    #: source is made (datagen's 'fields.<column>.kind'): they are no unknown keys.
+    option_prefixes: tuple[str, ...] = ()
 
 
 def option_value(options: dict[str, str], spec: ConnectorSpec, key: str) -> str | None:

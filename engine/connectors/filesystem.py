@@ -8,6 +8,19 @@ form a chain (``Source.chain``): a reader reads them one after another, and
 only the one it is reading holds the watermark back. As a
 sink, 'path' is a directory of part files (see ``filesystem_sink``).
 
+With 'source.monitor-interval' (Flink's option) the source is unbounded: it
+lists 'path' at that interval and reads each file that was not there before,
+once. It is one split, whose offset is the files read so far and the rows
+emitted of the one being read (``{"done": [...], "file": ..., "rows": n}``):
+a restored job skips the files it read and resumes inside the one it was
+reading, so each file is read exactly once across restarts. A file is read
+when it appears under a name that does not start with '.' or '_': a writer
+writes ``.name.tmp`` (or ``_name``) and renames it into the directory when it
+is complete, as Flink's file sinks do; a file is never read twice, so one that
+grows after it appeared is not read again. New files are read in name order.
+Between listings the source yields empty batches (the job checkpoints and
+obeys a stop meanwhile; with 'source.idle-timeout' the split goes idle).
+
 Malformed rows (wrong number of fields, a value that does not convert, a line
 that is not JSON) fail the job with the file and line, unless
 '<format>.ignore-parse-errors' = 'true': then they are skipped and counted in
@@ -16,6 +29,7 @@ that is not JSON) fail the job with the file and line, unless
 from __future__ import annotations
 
 import os
+import time
 from typing import Any, Iterator
 
 import pyarrow as pa
@@ -24,14 +38,18 @@ import pyarrow.parquet as pq
 from weir.engine.connectors.base import ConnectorSpec, OptionSpec, Source, option_value
 from weir.engine.connectors.file_readers import READERS, Block, FileReader, refuse_misread_types
 from weir.engine.connectors.filesystem_sink import FileSystemSink
-from weir.engine.connectors.options import parse_bool, parse_char
-from weir.engine.errors import SourceError
+from weir.engine.connectors.options import parse_bool, parse_char, parse_duration_seconds
+from weir.engine.errors import ConnectorOptionError, SourceError
 
 FORMATS = ("csv", "json", "parquet")
 #: A sink format only: each change as a Debezium envelope (see ``filesystem_sink``).
 DEBEZIUM_JSON = "debezium-json"
 #: Splits a parquet file with several row groups: '<path>#rg<k>'.
 ROW_GROUP_MARK = "#rg"
+#: Flink's option: list the path at this interval and read new files (an unbounded source).
+MONITOR_INTERVAL = "source.monitor-interval"
+#: Seconds a watched source sleeps between the empty batches it yields while it waits.
+WATCH_POLL_SECONDS = 0.05
 EXTENSIONS = {
     "csv": (".csv",),
     "json": (".json", ".jsonl", ".ndjson"),
@@ -48,8 +66,21 @@ class FileSystemSource(Source):
         self.ignore_parse_errors = parse_bool(ignore_key, option_value(options, SPEC, ignore_key) or "false")
         self.delimiter = parse_char("csv.field-delimiter", option_value(options, SPEC, "csv.field-delimiter"))
         self._open_file: tuple[str, pq.ParquetFile] | None = None
+        interval = options.get(MONITOR_INTERVAL)
+        #: Seconds between listings of a watched path, or None (read what is there, then end).
+        self.monitor_interval = parse_duration_seconds(MONITOR_INTERVAL, interval) if interval else None
+        if self.monitor_interval == 0:
+            raise ConnectorOptionError(f"option '{MONITOR_INTERVAL}' must be longer than 0",
+                                       hint=f"write for example '{MONITOR_INTERVAL}' = '1s'")
+
+    @property
+    def bounded(self) -> bool:
+        return self.monitor_interval is None
 
     def splits(self) -> list[str]:
+        if self.monitor_interval is not None:
+            list_files(self.path, self.format)  # the path must exist
+            return [self.path]
         files = list_files(self.path, self.format)
         if self.format != "parquet":
             return files
@@ -63,8 +94,36 @@ class FileSystemSource(Source):
         return split.rpartition(ROW_GROUP_MARK)[0] or split
 
     def read(self, split: str, offset: Any = None) -> Iterator[tuple[pa.RecordBatch, Any]]:
-        """Batches of ``split`` after its first ``offset`` emitted rows."""
-        offset = int(offset or 0)
+        """Batches of ``split`` after its first ``offset`` emitted rows (a watched path: see
+        the module docstring)."""
+        if self.monitor_interval is not None:
+            return self._watch(offset or {})
+        return self._read_split(split, int(offset or 0))
+
+    def _watch(self, offset: dict) -> Iterator[tuple[pa.RecordBatch, Any]]:
+        done = tuple(offset.get("done", ()))
+        seen = set(done)
+        current, rows = offset.get("file"), int(offset.get("rows", 0))
+        nothing = pa.RecordBatch.from_pylist([], schema=self.schema)
+        while True:
+            pending = [current] if current else []
+            pending += [f for f in list_files(self.path, self.format) if f not in seen and f != current]
+            for path in pending:
+                if self.format == "parquet":
+                    _row_groups(path, self.schema)  # refuses column types that would be misread
+                skip = rows if path == current else 0
+                for batch, position in self._read_split(path, skip):
+                    yield batch, {"done": done, "file": path, "rows": position}
+                done += (path,)
+                seen.add(path)
+                current, rows = None, 0
+                yield nothing, {"done": done, "file": None, "rows": 0}
+            listed_at = time.monotonic()
+            while (left := listed_at + self.monitor_interval - time.monotonic()) > 0:
+                time.sleep(min(left, WATCH_POLL_SECONDS))
+                yield nothing, {"done": done, "file": None, "rows": 0}
+
+    def _read_split(self, split: str, offset: int) -> Iterator[tuple[pa.RecordBatch, int]]:
         reader = self._reader(split)
         blocks = reader.blocks(skip=offset)
         emitted = None
@@ -150,6 +209,9 @@ SPEC = ConnectorSpec(
         "path": OptionSpec("a file or a directory of files (for a sink: a directory)", required=True),
         "format": OptionSpec("the file format ('debezium-json': a sink's changelog as Debezium JSON)",
                              required=True, choices=(*FORMATS, DEBEZIUM_JSON)),
+        MONITOR_INTERVAL: OptionSpec(
+            "list the path at this interval and read files that appeared (the source is then unbounded); "
+            "names starting with '.' or '_' are not read (write there, then rename)", value_type="duration"),
         "sink.rolling-policy.file-size": OptionSpec(
             "roll to a new part file after this many bytes", default="128MB", value_type="size"
         ),

@@ -12,6 +12,13 @@ A table reads one kind ('table' = 'bid' | 'auction' | 'person'): the rows
 of that kind only, with their ids and timestamps as in the interleaved
 stream. A split's offset is the next event id it will consider; reading
 from an offset yields exactly the rows a full read yields after it.
+
+'rate' (weir's option) holds the source to that many events per second of
+wall clock, all kinds and all splits together (each split ``rate / splits``),
+sleeping between batches of a tenth of a second's rows
+(``engine.connectors.pacing``): an unbounded demo then uses a fraction of a
+core. It changes when rows are made, never which: event time comes from
+'first-event.rate', and the rows are those of an unpaced run.
 """
 from __future__ import annotations
 
@@ -29,6 +36,7 @@ from weir.engine.connectors.nexmark_model import (
     random_in_flight_auction,
 )
 from weir.engine.connectors.options import parse_int, parse_timestamp_us
+from weir.engine.connectors.pacing import Pacer, paced_batch_size
 from weir.engine.errors import ConnectorOptionError
 from weir.engine.operators.batches import positions
 
@@ -86,6 +94,9 @@ class NexmarkSource(Source):
         events = options.get("events", options.get("events.num"))
         self.events = None if events is None else parse_int("events", events, minimum=0)
         self.rate = number("first-event.rate")
+        paced = options.get("rate")
+        #: Events per second of wall clock, or None (as fast as the job reads).
+        self.wall_rate = None if paced is None else parse_int("rate", paced, minimum=1)
         self.seed = number("seed", minimum=0)
         self.base_us = parse_timestamp_us("base-time", option_value(options, SPEC, "base-time"))
         self.split_count = number("splits")
@@ -126,12 +137,17 @@ class NexmarkSource(Source):
         if self.events is not None:
             events_in_split = max(0, -(-(self.events - index) // n))
             end_row = timeline.row_at_or_after(events_in_split)
+        split_rate = None if self.wall_rate is None else self.wall_rate / n
+        share = len(timeline.residues) / timeline.period  # of the split's events, those of this kind
+        size = paced_batch_size(self.batch_size, None if split_rate is None else split_rate * share)
+        pacer = Pacer(split_rate)
         while end_row is None or row < end_row:
-            count = self.batch_size if end_row is None else min(self.batch_size, end_row - row)
+            count = size if end_row is None else min(size, end_row - row)
             rows = positions(count, row)
             k = timeline.events(rows)
             batch = self.generate(k, index)
             row += count
+            pacer.wait(k[0].as_py())
             last_k = k[count - 1].as_py()
             yield batch, index + (last_k + 1) * n
 
@@ -299,6 +315,8 @@ SPEC = ConnectorSpec(
         "events": _option("total events of all kinds (missing: unbounded)", None, "int"),
         "events.num": _option("Flink's name for 'events'", None, "int"),
         "first-event.rate": _option("events per event-time second, all splits together", "10000000"),
+        "rate": _option("weir: events per second of wall clock, all splits together (missing: as fast as "
+                        "the job reads); changes when events are made, never which", None),
         "seed": _option("the seed every random draw derives from", "0", "int"),
         "base-time": _option("event time of event 0", "2024-01-01 00:00:00", "timestamp"),
         "splits": _option("number of generators (source splits)", "1"),

@@ -79,10 +79,15 @@ def _lock_holder(fd: int, state_dir: Path) -> int | None:
         return running_pid(state_dir / "control")
 
 
+#: A request to take a checkpoint (not a savepoint), commit its output and stop: what Ctrl-C or
+#: SIGTERM to `weir run` asks for. The job's next run resumes from that checkpoint.
+STOP_AT_CHECKPOINT = "stop-at-checkpoint"
+
+
 @dataclass
 class Request:
     id: str
-    kind: str  # 'savepoint' or 'stop' (stop with a savepoint)
+    kind: str  # 'savepoint', 'stop' (stop with a savepoint) or STOP_AT_CHECKPOINT
     path: Path | None
     directory: Path = field(repr=False)
 

@@ -12,6 +12,7 @@ from weir.engine.checkpoint.coordinator import AlreadyFinished, CheckpointConfig
 from weir.engine.checkpoint.files import remove_directory
 from weir.engine.checkpoint.storage import CheckpointStorage
 from weir.engine.connectors.options import parse_duration_seconds, parse_int
+from weir.engine.connectors.registry import connector_spec, create_source
 from weir.engine.errors import EngineError, JobCancelled
 from weir.engine.graph import JobGraph
 from weir.engine.operators.registry import operator_class
@@ -38,10 +39,33 @@ class JobOptions:
     new_job: bool = False
 
 
+#: Seconds between checkpoints of a job over an unbounded source that commits output
+#: transactionally, when no interval is set (RisingWave's barrier interval): its views are fresh.
+FRESH_INTERVAL_SECONDS = 1.0
+
+
+def fresh_by_default(graph: JobGraph) -> bool:
+    """A job whose output shows only at checkpoints — it reads an unbounded source and keeps a
+    materialized view or writes a transactional sink — checkpoints every ``FRESH_INTERVAL_SECONDS``
+    unless its settings say otherwise; any other job checkpoints only when told to."""
+    unbounded = transactional = False
+    for node in graph.nodes:
+        kind = operator_class(node.kind)
+        if kind.reads_source:
+            options = node.typed_config().options
+            unbounded = unbounded or not create_source(options, node.output_schema).bounded
+        elif kind.commits_output:
+            sink = connector_spec(node.connector_options()["connector"]).sink
+            transactional = transactional or bool(sink is not None and sink.transactional)
+    return unbounded and transactional
+
+
 def checkpoint_config(graph: JobGraph, options: JobOptions) -> CheckpointConfig:
     settings = graph.settings
     interval = settings.get("execution.checkpointing.interval")
     batches = settings.get("weir.checkpointing.interval-batches")
+    if interval is None and batches is None and fresh_by_default(graph):
+        interval = f"{FRESH_INTERVAL_SECONDS:g}s"
     timeout = settings.get("execution.checkpointing.timeout", "10min")
     retained = parse_int("state.checkpoints.num-retained", settings.get("state.checkpoints.num-retained", "3"),
                          minimum=1)

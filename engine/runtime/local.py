@@ -26,7 +26,7 @@ from weir.engine.operators.base import NULL_TIME_ROWS_DROPPED, Operator, Operato
 from weir.engine.operators.registry import build_operator, operator_class
 from weir.engine import faults
 from weir.engine.checkpoint.coordinator import CheckpointConfig, CheckpointEvent, Coordinator, RestorePoint
-from weir.engine.runtime.control import ControlChannel
+from weir.engine.runtime.control import STOP_AT_CHECKPOINT, ControlChannel
 from weir.engine.runtime.sink_writer import SinkWriter
 from weir.engine.runtime.source_reader import SourceReader
 from weir.engine.runtime.task import OperatorMetrics, Task
@@ -128,6 +128,8 @@ class LocalExecutor:
         self._started = time.perf_counter()
         #: Savepoints asked for from another thread: (path, callback), taken at the next boundary.
         self._savepoint_requests: list = []
+        #: A control request to take a checkpoint and stop (``STOP_AT_CHECKPOINT``), until it is served.
+        self._stop_at_checkpoint = None
 
     def cancel(self) -> None:
         """Stop the job at the next batch boundary; ``run`` raises JobCancelled and
@@ -270,6 +272,9 @@ class LocalExecutor:
                 self._handle_request(request)
         while self._savepoint_requests:
             coordinator.request_savepoint(*self._savepoint_requests.pop(0))
+        if self._stop_at_checkpoint is not None:
+            self._checkpoint_and_stop()
+            return
         self._report(coordinator.poll(self.commit))
         kind = coordinator.due()
         if kind is not None:
@@ -314,6 +319,23 @@ class LocalExecutor:
         self.coordinator.mark_committed(event)
         self._report(event)
 
+    def _checkpoint_and_stop(self) -> None:
+        """Serve a ``STOP_AT_CHECKPOINT`` request (Ctrl-C or SIGTERM to `weir run`): wait for the
+        checkpoint in flight, take one more, commit its output, and stop. A later run of the job
+        resumes from that checkpoint."""
+        request, self._stop_at_checkpoint = self._stop_at_checkpoint, None
+        self._report(self.coordinator.poll(self.commit, wait=True))
+        self._checkpoint("checkpoint")
+        event = self.coordinator.poll(self.commit, wait=True)
+        self._stop_requested = True
+        if event is None:
+            request.reply(ok=False, error="the last checkpoint could not be written (see the warning); "
+                                          "the job stopped and resumes from its previous checkpoint")
+            return
+        self._report(event)
+        self.stopped_with = event
+        request.reply(ok=True, path=str(event.path), checkpoint_id=event.checkpoint_id)
+
     def _report(self, event: CheckpointEvent | None) -> None:
         if event is not None and self.on_checkpoint is not None:
             self.on_checkpoint(event)
@@ -327,6 +349,8 @@ class LocalExecutor:
                     self._stop_requested = True
 
             self.coordinator.request_savepoint(request.path, done)
+        elif request.kind == STOP_AT_CHECKPOINT:
+            self._stop_at_checkpoint = request
         else:
             request.reply(ok=False, error=f"unknown request {request.kind!r}")
 

@@ -39,6 +39,7 @@ import time
 import traceback
 from pathlib import Path
 from dataclasses import dataclass, field
+from multiprocessing import resource_tracker
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable
 
@@ -50,7 +51,7 @@ from weir.engine.errors import EngineError, JobCancelled
 from weir.engine.graph import JobGraph
 from weir.engine.messages import MIN_WATERMARK
 from weir.engine.operators.registry import operator_class
-from weir.engine.runtime.control import ControlChannel
+from weir.engine.runtime.control import STOP_AT_CHECKPOINT, ControlChannel
 from weir.engine.runtime.local import JobResult, OperatorMetrics, Progress
 from weir.engine.runtime.subtask import SubtaskExecutor
 
@@ -95,6 +96,10 @@ def check_parallelism(graph: JobGraph, parallelism: int) -> None:
 # -- the worker's side ---------------------------------------------------------
 def _worker(conn: Connection, graph_json: dict, subtask: int, parallelism: int, restore_from: str | None,
             backend: str, spill_dir: str | None, peers_in: dict, peers_out: dict) -> None:
+    # Ctrl-C reaches the whole process group: the coordinator stops the workers (at a checkpoint).
+    # SIGINT was blocked from the start (``_start_workers``); from here it is ignored.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     faults.set_subtask(subtask)
     conn.send(("ready", subtask))  # the interpreter has started and imported the engine
     graph = JobGraph.from_json(graph_json)
@@ -160,6 +165,9 @@ class ProcessExecutor:
         self._committers: dict[str, Sink] = {}
         #: Checkpoint id -> the handles its subtasks pre-committed: sink id -> subtask -> [handle].
         self._handles: dict[int, dict] = {}
+        #: A ``STOP_AT_CHECKPOINT`` request being served, and the checkpoint taken for it.
+        self._stop_request = None
+        self._stop_checkpoint: int | None = None
 
     def cancel(self) -> None:
         self._cancelled = True
@@ -245,6 +253,20 @@ class ProcessExecutor:
         # One pipe per ordered pair of workers: (sender, receiver) -> (receiving end, sending end).
         ends = {(i, j): context.Pipe(duplex=False) for i in range(self.parallelism)
                 for j in range(self.parallelism) if i != j}
+        # A worker inherits this thread's signal mask: with SIGINT blocked, a Ctrl-C while it starts
+        # (importing the engine takes a while) cannot end it; ``_worker`` then ignores SIGINT. The
+        # resource tracker is started first: starting it unblocks SIGINT in the calling thread.
+        resource_tracker.ensure_running()
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            self._spawn(context, ends, restore_from)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        for receiving, sending in ends.values():  # the workers hold them now
+            receiving.close()
+            sending.close()
+
+    def _spawn(self, context, ends: dict, restore_from: str | None) -> None:
         for subtask in range(self.parallelism):
             parent, child = context.Pipe()
             spill = f"{self.spill_dir}/subtask-{subtask}" if self.spill_dir else None
@@ -257,9 +279,6 @@ class ProcessExecutor:
             child.close()
             self._conns.append(parent)
             self._processes.append(process)
-        for receiving, sending in ends.values():  # the workers hold them now
-            receiving.close()
-            sending.close()
 
     # -- the loop --------------------------------------------------------------
     def _loop(self) -> None:
@@ -350,6 +369,7 @@ class ProcessExecutor:
                 self._final_event = event
             if self.on_checkpoint:
                 self.on_checkpoint(event)
+        self._stop_when_checkpointed(event)
         if self.control is not None:
             for request in self.control.poll():
                 self._request(request)
@@ -358,7 +378,7 @@ class ProcessExecutor:
             self._abort(self._pending_barrier)
         if self._pending_barrier is None and not coordinator.in_flight and not self._stopping \
                 and not all_final and self._final_id is None:
-            kind = coordinator.due()
+            kind = "checkpoint" if self._stop_request is not None else coordinator.due()
             if kind is None and coordinator.config.interval_batches:
                 kind = self._batches_due()
             if kind is not None and self._progress:
@@ -366,6 +386,22 @@ class ProcessExecutor:
                 self._pending_barrier, self._pending_since = checkpoint_id, time.monotonic()
                 coordinator.next_id += 1
                 self._broadcast(("barrier", checkpoint_id, kind))
+                if self._stop_request is not None:
+                    self._stop_checkpoint = checkpoint_id
+
+    def _stop_when_checkpointed(self, event: CheckpointEvent | None) -> None:
+        """Serving a ``STOP_AT_CHECKPOINT`` request: once the checkpoint taken for it is complete
+        (its output committed: ``complete`` went out first), stop every worker. A checkpoint that
+        was aborted or failed is taken again."""
+        if self._stop_checkpoint is None:
+            return
+        if event is not None and event.checkpoint_id == self._stop_checkpoint:
+            self._stop_request.reply(ok=True, path=str(event.path), checkpoint_id=event.checkpoint_id)
+            self._stop_request = self._stop_checkpoint = None
+            self._stopped_with, self._stopping = event, True
+            self._broadcast(("stop",))
+        elif self._pending_barrier is None and not self.coordinator.in_flight:
+            self._stop_checkpoint = None  # it failed: the next round takes another
 
     def _abort(self, checkpoint_id: int) -> None:
         """Checkpoint ``checkpoint_id`` did not complete within 'execution.checkpointing.timeout'
@@ -392,6 +428,9 @@ class ProcessExecutor:
         return None
 
     def _request(self, request) -> None:
+        if request.kind == STOP_AT_CHECKPOINT:
+            self._stop_request = request
+            return
         if request.kind not in ("savepoint", "stop"):
             request.reply(ok=False, error=f"unknown request {request.kind!r}")
             return

@@ -118,10 +118,9 @@ class SourceReader(OperatorKind):
                     batch, advanced = None, self.watermarks.finish(split)
                 else:
                     batch, self.offsets[split] = step
-                    if batch.num_rows == 0:
+                    if batch.num_rows == 0:  # nothing yet (files being watched): a boundary all the same
                         advanced = self._maybe_idle(split)
-                        if advanced is not None and self._generator:
-                            yield None, Watermark(advanced)
+                        yield None, Watermark(advanced) if advanced is not None and self._generator else None
                         continue
                     self._last_rows[split] = time.monotonic()
                     self.rows_read += batch.num_rows
