@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 from sqlglot import exp
 
-from weir.engine import udfs
+from weir.engine import udafs, udfs
 from weir.planner.expressions import builtin_function
 from weir.sql.statements import CreateTable, CreateView
 
@@ -50,13 +50,13 @@ class ViewDef:
 
 @dataclass
 class FunctionDef:
-    """A Python UDF (``engine.udfs``) callable from SQL by ``name``."""
+    """A Python UDF (``engine.udfs``) or aggregate function (``engine.udafs``) callable from SQL by ``name``."""
 
     name: str
-    function: udfs.ScalarFunction
+    function: "udfs.ScalarFunction | udafs.AggregateUdf"
 
     @property
-    def spec(self) -> udfs.FunctionSpec:
+    def spec(self) -> "udfs.FunctionSpec | udafs.PythonAggregateSpec":
         return self.function.spec(self.name)
 
 
@@ -85,7 +85,8 @@ class Catalog:
     def add_function(self, definition: FunctionDef) -> None:
         """Declare a UDF, and make it callable on this process's DuckDB connections (``udfs.install``)."""
         self.functions[definition.name.lower()] = definition
-        udfs.install(definition.function, definition.name)
+        if isinstance(definition.function, udfs.ScalarFunction):  # an aggregate's calls are planned apart
+            udfs.install(definition.function, definition.name)
 
     def drop_function(self, name: str) -> bool:
         dropped = self.functions.pop(name.lower(), None)
@@ -103,7 +104,10 @@ def register_function(catalog: Catalog, fn, name: str | None = None, *, result_t
     """Make ``fn`` callable from SQL as ``name`` (its own name by default): a ``@weir.udf`` function,
     or a plain one declared here (``result_type=...``). Replaces a function of the same name, as
     DuckDB's ``create_function`` would refuse to; raises ``engine.udfs.UdfError`` on a bad declaration."""
-    if not isinstance(fn, udfs.ScalarFunction):
+    aggregate = udafs.declaration(fn)
+    if aggregate is not None or udafs.looks_aggregate(fn):  # a Python aggregate function
+        fn = aggregate or udafs.AggregateUdf(fn, result_type=result_type)
+    elif not isinstance(fn, udfs.ScalarFunction):
         if result_type is None:
             raise udfs.UdfError(f"{getattr(fn, '__name__', fn)!r} is not a weir UDF and no result_type is given",
                                 hint="decorate it with @weir.udf(result_type='BIGINT'), or pass result_type=")

@@ -11,6 +11,7 @@ import json
 import re
 
 from weir.engine.graph import JobGraph
+from weir.engine import udafs
 from weir.engine.udfs import UdfError, load
 from weir.planner.catalog import Catalog, register_function
 from weir.planner.locate import locate, name, quoted
@@ -28,10 +29,27 @@ def create_function(catalog: Catalog, s: st.CreateFunction) -> None:
         raise WeirSqlError(Problem(f"the function {s.name} already exists", *locate(s, name(s.name), after="FUNCTION"),
                                    f"DROP FUNCTION {s.name} first, or write CREATE FUNCTION IF NOT EXISTS"))
     try:
-        function = load(s.target)
+        function = _aggregate(s.target) or load(s.target)
         register_function(catalog, function, s.name)
     except UdfError as error:
         raise WeirSqlError(Problem(error.message, *locate(s, quoted(s.target)), error.hint)) from None
+
+
+def _aggregate(target: str):
+    """The Python aggregate function (``engine.udafs``) ``target`` names, or None when it names
+    something else (a scalar UDF: ``engine.udfs.load`` judges it)."""
+    module, dot, attribute = target.strip().rpartition(".")
+    if not dot or not module or not attribute:
+        return None
+    try:
+        value = udafs.import_attribute(module, attribute, what=target)
+    except UdfError:
+        return None  # load() says why, as for a scalar UDF
+    if udafs.declaration(value) is not None:
+        return udafs.declaration(value)
+    if udafs.looks_aggregate(value):
+        return udafs.AggregateUdf(value, result_type=None)  # a result type from get_result_type(), or refused
+    return None
 
 
 def drop_function(catalog: Catalog, s: st.DropFunction) -> None:
@@ -45,4 +63,5 @@ def graph_functions(graph: JobGraph, catalog: Catalog) -> list[dict]:
     """The specs (JSON) of the catalog's functions that the graph's SQL calls: ``name(`` in a config."""
     configs = json.dumps([node.config_json() for node in graph.nodes])
     return [f.spec.to_json() for key, f in sorted(catalog.functions.items())
-            if re.search(rf"(?<![\w.]){re.escape(key)}\s*\(", configs, re.IGNORECASE)]
+            if not isinstance(f.function, udafs.AggregateUdf)  # carried by their aggregate calls
+            and re.search(rf"(?<![\w.]){re.escape(key)}\s*\(", configs, re.IGNORECASE)]
