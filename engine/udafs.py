@@ -89,11 +89,6 @@ class AggregateUdf:
     def __init__(self, function: Any, *, result_type: str | None, accumulator_type: str | None = None,
                  name: str | None = None):
         cls = function if inspect.isclass(function) else type(function)
-        if result_type is None and callable(getattr(cls, "get_result_type", None)):
-            result_type = _declared_type(cls)
-        if result_type is None:
-            raise UdfError(f"the aggregate function {cls.__name__} needs a result_type",
-                           hint="declare it: @weir.udaf(result_type='BIGINT')")
         missing = [m for m in REQUIRED if not callable(getattr(cls, m, None))]
         if not any(callable(getattr(cls, m, None)) for m in ACCUMULATE):
             missing.append("accumulate")
@@ -102,6 +97,11 @@ class AggregateUdf:
                            hint="an aggregate function defines create_accumulator(), accumulate(acc, *args) "
                                 "(or accumulate_batch(acc, *arrays)) and get_value(acc); retract for an "
                                 "updating input, merge for windows")
+        if result_type is None and callable(getattr(cls, "get_result_type", None)):
+            result_type = _declared_type(cls)
+        if result_type is None:
+            raise UdfError(f"the aggregate function {cls.__name__} needs a result_type",
+                           hint="declare it: @weir.udaf(result_type='BIGINT')")
         self.cls = cls
         self.name = name or cls.__name__
         self.result_type = duckdb_type(result_type)
@@ -147,10 +147,11 @@ def udaf(function: Any = None, *, result_type: str | None = None, accumulator_ty
 
 
 def declaration(value: Any) -> AggregateUdf | None:
-    """The UDAF ``value`` declares: an ``AggregateUdf``, or a class ``@weir.udaf`` decorated."""
+    """The UDAF ``value`` declares: an ``AggregateUdf``, a class ``@weir.udaf`` decorated or an
+    instance of one."""
     if isinstance(value, AggregateUdf):
         return value
-    found = inspect.getattr_static(value, DECLARATION, None) if inspect.isclass(value) else None
+    found = vars(value if inspect.isclass(value) else type(value)).get(DECLARATION)  # its own, not a base's
     return found if isinstance(found, AggregateUdf) else None
 
 
@@ -184,6 +185,16 @@ def import_attribute(module: str, qualname: str, *, what: str) -> Any:
     return value
 
 
+#: The classes declared in this process, by (module, qualname): a class defined in a function or
+#: in ``__main__`` runs here without an import (another process imports it by name).
+_INSTALLED: dict[tuple[str, str], type] = {}
+
+
+def install(function: AggregateUdf) -> None:
+    """Make ``function``'s class resolvable in this process as it is (``PythonAggregate``)."""
+    _INSTALLED[(function.cls.__module__, function.cls.__qualname__)] = function.cls
+
+
 # -- running -----------------------------------------------------------------------------------------
 
 
@@ -200,7 +211,8 @@ class PythonAggregate:
 
     def __init__(self, spec: PythonAggregateSpec, operator_id: str | None = None):
         self.spec = spec
-        value = import_attribute(spec.module, spec.qualname, what=spec.name)
+        value = _INSTALLED.get((spec.module, spec.qualname)) or import_attribute(spec.module, spec.qualname,
+                                                                                 what=spec.name)
         declared = declaration(value)
         cls = declared.cls if declared is not None else value
         if not inspect.isclass(cls):

@@ -13,6 +13,7 @@ from sqlglot import exp
 from weir.engine.operators.accumulators import FUNCTIONS, MERGE_HINT, AggregateCall
 from weir.engine.udafs import AggregateUdf
 from weir.engine.sql_eval import INPUT
+from weir.planner.errors import PlanError
 from weir.planner.expressions import AGGREGATES, Scope, bind, position, to_duckdb
 from weir.planner.planning import QueryPlanning
 from weir.sql.dialect import Weir
@@ -35,6 +36,13 @@ def python_aggregates(query: exp.Expression, catalog) -> exp.Expression:
 
     if not catalog.functions or not any(isinstance(n, exp.Anonymous) and aggregate(n.name) for n in query.walk()):
         return query
+
+    for node in query.walk():
+        if isinstance(node, exp.Window) and isinstance(node.this, exp.Anonymous) and aggregate(node.this.name):
+            raise PlanError(Problem(f"the Python aggregate function {node.this.name} in an OVER window is not "
+                                    "supported yet", *position(node.this),
+                                    "aggregate it in a GROUP BY or a window table function (TUMBLE, HOP, "
+                                    "CUMULATE, SESSION), or use a built-in aggregate OVER the window"))
 
     def replace(node: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.Anonymous) and aggregate(node.name) is not None:
@@ -67,7 +75,7 @@ class AggregateCalls:
         """Refuse a Python aggregate without ``merge`` in ``what`` (a window aggregate)."""
         for function, node in self.python.values():
             if not function.merges:
-                self.problems.append(Problem(f"the Python aggregate function {function.name} has no merge method, "
+                self.problems.append(Problem(f"the Python aggregate function {node.this} has no merge method, "
                                              f"which {what} needs", *position(node, self.qp.fallback),
                                              MERGE_HINT))
 
@@ -78,7 +86,7 @@ class AggregateCalls:
         for function, node in self.python.values():
             if not function.retracts:
                 self.problems.append(Problem(
-                    f"the Python aggregate function {function.name} has no retract method, and its input is an "
+                    f"the Python aggregate function {node.this} has no retract method, and its input is an "
                     "updating stream (rows are retracted)", *position(node, self.qp.fallback),
                     "define retract(self, acc, *args) (or retract_batch(self, acc, *arrays)), which takes a row "
                     "back out of acc, or aggregate an append-only input"))

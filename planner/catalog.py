@@ -85,8 +85,10 @@ class Catalog:
     def add_function(self, definition: FunctionDef) -> None:
         """Declare a UDF, and make it callable on this process's DuckDB connections (``udfs.install``)."""
         self.functions[definition.name.lower()] = definition
-        if isinstance(definition.function, udfs.ScalarFunction):  # an aggregate's calls are planned apart
+        if isinstance(definition.function, udfs.ScalarFunction):
             udfs.install(definition.function, definition.name)
+        else:  # an aggregate function: its calls carry it (``planner.aggregate_calls``)
+            udafs.install(definition.function)
 
     def drop_function(self, name: str) -> bool:
         dropped = self.functions.pop(name.lower(), None)
