@@ -88,6 +88,11 @@ class AggregateUdf:
 
     def __init__(self, function: Any, *, result_type: str | None, accumulator_type: str | None = None,
                  name: str | None = None):
+        if inspect.isroutine(function):
+            raise UdfError(f"weir.udaf declares aggregate functions: a class with create_accumulator, accumulate "
+                           f"and get_value methods, not the function {getattr(function, '__name__', function)}",
+                           hint="write the aggregate as a class (Flink's AggregateFunction), or declare a scalar "
+                                "function with @weir.udf")
         cls = function if inspect.isclass(function) else type(function)
         missing = [m for m in REQUIRED if not callable(getattr(cls, m, None))]
         if not any(callable(getattr(cls, m, None)) for m in ACCUMULATE):

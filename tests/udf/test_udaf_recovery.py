@@ -86,9 +86,8 @@ def test_a_savepoint_at_parallelism_2_restores_at_parallelism_1(tmp_path: Path):
     straight = tmp_path / "straight"
     run_bids(straight, 1)
     expected = views(straight / "v.duckdb", ORACLES)
-    for name, rows in expected.items():
-        assert rows and all(row[1:-1] == (row[-1],) * (len(row) - 2) for row in rows) if name == "moved" else \
-            rows and all(py == arrow == builtin for _, _, py, arrow, builtin in rows), name
+    assert expected["windows"] and all(py == arrow == builtin for _, _, py, arrow, builtin in expected["windows"])
+    assert expected["moved"] and all(py == builtin for _, py, builtin in expected["moved"])
 
     stopped = tmp_path / "stopped"
 
