@@ -207,6 +207,14 @@ def _combined(column) -> pa.Array:
     return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
 
 
+def _is_of(value: Any, kind: pa.DataType) -> bool:
+    try:
+        pa.array([value], type=kind)
+        return True
+    except (pa.ArrowException, TypeError, ValueError):
+        return False
+
+
 def _dumps(acc: Any) -> bytes:
     return pickle.dumps(acc, protocol=PICKLE_PROTOCOL)
 
@@ -327,8 +335,9 @@ class PythonAggregate:
         try:
             return pa.array(out, type=self.result)
         except (pa.ArrowException, TypeError, ValueError) as exc:
-            error = UdfError(f"the aggregate function {self.spec.name} returned {out[0]!r}... from get_value, not "
-                             f"a {self.spec.result_type}: {exc}",
+            bad = next((v for v in out if not _is_of(v, self.result)), None)
+            error = UdfError(f"the aggregate function {self.spec.name} returned {bad!r} from get_value, not "
+                             f"a {self.spec.result_type}",
                              hint=f"return values of its result_type {self.spec.result_type} (or None)")
             record_failure(self.spec.name, (), error)
             raise error from exc

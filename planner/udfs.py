@@ -3,7 +3,9 @@
 ``CREATE FUNCTION f AS 'pkg.mod.f' LANGUAGE PYTHON`` imports ``pkg.mod`` now, at plan time, so
 that a missing module, a missing name or a function that is no ``@weir.udf`` is refused where it
 is written (``engine.udfs.load``). The graph carries the functions its SQL calls; every process
-that runs it imports them again by module and name.
+that runs it imports them again by module and name. A Python aggregate function
+(``engine.udafs``: a class with Flink's AggregateFunction methods) is declared the same way, and
+travels on its calls' ``AggregateCall.python`` instead of the graph's ``functions``.
 """
 from __future__ import annotations
 

@@ -211,3 +211,24 @@ def test_an_exception_inside_accumulate_fails_the_job_naming_the_function_the_ro
     assert "the Python function inverse (accumulate) failed on the row (0): ZeroDivisionError" in error.message
     assert "100 // v" in error.hint and "udaf_functions.py" in error.hint  # the traceback
     assert error.operator_id and "aggregate" in error.operator_id
+
+
+def test_a_value_of_the_wrong_type_fails_the_job_naming_it(tmp_path):
+    write_events(tmp_path / "events.csv", [(1, "a", 5)])
+    functions = "CREATE FUNCTION wrong AS 'udaf_functions.Wrong' LANGUAGE PYTHON;"
+    graph = plan(tmp_path, "CREATE MATERIALIZED VIEW mv AS SELECT k, wrong(v) AS w FROM events GROUP BY k;",
+                 functions).graph
+    with pytest.raises(EngineError, match="wrong returned '5 units' from get_value, not a BIGINT") as raised:
+        run_job(graph, JobOptions(state_dir=tmp_path / "state"))
+    assert "result_type BIGINT" in raised.value.hint
+
+
+def test_a_global_aggregate_and_a_function_of_no_argument(tmp_path):
+    write_events(tmp_path / "events.csv", [(t, "ab"[t % 2], t - 3) for t in range(9)])
+    functions = FUNCTIONS + "CREATE FUNCTION counted AS 'udaf_functions.NoMerge' LANGUAGE PYTHON;"
+    sql = functions + TABLE.format(data=tmp_path / "events.csv") + \
+        "CREATE MATERIALIZED VIEW mv AS SELECT pysum(v) AS s, SUM(v) AS b, counted() AS n, COUNT(*) AS c FROM events;"
+    graph = plan_script(parse(sql), db_path=str(tmp_path / "v.duckdb")).graph
+    run_job(graph, JobOptions(state_dir=tmp_path / "state"))
+    with duckdb.connect(str(tmp_path / "v.duckdb"), read_only=True) as con:
+        assert con.sql("SELECT * FROM mv").fetchall() == [(9, 9, 9, 9)]

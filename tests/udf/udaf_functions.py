@@ -104,3 +104,11 @@ class NoAccumulate:
 
     def get_value(self, acc):
         return acc[0]
+
+
+@weir.udaf(result_type="BIGINT")
+class Wrong(PySum):
+    """get_value returns a string, not its BIGINT."""
+
+    def get_value(self, acc):
+        return f"{acc[0]} units"
