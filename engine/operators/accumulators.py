@@ -26,6 +26,10 @@ sum back to 0 after retractions is NULL when no value is left), and computes
 MIN, MAX and DISTINCT aggregates of a retracting input from a multiset of
 values with the partials' ``of_values``.
 
+A Python aggregate function (``engine.udafs``) is one partial of its own kind, a pickled
+accumulator (``PythonAccumulator``), made, merged and read by the function's methods through
+DuckDB functions of the operator's state connection.
+
 A DISTINCT count, sum or avg cannot be merged from partials: it keeps the
 distinct values per (key, slice) in a table of its own and aggregates them
 when the window fires. MIN/MAX DISTINCT equal MIN/MAX and use partials.

@@ -26,6 +26,9 @@ State, per key (with its key group):
   that retracts, a multiset of the argument's values (value -> count), so
   that retracting the minimum reveals the next one. Over append-only input
   MIN and MAX keep a running value in ``group_accumulators``.
+- per Python aggregate function (``engine.udafs``), a pickled accumulator ``__u<i>`` in
+  ``group_accumulators``: a batch's rows of a key, signed and in arrival order, are folded into it
+  in one call (``accumulate`` the +I/+U rows, ``retract`` the -U/-D rows).
 
 Per batch (the operator's mini-batch; Flink emits per record or per
 mini-batch), set-based in DuckDB:
