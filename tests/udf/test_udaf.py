@@ -1,5 +1,5 @@
 """Python aggregate functions (``weir.udaf``) beside the built-in aggregates they imitate: in a
-TUMBLE, HOP and SESSION window and in a GROUP BY over an updating input (retraction), on
+TUMBLE, HOP, CUMULATE and SESSION window and in a GROUP BY over an updating input (retraction), on
 hypothesis-varied rows and batch sizes, each result compared with the built-in one computed by
 the same operator; CREATE FUNCTION and ``create_function``; the errors a user can act on.
 
@@ -36,6 +36,7 @@ WITH ('connector' = 'filesystem', 'path' = '{data}', 'format' = 'csv');
 WINDOWS = {
     "tumble": "TUMBLE(TABLE events, DESCRIPTOR(ts), INTERVAL '10' SECOND)",
     "hop": "HOP(TABLE events, DESCRIPTOR(ts), INTERVAL '5' SECOND, INTERVAL '15' SECOND)",
+    "cumulate": "CUMULATE(TABLE events, DESCRIPTOR(ts), INTERVAL '5' SECOND, INTERVAL '20' SECOND)",
     "session": "SESSION(TABLE events PARTITION BY k, DESCRIPTOR(ts), INTERVAL '3' SECOND)",
 }
 #: Each Python aggregate beside the built-in it imitates, in one SELECT (the pairs must agree).
@@ -62,11 +63,13 @@ def write_events(path: Path, events) -> Path:
     return path
 
 
-def view_rows(tmp: Path, view: str, name: str, **job_settings: str) -> list[tuple]:
+def view_rows(tmp: Path, view: str, name: str, summaries: list | None = None, **job_settings: str) -> list[tuple]:
     sql = FUNCTIONS + TABLE.format(data=tmp / "events.csv") + view
     db = tmp / f"{name}.duckdb"
     graph = plan_script(parse(sql), db_path=str(db), settings=job_settings).graph
-    run_job(graph, JobOptions(state_dir=tmp / f"state-{name}"))
+    summary = run_job(graph, JobOptions(state_dir=tmp / f"state-{name}"))
+    if summaries is not None:
+        summaries.append(summary)
     with duckdb.connect(str(db), read_only=True) as con:
         return con.sql("SELECT * FROM mv ORDER BY ALL").fetchall()
 
@@ -107,8 +110,11 @@ def test_at_parallelism_2_with_two_phases_the_results_are_those_of_parallelism_1
     write_events(tmp_path / "events.csv", events)
     view = WINDOW_VIEW.format(window=WINDOWS["hop"])
     one = view_rows(tmp_path, view, "p1", **{"weir.source.batch-size": "3"})
-    two = view_rows(tmp_path, view, "p2", **{"weir.source.batch-size": "3", "parallelism.default": "2"})
+    summaries: list = []
+    two = view_rows(tmp_path, view, "p2", summaries, **{"weir.source.batch-size": "3", "parallelism.default": "2"})
     assert two == one
+    # the accumulators crossed the exchange as partials (pickled), merged where they met
+    assert summaries[0].counter("pre_aggregated_rows") > 0
     assert_pairs_agree(two, [(4, 5), (6, 7), (8, 9)])
     updating = view_rows(tmp_path, UPDATING_VIEW, "u2", **{"weir.source.batch-size": "3", "parallelism.default": "2"})
     assert_pairs_agree(updating, [(1, 2), (3, 4)])
