@@ -84,7 +84,7 @@ def aggregates(rows: int, keys: int) -> None:
             env.execute_sql(f"INSERT INTO sink SELECT k, TUMBLE_START(ts, INTERVAL '10' SECOND), {agg} FROM t "
                             "GROUP BY k, TUMBLE(ts, INTERVAL '10' SECOND)").wait()
             seconds = time.perf_counter() - start
-            print(f"  {name:<13} {seconds:7.2f} s  {rows / seconds / 1e6:6.2f} M rows/s")
+            print(f"  {name:<13} {seconds:7.2f} s  {rows / seconds / 1e3:8.1f} K rows/s")
 
 
 def _timestamp(micros: int) -> str:
