@@ -17,7 +17,7 @@ _EXPORTS = {
     "Connection": "weir.shell.api",
     "JobHandle": "weir.shell.api",
     "udf": "weir.engine.udfs",
-    "udaf": "weir.engine.udfs",
+    "udaf": "weir.engine.udafs",
     "udtf": "weir.engine.udtfs",
 }
 

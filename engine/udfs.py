@@ -435,3 +435,9 @@ def _conform(out, length: int | None, result: pa.DataType, name: str):
             raise UdfError(f"the arrow UDF {name} returned {out.type} values that are not {result}: {exc}",
                            hint="return an array of its result_type (pyarrow.compute.cast converts one)") from exc
     return out
+
+
+def record_failure(name: str, values: tuple, exc: BaseException) -> None:
+    """Record a failure of the Python function ``name`` (a UDAF's method: ``engine.udafs``) on the
+    row ``values``, for ``take_failure``."""
+    _record(name, values, exc)

@@ -17,7 +17,7 @@ from weir.engine.operators.session_window import SessionWindowConfig, SessionWin
 from weir.engine.operators.window_aggregate import GroupingSetCopies, WindowAggregateConfig
 from weir.engine.operators.windows import SlicedWindowConfig
 from weir.engine.sql_eval import INPUT
-from weir.planner.aggregate_calls import AggregateCalls, typed
+from weir.planner.aggregate_calls import AggregateCalls
 from weir.planner.errors import PlanError, column_position
 from weir.planner.expressions import Scope, bind, is_aggregate, output_name, quote, to_duckdb
 from weir.planner.graph_builder import Stream
@@ -50,6 +50,7 @@ def plan_window_aggregate(qp: QueryPlanning, select: exp.Select, stream: Stream,
     having_final = grouped_by.final(having.this) if having is not None else None
     where = select.args.get("where")
     filter_sql = to_duckdb(bind(where.this, input_scope, problems), input_scope.schema) if where is not None else None
+    aggregates.check_merges("a window aggregate")
     if problems:
         raise PlanError(problems)
 
@@ -237,7 +238,7 @@ def _grouped_schema(qp, key_sql, aggregates: AggregateCalls, stream: Stream, sel
     """The schema the projection and HAVING see: keys, window bounds, aggregate results."""
     inner = [f"{sql} AS {quote(name)}" for name, sql in key_sql]
     inner += [f"CAST(NULL AS TIMESTAMP) AS {name}" for name in WINDOW_COLUMNS]
-    inner += [f"{typed(sql, call.result_type)} AS {quote(call.name)}" for sql, call in zip(aggregates.sql, aggregates.calls)]
+    inner += [f"{sql} AS {quote(call.name)}" for sql, call in zip(aggregates.typed_sql(), aggregates.calls)]
     group_by = f" GROUP BY {', '.join(sql for _, sql in key_sql)}" if key_sql else ""
     return qp.describe(f"SELECT {', '.join(inner)} FROM {INPUT}{group_by}", stream.schema, select)
 

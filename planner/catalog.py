@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 from sqlglot import exp
 
-from weir.engine import udfs, udtfs
+from weir.engine import udafs, udfs, udtfs
 from weir.planner.expressions import builtin_function
 from weir.sql.statements import CreateTable, CreateView
 
@@ -50,14 +50,15 @@ class ViewDef:
 
 @dataclass
 class FunctionDef:
-    """A Python UDF (``engine.udfs``) callable from SQL by ``name``."""
+    """A Python UDF (``engine.udfs``) or aggregate function (``engine.udafs``) callable from SQL by ``name``."""
 
     name: str
-    #: A scalar UDF, or a table function (``engine.udtfs``, called only in LATERAL TABLE).
-    function: udfs.ScalarFunction | udtfs.TableFunction
+    #: A scalar UDF, an aggregate function (``engine.udafs``), or a table function
+    #: (``engine.udtfs``, called only in LATERAL TABLE).
+    function: "udfs.ScalarFunction | udafs.AggregateUdf | udtfs.TableFunction"
 
     @property
-    def spec(self) -> udfs.FunctionSpec | udtfs.TableFunctionSpec:
+    def spec(self) -> "udfs.FunctionSpec | udafs.PythonAggregateSpec | udtfs.TableFunctionSpec":
         return self.function.spec(self.name)
 
 
@@ -86,8 +87,12 @@ class Catalog:
     def add_function(self, definition: FunctionDef) -> None:
         """Declare a UDF, and make it callable on this process's DuckDB connections (``udfs.install``)."""
         self.functions[definition.name.lower()] = definition
-        table = isinstance(definition.function, udtfs.TableFunction)
-        (udtfs.install if table else udfs.install)(definition.function, definition.name)
+        if isinstance(definition.function, udfs.ScalarFunction):
+            udfs.install(definition.function, definition.name)
+        elif isinstance(definition.function, udtfs.TableFunction):
+            udtfs.install(definition.function, definition.name)
+        else:  # an aggregate function: its calls carry it (``planner.aggregate_calls``)
+            udafs.install(definition.function)
 
     def drop_function(self, name: str) -> bool:
         dropped = self.functions.pop(name.lower(), None)
@@ -112,7 +117,10 @@ def register_function(catalog: Catalog, fn, name: str | None = None, *, result_t
         definition = FunctionDef(name or fn.name, fn)
         catalog.add_function(definition)
         return definition
-    if not isinstance(fn, udfs.ScalarFunction):
+    aggregate = udafs.declaration(fn)
+    if aggregate is not None or udafs.looks_aggregate(fn):  # a Python aggregate function
+        fn = aggregate or udafs.AggregateUdf(fn, result_type=result_type)
+    elif not isinstance(fn, udfs.ScalarFunction):
         if result_type is None:
             raise udfs.UdfError(f"{getattr(fn, '__name__', fn)!r} is not a weir UDF and no result_type is given",
                                 hint="decorate it with @weir.udf(result_type='BIGINT'), or pass result_type=")

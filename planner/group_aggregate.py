@@ -17,7 +17,7 @@ from weir.engine.changelog import ROW_KIND, ROW_KIND_TYPE
 from weir.engine.graph import Edge
 from weir.engine.operators.group_aggregate import GroupAggregateConfig
 from weir.engine.sql_eval import INPUT
-from weir.planner.aggregate_calls import AggregateCalls, typed
+from weir.planner.aggregate_calls import AggregateCalls
 from weir.planner.calc import projected_key
 from weir.planner.errors import PlanError, column_position
 from weir.planner.expressions import Scope, bind, contains_aggregate, is_aggregate, output_name, quote, to_duckdb
@@ -68,6 +68,7 @@ def plan_group_aggregate(qp: QueryPlanning, select: exp.Select, stream: Stream, 
     having_final = final(having.this) if having is not None else None
     where = select.args.get("where")
     filter_sql = to_duckdb(bind(where.this, scope, problems), scope.schema) if where is not None else None
+    aggregates.check_retracts(stream.append_only)  # a Python aggregate function over an updating input
     if problems:
         raise PlanError(problems)
 
@@ -114,6 +115,6 @@ def distinct_as_group_by(qp: QueryPlanning, select: exp.Select, scope: Scope) ->
 def _grouped_schema(qp, key_sql, aggregates: AggregateCalls, stream: Stream, select) -> pa.Schema:
     """The schema the projection and HAVING see: keys and aggregate results."""
     inner = [f"{sql} AS {quote(name)}" for name, sql in key_sql]
-    inner += [f"{typed(sql, call.result_type)} AS {quote(call.name)}" for sql, call in zip(aggregates.sql, aggregates.calls)]
+    inner += [f"{sql} AS {quote(call.name)}" for sql, call in zip(aggregates.typed_sql(), aggregates.calls)]
     group_by = f" GROUP BY {', '.join(sql for _, sql in key_sql)}" if key_sql else ""
     return qp.describe(f"SELECT {', '.join(inner) or '1'} FROM {INPUT}{group_by}", stream.schema, select)

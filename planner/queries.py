@@ -17,6 +17,7 @@ from weir.engine.graph import Edge
 from weir.engine.operators.calc import CalcConfig
 from weir.engine.runtime.source_reader import SourceConfig
 from weir.engine.sql_eval import INPUT, describe
+from weir.planner.aggregate_calls import python_aggregates
 from weir.planner.aggregates import plan_window_aggregate
 from weir.planner.calc import calc_description, projected_key
 from weir.planner.cascaded_windows import plan_cascaded_window
@@ -82,6 +83,7 @@ class QueryPlanner:
 
     # -- relations -------------------------------------------------------------
     def plan_query(self, query: exp.Expression, pipeline: str) -> Stream:
+        query = python_aggregates(query, self.catalog)  # calls of Python aggregate functions (planner.aggregate_calls)
         if isinstance(query, exp.Subquery):
             return self.plan_query(query.this, pipeline)
         if query.args.get("with_") is not None:  # WITH a AS (...) SELECT ...

@@ -3,7 +3,9 @@
 ``CREATE FUNCTION f AS 'pkg.mod.f' LANGUAGE PYTHON`` imports ``pkg.mod`` now, at plan time, so
 that a missing module, a missing name or a function that is no ``@weir.udf`` is refused where it
 is written (``engine.udfs.load``). The graph carries the functions its SQL calls; every process
-that runs it imports them again by module and name.
+that runs it imports them again by module and name. A Python aggregate function
+(``engine.udafs``: a class with Flink's AggregateFunction methods) is declared the same way, and
+travels on its calls' ``AggregateCall.python`` instead of the graph's ``functions``.
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import json
 import re
 
 from weir.engine.graph import JobGraph
+from weir.engine import udafs
 from weir.engine.udfs import ScalarFunction, UdfError
 from weir.engine.udtfs import load
 from weir.planner.catalog import Catalog, register_function
@@ -29,10 +32,27 @@ def create_function(catalog: Catalog, s: st.CreateFunction) -> None:
         raise WeirSqlError(Problem(f"the function {s.name} already exists", *locate(s, name(s.name), after="FUNCTION"),
                                    f"DROP FUNCTION {s.name} first, or write CREATE FUNCTION IF NOT EXISTS"))
     try:
-        function = load(s.target)
+        function = _aggregate(s.target) or load(s.target)
         register_function(catalog, function, s.name)
     except UdfError as error:
         raise WeirSqlError(Problem(error.message, *locate(s, quoted(s.target)), error.hint)) from None
+
+
+def _aggregate(target: str):
+    """The Python aggregate function (``engine.udafs``) ``target`` names, or None when it names
+    something else (a scalar UDF: ``engine.udfs.load`` judges it)."""
+    module, dot, attribute = target.strip().rpartition(".")
+    if not dot or not module or not attribute:
+        return None
+    try:
+        value = udafs.import_attribute(module, attribute, what=target)
+    except UdfError:
+        return None  # load() says why, as for a scalar UDF
+    if udafs.declaration(value) is not None:
+        return udafs.declaration(value)
+    if udafs.looks_aggregate(value):
+        return udafs.AggregateUdf(value, result_type=None)  # a result type from get_result_type(), or refused
+    return None
 
 
 def drop_function(catalog: Catalog, s: st.DropFunction) -> None:

@@ -547,7 +547,9 @@ class Connection:
         connection's statements, as CREATE FUNCTION does for a module's function: a ``@weir.udf``
         function, or a plain one with ``result_type`` (and ``func_type="arrow"`` when it takes
         pyarrow arrays). A function defined in ``__main__`` (a notebook, a script) runs at
-        parallelism 1; worker processes import a module's function by name."""
+        parallelism 1; worker processes import a module's function by name. An aggregate
+        function is a class with Flink's methods (``engine.udafs``): ``@weir.udaf``-declared, an
+        instance of one, or a plain class with ``result_type``."""
         register_function(self.session.catalog, fn, name, result_type=result_type, input_types=input_types,
                           func_type=func_type)
 

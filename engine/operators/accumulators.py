@@ -26,6 +26,10 @@ sum back to 0 after retractions is NULL when no value is left), and computes
 MIN, MAX and DISTINCT aggregates of a retracting input from a multiset of
 values with the partials' ``of_values``.
 
+A Python aggregate function (``engine.udafs``) is one partial of its own kind, a pickled
+accumulator (``PythonAccumulator``), made, merged and read by the function's methods through
+DuckDB functions of the operator's state connection.
+
 A DISTINCT count, sum or avg cannot be merged from partials: it keeps the
 distinct values per (key, slice) in a table of its own and aggregates them
 when the window fires. MIN/MAX DISTINCT equal MIN/MAX and use partials.
@@ -49,6 +53,7 @@ import pyarrow as pa
 from weir.engine.errors import EngineError
 from weir.engine.operators.config import OperatorConfig, optional
 from weir.engine.operators.duckdb_sql import RAISED
+from weir.engine.udafs import PythonAggregate, PythonAggregateSpec
 
 
 #: The range of each integer result type, for SUM's overflow check.
@@ -170,6 +175,8 @@ class AggregateCall(OperatorConfig):
     result_type: str | None = optional()
     #: The call as the user wrote it, for error messages.
     label: str | None = optional()
+    #: A Python aggregate function (``engine.udafs``); ``function`` is then its SQL name.
+    python: PythonAggregateSpec | None = optional()
 
     @classmethod
     def from_config(cls, spec: "AggregateCall | dict[str, Any]", operator_id: str) -> "AggregateCall":
@@ -177,7 +184,7 @@ class AggregateCall(OperatorConfig):
         if isinstance(spec, AggregateCall):
             spec = spec.to_json()
         function = str(spec.get("function", "")).lower()
-        if function not in AGGREGATE_FUNCTIONS:
+        if function not in AGGREGATE_FUNCTIONS and spec.get("python") is None:
             raise EngineError(
                 f"aggregate {spec.get('name')!r}: unknown function {spec.get('function')!r}",
                 hint=f"supported: {', '.join(AGGREGATE_FUNCTIONS)}",
@@ -191,7 +198,13 @@ class AggregateCall(OperatorConfig):
             filter=spec.get("filter"),
             result_type=spec.get("result_type"),
             label=spec.get("label"),
+            python=spec.get("python"),
         )
+        if call.python is not None:
+            if call.distinct:
+                raise EngineError(f"aggregate {call.name!r}: DISTINCT is not supported for the Python aggregate "
+                                  f"function {function}", operator_id=operator_id)
+            return call
         if call.argument is None and function != "count":
             raise EngineError(
                 f"aggregate {call.name!r}: {function} needs an argument", operator_id=operator_id
@@ -213,6 +226,15 @@ class AggregateCall(OperatorConfig):
     @property
     def keeps_distinct_values(self) -> bool:
         return self.distinct and self.function in ("count", "sum", "avg")
+
+    def requires_python(self, operator_id: str, *, merge: bool = False) -> PythonAggregate:
+        """The Python aggregate function this call is, imported; ``merge``: the operator merges
+        partial accumulators, which the function must define."""
+        function = PythonAggregate(self.python, operator_id)
+        if merge and not self.python.merges:
+            raise EngineError(f"the Python aggregate function {self.python.name} has no merge method, which "
+                              "window aggregates need", hint=MERGE_HINT, operator_id=operator_id)
+        return function
 
     def sum_sql(self, total: str) -> str:
         """SUM's value in its result type from the exact (unwrapped) sum ``total``."""
@@ -286,6 +308,44 @@ class Accumulator:
     def final_sql(self, merged: list[str]) -> str:
         """The aggregate's value from its merged partials (same order as ``columns``)."""
         return self.call.result_sql({c.partial.kind: sql for c, sql in zip(self.columns, merged)})
+
+
+#: How to give a UDAF the merge a window aggregate needs.
+MERGE_HINT = ("define merge(self, acc, others), which adds the accumulators of the list others into acc: "
+              "windows merge the partial accumulators of their slices, sessions and subtasks")
+
+
+class PythonAccumulator:
+    """A Python aggregate function (``engine.udafs``) kept as one pickled accumulator per (key,
+    slice) and batch, in the same places as an ``Accumulator``'s partials: a batch's rows of a
+    group become an accumulator in ``<accumulate>(list(argument))``, partials merge in
+    ``<merge>(list(column))`` and the result is ``<value>(merged)``."""
+
+    def __init__(self, call: AggregateCall, index: int, function: PythonAggregate):
+        self.call = call
+        self.function = function
+        self.argument_column = f"__a{index}"
+        self.filter_column = f"__f{index}" if call.filter is not None else None
+        partial = Partial("python", "", f"{function.merge_fn}(list({{column}}))", "python")
+        rows = f"list({self.argument_column})" + (f" FILTER (WHERE {self.filter_column})" if self.filter_column else "")
+        self.columns = [PartialColumn(f"__p{index}_python", f"{function.accumulate_fn}({rows})", partial)]
+
+    def final_sql(self, merged: list[str]) -> str:
+        return f"{self.function.value_fn}({merged[0]})"
+
+
+def accumulator(call: AggregateCall, index: int, operator_id: str) -> "Accumulator | PythonAccumulator":
+    """The window and session aggregates' accumulator of a non-distinct ``call``."""
+    if call.python is not None:
+        return PythonAccumulator(call, index, call.requires_python(operator_id, merge=True))
+    return Accumulator(call, index)
+
+
+def register_python(con, accumulators) -> None:
+    """Register the DuckDB functions of the Python aggregate functions among ``accumulators``."""
+    for acc in accumulators:
+        if isinstance(acc, PythonAccumulator):
+            acc.function.register(con)
 
 
 class DistinctAccumulator:

@@ -26,6 +26,9 @@ State, per key (with its key group):
   that retracts, a multiset of the argument's values (value -> count), so
   that retracting the minimum reveals the next one. Over append-only input
   MIN and MAX keep a running value in ``group_accumulators``.
+- per Python aggregate function (``engine.udafs``), a pickled accumulator ``__u<i>`` in
+  ``group_accumulators``: a batch's rows of a key, signed and in arrival order, are folded into it
+  in one call (``accumulate`` the +I/+U rows, ``retract`` the -U/-D rows).
 
 Per batch (the operator's mini-batch; Flink emits per record or per
 mini-batch), set-based in DuckDB:
@@ -42,6 +45,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from weir.engine.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER, UPDATE_BEFORE
@@ -55,10 +59,16 @@ from weir.engine.state.key_groups import KEY_GROUP_COLUMN, key_groups
 from weir.engine.state.keyed_tables import merge_snapshots, owned_tables
 
 INPUT_VIEW = "group_input"
+#: The input rows' arrival order, appended to a batch with Python aggregate functions.
+SEQUENCE = "__weir_sequence"
 ACCUMULATORS = "group_accumulators"
 SNAPSHOT_VERSION = 1
 #: The state column of aggregate i's signed partial of each kind: ``__c<i>``, ``__s<i>``, ``__m<i>``.
 _STATE_COLUMN = {"count": "__c{i}", "sum": "__s{i}", "min": "__m{i}", "max": "__m{i}"}
+
+
+RETRACT_HINT = ("define retract(self, acc, *args) (or retract_batch(self, acc, *arrays)), which takes a row "
+                "back out of acc, or aggregate an append-only input")
 
 
 class _ValueSet:
@@ -124,6 +134,12 @@ class GroupAggregate(StateOperator):
                     self._value_set_of[call.name] = self._value_set(call)
             elif call.distinct:
                 self._value_set_of[call.name] = self._value_set(call)
+        #: Python aggregate functions by call name (``engine.udafs``): one pickled accumulator per key.
+        self.python = {c.name: c.requires_python(oid) for c in self.calls if c.python is not None}
+        for call in self.calls:
+            if call.python is not None and not self.append_only_input and not call.python.retracts:
+                raise EngineError(f"the Python aggregate function {call.python.name} has no retract method, "
+                                  "and its input is an updating stream", hint=RETRACT_HINT, operator_id=oid)
         # A global aggregate has one group: the constant key 0.
         self.key_sql = [sql for _, sql in self.keys] or ["0"]
         self.key_columns = [f"__k{i}" for i in range(len(self.key_sql))]
@@ -137,6 +153,10 @@ class GroupAggregate(StateOperator):
         return v
 
     # -- lifecycle -----------------------------------------------------------
+    def create_state(self) -> None:
+        for function in self.python.values():  # their DuckDB functions (engine.udafs)
+            function.register(self.con)
+
     def _tables(self) -> list[str]:
         return [ACCUMULATORS, *(v.table for v in self.value_sets)]
 
@@ -155,6 +175,11 @@ class GroupAggregate(StateOperator):
         for i, call in enumerate(self.calls):
             if call.name in self._value_set_of:
                 continue
+            if call.name in self.python:  # the batch's signed rows of each key, in arrival order
+                rows = f"list({{'s': __sign, 'v': __a{i}}} ORDER BY __seq)"
+                rows += f" FILTER (WHERE __f{i})" if call.filter is not None else ""
+                columns.append((f"__u{i}", rows, f"python:{self.python[call.name].apply_fn}"))
+                continue
             cond = [f"__f{i}"] if call.filter is not None else []
             if call.argument is not None:
                 cond.append(f"__a{i} IS NOT NULL")
@@ -169,6 +194,8 @@ class GroupAggregate(StateOperator):
         columns = [f"CAST({quote_ident(KEY_GROUP_COLUMN)} AS BIGINT) AS key_group"]
         columns += [f"({sql}) AS {k}" for sql, k in zip(self.key_sql, self.key_columns)]
         columns.append(f"{sign} AS __sign")
+        if self.python:
+            columns.append(f"{quote_ident(SEQUENCE)} AS __seq")
         for i, call in enumerate(self.calls):
             if call.name in self._value_set_of:
                 continue
@@ -202,6 +229,9 @@ class GroupAggregate(StateOperator):
         aggregates = []
         for i, call in enumerate(self.calls):
             v = self._value_set_of.get(call.name)
+            if call.name in self.python:
+                aggregates.append(f"{self.python[call.name].value_fn}(a.__u{i}) AS {quote_ident(call.name)}")
+                continue
             if v is not None:  # the partials of the multiset's (distinct) values
                 merged = {p.kind: p.or_nothing(f"{values[v.table]}.__{p.kind}") for p in call.definition.partials()}
             else:  # the signed partials kept in state
@@ -228,7 +258,8 @@ class GroupAggregate(StateOperator):
         match = " AND ".join(f"s.{k} IS NOT DISTINCT FROM d.{k}" for k in keys)
         merge = {"sum": "COALESCE(s.{c}, 0) + COALESCE(d.{c}, 0)", "min": "LEAST(s.{c}, d.{c})",
                  "max": "GREATEST(s.{c}, d.{c})"}
-        summed = [merge[how].format(c=c) + f" AS {c}" for c, how in columns]
+        summed = [(f"{how.split(':', 1)[1]}(s.{c}, d.{c})" if how.startswith("python:") else merge[how].format(c=c))
+                  + f" AS {c}" for c, how in columns]
         self._run(f"CREATE OR REPLACE TEMP TABLE merged AS SELECT d.key_group, "
                   f"{', '.join('d.' + k for k in keys)}, {', '.join(summed)} "
                   f"FROM {deltas} AS d LEFT JOIN {current or table} AS s ON {match}")
@@ -246,6 +277,8 @@ class GroupAggregate(StateOperator):
             raise EngineError("group_aggregate was planned for append-only input but got a changelog",
                               hint="plan it with 'append_only_input' false", operator_id=self.ctx.operator_id)
         batch = batch.append_column(KEY_GROUP_COLUMN, self._key_groups(batch))
+        if self.python:
+            batch = batch.append_column(SEQUENCE, pa.array(np.arange(batch.num_rows, dtype=np.int64)))
         self.con.register(INPUT_VIEW, batch)
         try:
             self._run(f"CREATE OR REPLACE TEMP TABLE batch_rows AS {self._prepared_sql(signed)}")
@@ -262,7 +295,10 @@ class GroupAggregate(StateOperator):
                       f"{v.column} AS value, CAST(SUM(__sign) AS BIGINT) AS __count FROM batch_rows "
                       f"WHERE {where} GROUP BY key_group, {keys}, value")
             self._run(f"CREATE TABLE IF NOT EXISTS {v.table} AS SELECT * FROM batch_{v.table} LIMIT 0")
-        self._run(f"CREATE TABLE IF NOT EXISTS {ACCUMULATORS} AS SELECT * FROM batch_deltas LIMIT 0")
+        # Python aggregates' state columns hold pickled accumulators (the deltas: lists of rows)
+        blobs = ", ".join(f"CAST(NULL AS BLOB) AS {name}" for name, _, how in accumulators if how.startswith("python:"))
+        self._run(f"CREATE TABLE IF NOT EXISTS {ACCUMULATORS} AS SELECT * {f'REPLACE ({blobs}) ' if blobs else ''}"
+                  "FROM batch_deltas LIMIT 0")
         # One scan of the state reads the batch's keys; old and new results come from them.
         self._run(f"CREATE OR REPLACE TEMP TABLE old_state AS SELECT s.* FROM {ACCUMULATORS} AS s "
                   f"SEMI JOIN batch_deltas AS d ON {self._match('s', 'd')}")

@@ -62,7 +62,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from weir.engine.errors import EngineError
-from weir.engine.operators.accumulators import Accumulator, AggregateCall, DistinctAccumulator, argument_columns
+from weir.engine.operators.accumulators import (Accumulator, AggregateCall, DistinctAccumulator, PythonAccumulator,
+                                                    accumulator, argument_columns, register_python)
 from weir.engine.operators.config import OperatorConfig
 from weir.engine.operators.base import OperatorContext, StateOperator, explain_lines
 from weir.engine.messages import MIN_WATERMARK
@@ -142,13 +143,13 @@ class SessionWindow(StreamsFirings, StateOperator):
         self.keys: list[tuple[str, str]] = list(config.keys)
         self.key_columns = [f"__k{i}" for i in range(len(self.keys))]
         self.calls = [AggregateCall.from_config(a, oid) for a in config.aggregates]
-        self.accumulators: list[Accumulator] = []
+        self.accumulators: list[Accumulator | PythonAccumulator] = []
         self.distincts: list[DistinctAccumulator] = []
         for i, call in enumerate(self.calls):
             if call.keeps_distinct_values:
                 self._distinct_for(call).calls.append(call)
             else:
-                self.accumulators.append(Accumulator(call, i))
+                self.accumulators.append(accumulator(call, i, oid))
         for d in self.distincts:
             d.table = f"session_{d.table}"
         self.having: str | None = config.having
@@ -160,6 +161,9 @@ class SessionWindow(StreamsFirings, StateOperator):
         self._earliest_pending: int | None = None
         self._sequence = 0
         self._tables: set[str] = set()
+
+    def create_state(self) -> None:
+        register_python(self.con, self.accumulators)  # Python aggregate functions (engine.udafs)
 
     def _distinct_for(self, call: AggregateCall) -> DistinctAccumulator:
         for d in self.distincts:

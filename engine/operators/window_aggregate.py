@@ -59,7 +59,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from weir.engine.errors import EngineError
-from weir.engine.operators.accumulators import Accumulator, AggregateCall, DistinctAccumulator, argument_columns
+from weir.engine.operators.accumulators import (Accumulator, AggregateCall, DistinctAccumulator, PythonAccumulator,
+                                                    accumulator, argument_columns, register_python)
 from weir.engine.operators.base import Operator, OperatorContext, explain_lines
 from weir.engine.operators.clock import EventTimeClock
 from weir.engine.operators.config import OperatorConfig, optional
@@ -162,13 +163,13 @@ class WindowAggregate(Operator):
         self.clock = EventTimeClock()
         self.keys: list[tuple[str, str]] = list(config.keys)
         self.calls = [AggregateCall.from_config(a, oid) for a in config.aggregates]
-        self.accumulators: list[Accumulator] = []
+        self.accumulators: list[Accumulator | PythonAccumulator] = []
         self.distincts: list[DistinctAccumulator] = []
         for i, call in enumerate(self.calls):
             if call.keeps_distinct_values:
                 self._distinct_for(call).calls.append(call)
             else:
-                self.accumulators.append(Accumulator(call, i))
+                self.accumulators.append(accumulator(call, i, oid))
         self.having: str | None = config.having
         self.projection: list[tuple[str, str]] = list(config.projection)
         #: The column numbering the copies of a row, one per grouping set (GROUPING SETS).
@@ -194,8 +195,10 @@ class WindowAggregate(Operator):
     def open(self) -> None:
         self._firing.end()
         if self.state is None:
+            con = self.ctx.state_connection(preserve_insertion_order=False)
+            register_python(con, self.accumulators)  # Python aggregate functions (engine.udafs)
             self.state = WindowState(
-                self.ctx.state_connection(preserve_insertion_order=False),
+                con,
                 self.ctx.operator_id,
                 len(self.keys),
                 self.accumulators,

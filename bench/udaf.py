@@ -1,0 +1,137 @@
+"""Benchmark: a Python aggregate function (``weir.udaf``) in a 10 s tumble against the built-in SUM.
+
+    python bench/udaf.py [--rows 10000000] [--keys 1000]
+
+Writes N rows (k BIGINT, v BIGINT, ts TIMESTAMP: 100,000 rows per second of event time) to
+Parquet, then runs the job
+
+    INSERT INTO out SELECT k, window_start, <agg>(v) AS total
+    FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '10' SECOND)) GROUP BY k, window_start, window_end
+
+three ways: <agg> the built-in ``SUM``, ``arrow_sum`` (a UDAF with ``accumulate_batch``: one call
+per key and batch, on a pyarrow array) and ``row_sum`` (a UDAF with ``accumulate``: a call per
+row), each with `weir run` in a child process. It prints, per variant, the engine's time from
+the job summary and the whole process's wall time, as rows/s, and the UDAF variants' ratios to
+the built-in. The issue's target: at least 500K rows/s.
+
+The functions are defined in this file, which the job imports as the module ``udaf``.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+
+import weir
+
+HERE = Path(__file__).resolve().parent
+
+
+@weir.udaf(result_type="BIGINT")
+class RowSum:
+    """SUM, a call per row."""
+
+    def create_accumulator(self):
+        return [0]
+
+    def accumulate(self, acc, v):
+        if v is not None:
+            acc[0] += v
+
+    def retract(self, acc, v):
+        if v is not None:
+            acc[0] -= v
+
+    def merge(self, acc, others):
+        for other in others:
+            acc[0] += other[0]
+
+    def get_value(self, acc):
+        return acc[0]
+
+
+@weir.udaf(result_type="BIGINT")
+class ArrowSum(RowSum):
+    """SUM, a call per key and batch on the group's pyarrow array."""
+
+    accumulate = None
+
+    def accumulate_batch(self, acc, v: pa.Array):
+        acc[0] += pc.sum(v).as_py() or 0
+
+
+AGGREGATES = {"built-in SUM": "SUM(v)", "arrow UDAF": "arrow_sum(v)", "row-at-a-time UDAF": "row_sum(v)"}
+
+JOB = """
+CREATE FUNCTION arrow_sum AS 'udaf.ArrowSum' LANGUAGE PYTHON;
+CREATE FUNCTION row_sum AS 'udaf.RowSum' LANGUAGE PYTHON;
+CREATE TABLE t (k BIGINT, v BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts)
+WITH ('connector' = 'filesystem', 'path' = '{data}', 'format' = 'parquet');
+CREATE TABLE out (k BIGINT, window_start TIMESTAMP(3), total BIGINT)
+WITH ('connector' = 'filesystem', 'path' = '{out}', 'format' = 'csv');
+INSERT INTO out SELECT k, window_start, {agg} AS total
+FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '10' SECOND)) GROUP BY k, window_start, window_end;
+"""
+
+
+def write_rows(path: Path, rows: int, keys: int) -> None:
+    duckdb.sql(f"COPY (SELECT range % {keys} AS k, range % 1000 AS v, "
+               f"TIMESTAMP '2024-01-01' + to_microseconds(range * 10) AS ts "
+               f"FROM range({rows})) TO '{path}' (FORMAT parquet, ROW_GROUP_SIZE 65536)")
+
+
+def run_job(directory: Path, name: str, aggregate: str, data: Path) -> tuple[float, float]:
+    """(engine seconds from the summary, whole-process wall seconds) of `weir run`."""
+    job = directory / f"{name}.sql"
+    job.write_text(JOB.format(data=data, out=directory / f"out-{name}", agg=aggregate))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "weir.shell.cli", "run", str(job), "--db",
+                           str(directory / f"{name}.duckdb"), "--no-progress"],
+                          cwd=directory, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{name} failed:\n{done.stdout}{done.stderr}")
+    found = re.search(r"in ([0-9.]+) ?s", done.stdout + done.stderr)
+    return (float(found.group(1)) if found else float("nan")), wall
+
+
+def same_output(directory: Path, names: list[str]) -> bool:
+    results = [duckdb.sql(f"SELECT * FROM read_csv('{directory / f'out-{n}'}/*.csv') ORDER BY ALL").fetchall()
+               for n in names]
+    return all(r == results[0] for r in results)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--keys", type=int, default=1000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        directory = Path(folder)
+        data = directory / "t.parquet"
+        write_rows(data, args.rows, args.keys)
+        print(f"{args.rows:,} rows, {args.keys:,} keys; SELECT k, window_start, <agg>(v) over a 10 s TUMBLE "
+              "with `weir run`:")
+        figures = {}
+        for index, (name, aggregate) in enumerate(AGGREGATES.items()):
+            figures[name] = run_job(directory, f"v{index}", aggregate, data)
+        engine0, wall0 = figures["built-in SUM"]
+        for name, (engine, wall) in figures.items():
+            ratios = f"  ({engine / engine0:.2f}x, {wall / wall0:.2f}x the built-in)" if name != "built-in SUM" else ""
+            print(f"  {name:<19} engine {engine:6.2f} s ({args.rows / engine / 1e6:5.2f} M rows/s), "
+                  f"process {wall:6.2f} s ({args.rows / wall / 1e6:5.2f} M rows/s){ratios}")
+        print("  outputs identical:", same_output(directory, [f"v{i}" for i in range(len(AGGREGATES))]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,395 @@
+"""Python user-defined aggregate functions (Flink's ``AggregateFunction``), kept in DuckDB state.
+
+A UDAF is a class with Flink's methods::
+
+    @weir.udaf(result_type="BIGINT")
+    class PySum:
+        def create_accumulator(self): return [0]
+        def accumulate(self, acc, v): acc[0] += v or 0          # a row at a time, or:
+        def accumulate_batch(self, acc, v: pa.Array): ...       # the rows of one group, as arrays
+        def retract(self, acc, v): acc[0] -= v or 0             # (or retract_batch) for updating input
+        def merge(self, acc, others): acc[0] += sum(o[0] for o in others)
+        def get_value(self, acc): return acc[0]
+
+``@weir.udaf`` on a class returns the class itself with its declaration attached
+(``__weir_udaf__``), so that it stays a class that pickles and instantiates as usual;
+``weir.udaf(MyAgg, ...)`` or ``weir.udaf(MyAgg(), ...)`` returns the declaration
+(``AggregateUdf``) for ``Connection.create_function``. Every process that runs the job imports the
+class by module and name and instantiates it with no arguments. Accumulators are mutated in
+place, as in Flink (a list or an object, not an int). ``accumulate_batch(acc, *arrays)`` and
+``retract_batch(acc, *arrays)``, where the class defines them, are called once per group of a
+batch with its rows' arguments as ``pyarrow.Array`` slices (zero-copy), instead of a call per row.
+
+How the operators keep a UDAF (``PythonAccumulator``, beside the built-in ``Accumulator``):
+
+1. The planner puts a ``PythonAggregateSpec`` on the call's ``AggregateCall.python``. The operator
+   resolves it (``PythonAggregate``) and registers four DuckDB scalar functions of its own on its
+   state connection (``register``), named ``__weir_udaf_<name>_<role>``.
+2. A window or session aggregate groups a batch's rows per (key, slice) in SQL as it does for the
+   built-ins, with ``<accumulate>(list(argument) FILTER (WHERE ...))``: one Python call per chunk
+   of groups, which creates an accumulator per group, accumulates the group's rows and returns it
+   pickled. The accumulators are a BLOB column of ``window_accumulators`` (or
+   ``session_accumulators``), keyed by key group like every partial, so snapshots, rescaling and
+   two-phase aggregation treat them as any other column.
+3. Partials meet (compaction, a firing window's slices, merged sessions, the global phase) in
+   ``<merge>(list(column))``: Flink's ``merge(acc, others)``; a firing calls ``<value>``
+   (``get_value``) on the merged accumulator.
+4. The group aggregate keeps one pickled accumulator per key; a batch's signed rows per key, in
+   arrival order, are ``list({s: sign, v: argument} ORDER BY seq)``, and ``<apply>(state, rows)``
+   accumulates +I/+U rows and retracts -U/-D rows (runs of one sign go to the ``_batch`` methods
+   at once).
+5. An exception in a method is recorded with the function's name, the method, the failing row's
+   values and the traceback (``udfs.record_failure``); the operator's DuckDB error becomes an
+   ``EngineError`` saying so, as for scalar UDFs.
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import pickle
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from weir.engine.operators.config import OperatorConfig, optional
+from weir.engine.udfs import UdfError, arrow_type, duckdb_type, record_failure
+
+#: The methods every UDAF has; one of each pair at least.
+REQUIRED = ("create_accumulator", "get_value")
+ACCUMULATE = ("accumulate", "accumulate_batch")
+RETRACT = ("retract", "retract_batch")
+#: The attribute ``@weir.udaf`` attaches to a class.
+DECLARATION = "__weir_udaf__"
+PICKLE_PROTOCOL = 5
+
+
+@dataclass(frozen=True)
+class PythonAggregateSpec(OperatorConfig):
+    """What an ``AggregateCall`` carries of a UDAF: enough for another process to import it."""
+
+    name: str
+    module: str
+    qualname: str
+    #: DuckDB type SQL of ``get_value``'s result.
+    result_type: str
+    #: How many arguments the call passes (more than one: the argument is a struct a0, a1, ...).
+    arity: int = 1
+    retracts: bool = optional(False)
+    merges: bool = optional(False)
+
+
+class AggregateUdf:
+    """A Python class declared as a weir aggregate function (``udaf``)."""
+
+    def __init__(self, function: Any, *, result_type: str | None, accumulator_type: str | None = None,
+                 name: str | None = None):
+        if inspect.isroutine(function):
+            raise UdfError(f"weir.udaf declares aggregate functions: a class with create_accumulator, accumulate "
+                           f"and get_value methods, not the function {getattr(function, '__name__', function)}",
+                           hint="write the aggregate as a class (Flink's AggregateFunction), or declare a scalar "
+                                "function with @weir.udf")
+        cls = function if inspect.isclass(function) else type(function)
+        missing = [m for m in REQUIRED if not callable(getattr(cls, m, None))]
+        if not any(callable(getattr(cls, m, None)) for m in ACCUMULATE):
+            missing.append("accumulate")
+        if missing:
+            raise UdfError(f"the aggregate function {cls.__name__} has no {', '.join(missing)} method",
+                           hint="an aggregate function defines create_accumulator(), accumulate(acc, *args) "
+                                "(or accumulate_batch(acc, *arrays)) and get_value(acc); retract for an "
+                                "updating input, merge for windows")
+        if result_type is None and callable(getattr(cls, "get_result_type", None)):
+            result_type = _declared_type(cls)
+        if result_type is None:
+            raise UdfError(f"the aggregate function {cls.__name__} needs a result_type",
+                           hint="declare it: @weir.udaf(result_type='BIGINT')")
+        self.cls = cls
+        self.name = name or cls.__name__
+        self.result_type = duckdb_type(result_type)
+        #: Informational (Flink's accumulator type): accumulators are pickled whatever it is.
+        self.accumulator_type = accumulator_type
+        self.retracts = any(callable(getattr(cls, m, None)) for m in RETRACT)
+        self.merges = callable(getattr(cls, "merge", None))
+        self.__doc__ = cls.__doc__
+
+    def __repr__(self) -> str:
+        return f"<weir udaf {self.name}: {self.cls.__qualname__} -> {self.result_type}>"
+
+    def spec(self, name: str | None = None, arity: int = 1) -> PythonAggregateSpec:
+        return PythonAggregateSpec(name or self.name, self.cls.__module__, self.cls.__qualname__, self.result_type,
+                                   arity, self.retracts, self.merges)
+
+
+def _declared_type(cls: type) -> str | None:
+    try:
+        declared = cls().get_result_type()
+    except Exception:  # noqa: BLE001 - PyFlink's DataTypes, or a constructor with arguments
+        return None
+    return declared if isinstance(declared, str) else None
+
+
+def udaf(function: Any = None, *, result_type: str | None = None, accumulator_type: str | None = None,
+         name: str | None = None):
+    """Declare an aggregate function: ``@weir.udaf(result_type="BIGINT")`` on a class (returns the
+    class, declared), or ``weir.udaf(MyAgg, result_type=...)`` / ``weir.udaf(MyAgg(), ...)``
+    (returns the ``AggregateUdf``). ``accumulator_type`` is accepted as in PyFlink; accumulators
+    are pickled whatever it says."""
+    if function is not None and not inspect.isclass(function):
+        return AggregateUdf(function, result_type=result_type, accumulator_type=accumulator_type, name=name)
+
+    def declare(cls: type):
+        setattr(cls, DECLARATION, AggregateUdf(cls, result_type=result_type, accumulator_type=accumulator_type,
+                                               name=name))
+        return cls
+
+    if function is not None:  # weir.udaf(MyAgg, result_type=...): the declaration itself
+        return AggregateUdf(function, result_type=result_type, accumulator_type=accumulator_type, name=name)
+    return declare
+
+
+def declaration(value: Any) -> AggregateUdf | None:
+    """The UDAF ``value`` declares: an ``AggregateUdf``, a class ``@weir.udaf`` decorated or an
+    instance of one."""
+    if isinstance(value, AggregateUdf):
+        return value
+    found = vars(value if inspect.isclass(value) else type(value)).get(DECLARATION)  # its own, not a base's
+    return found if isinstance(found, AggregateUdf) else None
+
+
+def looks_aggregate(value: Any) -> bool:
+    """A class (or an instance of one) with Flink's aggregate methods, maybe undeclared."""
+    return callable(getattr(value, "create_accumulator", None))
+
+
+def import_attribute(module: str, qualname: str, *, what: str) -> Any:
+    """``module``.``qualname``, imported (as ``udfs.resolve`` imports a scalar UDF); a UdfError
+    names what failed and the fix."""
+    if module in ("__main__", "__mp_main__") and getattr(sys.modules.get("__main__"), "__file__", None) is None:
+        raise UdfError(f"the aggregate function {what} is defined in __main__ (a notebook or an interactive "
+                       "session), which another process cannot import",
+                       hint="move it into a module on the Python path (my_udafs.py) and register it from there, "
+                            "or run the job at parallelism 1")
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
+    try:
+        value: Any = importlib.import_module(module)
+    except Exception as exc:  # noqa: BLE001 - any import failure is the user's to see
+        raise UdfError(f"cannot import the module {module!r} of the aggregate function {what}: "
+                       f"{type(exc).__name__}: {exc}",
+                       hint=f"make {module} importable (on PYTHONPATH or installed) in every process that "
+                            "runs the job") from exc
+    for part in qualname.split("."):
+        value = getattr(value, part, None)
+        if value is None:
+            raise UdfError(f"the module {module!r} has no attribute {qualname!r}",
+                           hint=f"check the name after the last dot in '{module}.{qualname}'")
+    return value
+
+
+#: The classes declared in this process, by (module, qualname): a class defined in a function or
+#: in ``__main__`` runs here without an import (another process imports it by name).
+_INSTALLED: dict[tuple[str, str], type] = {}
+
+
+def install(function: AggregateUdf) -> None:
+    """Make ``function``'s class resolvable in this process as it is (``PythonAggregate``)."""
+    _INSTALLED[(function.cls.__module__, function.cls.__qualname__)] = function.cls
+
+
+# -- running -----------------------------------------------------------------------------------------
+
+
+def _combined(column) -> pa.Array:
+    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+
+
+def _is_of(value: Any, kind: pa.DataType) -> bool:
+    try:
+        pa.array([value], type=kind)
+        return True
+    except (pa.ArrowException, TypeError, ValueError):
+        return False
+
+
+def _dumps(acc: Any) -> bytes:
+    return pickle.dumps(acc, protocol=PICKLE_PROTOCOL)
+
+
+class PythonAggregate:
+    """A UDAF as one operator runs it: the instance and the DuckDB functions that call it."""
+
+    def __init__(self, spec: PythonAggregateSpec, operator_id: str | None = None):
+        self.spec = spec
+        value = _INSTALLED.get((spec.module, spec.qualname)) or import_attribute(spec.module, spec.qualname,
+                                                                                 what=spec.name)
+        declared = declaration(value)
+        cls = declared.cls if declared is not None else value
+        if not inspect.isclass(cls):
+            raise UdfError(f"{spec.module}.{spec.qualname} is a {type(cls).__name__}, not an aggregate function "
+                           "class", hint="name a class decorated with @weir.udaf(result_type=...)",
+                           operator_id=operator_id)
+        try:
+            self.instance = cls()
+        except Exception as exc:  # noqa: BLE001 - the user's constructor
+            raise UdfError(f"cannot create the aggregate function {spec.name} ({cls.__qualname__}()): "
+                           f"{type(exc).__name__}: {exc}",
+                           hint="every process creates it with no arguments: give the constructor defaults",
+                           operator_id=operator_id) from exc
+        self.result = arrow_type(spec.result_type)
+        prefix = f"__weir_udaf_{spec.name.lower()}"
+        #: The DuckDB function names: list of arguments -> accumulator; list of accumulators ->
+        #: accumulator; accumulator -> value; (accumulator, signed rows) -> accumulator.
+        self.accumulate_fn, self.merge_fn = f"{prefix}_accumulate", f"{prefix}_merge"
+        self.value_fn, self.apply_fn = f"{prefix}_value", f"{prefix}_apply"
+        f = self.instance
+        self._create = f.create_accumulator
+        self._row = {"accumulate": getattr(f, "accumulate", None), "retract": getattr(f, "retract", None)}
+        self._batch = {"accumulate": getattr(f, "accumulate_batch", None), "retract": getattr(f, "retract_batch", None)}
+
+    def register(self, con: duckdb.DuckDBPyConnection) -> None:
+        for name, fn, result in ((self.accumulate_fn, self._accumulate_lists, "BLOB"),
+                                 (self.merge_fn, self._merge_lists, "BLOB"),
+                                 (self.value_fn, self._values, self.spec.result_type),
+                                 (self.apply_fn, self._apply, "BLOB")):
+            try:
+                con.remove_function(name)
+            except duckdb.Error:
+                pass
+            con.create_function(name, fn, None, result, type="arrow", null_handling="special", side_effects=True)
+
+    # -- the callbacks ------------------------------------------------------------------------------
+    def _arguments(self, values: pa.Array) -> list[pa.Array]:
+        """The argument arrays of a list's values: one, a struct's fields, or none (arity 0)."""
+        if self.spec.arity == 0:
+            return []
+        if self.spec.arity == 1:
+            return [values]
+        return [values.field(i) for i in range(self.spec.arity)]
+
+    def _fold(self, method: str, acc: Any, arguments: list[pa.Array], start: int, stop: int,
+              rows: list[list] | None) -> None:
+        """``method`` ("accumulate" or "retract") of rows ``start:stop`` into ``acc``: by the batch
+        method on array slices where the class has one, else a call per row."""
+        batch = self._batch[method]
+        if batch is not None:
+            batch(acc, *(a.slice(start, stop - start) for a in arguments))
+            return
+        call = self._row[method]
+        if not arguments:
+            for _ in range(start, stop):
+                call(acc)
+        elif len(rows) == 1:
+            for v in rows[0][start:stop]:
+                call(acc, v)
+        else:
+            for row in zip(*(r[start:stop] for r in rows)):
+                call(acc, *row)
+
+    def _python_rows(self, method: str, arguments: list[pa.Array]) -> list[list] | None:
+        return None if self._batch[method] is not None else [a.to_pylist() for a in arguments]
+
+    def _accumulate_lists(self, lists) -> pa.Array:
+        lists = _combined(lists)
+        offsets = lists.offsets.to_numpy()
+        arguments = self._arguments(lists.values)
+        rows = self._python_rows("accumulate", arguments)
+        valid = lists.is_valid().to_numpy(zero_copy_only=False) if lists.null_count else None
+        out = []
+        for i in range(len(lists)):
+            acc = self._call("create_accumulator", self._create)
+            start, stop = int(offsets[i]), int(offsets[i + 1])
+            if stop > start and (valid is None or valid[i]):
+                try:
+                    self._fold("accumulate", acc, arguments, start, stop, rows)
+                except Exception as exc:  # noqa: BLE001
+                    self._fail_in_rows("accumulate", arguments, start, stop, exc)
+                    raise
+            out.append(_dumps(acc))
+        return pa.array(out, pa.binary())
+
+    def _merge_lists(self, lists) -> pa.Array:
+        lists = _combined(lists)
+        out = []
+        for blobs in lists.to_pylist():
+            blobs = [b for b in blobs or () if b is not None]
+            if len(blobs) == 1:
+                out.append(blobs[0])
+                continue
+            if not blobs:
+                out.append(_dumps(self._call("create_accumulator", self._create)))
+                continue
+            acc, *others = [pickle.loads(b) for b in blobs]
+            self._call("merge", self.instance.merge, acc, others)
+            out.append(_dumps(acc))
+        return pa.array(out, pa.binary())
+
+    def _values(self, blobs) -> pa.Array:
+        out = []
+        for blob in _combined(blobs).to_pylist():
+            acc = pickle.loads(blob) if blob is not None else self._call("create_accumulator", self._create)
+            out.append(self._call("get_value", self.instance.get_value, acc))
+        try:
+            return pa.array(out, type=self.result)
+        except (pa.ArrowException, TypeError, ValueError) as exc:
+            bad = next((v for v in out if not _is_of(v, self.result)), None)
+            error = UdfError(f"the aggregate function {self.spec.name} returned {bad!r} from get_value, not "
+                             f"a {self.spec.result_type}",
+                             hint=f"return values of its result_type {self.spec.result_type} (or None)")
+            record_failure(self.spec.name, (), error)
+            raise error from exc
+
+    def _apply(self, states, lists) -> pa.Array:
+        """Each key's accumulator (NULL: none yet) with its batch's signed rows folded in."""
+        states, lists = _combined(states).to_pylist(), _combined(lists)
+        offsets = lists.offsets.to_numpy()
+        values = lists.values
+        signs = values.field(0).to_numpy(zero_copy_only=False) if len(values) else np.zeros(0, np.int8)
+        arguments = self._arguments(values.field(1)) if len(values) else []
+        rows = {m: self._python_rows(m, arguments) for m in ("accumulate", "retract")}
+        valid = lists.is_valid().to_numpy(zero_copy_only=False) if lists.null_count else None
+        out = []
+        for i, blob in enumerate(states):
+            acc = pickle.loads(blob) if blob is not None else self._call("create_accumulator", self._create)
+            start, stop = int(offsets[i]), int(offsets[i + 1])
+            if stop > start and (valid is None or valid[i]):
+                # runs of one sign, in arrival order
+                changes = np.flatnonzero(np.diff(signs[start:stop])) + start + 1
+                bounds = [start, *changes.tolist(), stop]
+                for lo, hi in zip(bounds, bounds[1:]):
+                    method = "accumulate" if signs[lo] > 0 else "retract"
+                    try:
+                        self._fold(method, acc, arguments, lo, hi, rows[method])
+                    except Exception as exc:  # noqa: BLE001
+                        self._fail_in_rows(method, arguments, lo, hi, exc)
+                        raise
+            out.append(_dumps(acc))
+        return pa.array(out, pa.binary())
+
+    # -- failing -----------------------------------------------------------------------------------
+    def _call(self, method: str, fn: Callable, *args):
+        try:
+            return fn(*args)
+        except Exception as exc:
+            record_failure(f"{self.spec.name} ({method})", args[1:] if method != "get_value" else args, exc)
+            raise
+
+    def _fail_in_rows(self, method: str, arguments: list[pa.Array], start: int, stop: int,
+                      exc: BaseException) -> None:
+        """Record the failure of ``method`` on rows ``start:stop``, narrowed to the first row that
+        fails alone (on a fresh accumulator); else the rows as a whole."""
+        record_failure(f"{self.spec.name} ({method})", (), exc)
+        call = self._row[method]
+        if call is None:  # only a batch method: its rows one at a time
+            def call(acc, *values):
+                self._batch[method](acc, *(pa.array([v], a.type) for v, a in zip(values, arguments)))
+        columns = [a.slice(start, stop - start).to_pylist() for a in arguments]
+        for values in (zip(*columns) if columns else [()] * (stop - start)):
+            try:
+                call(self._create(), *values)
+            except Exception as single:  # noqa: BLE001
+                record_failure(f"{self.spec.name} ({method})", tuple(values), single)
+                return
