@@ -50,6 +50,9 @@ _FLINK_TYPES = {"STRING": "VARCHAR", "BYTES": "BLOB", "TIMESTAMP_LTZ": "TIMESTAM
 class UdfError(EngineError):
     """A UDF that cannot be defined, imported or called as declared."""
 
+    #: The call that failed (``UdfFailure``), when the error is about one.
+    failure: "UdfFailure | None" = None
+
 
 def duckdb_type(written: str) -> str:
     """``written`` (a Flink or DuckDB SQL type) as DuckDB names it; UdfError when it is no type.
@@ -329,15 +332,22 @@ class UdfFailure:
     #: The error itself when weir raised it (a result of the wrong type).
     raised: UdfError | None = None
 
-    def engine_error(self, operator_id: str | None) -> EngineError:
+    def engine_error(self, operator_id: str | None) -> "UdfError":
+        """The error that fails the job; it carries this failure (``error.failure``), so that an
+        operator keeping bad rows (``engine.operators.late_rows.BadRows``) can tell the function's
+        own exception from weir's."""
         if self.raised is not None:
-            return UdfError(self.raised.message, hint=self.raised.hint, operator_id=operator_id)
-        values = ", ".join(repr(v) for v in self.values)
-        row = f"the row ({values})" if self.values else "a chunk of rows (each row alone succeeds)"
-        return UdfError(f"the Python function {self.name} failed on {row}: {self.error}",
-                        hint=f"fix the function or filter such rows out before calling it; "
-                             f"its traceback:\n{self.traceback.rstrip()}",
-                        operator_id=operator_id)
+            error = UdfError(self.raised.message, hint=self.raised.hint, operator_id=operator_id)
+        else:
+            values = ", ".join(repr(v) for v in self.values)
+            row = f"the row ({values})" if self.values else "a chunk of rows (each row alone succeeds)"
+            error = UdfError(f"the Python function {self.name} failed on {row}: {self.error}",
+                             hint=f"fix the function or filter such rows out before calling it, or keep such rows "
+                                  f"in a table with SET 'python.udf.bad-rows.table' = 'udf_bad_rows'; "
+                                  f"its traceback:\n{self.traceback.rstrip()}",
+                             operator_id=operator_id)
+        error.failure = self
+        return error
 
 
 _FAILURES: list[UdfFailure] = []
