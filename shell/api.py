@@ -108,13 +108,16 @@ class Result:
         return list(zip(*columns))
 
     def df(self):
-        """The rows as a pandas DataFrame."""
+        """The rows as a pandas DataFrame, with the dtypes DuckDB's ``.df()`` gives (converted by
+        DuckDB): TIMESTAMP and DATE as datetime64, an integer or BOOLEAN column with NULLs as
+        pandas' nullable Int64 / boolean, DECIMAL as float64."""
         try:
             import pandas  # noqa: F401 - optional: only this method needs it
         except ImportError:
-            raise ImportError("Result.df() needs pandas, which is not installed: pip install pandas "
+            raise ImportError("Result.df() needs pandas, which is not installed: pip install 'weir[pandas]' "
                               "(or use .arrow() or .fetchall())") from None
-        return self._table.to_pandas()
+        with duckdb.connect(":memory:") as con:
+            return con.from_arrow(self._table).df()
 
     def __len__(self) -> int:
         return self._table.num_rows
