@@ -18,9 +18,12 @@ built on it. What each call gives back:
   loop over it, ``close()``, or dropping it) cancels the job.
 - ``subscribe(view)`` yields a materialized view's changes as they are
   committed: the committed table diffed with DuckDB (``EXCEPT ALL``) each time
-  its job in this connection completes a checkpoint or ends (a changed row
-  shows as -D of the old and +I of the new); a view whose job runs elsewhere
-  is read again every ``interval`` seconds until the subscription is closed.
+  its job in this connection completes a checkpoint or ends. A view with an
+  upsert key (its sink's: GROUP BY keys, a PRIMARY KEY) shows a changed row as
+  -U of the old and +U of the new, a new key as +I, a key gone as -D; a view
+  without one (append-only, or a keyless updating join) shows -D per row gone
+  and +I per row come, as does a view whose job runs elsewhere (its key is not
+  known here), read again every ``interval`` seconds until closed.
 - ``register(name, data, watermark=...)`` / ``register_sink(name, callback,
   schema)``: Python objects as tables (``engine/connectors/python_source.py``).
 - ``create_function(name, fn, ...)``: a Python function as a SQL function
@@ -267,12 +270,16 @@ class ChangeStream:
 
 class Subscription:
     """A materialized view's committed changes (``Connection.subscribe``): first its rows as +I,
-    then, each time its job commits, the rows that went (-D) and came (+I)."""
+    then, each time its job commits, what changed: for a view with a key (GROUP BY, a PRIMARY
+    KEY) -U/+U of a changed key's old and new row, +I of a new key, -D of one gone; for a view
+    without one, -D of each row gone and +I of each row come."""
 
     def __init__(self, connection: "Connection", view: str, job: Job | None, interval: float):
         self._connection = connection
         self.view = view
         self._job = job
+        #: The view's upsert key (its job's sink knows it), for -U/+U; None: -D/+I per row.
+        self.key = _upsert_key(job, view) if job is not None else None
         self._interval = interval
         self._previous: pa.Table | None = None
         self._seen = None  # the checkpoint (and end) the last read was after
@@ -287,7 +294,7 @@ class Subscription:
                 continue
             ended = self._job is not None and self._job.done.is_set()
             current = self._read()
-            changes = _diff(self._previous, current)
+            changes = _diff(self._previous, current, self.key)
             self._previous = current
             if changes.num_rows:
                 return changes
@@ -333,24 +340,54 @@ class Subscription:
         self.close()
 
 
-def _diff(before: pa.Table | None, after: pa.Table) -> pa.RecordBatch:
-    """The changes from ``before`` to ``after`` (bags of rows): -D for each row gone, +I for each
-    row come, with DuckDB's EXCEPT ALL (NULLs compare equal, duplicates count)."""
+def _upsert_key(job: Job, view: str) -> tuple[str, ...] | None:
+    """The upsert key of the sink of ``view`` in ``job``'s graph (None: the view has no key)."""
+    for node in job.graph.nodes:
+        if operator_class(node.kind).commits_output:
+            config = node.typed_config()
+            if getattr(config, "table", "").lower() == view.lower():
+                return tuple(config.upsert_key) if getattr(config, "upsert_key", None) else None
+    return None
+
+
+def _diff(before: pa.Table | None, after: pa.Table, key: tuple[str, ...] | None = None) -> pa.RecordBatch:
+    """The changes from ``before`` to ``after`` (bags of rows, DuckDB's EXCEPT ALL: NULLs compare
+    equal, duplicates count). With the view's ``key`` (an upsert key: one row per key) a key
+    whose row changed gives -U (the old row) and +U (the new), a new key +I, a key gone -D, each
+    key's changes together, ordered by key. Without one, each row gone is -D and each row come +I."""
     if before is None:
         before = after.schema.empty_table()
     con = duckdb.connect(":memory:")
     try:
         con.register("before_rows", before)
         con.register("after_rows", after)
-        gone = con.sql("SELECT '-D' AS op, * FROM (SELECT * FROM before_rows EXCEPT ALL "
-                       "SELECT * FROM after_rows)").to_arrow_table()
-        came = con.sql("SELECT '+I' AS op, * FROM (SELECT * FROM after_rows EXCEPT ALL "
-                       "SELECT * FROM before_rows)").to_arrow_table()
+        changes = con.sql(_changes_sql(after.schema.names, key)).to_arrow_table()
     finally:
         con.close()
-    changes = pa.concat_tables([gone, came.cast(gone.schema)]).combine_chunks()
+    changes = changes.combine_chunks()
     batches = changes.to_batches()
     return batches[0] if batches else pa.RecordBatch.from_pylist([], schema=changes.schema)
+
+
+def _changes_sql(columns: list[str], key: tuple[str, ...] | None) -> str:
+    gone = "SELECT * FROM before_rows EXCEPT ALL SELECT * FROM after_rows"
+    came = "SELECT * FROM after_rows EXCEPT ALL SELECT * FROM before_rows"
+    if not key:
+        return (f"SELECT * EXCLUDE (__weir_after) FROM (SELECT '-D' AS op, *, 0 AS __weir_after FROM ({gone}) "
+                f"UNION ALL SELECT '+I' AS op, *, 1 AS __weir_after FROM ({came})) ORDER BY __weir_after")
+    quoted = ['"' + k.replace('"', '""') + '"' for k in key]
+
+    def has_key_in(other: str, alias: str) -> str:
+        match = " AND ".join(f"o.{k} IS NOT DISTINCT FROM {alias}.{k}" for k in quoted)
+        return f"EXISTS (SELECT 1 FROM {other} AS o WHERE {match})"
+
+    order = ", ".join(f"{k} NULLS FIRST" for k in quoted)
+    return (f"WITH gone AS ({gone}), came AS ({came}) "
+            f"SELECT * EXCLUDE (__weir_after) FROM ("
+            f"SELECT CASE WHEN {has_key_in('came', 'g')} THEN '-U' ELSE '-D' END AS op, g.*, 0 AS __weir_after "
+            f"FROM gone AS g UNION ALL "
+            f"SELECT CASE WHEN {has_key_in('gone', 'c')} THEN '+U' ELSE '+I' END AS op, c.*, 1 AS __weir_after "
+            f"FROM came AS c) ORDER BY {order}, __weir_after")
 
 
 class Connection:
@@ -492,7 +529,8 @@ class Connection:
 
     def subscribe(self, view: str, *, interval: float = 1.0) -> Subscription:
         """A materialized view's changes as they are committed: its rows first (+I), then at
-        each commit of its job the rows that went (-D) and came (+I). It ends after the job
+        each commit of its job what changed (``Subscription``: -U/+U per changed key of a keyed
+        view, +I and -D for keys that came and went; -D/+I per row without a key). It ends after the job
         that maintains the view in this connection ends; a view maintained elsewhere (another
         process) is read every ``interval`` seconds until the subscription is closed."""
         job = self.session.maintainers.get(view.lower())
