@@ -35,6 +35,7 @@ for a query of the result tables.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import tempfile
 import threading
@@ -46,6 +47,7 @@ import pyarrow as pa
 import sqlglot
 from sqlglot import exp
 
+from weir.engine import udfs
 from weir.engine.connectors import python_source
 from weir.engine.errors import EngineError
 from weir.engine.operators.registry import operator_class
@@ -390,7 +392,21 @@ def _changes_sql(columns: list[str], key: tuple[str, ...] | None) -> str:
             f"FROM came AS c) ORDER BY {order}, __weir_after")
 
 
+def _with_functions(method: Callable) -> Callable:
+    """``method`` run with the connection's Python UDFs as the current registry
+    (``engine.udfs.scope``): what it plans binds them, the jobs it starts call them."""
+    @functools.wraps(method)
+    def scoped(self: "Connection", *args, **kwargs):
+        with udfs.scope(self.functions):
+            return method(self, *args, **kwargs)
+    return scoped
+
+
 class Connection:
+    """A session (see the module's docstring). Its Python UDFs are its own
+    (``engine.udfs.FunctionRegistry``): another connection of the process may define the same
+    name otherwise, and DROP FUNCTION in one leaves the other's function alone."""
+
     _numbers = itertools.count(1)
 
     def __init__(self, db: str = "weir.duckdb", settings: dict[str, str] | None = None, *,
@@ -399,12 +415,15 @@ class Connection:
             root = Path(state_dir) if state_dir is not None else Path(tempfile.mkdtemp(prefix="weir-jobs-"))
             session = Session(db_path=db, settings=settings, jobs=JobManager(state_root=root))
         self.session = session
+        #: The Python UDFs of this connection's statements and jobs.
+        self.functions = udfs.FunctionRegistry()
         self._handles: dict[str, JobHandle] = {}
         #: Names registered from Python (``register``, ``register_sink``) -> their object's id.
         self._objects: dict[str, str] = {}
         self._idle = threading.Condition()
 
     # -- statements -------------------------------------------------------------------
+    @_with_functions
     def execute(self, sql: str) -> Result | JobHandle | "ChangeStream" | str | None:
         """Run every statement of ``sql`` in order, as the shell does, and return the answer of
         the last one (see the module's docstring); None for empty text."""
@@ -413,12 +432,14 @@ class Connection:
             answer = self.answer(statement)
         return answer
 
+    @_with_functions
     def answer(self, statement: st.Statement) -> Result | JobHandle | "ChangeStream" | str:
         """One parsed statement's answer as a Python value."""
         if isinstance(statement, st.Select) and self.session.reads_a_stream(statement.query):
             return self._stream(statement)
         return self._value(self.reply(statement))
 
+    @_with_functions
     def reply(self, statement: st.Statement):
         """One parsed statement's answer as the shell shows it (``session.Reply``): what the
         shell's runner prints."""
@@ -431,6 +452,7 @@ class Connection:
             return Result(reply.table)
         return reply.text  # a Message: ``answer`` sends a streaming SELECT (LiveQuery) to _stream
 
+    @_with_functions
     def sql(self, query: str) -> Result:
         """The rows of a query over the committed result tables (materialized views, result
         tables in the database), or of SHOW / DESCRIBE / SET. A query over a streaming source is
@@ -454,6 +476,7 @@ class Connection:
         return answer
 
     # -- jobs -----------------------------------------------------------------------
+    @_with_functions
     def submit(self, sql_or_path: str | Path, *, name: str | None = None, state_dir: Any = None,
                from_savepoint: str | Path | None = None, fresh: bool = False) -> JobHandle:
         """Plan a script (its text, or the path of a .sql file) as one job, as `weir run` plans a
@@ -480,6 +503,7 @@ class Connection:
             state_dir = Path(script.graph.settings.get("state.checkpoints.dir") or Path(".weir") / script.graph.name)
         return self.start_script(script, state_dir=state_dir, from_savepoint=from_savepoint, fresh=fresh)
 
+    @_with_functions
     def start_script(self, script: Script, *, state_dir: str | Path | None = None,
                      from_savepoint: str | Path | None = None, fresh: bool = False,
                      warn: Callable[[str], None] | None = None) -> JobHandle:
@@ -502,6 +526,7 @@ class Connection:
         return self._handles[job.id]
 
     # -- live results -------------------------------------------------------------------
+    @_with_functions
     def stream(self, query: str) -> ChangeStream:
         """Run a SELECT over streaming sources as a job (parallelism 1) and iterate over its
         changes: Arrow record batches led by ``op`` ('+I', '-U', '+U', '-D')."""
@@ -515,6 +540,7 @@ class Connection:
                 statement.col, "use con.sql(query) for its rows, or con.subscribe(view) for a view's changes"))
         return self._stream(statement)
 
+    @_with_functions
     def _stream(self, statement: st.Select) -> ChangeStream:
         graph = self.session.plan_select(statement)
         sink = next(node for node in graph.nodes if operator_class(node.kind).commits_output)
@@ -542,6 +568,7 @@ class Connection:
         return Subscription(self, view, job, interval)
 
     # -- Python objects as tables -------------------------------------------------------------
+    @_with_functions
     def register(self, name: str, data: Any, *, watermark: str | None = None,
                  schema: pa.Schema | None = None) -> None:
         """Make Python data the table ``name``: a pyarrow.Table or a pandas DataFrame (bounded,
@@ -558,6 +585,7 @@ class Connection:
             columns.append(f"WATERMARK FOR {_quoted(_rowtime(watermark))} AS {watermark}")
         self._declare(name, columns, object_id)
 
+    @_with_functions
     def register_sink(self, name: str, callback: Callable[[pa.RecordBatch], None], schema: pa.Schema) -> None:
         """Make ``callback`` the table ``name`` to INSERT INTO: it is called with every batch the
         job writes (``op`` first), as it is written, in the job's thread (not transactional: after
@@ -582,6 +610,7 @@ class Connection:
         self._objects[name.lower()] = object_id
 
     # -- Python functions ----------------------------------------------------------------
+    @_with_functions
     def create_function(self, name: str | None, fn: Callable, *, result_type: str | None = None,
                         input_types: list[str] | None = None, func_type: str = "general") -> None:
         """Make ``fn`` the SQL function ``name`` (None: the function's own name) for this

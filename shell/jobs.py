@@ -13,6 +13,7 @@ SAVEPOINT asks it through its control channel, as `weir stop` does.
 """
 from __future__ import annotations
 
+import contextvars
 import itertools
 import threading
 import time
@@ -184,7 +185,11 @@ class JobManager:
         job = Job(job_id, graph.name, kind, graph, state_dir or self.state_root / job_id, from_savepoint)
         job.new_job, job.fresh, job.warn = state_dir is None, fresh, warn
         self.jobs[job_id] = job
-        job.thread = threading.Thread(target=self._run, args=(job,), name=f"weir-job-{job_id}", daemon=True)
+        # The job's thread runs in a copy of this context: its operators call the Python UDFs of
+        # the session that started it (``engine.udfs.scope``), not another session's.
+        context = contextvars.copy_context()
+        job.thread = threading.Thread(target=context.run, args=(self._run, job), name=f"weir-job-{job_id}",
+                                      daemon=True)
         job.thread.start()
         return job
 
