@@ -495,7 +495,11 @@ class Connection:
                 resumed = self.session.resumed_view(statement, str(from_savepoint))
                 if resumed is not None:
                     self.session.catalog.drop(resumed.name)
-        script = self.session.plan_job(statements, job_name)
+        try:
+            script = self.session.plan_job(statements, job_name)
+        except WeirSqlError as error:  # the script's problems, located in its file as the shell shows them
+            error.source_name, error.text = error.source_name or source_name, error.text or text
+            raise
         if not script.graph.nodes:
             raise WeirSqlError(Problem("nothing to run: the script has no INSERT INTO or CREATE MATERIALIZED VIEW",
                                        1, 1, "execute() runs DDL alone"), source_name=source_name, text=text)

@@ -176,3 +176,13 @@ def test_create_function_makes_python_functions_sql_functions(con):
     assert con.sql("SELECT band, cents FROM bands ORDER BY band").fetchall() == expected
     with pytest.raises(UdfError, match="not a weir UDF and no result_type"):
         con.create_function("plain", lambda x: x)
+
+
+def test_a_callback_sink_of_an_updating_query_receives_its_changelog(con):
+    con.register("bids", pa.Table.from_batches(bids_table().to_batches(max_chunksize=2)), watermark="date_time")
+    received: list[pa.RecordBatch] = []
+    con.register_sink("counts", received.append, pa.schema([("auction", pa.int64()), ("bids", pa.int64())]))
+    assert con.execute("INSERT INTO counts SELECT auction, COUNT(*) FROM bids GROUP BY auction").wait(60) == "FINISHED"
+    changes = [tuple(r.values()) for r in pa.Table.from_batches(received).to_pylist()]
+    # Batches of 2 bids, of auctions (1, 1), (2, 2), (1, 2): a key's count changes once per batch.
+    assert changes == [("+I", 1, 2), ("+I", 2, 2), ("-U", 1, 2), ("+U", 1, 3), ("-U", 2, 2), ("+U", 2, 3)]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import gc
+import itertools
 import threading
 
 import pyarrow as pa
@@ -199,3 +200,25 @@ def test_stream_gives_the_changes_the_shells_changelog_mode_shows(con):
     shown = live.changes(0, live.received)
     assert streamed == shown
     assert [c[0] for c in shown].count("-U") == [c[0] for c in shown].count("+U") > 0
+
+
+def test_leaving_the_loop_over_an_endless_iterator_source_stops_its_job(con):
+    """A generator that never ends is an unbounded source; breaking out of the stream's loop
+    cancels the job, whose thread is then gone, and the generator is read no further."""
+    read = []
+
+    def endless():
+        for second in itertools.count():
+            read.append(second)
+            yield bids_table([(second % 3, second, second)]).to_batches()[0]
+
+    con.register("bids", endless(), schema=bids_table().schema, watermark="date_time")
+    seen = []
+    for batch in con.stream("SELECT auction, price FROM bids"):
+        seen.extend(batch.column("price").to_pylist())
+        if len(seen) >= 5:
+            break
+    gc.collect()
+    (job,) = [j for j in con.jobs() if j.name == "select"]
+    assert job.status == "CANCELED" and job_threads(job) == []
+    assert seen[:5] == [0, 1, 2, 3, 4]
