@@ -20,6 +20,7 @@ from weir.engine.operators.calc import Calc, CalcConfig
 from weir.engine.runtime.job import JobOptions, run_job
 from weir.engine.udfs import UdfError, install, uninstall
 from weir.planner.planner import plan_script
+from weir.shell import render
 from weir.sql import parse
 
 FUNCTIONS = """
@@ -65,7 +66,9 @@ def test_rows_a_udf_raises_on_go_to_the_bad_rows_table_and_the_job_goes_on(tmp_p
         con.execute(FUNCTIONS.format(data=data))
         job = con.submit(VIEW)
         assert job.wait(120) == "FINISHED"
-        assert job.result.counter("udf_bad_rows") == len(BAD)
+        assert job.result.counter("udf_bad_rows") == job.metrics().udf_bad_rows == len(BAD)
+        assert f"rows a Python UDF raised on (kept in the bad-rows table): {len(BAD)}" in \
+            render.summary(job.result, db_path=None, views=[])
         assert con.sql("SELECT k, v, tv FROM tenths ORDER BY v").fetchall() == duckdb.sql(
             f"SELECT k, v, v // 10 FROM read_csv('{data}/*.csv', header = true) "
             "WHERE NOT (v % 7 = 0 OR v % 10 = 5) ORDER BY v").fetchall()
