@@ -415,8 +415,8 @@ class Connection:
             root = Path(state_dir) if state_dir is not None else Path(tempfile.mkdtemp(prefix="weir-jobs-"))
             session = Session(db_path=db, settings=settings, jobs=JobManager(state_root=root))
         self.session = session
-        #: The Python UDFs of this connection's statements and jobs.
-        self.functions = udfs.FunctionRegistry()
+        #: The Python UDFs of this connection's statements and jobs (its session's).
+        self.functions: udfs.FunctionRegistry = session.functions
         self._handles: dict[str, JobHandle] = {}
         #: Names registered from Python (``register``, ``register_sink``) -> their object's id.
         self._objects: dict[str, str] = {}
