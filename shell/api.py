@@ -363,7 +363,7 @@ def _diff(before: pa.Table | None, after: pa.Table, key: tuple[str, ...] | None 
     try:
         con.register("before_rows", before)
         con.register("after_rows", after)
-        changes = con.sql(_changes_sql(after.schema.names, key)).to_arrow_table()
+        changes = con.sql(_changes_sql(key)).to_arrow_table()
     finally:
         con.close()
     changes = changes.combine_chunks()
@@ -371,7 +371,8 @@ def _diff(before: pa.Table | None, after: pa.Table, key: tuple[str, ...] | None 
     return batches[0] if batches else pa.RecordBatch.from_pylist([], schema=changes.schema)
 
 
-def _changes_sql(columns: list[str], key: tuple[str, ...] | None) -> str:
+def _changes_sql(key: tuple[str, ...] | None) -> str:
+    """The query of ``_diff``'s changes over ``before_rows`` and ``after_rows``."""
     gone = "SELECT * FROM before_rows EXCEPT ALL SELECT * FROM after_rows"
     came = "SELECT * FROM after_rows EXCEPT ALL SELECT * FROM before_rows"
     if not key:

@@ -150,6 +150,7 @@ def test_subscribe_to_a_keyed_view_gives_updates_as_minus_u_plus_u(con):
     con.execute("SET 'weir.checkpointing.interval-batches' = '1'")
     con.execute("CREATE MATERIALIZED VIEW totals AS SELECT auction, COUNT(*) AS bids, SUM(price) AS total "
                 "FROM bids GROUP BY auction")
+    assert con.subscribe("totals").key == ("auction",)  # its sink's upsert key
     changes = subscribed(con, "totals")
     final = con.sql("SELECT * FROM totals").arrow().to_pylist()
     assert replay(changes, ("auction",)) == {(r["auction"],): r for r in final}
@@ -166,6 +167,7 @@ def test_subscribe_shows_a_key_that_goes_as_minus_d(con):
     con.execute("SET 'weir.checkpointing.interval-batches' = '1'")
     con.execute("CREATE MATERIALIZED VIEW by_count AS SELECT bids, COUNT(*) AS auctions FROM "
                 "(SELECT auction, COUNT(*) AS bids FROM bids GROUP BY auction) GROUP BY bids")
+    assert con.subscribe("by_count").key == ("bids",)
     changes = subscribed(con, "by_count")
     final = con.sql("SELECT * FROM by_count ORDER BY bids").fetchall()
     assert final == [(1, 1), (2, 1)]  # auction 2 has one bid, auction 1 two
