@@ -11,8 +11,10 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from jobs import outcome_within
-from udf_bad_row_functions import tenth_of
+from udf_bad_row_functions import small, tenth_of
 
 import weir
 from weir.engine.operators.base import OperatorContext
@@ -142,3 +144,27 @@ def test_a_calc_evaluates_a_batch_once_and_splits_it_only_when_a_udf_raised():
         calc.close()
     finally:
         uninstall("tenth_of_unit")
+
+
+@settings(max_examples=25, deadline=None)
+@given(values=st.lists(st.integers(0, 60), max_size=40), batch=st.integers(1, 16))
+def test_which_rows_are_bad_does_not_depend_on_the_batch_size(values, batch):
+    """Whatever the batches, a calc with a UDF in its projection and one in its filter keeps every
+    row that raises nowhere, in order, and hands on exactly the others, in order, each with the
+    function that raised first (the filter's, evaluated before the projection)."""
+    install(tenth_of, "tenth_of_p")
+    install(small, "small_p")
+    try:
+        ctx = OperatorContext("c", pa.schema([("v", pa.int64()), ("tv", pa.int64())]))
+        calc = Calc(CalcConfig((("v", '"v"'), ("tv", 'tenth_of_p("v")')), filter='small_p("v")', bad_rows=True), ctx)
+        table = pa.table({"v": pa.array(values, pa.int64())})
+        out = [b for part in table.to_batches(max_chunksize=batch) for b in calc.process_batch(part)]
+        calc.close()
+    finally:
+        uninstall("tenth_of_p")
+        uninstall("small_p")
+    kept = pa.Table.from_batches(out, ctx.output_schema).to_pydict() if out else {"v": [], "tv": []}
+    assert kept == {"v": [v for v in values if v % 7 and v % 10 != 5],
+                    "tv": [v // 10 for v in values if v % 7 and v % 10 != 5]}
+    assert [(b.column(1)[0].as_py(), json.loads(b.column(4)[0].as_py())["v"]) for b in ctx.late_output] == [
+        ("small_p" if v % 7 == 0 else "tenth_of_p", v) for v in values if v % 7 == 0 or v % 10 == 5]
