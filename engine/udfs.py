@@ -264,6 +264,8 @@ class FunctionRegistry:
 
     def __init__(self) -> None:
         self.entries: dict[str, _Installed] = {}
+        #: The session's table functions (``engine.udtfs``: called by LATERAL TABLE, not by DuckDB).
+        self.table_functions: dict[str, Any] = {}
         self.version = next(_VERSIONS)
 
     def put(self, spec: FunctionSpec, function: ScalarFunction) -> None:

@@ -70,3 +70,23 @@ def test_a_function_of_one_connection_is_unknown_in_another(two):
     with pytest.raises(WeirSqlError) as caught:
         second.stream("SELECT only_here(price) FROM bids")
     assert caught.value.message == "unknown function ONLY_HERE"
+
+
+def test_table_functions_are_per_connection_too(two):
+    first, second = two
+
+    def pieces(n: int):
+        def pieces_of(price):
+            for i in range(n):
+                yield price + i
+        return weir.udtf(pieces_of, result_types=["BIGINT"])
+
+    first.create_function("pieces", pieces(1))
+    second.create_function("pieces", pieces(2))
+    query = "SELECT auction, p FROM bids, LATERAL TABLE(pieces(price)) AS T(p)"
+    for con in two:
+        con.register("bids", bids_table()[:1], watermark="date_time")
+    assert [r["p"] for b in second.stream(query) for r in b.to_pylist()] == [10, 11]
+    assert [r["p"] for b in first.stream(query) for r in b.to_pylist()] == [10]
+    second.execute("DROP FUNCTION pieces")
+    assert [r["p"] for b in first.stream(query) for r in b.to_pylist()] == [10]
