@@ -16,7 +16,8 @@ renames them (``AS T(word, n)``). Two forms:
   once per chunk, so the hot path makes no Python call per row.
 
 How a table function reaches the engine: the planner resolves it (``CREATE FUNCTION f AS
-'pkg.mod.f'`` imports ``pkg.mod``, ``load``) and ``install``\\ s it in this process's registry;
+'pkg.mod.f'`` imports ``pkg.mod``, ``load``) and ``install``\\ s it in the session's registry
+(``engine.udfs.FunctionRegistry``);
 the ``table_function`` node's config carries its ``TableFunctionSpec`` (name, module, qualname,
 result types, func type), and every process that runs the node takes the installed function of
 that spec or imports the module by name (``function_for``). A table function is never a DuckDB
