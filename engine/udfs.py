@@ -12,7 +12,8 @@ A UDF is a Python function wrapped by ``@weir.udf(result_type=...)``:
 How a UDF reaches the engine:
 
 1. The planner resolves a UDF (``CREATE FUNCTION f AS 'pkg.mod.f'`` imports ``pkg.mod``) and
-   ``install``\\ s it in this process's registry, so that plan-time DuckDB connections can bind it.
+   ``install``\\ s it in the current registry (``FunctionRegistry``: each ``weir.connect()`` has
+   its own), so that plan-time DuckDB connections can bind it.
 2. The JobGraph carries the functions its SQL calls as ``FunctionSpec`` JSON (name, module,
    qualname, result type, func type, input types); every process that runs the graph (a worker,
    a restarted job) calls ``install_specs``, which imports each module by name.
@@ -25,15 +26,19 @@ How a UDF reaches the engine:
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import importlib
 import inspect
+import itertools
 import os
 import re
 import sys
 import threading
 import traceback
+import weakref
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import duckdb
 import pyarrow as pa
@@ -49,6 +54,9 @@ _FLINK_TYPES = {"STRING": "VARCHAR", "BYTES": "BLOB", "TIMESTAMP_LTZ": "TIMESTAM
 
 class UdfError(EngineError):
     """A UDF that cannot be defined, imported or called as declared."""
+
+    #: The call that failed (``UdfFailure``), when the error is about one.
+    failure: "UdfFailure | None" = None
 
 
 def duckdb_type(written: str) -> str:
@@ -230,7 +238,7 @@ def load(target: str) -> ScalarFunction:
     return resolve(module, attribute, what=target)
 
 
-# -- this process's registry ------------------------------------------------------------------------
+# -- registries: the functions a session (and its jobs) call --------------------------------------
 
 
 @dataclass
@@ -240,47 +248,98 @@ class _Installed:
     callback: Callable
 
 
-_REGISTRY: dict[str, _Installed] = {}
+#: Every registry change takes the next number: a connection that cached a registry's functions
+#: (``version``) sees that another registry, or a change of the same one, is current now.
+_VERSIONS = itertools.count(1)
 _LOCK = threading.Lock()
-#: Changes whenever the registry does (connections that cache registrations compare it).
-_VERSION = [0]
+
+
+class FunctionRegistry:
+    """The Python UDFs callable by name on the DuckDB connections of one session: each
+    ``weir.connect()`` has its own, so that two connections of one process may define the
+    same name differently, and one's DROP FUNCTION leaves the other's alone. The registry in
+    use is the current context's (``scope``); a job's thread starts in a copy of the context
+    that started it (``shell.jobs``), so the job's operators register its session's functions.
+    Code that enters no scope (a planner used alone, a worker process) shares ``PROCESS``."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, _Installed] = {}
+        #: The session's table functions (``engine.udtfs``: called by LATERAL TABLE, not by DuckDB).
+        self.table_functions: dict[str, Any] = {}
+        self.version = next(_VERSIONS)
+
+    def put(self, spec: FunctionSpec, function: ScalarFunction) -> None:
+        with _LOCK:
+            self.entries[spec.name.lower()] = _Installed(spec, function, _callback(spec, function))
+            self.version = next(_VERSIONS)
+
+    def remove(self, name: str) -> None:
+        with _LOCK:
+            self.entries.pop(name.lower(), None)
+            self.version = next(_VERSIONS)
+
+    def get(self, name: str) -> _Installed | None:
+        return self.entries.get(name.lower())
+
+    def __repr__(self) -> str:
+        return f"<weir FunctionRegistry: {', '.join(sorted(self.entries)) or 'no functions'}>"
+
+
+#: The registry of code outside any connection's scope.
+PROCESS = FunctionRegistry()
+_CURRENT: contextvars.ContextVar[FunctionRegistry] = contextvars.ContextVar("weir_udf_registry", default=PROCESS)
+
+
+def current() -> FunctionRegistry:
+    """The registry in use in this context (``PROCESS`` outside every ``scope``)."""
+    return _CURRENT.get()
+
+
+@contextlib.contextmanager
+def scope(registry: FunctionRegistry) -> Iterator[FunctionRegistry]:
+    """Make ``registry`` the one ``install``, ``installed`` and ``register_functions`` use here."""
+    token = _CURRENT.set(registry)
+    try:
+        yield registry
+    finally:
+        _CURRENT.reset(token)
 
 
 def version() -> int:
-    return _VERSION[0]
+    """The current registry's version: a number no other registry state has."""
+    return current().version
 
 
 def install(function: ScalarFunction, name: str | None = None) -> FunctionSpec:
-    """Make ``function`` callable as ``name`` on the DuckDB connections of this process."""
+    """Make ``function`` callable as ``name`` on the DuckDB connections of the current registry."""
     spec = function.spec(name)
-    with _LOCK:
-        _REGISTRY[spec.name.lower()] = _Installed(spec, function, _callback(spec, function))
-        _VERSION[0] += 1
+    current().put(spec, function)
     return spec
 
 
 def install_specs(specs: list[FunctionSpec] | list[dict]) -> None:
-    """Import and install the functions a JobGraph carries, as it declares them."""
+    """Install the functions a JobGraph carries, as it declares them, in the current registry:
+    the function the registry (or, for one planned outside any scope, ``PROCESS``) has under the
+    same declaration, else imported by module and name (a worker process, a restart)."""
+    registry = current()
     for spec in specs:
         spec = FunctionSpec.from_json(spec) if isinstance(spec, dict) else spec
-        current = _REGISTRY.get(spec.name.lower())
-        if current is not None and current.spec == spec:
+        here = registry.get(spec.name)
+        if here is not None and here.spec == spec:
             continue
-        function = resolve(spec.module, spec.qualname, what=spec.name)
-        with _LOCK:
-            _REGISTRY[spec.name.lower()] = _Installed(spec, function, _callback(spec, function))
-            _VERSION[0] += 1
+        planned = PROCESS.get(spec.name)
+        function = planned.function if planned is not None and planned.spec == spec else \
+            resolve(spec.module, spec.qualname, what=spec.name)
+        registry.put(spec, function)
 
 
 def uninstall(name: str) -> None:
-    with _LOCK:
-        _REGISTRY.pop(name.lower(), None)
-        _VERSION[0] += 1
+    current().remove(name)
 
 
 def arity_problem(name: str, count: int) -> str | None:
     """Why the installed UDF ``name`` cannot take ``count`` arguments (None: it can)."""
-    entry = _REGISTRY.get(name.lower())
+    entry = current().get(name)
     if entry is None:
         return None
     if entry.spec.input_types is not None:
@@ -296,14 +355,27 @@ def arity_problem(name: str, count: int) -> str | None:
 
 
 def installed(name: str) -> FunctionSpec | None:
-    entry = _REGISTRY.get(name.lower())
+    entry = current().get(name)
     return entry.spec if entry is not None else None
 
 
+#: The UDF names registered on each DuckDB connection, to take back those no longer current.
+_ON_CONNECTION: "weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, set[str]]" = weakref.WeakKeyDictionary()
+
+
 def register_functions(con: duckdb.DuckDBPyConnection, names=None) -> None:
-    """Register the installed UDFs (or those of ``names``) on ``con``."""
+    """Register the current registry's UDFs (or those of ``names``) on ``con``; a UDF an earlier
+    call registered there that the registry no longer has (another session's, a dropped one) is
+    removed."""
     with _LOCK:
-        entries = [e for key, e in _REGISTRY.items() if names is None or key in names]
+        entries = [e for key, e in current().entries.items() if names is None or key in names]
+        before = _ON_CONNECTION.get(con, set())
+        _ON_CONNECTION[con] = {e.spec.name for e in entries}
+    for name in before - {e.spec.name for e in entries}:
+        try:
+            con.remove_function(name)
+        except duckdb.Error:
+            pass
     for entry in entries:
         spec = entry.spec
         params = list(spec.input_types) if spec.input_types is not None else None
@@ -329,15 +401,22 @@ class UdfFailure:
     #: The error itself when weir raised it (a result of the wrong type).
     raised: UdfError | None = None
 
-    def engine_error(self, operator_id: str | None) -> EngineError:
+    def engine_error(self, operator_id: str | None) -> "UdfError":
+        """The error that fails the job; it carries this failure (``error.failure``), so that an
+        operator keeping bad rows (``engine.operators.late_rows.BadRows``) can tell the function's
+        own exception from weir's."""
         if self.raised is not None:
-            return UdfError(self.raised.message, hint=self.raised.hint, operator_id=operator_id)
-        values = ", ".join(repr(v) for v in self.values)
-        row = f"the row ({values})" if self.values else "a chunk of rows (each row alone succeeds)"
-        return UdfError(f"the Python function {self.name} failed on {row}: {self.error}",
-                        hint=f"fix the function or filter such rows out before calling it; "
-                             f"its traceback:\n{self.traceback.rstrip()}",
-                        operator_id=operator_id)
+            error = UdfError(self.raised.message, hint=self.raised.hint, operator_id=operator_id)
+        else:
+            values = ", ".join(repr(v) for v in self.values)
+            row = f"the row ({values})" if self.values else "a chunk of rows (each row alone succeeds)"
+            error = UdfError(f"the Python function {self.name} failed on {row}: {self.error}",
+                             hint=f"fix the function or filter such rows out before calling it, or keep such rows "
+                                  f"in a table with SET 'python.udf.bad-rows.table' = 'udf_bad_rows'; "
+                                  f"its traceback:\n{self.traceback.rstrip()}",
+                             operator_id=operator_id)
+        error.failure = self
+        return error
 
 
 _FAILURES: list[UdfFailure] = []

@@ -16,7 +16,8 @@ renames them (``AS T(word, n)``). Two forms:
   once per chunk, so the hot path makes no Python call per row.
 
 How a table function reaches the engine: the planner resolves it (``CREATE FUNCTION f AS
-'pkg.mod.f'`` imports ``pkg.mod``, ``load``) and ``install``\\ s it in this process's registry;
+'pkg.mod.f'`` imports ``pkg.mod``, ``load``) and ``install``\\ s it in the session's registry
+(``engine.udfs.FunctionRegistry``);
 the ``table_function`` node's config carries its ``TableFunctionSpec`` (name, module, qualname,
 result types, func type), and every process that runs the node takes the installed function of
 that spec or imports the module by name (``function_for``). A table function is never a DuckDB
@@ -152,31 +153,38 @@ def load(target: str):
     return resolve(module, attribute, what=target)
 
 
-# -- this process's registry ------------------------------------------------------------------------
+# -- the session's registry ------------------------------------------------------------------------
 
-_REGISTRY: dict[str, TableFunction] = {}
 _LOCK = threading.Lock()
 
 
+def _registry() -> dict[str, TableFunction]:
+    """The current session's table functions (``engine.udfs.FunctionRegistry``: each connection
+    has its own, and a job's thread the one of the session that started it)."""
+    return udfs.current().table_functions
+
+
 def install(function: TableFunction, name: str | None = None) -> TableFunctionSpec:
-    """Remember ``function`` as ``name`` in this process (a function of ``__main__`` runs from here)."""
+    """Remember ``function`` as ``name`` in the current registry (a function of ``__main__`` runs from here)."""
     spec = function.spec(name)
     with _LOCK:
-        _REGISTRY[spec.name.lower()] = function
+        _registry()[spec.name.lower()] = function
     return spec
 
 
 def uninstall(name: str) -> None:
     with _LOCK:
-        _REGISTRY.pop(name.lower(), None)
+        _registry().pop(name.lower(), None)
 
 
 def function_for(spec: TableFunctionSpec) -> TableFunction:
-    """The function of ``spec``: the one installed in this process when it is that spec, else
-    imported by module and name (a worker, a restarted job)."""
-    installed = _REGISTRY.get(spec.name.lower())
-    if installed is not None and installed.spec(spec.name) == spec:
-        return installed
+    """The function of ``spec``: the one installed in the current registry (or, planned outside
+    any session, in ``udfs.PROCESS``) when it is that spec, else imported by module and name (a
+    worker, a restarted job)."""
+    for registry in (_registry(), udfs.PROCESS.table_functions):
+        installed = registry.get(spec.name.lower())
+        if installed is not None and installed.spec(spec.name) == spec:
+            return installed
     function = resolve(spec.module, spec.qualname, what=spec.name)
     if not isinstance(function, TableFunction):
         raise UdfError(f"{spec.module}.{spec.qualname} is a scalar function, not the table function {spec.name}",

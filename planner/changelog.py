@@ -48,7 +48,8 @@ def sink_changelog(stream: Stream, options: dict[str, str], *, name: str, what: 
     """How a sink takes ``stream``: the sink node's config additions, ``{"changelog": mode,
     "upsert_key": [...]}`` ({} for an append-only sink of append-only rows). A DuckDB table
     with a key (a PRIMARY KEY, or a materialized view's grouping key) is maintained by upsert;
-    print and blackhole sinks and 'debezium-json' files take the changes as they are; other
+    print, blackhole and Python callback sinks and 'debezium-json' files take the changes as they are
+    (with their kinds); other
     sinks are append-only and refuse an updating stream."""
     connector = options.get("connector", "")
     if connector == "duckdb":
@@ -68,7 +69,7 @@ def sink_changelog(stream: Stream, options: dict[str, str], *, name: str, what: 
     if stream.append_only:
         return {}
     spec = CONNECTORS.get(connector)
-    if connector in ("print", "blackhole") or (spec is not None and options.get("format") in spec.changelog_formats):
+    if connector in ("print", "blackhole", "python") or (spec is not None and options.get("format") in spec.changelog_formats):
         return {"changelog": RETRACT}
     fmt = f", format '{options['format']}'" if "format" in options else ""
     raise WeirSqlError(Problem(

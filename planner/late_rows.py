@@ -13,16 +13,21 @@ from that source alone gets the table's columns as SQL over its input rows
 its late-rows port into one ``duckdb`` sink, exactly-once like a view's. A
 source column the query dropped or replaced before the window is NULL there.
 SESSION windows cannot say which rows were late and are refused.
+
+The job's bad-rows table (``plan_bad_rows_table``, 'python.udf.bad-rows.table') is wired the
+same way, from the projections that call a Python UDF.
 """
 from __future__ import annotations
 
 import dataclasses
+import json
+import re
 
 import pyarrow as pa
 
 from weir.engine.graph import LATE_ROWS_PORT, Edge
 from weir.engine.operators.duckdb_sql import duckdb_name
-from weir.engine.operators.late_rows import OPERATOR_COLUMN, WATERMARK_COLUMN
+from weir.engine.operators.late_rows import BAD_ROWS_SCHEMA, OPERATOR_COLUMN, WATERMARK_COLUMN
 from weir.engine.operators.registry import operator_class
 from weir.engine.runtime.sink_writer import SinkConfig
 from weir.planner.catalog import Catalog, TableDef
@@ -98,3 +103,40 @@ def _projection(source: pa.Schema, columns: pa.Schema) -> list[list[str]]:
 def _with_late_rows(config, index: int, projection: list[list[str]]):
     """``config`` whose ``late_rows`` also hands input ``index``'s late rows on as ``projection``."""
     return dataclasses.replace(config, late_rows={**(config.late_rows or {}), str(index): projection})
+
+
+#: The job setting naming its bad-rows table: rows a Python UDF raised on (engine ``BadRows``).
+BAD_ROWS_SETTING = "python.udf.bad-rows.table"
+
+
+def plan_bad_rows_table(builder: GraphBuilder, catalog: Catalog, db_path: str, settings: dict[str, str]) -> str | None:
+    """With ``SET 'python.udf.bad-rows.table' = 'udf_bad_rows'``: every operator that can keep bad
+    rows (its config has ``bad_rows``: a projection and filter) and whose SQL calls one of the
+    catalog's Python UDFs keeps the rows a UDF raised on out of its output and sends them, from
+    its late-rows port, to one ``duckdb`` sink of that table, exactly-once like a view's (columns:
+    ``engine.operators.late_rows.BAD_ROWS_SCHEMA``). A UDF called elsewhere (a join condition, an
+    aggregate's argument) still fails the job. The table's name, or None when the job has none."""
+    name = (settings.get(BAD_ROWS_SETTING) or "").strip()
+    if not name or not catalog.functions:
+        return None
+    if catalog.lookup(name) is not None:
+        raise WeirSqlError(Problem(f"the bad-rows table '{BAD_ROWS_SETTING}' is `{name}`, which is already a table "
+                                   "or view", None, None, "name the bad-rows table something else"))
+    graph = builder.graph
+    if any(n.id == f"{name}.sink" for n in graph.nodes):  # planned already (script() asked twice)
+        return name
+    calls = re.compile("|".join(rf"(?<![\w.]){re.escape(key)}\s*\(" for key in catalog.functions), re.IGNORECASE)
+    readers = []
+    for node in graph.nodes:
+        config = operator_class(node.kind).Config
+        if config is None or "bad_rows" not in {f.name for f in dataclasses.fields(config)}:
+            continue
+        if calls.search(json.dumps(node.config_json())):
+            node.config = dataclasses.replace(node.config, bad_rows=True)
+            readers.append(Edge(node.id, "forward", (), LATE_ROWS_PORT))
+    if not readers:
+        return None
+    options = {"connector": "duckdb", "path": db_path, "table-name": name, "sink.mode": "replace"}
+    builder.add(name, "sink", SinkConfig(options=options, table=name), BAD_ROWS_SCHEMA, readers,
+                f"Sink(rows Python UDFs raised on, table=[{name}], connector=[duckdb])")
+    return name

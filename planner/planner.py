@@ -25,7 +25,7 @@ from weir.planner.connectors import check_connector
 from weir.planner.expressions import Scope, bind, position
 from weir.planner.explain import explain
 from weir.planner.graph_builder import GraphBuilder, Stream
-from weir.planner.late_rows import plan_late_rows_tables
+from weir.planner.late_rows import plan_bad_rows_table, plan_late_rows_tables
 from weir.planner.locate import locate, name, quoted
 from weir.planner.queries import QueryPlanner
 from weir.planner.settings import check_setting
@@ -81,6 +81,7 @@ class Planner:
     def script(self) -> Script:
         graph = self.builder.graph
         late_rows_tables = plan_late_rows_tables(self.builder, self.catalog, self.db_path)
+        plan_bad_rows_table(self.builder, self.catalog, self.db_path, self.settings)
         graph.settings = dict(self.settings)
         graph.functions = graph_functions(graph, self.catalog)
         if "pipeline.name" in self.settings:

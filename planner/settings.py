@@ -122,6 +122,8 @@ SETTINGS: dict[str, Setting] = {
         "0.4", "share of the cgroup (container) or machine memory for state tables, when no size is set",
         _fraction),
     "execution.savepoint.path": Setting(None, "start the next job from this savepoint"),
+    "python.udf.bad-rows.table": Setting(
+        None, "keep the rows a Python UDF raises on in this table (of the job's database) instead of failing"),
     "state.checkpoints.dir": Setting(None, "the job's state directory (default .weir/<job name>)"),
 }
 

@@ -18,9 +18,12 @@ built on it. What each call gives back:
   loop over it, ``close()``, or dropping it) cancels the job.
 - ``subscribe(view)`` yields a materialized view's changes as they are
   committed: the committed table diffed with DuckDB (``EXCEPT ALL``) each time
-  its job in this connection completes a checkpoint or ends (a changed row
-  shows as -D of the old and +I of the new); a view whose job runs elsewhere
-  is read again every ``interval`` seconds until the subscription is closed.
+  its job in this connection completes a checkpoint or ends. A view with an
+  upsert key (its sink's: GROUP BY keys, a PRIMARY KEY) shows a changed row as
+  -U of the old and +U of the new, a new key as +I, a key gone as -D; a view
+  without one (append-only, or a keyless updating join) shows -D per row gone
+  and +I per row come, as does a view whose job runs elsewhere (its key is not
+  known here), read again every ``interval`` seconds until closed.
 - ``register(name, data, watermark=...)`` / ``register_sink(name, callback,
   schema)``: Python objects as tables (``engine/connectors/python_source.py``).
 - ``create_function(name, fn, ...)``: a Python function as a SQL function
@@ -32,6 +35,7 @@ for a query of the result tables.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import tempfile
 import threading
@@ -43,6 +47,7 @@ import pyarrow as pa
 import sqlglot
 from sqlglot import exp
 
+from weir.engine import udfs
 from weir.engine.connectors import python_source
 from weir.engine.errors import EngineError
 from weir.engine.operators.registry import operator_class
@@ -108,13 +113,16 @@ class Result:
         return list(zip(*columns))
 
     def df(self):
-        """The rows as a pandas DataFrame."""
+        """The rows as a pandas DataFrame, with the dtypes DuckDB's ``.df()`` gives (converted by
+        DuckDB): TIMESTAMP and DATE as datetime64, an integer or BOOLEAN column with NULLs as
+        pandas' nullable Int64 / boolean, DECIMAL as float64."""
         try:
             import pandas  # noqa: F401 - optional: only this method needs it
         except ImportError:
-            raise ImportError("Result.df() needs pandas, which is not installed: pip install pandas "
+            raise ImportError("Result.df() needs pandas, which is not installed: pip install 'weir[pandas]' "
                               "(or use .arrow() or .fetchall())") from None
-        return self._table.to_pandas()
+        with duckdb.connect(":memory:") as con:
+            return con.from_arrow(self._table).df()
 
     def __len__(self) -> int:
         return self._table.num_rows
@@ -264,12 +272,16 @@ class ChangeStream:
 
 class Subscription:
     """A materialized view's committed changes (``Connection.subscribe``): first its rows as +I,
-    then, each time its job commits, the rows that went (-D) and came (+I)."""
+    then, each time its job commits, what changed: for a view with a key (GROUP BY, a PRIMARY
+    KEY) -U/+U of a changed key's old and new row, +I of a new key, -D of one gone; for a view
+    without one, -D of each row gone and +I of each row come."""
 
     def __init__(self, connection: "Connection", view: str, job: Job | None, interval: float):
         self._connection = connection
         self.view = view
         self._job = job
+        #: The view's upsert key (its job's sink knows it), for -U/+U; None: -D/+I per row.
+        self.key = _upsert_key(job, view) if job is not None else None
         self._interval = interval
         self._previous: pa.Table | None = None
         self._seen = None  # the checkpoint (and end) the last read was after
@@ -284,7 +296,7 @@ class Subscription:
                 continue
             ended = self._job is not None and self._job.done.is_set()
             current = self._read()
-            changes = _diff(self._previous, current)
+            changes = _diff(self._previous, current, self.key)
             self._previous = current
             if changes.num_rows:
                 return changes
@@ -330,27 +342,72 @@ class Subscription:
         self.close()
 
 
-def _diff(before: pa.Table | None, after: pa.Table) -> pa.RecordBatch:
-    """The changes from ``before`` to ``after`` (bags of rows): -D for each row gone, +I for each
-    row come, with DuckDB's EXCEPT ALL (NULLs compare equal, duplicates count)."""
+def _upsert_key(job: Job, view: str) -> tuple[str, ...] | None:
+    """The upsert key of the sink of ``view`` in ``job``'s graph (None: the view has no key)."""
+    for node in job.graph.nodes:
+        if operator_class(node.kind).commits_output:
+            config = node.typed_config()
+            if getattr(config, "table", "").lower() == view.lower():
+                return tuple(config.upsert_key) if getattr(config, "upsert_key", None) else None
+    return None
+
+
+def _diff(before: pa.Table | None, after: pa.Table, key: tuple[str, ...] | None = None) -> pa.RecordBatch:
+    """The changes from ``before`` to ``after`` (bags of rows, DuckDB's EXCEPT ALL: NULLs compare
+    equal, duplicates count). With the view's ``key`` (an upsert key: one row per key) a key
+    whose row changed gives -U (the old row) and +U (the new), a new key +I, a key gone -D, each
+    key's changes together, ordered by key. Without one, each row gone is -D and each row come +I."""
     if before is None:
         before = after.schema.empty_table()
     con = duckdb.connect(":memory:")
     try:
         con.register("before_rows", before)
         con.register("after_rows", after)
-        gone = con.sql("SELECT '-D' AS op, * FROM (SELECT * FROM before_rows EXCEPT ALL "
-                       "SELECT * FROM after_rows)").to_arrow_table()
-        came = con.sql("SELECT '+I' AS op, * FROM (SELECT * FROM after_rows EXCEPT ALL "
-                       "SELECT * FROM before_rows)").to_arrow_table()
+        changes = con.sql(_changes_sql(key)).to_arrow_table()
     finally:
         con.close()
-    changes = pa.concat_tables([gone, came.cast(gone.schema)]).combine_chunks()
+    changes = changes.combine_chunks()
     batches = changes.to_batches()
     return batches[0] if batches else pa.RecordBatch.from_pylist([], schema=changes.schema)
 
 
+def _changes_sql(key: tuple[str, ...] | None) -> str:
+    """The query of ``_diff``'s changes over ``before_rows`` and ``after_rows``."""
+    gone = "SELECT * FROM before_rows EXCEPT ALL SELECT * FROM after_rows"
+    came = "SELECT * FROM after_rows EXCEPT ALL SELECT * FROM before_rows"
+    if not key:
+        return (f"SELECT * EXCLUDE (__weir_after) FROM (SELECT '-D' AS op, *, 0 AS __weir_after FROM ({gone}) "
+                f"UNION ALL SELECT '+I' AS op, *, 1 AS __weir_after FROM ({came})) ORDER BY __weir_after")
+    quoted = ['"' + k.replace('"', '""') + '"' for k in key]
+
+    def has_key_in(other: str, alias: str) -> str:
+        match = " AND ".join(f"o.{k} IS NOT DISTINCT FROM {alias}.{k}" for k in quoted)
+        return f"EXISTS (SELECT 1 FROM {other} AS o WHERE {match})"
+
+    order = ", ".join(f"{k} NULLS FIRST" for k in quoted)
+    return (f"WITH gone AS ({gone}), came AS ({came}) "
+            f"SELECT * EXCLUDE (__weir_after) FROM ("
+            f"SELECT CASE WHEN {has_key_in('came', 'g')} THEN '-U' ELSE '-D' END AS op, g.*, 0 AS __weir_after "
+            f"FROM gone AS g UNION ALL "
+            f"SELECT CASE WHEN {has_key_in('gone', 'c')} THEN '+U' ELSE '+I' END AS op, c.*, 1 AS __weir_after "
+            f"FROM came AS c) ORDER BY {order}, __weir_after")
+
+
+def _with_functions(method: Callable) -> Callable:
+    """``method`` run with the connection's Python UDFs as the current registry
+    (``engine.udfs.scope``): what it plans binds them, the jobs it starts call them."""
+    @functools.wraps(method)
+    def scoped(self: "Connection", *args, **kwargs):
+        with udfs.scope(self.functions):
+            return method(self, *args, **kwargs)
+    return scoped
+
+
 class Connection:
+    """A session (see the module's docstring). Its Python UDFs are its own
+    (``engine.udfs.FunctionRegistry``): another connection of the process may define the same
+    name otherwise, and DROP FUNCTION in one leaves the other's function alone."""
+
     _numbers = itertools.count(1)
 
     def __init__(self, db: str = "weir.duckdb", settings: dict[str, str] | None = None, *,
@@ -359,12 +416,15 @@ class Connection:
             root = Path(state_dir) if state_dir is not None else Path(tempfile.mkdtemp(prefix="weir-jobs-"))
             session = Session(db_path=db, settings=settings, jobs=JobManager(state_root=root))
         self.session = session
+        #: The Python UDFs of this connection's statements and jobs (its session's).
+        self.functions: udfs.FunctionRegistry = session.functions
         self._handles: dict[str, JobHandle] = {}
         #: Names registered from Python (``register``, ``register_sink``) -> their object's id.
         self._objects: dict[str, str] = {}
         self._idle = threading.Condition()
 
     # -- statements -------------------------------------------------------------------
+    @_with_functions
     def execute(self, sql: str) -> Result | JobHandle | "ChangeStream" | str | None:
         """Run every statement of ``sql`` in order, as the shell does, and return the answer of
         the last one (see the module's docstring); None for empty text."""
@@ -373,12 +433,14 @@ class Connection:
             answer = self.answer(statement)
         return answer
 
+    @_with_functions
     def answer(self, statement: st.Statement) -> Result | JobHandle | "ChangeStream" | str:
         """One parsed statement's answer as a Python value."""
         if isinstance(statement, st.Select) and self.session.reads_a_stream(statement.query):
             return self._stream(statement)
         return self._value(self.reply(statement))
 
+    @_with_functions
     def reply(self, statement: st.Statement):
         """One parsed statement's answer as the shell shows it (``session.Reply``): what the
         shell's runner prints."""
@@ -391,6 +453,7 @@ class Connection:
             return Result(reply.table)
         return reply.text  # a Message: ``answer`` sends a streaming SELECT (LiveQuery) to _stream
 
+    @_with_functions
     def sql(self, query: str) -> Result:
         """The rows of a query over the committed result tables (materialized views, result
         tables in the database), or of SHOW / DESCRIBE / SET. A query over a streaming source is
@@ -414,6 +477,7 @@ class Connection:
         return answer
 
     # -- jobs -----------------------------------------------------------------------
+    @_with_functions
     def submit(self, sql_or_path: str | Path, *, name: str | None = None, state_dir: Any = None,
                from_savepoint: str | Path | None = None, fresh: bool = False) -> JobHandle:
         """Plan a script (its text, or the path of a .sql file) as one job, as `weir run` plans a
@@ -432,7 +496,11 @@ class Connection:
                 resumed = self.session.resumed_view(statement, str(from_savepoint))
                 if resumed is not None:
                     self.session.catalog.drop(resumed.name)
-        script = self.session.plan_job(statements, job_name)
+        try:
+            script = self.session.plan_job(statements, job_name)
+        except WeirSqlError as error:  # the script's problems, located in its file as the shell shows them
+            error.source_name, error.text = error.source_name or source_name, error.text or text
+            raise
         if not script.graph.nodes:
             raise WeirSqlError(Problem("nothing to run: the script has no INSERT INTO or CREATE MATERIALIZED VIEW",
                                        1, 1, "execute() runs DDL alone"), source_name=source_name, text=text)
@@ -440,6 +508,7 @@ class Connection:
             state_dir = Path(script.graph.settings.get("state.checkpoints.dir") or Path(".weir") / script.graph.name)
         return self.start_script(script, state_dir=state_dir, from_savepoint=from_savepoint, fresh=fresh)
 
+    @_with_functions
     def start_script(self, script: Script, *, state_dir: str | Path | None = None,
                      from_savepoint: str | Path | None = None, fresh: bool = False,
                      warn: Callable[[str], None] | None = None) -> JobHandle:
@@ -462,6 +531,7 @@ class Connection:
         return self._handles[job.id]
 
     # -- live results -------------------------------------------------------------------
+    @_with_functions
     def stream(self, query: str) -> ChangeStream:
         """Run a SELECT over streaming sources as a job (parallelism 1) and iterate over its
         changes: Arrow record batches led by ``op`` ('+I', '-U', '+U', '-D')."""
@@ -475,6 +545,7 @@ class Connection:
                 statement.col, "use con.sql(query) for its rows, or con.subscribe(view) for a view's changes"))
         return self._stream(statement)
 
+    @_with_functions
     def _stream(self, statement: st.Select) -> ChangeStream:
         graph = self.session.plan_select(statement)
         sink = next(node for node in graph.nodes if operator_class(node.kind).commits_output)
@@ -489,7 +560,8 @@ class Connection:
 
     def subscribe(self, view: str, *, interval: float = 1.0) -> Subscription:
         """A materialized view's changes as they are committed: its rows first (+I), then at
-        each commit of its job the rows that went (-D) and came (+I). It ends after the job
+        each commit of its job what changed (``Subscription``: -U/+U per changed key of a keyed
+        view, +I and -D for keys that came and went; -D/+I per row without a key). It ends after the job
         that maintains the view in this connection ends; a view maintained elsewhere (another
         process) is read every ``interval`` seconds until the subscription is closed."""
         job = self.session.maintainers.get(view.lower())
@@ -501,6 +573,7 @@ class Connection:
         return Subscription(self, view, job, interval)
 
     # -- Python objects as tables -------------------------------------------------------------
+    @_with_functions
     def register(self, name: str, data: Any, *, watermark: str | None = None,
                  schema: pa.Schema | None = None) -> None:
         """Make Python data the table ``name``: a pyarrow.Table or a pandas DataFrame (bounded,
@@ -517,6 +590,7 @@ class Connection:
             columns.append(f"WATERMARK FOR {_quoted(_rowtime(watermark))} AS {watermark}")
         self._declare(name, columns, object_id)
 
+    @_with_functions
     def register_sink(self, name: str, callback: Callable[[pa.RecordBatch], None], schema: pa.Schema) -> None:
         """Make ``callback`` the table ``name`` to INSERT INTO: it is called with every batch the
         job writes (``op`` first), as it is written, in the job's thread (not transactional: after
@@ -541,6 +615,7 @@ class Connection:
         self._objects[name.lower()] = object_id
 
     # -- Python functions ----------------------------------------------------------------
+    @_with_functions
     def create_function(self, name: str | None, fn: Callable, *, result_type: str | None = None,
                         input_types: list[str] | None = None, func_type: str = "general") -> None:
         """Make ``fn`` the SQL function ``name`` (None: the function's own name) for this

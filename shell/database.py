@@ -18,6 +18,8 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from weir.engine.changelog import ROW_KIND
+
 LOCK_WAIT_SECONDS = 10.0
 _HELD_ELSEWHERE = ("lock", "different configuration")
 
@@ -94,7 +96,9 @@ class ResultDatabase:
 
     def create_if_missing(self, table: str, schema: pa.Schema) -> None:
         """An empty result table, as the duckdb sink creates it when its job opens,
-        so that the view can be queried from the moment its job starts."""
+        so that the view can be queried from the moment its job starts: the sink's columns
+        without its input's row kind (an updating view's table holds rows, not changes)."""
+        schema = pa.schema([f for f in schema if f.name != ROW_KIND])
         # From a Parquet file, not a registered Arrow table: a Python object scan on a
         # database that job threads of this process also write fails at times (as in the sink).
         with tempfile.TemporaryDirectory(prefix="weir-schema-") as folder:

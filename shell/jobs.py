@@ -13,6 +13,7 @@ SAVEPOINT asks it through its control channel, as `weir stop` does.
 """
 from __future__ import annotations
 
+import contextvars
 import itertools
 import threading
 import time
@@ -50,6 +51,8 @@ class JobMetrics:
     operators: tuple["OperatorFigures", ...] = ()
     #: Rows dropped as late by every operator together.
     late_rows: int = 0
+    #: Rows a Python UDF raised on, kept in the bad-rows table ('python.udf.bad-rows.table').
+    udf_bad_rows: int = 0
     #: Seconds the current attempt has run, at the last progress report.
     elapsed: float = 0.0
     #: The latest completed checkpoint's event (its kind, size, duration), None before the first.
@@ -137,7 +140,7 @@ class Job:
             rows_out=sum(m.rows_in for m in result.operators if operator_class(m.kind).commits_output),
             last_checkpoint=str(checkpoints[-1].checkpoint_id) if checkpoints else self.metrics.last_checkpoint,
             operators=tuple(figures.values()) or self.metrics.operators,
-            late_rows=sum(result.late_rows_by_source().values())))
+            late_rows=sum(result.late_rows_by_source().values()), udf_bad_rows=result.counter("udf_bad_rows")))
 
     def _operator_figures(self) -> dict:
         """Each operator's figures so far, read in the job's own thread (which is running the
@@ -150,7 +153,8 @@ class Job:
                             t.reader.rows_read if t.reader is not None else t.metrics.rows_out,
                             sum(t.ctx.late_by_source.values()))
             for t in tasks.values())
-        return {"operators": figures, "late_rows": sum(f.late_rows for f in figures)}
+        return {"operators": figures, "late_rows": sum(f.late_rows for f in figures),
+                "udf_bad_rows": sum(t.ctx.metrics.get("udf_bad_rows", 0) for t in tasks.values())}
 
     def _publish(self, metrics: JobMetrics) -> None:
         with self.changed:
@@ -184,7 +188,11 @@ class JobManager:
         job = Job(job_id, graph.name, kind, graph, state_dir or self.state_root / job_id, from_savepoint)
         job.new_job, job.fresh, job.warn = state_dir is None, fresh, warn
         self.jobs[job_id] = job
-        job.thread = threading.Thread(target=self._run, args=(job,), name=f"weir-job-{job_id}", daemon=True)
+        # The job's thread runs in a copy of this context: its operators call the Python UDFs of
+        # the session that started it (``engine.udfs.scope``), not another session's.
+        context = contextvars.copy_context()
+        job.thread = threading.Thread(target=context.run, args=(self._run, job), name=f"weir-job-{job_id}",
+                                      daemon=True)
         job.thread.start()
         return job
 

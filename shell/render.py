@@ -117,6 +117,8 @@ def summary(result: JobResult, *, db_path: str | None, views: list[str], late_ro
     out.append(f"  late rows dropped: {result.counter('late_rows_dropped'):,}; "
                f"malformed rows skipped: {result.counter('malformed_rows_skipped'):,}; "
                f"rows with a NULL event time dropped: {result.null_time_rows_dropped:,}")
+    if result.counter("udf_bad_rows"):
+        out.append(f"  rows a Python UDF raised on (kept in the bad-rows table): {result.counter('udf_bad_rows'):,}")
     partials = result.counter("pre_aggregated_rows")
     if partials:
         combined = sum(m.rows_in for m in result.operators if m.counters.get("pre_aggregated_rows"))

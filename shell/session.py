@@ -19,6 +19,7 @@ from weir.engine.connectors.python_source import CONNECTOR as PYTHON_CONNECTOR
 from weir.engine.errors import EngineError
 from weir.engine.graph import JobGraph
 from weir.engine.operators.registry import operator_class
+from weir.engine.udfs import FunctionRegistry
 from weir.planner.catalog import TableDef, ViewDef
 from weir.planner.expressions import check_functions, output_name, to_duckdb
 from weir.planner.graph_builder import GraphBuilder
@@ -75,6 +76,9 @@ class Session:
         self.database = ResultDatabase(db_path)
         self.jobs = jobs or JobManager()
         self.catalog = Planner().catalog
+        #: The Python UDFs the catalog's functions are callable as, this session's own
+        #: (``engine.udfs.FunctionRegistry``; ``Connection`` makes it current around its calls).
+        self.functions = FunctionRegistry()
         #: Which job maintains each materialized view (lower-case name -> job).
         self.maintainers: dict[str, Job] = {}
         #: The database's tables as of the last statement, for completion.

@@ -8,6 +8,8 @@ through as a last column when the batch has them.
 With ``expand`` (Flink's Expand, for GROUPING SETS) every row is read ``n``
 times, numbered 0..n-1 in the BIGINT column ``column``:
 ``... FROM batch CROSS JOIN range(n) AS expand(column) WHERE <filter>``.
+With ``bad_rows`` a row a Python UDF raises on is left out and sent to the job's bad-rows
+table (``late_rows.BadRows``: the batch is split only when it failed).
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from weir.engine.operators.base import Operator, OperatorContext, explain_lines
 from weir.engine.operators.batches import conform
 from weir.engine.operators.config import OperatorConfig, optional
 from weir.engine.operators.duckdb_sql import query_arrow, quote_ident
+from weir.engine.operators.late_rows import BadRows
 from weir.engine.udfs import register_functions
 from weir.engine.watermarks import ARRIVAL_WATERMARK, PASS, has_arrival
 
@@ -43,6 +46,9 @@ class CalcConfig(OperatorConfig):
     #: A WHERE condition, or None.
     filter: str | None = None
     expand: Expand | None = optional()
+    #: Rows a Python UDF raises on go to the job's bad-rows table instead of failing the job
+    #: (``engine.operators.late_rows.BadRows``; 'python.udf.bad-rows.table').
+    bad_rows: bool = optional(False)
 
 
 class Calc(Operator):
@@ -74,6 +80,7 @@ class Calc(Operator):
         #: The same, passing on the rows' arrival watermarks.
         self.query_with_arrival = f"SELECT {columns}, {quote_ident(INPUT_VIEW)}.{arrival} AS {arrival}{body}"
         self._con: duckdb.DuckDBPyConnection | None = None
+        self._bad_rows = BadRows(ctx) if config.bad_rows else None
 
     def open(self) -> None:
         if self._con is None:
@@ -85,17 +92,23 @@ class Calc(Operator):
         self.ctx.count("rows_in", batch.num_rows)
         if batch.num_rows == 0:
             return []
-        self._con.register(INPUT_VIEW, batch)
-        try:
-            query = self.query_with_arrival if has_arrival(batch) else self.query
-            result = query_arrow(self._con, query, self.ctx.operator_id)
-        finally:
-            self._con.unregister(INPUT_VIEW)
+        query = self.query_with_arrival if has_arrival(batch) else self.query
+        result = self._bad_rows.evaluate(lambda rows: self._run(query, rows), batch) if self._bad_rows \
+            else self._run(query, batch)
         out = conform(result, self.ctx.output_schema, self.ctx.operator_id)
         self.ctx.count("rows_out", sum(b.num_rows for b in out))
         return out
 
+    def _run(self, query: str, batch: pa.RecordBatch) -> pa.Table:
+        self._con.register(INPUT_VIEW, batch)
+        try:
+            return query_arrow(self._con, query, self.ctx.operator_id)
+        finally:
+            self._con.unregister(INPUT_VIEW)
+
     def close(self) -> None:
+        if self._bad_rows is not None:
+            self._bad_rows.close()
         if self._con is not None:
             self._con.close()
             self._con = None

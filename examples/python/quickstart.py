@@ -2,7 +2,8 @@
 
 1. connect; 2. declare a table on the built-in Nexmark generator and one from a pyarrow table;
 3. submit a job maintaining a materialized view and watch it with con.sql; 4. stream the changes
-of an updating query; 5. a Python UDF in a query.
+of an updating query; 5. a Python UDF in a query; 6. pandas: a DataFrame as a table, results as
+a DataFrame (when pandas is installed: pip install 'weir[pandas]').
 """
 import datetime as dt
 import tempfile
@@ -55,7 +56,7 @@ print(f"bids in the view: {total:,}")
 view = con.sql("SELECT channel, CAST(SUM(bids) AS BIGINT) AS bids FROM channel_windows "
                "GROUP BY channel ORDER BY bids DESC, channel LIMIT 4")
 print("busiest channels:", view.fetchall())
-table = view.arrow()  # a pyarrow.Table; view.df() gives pandas where it is installed
+table = view.arrow()  # a pyarrow.Table; view.df() gives pandas (step 6)
 
 # -- 4. A live stream of changes ---------------------------------------------------------------
 # Each batch is Arrow, led by `op`: +I, -U, +U, -D. Leaving the loop (or stream.close()) stops the job.
@@ -81,6 +82,28 @@ SELECT price_band(price) AS band, COUNT(*) AS bids FROM bids GROUP BY price_band
 """, name="price_bands")
 bands.wait(timeout=120)
 print("bids per price band:", con.sql("SELECT band, bids FROM price_bands ORDER BY band").fetchall())
+
+# -- 6. pandas ----------------------------------------------------------------------------------
+# A DataFrame is a bounded, rewindable table like a pyarrow.Table; .df() answers with DuckDB's dtypes.
+try:
+    import pandas as pd
+except ImportError:
+    pd = None
+if pd is not None:
+    orders = pd.DataFrame({"symbol": ["ACME", "INIT", "ACME", "INIT"], "qty": [4, 2, 6, 1],
+                           "ts": pd.to_datetime(["2024-01-01 00:00:01", "2024-01-01 00:00:03",
+                                                 "2024-01-01 00:00:12", "2024-01-01 00:00:14"])})
+    con.register("orders", orders, watermark="ts - INTERVAL '1' SECOND")
+    con.submit("""
+    CREATE MATERIALIZED VIEW order_windows AS
+    SELECT symbol, window_start, SUM(qty) AS qty
+    FROM TABLE(TUMBLE(TABLE orders, DESCRIPTOR(ts), INTERVAL '10' SECOND))
+    GROUP BY symbol, window_start, window_end
+    """, name="order_windows").wait(timeout=120)
+    frame = con.sql("SELECT * FROM order_windows ORDER BY window_start, symbol").df()
+    print("order windows (pandas):", ", ".join(f"{name} {dtype}" for name, dtype in frame.dtypes.items()))
+    for row in frame.itertuples(index=False):
+        print(f"  {row.symbol} {row.window_start:%H:%M:%S} {row.qty}")
 
 con.close()
 print("done")

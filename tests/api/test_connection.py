@@ -1,6 +1,8 @@
 """weir.connect: execute, sql, errors, and Python tables (register, register_sink)."""
 from __future__ import annotations
 
+import sys
+
 import pyarrow as pa
 import pytest
 
@@ -75,15 +77,10 @@ def test_a_failing_job_raises_its_engine_error_from_wait(con):
     assert caught.value.hint == "every batch needs the columns the table was registered with"
 
 
-def test_df_needs_pandas(con):
-    result = con.sql("SELECT 1 AS one")
-    try:
-        import pandas  # noqa: F401
-    except ImportError:
-        with pytest.raises(ImportError, match="pip install pandas"):
-            result.df()
-    else:
-        assert result.df()["one"].tolist() == [1]
+def test_df_without_pandas_says_how_to_install_it(con, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pandas", None)  # as if it were not installed
+    with pytest.raises(ImportError, match=r"pip install 'weir\[pandas\]'"):
+        con.sql("SELECT 1 AS one").df()
 
 
 def test_an_iterator_of_batches_is_a_source(con):
@@ -179,3 +176,13 @@ def test_create_function_makes_python_functions_sql_functions(con):
     assert con.sql("SELECT band, cents FROM bands ORDER BY band").fetchall() == expected
     with pytest.raises(UdfError, match="not a weir UDF and no result_type"):
         con.create_function("plain", lambda x: x)
+
+
+def test_a_callback_sink_of_an_updating_query_receives_its_changelog(con):
+    con.register("bids", pa.Table.from_batches(bids_table().to_batches(max_chunksize=2)), watermark="date_time")
+    received: list[pa.RecordBatch] = []
+    con.register_sink("counts", received.append, pa.schema([("auction", pa.int64()), ("bids", pa.int64())]))
+    assert con.execute("INSERT INTO counts SELECT auction, COUNT(*) FROM bids GROUP BY auction").wait(60) == "FINISHED"
+    changes = [tuple(r.values()) for r in pa.Table.from_batches(received).to_pylist()]
+    # Batches of 2 bids, of auctions (1, 1), (2, 2), (1, 2): a key's count changes once per batch.
+    assert changes == [("+I", 1, 2), ("+I", 2, 2), ("-U", 1, 2), ("+U", 1, 3), ("-U", 2, 2), ("+U", 2, 3)]

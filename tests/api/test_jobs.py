@@ -9,8 +9,10 @@ import pytest
 
 import weir
 from weir.engine.errors import EngineError
+from weir.shell import render
+from weir.sql.errors import WeirSqlError
 
-from api_data import NEXMARK, WINDOWS, bids_table
+from api_data import NEXMARK, WINDOWS, bids_table, oracle
 
 #: Bids per auction and 10 s window over nexmark bids into a result table and a csv file.
 SCRIPT = NEXMARK.format(events="'events' = '3000', ") + """
@@ -133,3 +135,61 @@ def test_a_parallel_jobs_metrics_sum_its_workers(con):
     assert by_id["bids.source"].rows_out == job.result.rows_read > 0
     assert by_id["per_auction.window_aggregate"].rows_in == job.result.rows_read
     assert con.sql("SELECT CAST(SUM(bids) AS BIGINT) FROM per_auction").fetchall() == [(job.result.rows_read,)]
+
+
+def held_bids(gate: threading.Event, rows=None):
+    """The bids as an iterator that, after its batches, waits for ``gate``: a job over it runs
+    until the test lets it end."""
+    def batches():
+        yield from bids_table(rows).to_batches(max_chunksize=2) if rows else bids_table().to_batches(max_chunksize=2)
+        gate.wait(60)
+    return batches()
+
+
+def test_wait_with_a_timeout_raises_while_the_job_runs_and_metrics_are_live(con):
+    """While the job runs: wait(timeout) raises TimeoutError (the job goes on), metrics() shows
+    the rows read so far and the latest checkpoint, and con.sql the rows a checkpoint committed:
+    the counts of the bids of some whole batches (batches of 2), never of part of one."""
+    gate = threading.Event()
+    con.register("bids", held_bids(gate), schema=bids_table().schema, watermark="date_time")
+    con.execute("SET 'weir.checkpointing.interval-batches' = '1'")
+    job = con.submit("CREATE MATERIALIZED VIEW counts AS SELECT auction, COUNT(*) AS bids FROM bids GROUP BY auction")
+    prefixes = [oracle(bids_table()[:n], "SELECT auction, COUNT(*) FROM bids GROUP BY auction ORDER BY auction")
+                for n in (2, 4, 6)]
+    try:
+        with pytest.raises(TimeoutError, match="still running"):
+            job.wait(0.05)
+        assert job.status == "RUNNING"
+        running = job._job
+        with running.changed:  # the guard is against a hang, not a measure
+            assert running.changed.wait_for(lambda: running.metrics.last_checkpoint != "-", 60), job.metrics()
+        metrics = job.metrics()
+        assert job.status == "RUNNING" and metrics.rows_in in (2, 4, 6) and int(metrics.last_checkpoint) >= 1
+        assert "bids.source" in {m.id for m in metrics.operators}  # per operator while it runs
+        assert con.sql("SELECT * FROM counts ORDER BY auction").fetchall() in prefixes
+    finally:
+        gate.set()
+    assert job.wait(60) == "FINISHED"
+    assert con.sql("SELECT * FROM counts ORDER BY auction").fetchall() == prefixes[-1]
+
+
+def test_a_scripts_sql_error_names_its_file_line_and_column(con, tmp_path):
+    path = tmp_path / "broken.sql"
+    path.write_text("CREATE TABLE t (x BIGINT) WITH ('connector' = 'nexmark');\n"
+                    "CREATE TABLE out (x BIGINT) WITH ('connector' = 'blackhole');\nINSERT INTO out SELECT nope FROM t;\n")
+    with pytest.raises(WeirSqlError) as caught:
+        con.submit(path)
+    error = caught.value
+    assert (error.line, error.column) == (3, 24) and "nope" in error.message and error.hint
+    assert error.source_name == str(path)
+    assert f"{path}:3:24" in render.sql_error(error, error.text, error.source_name)  # as the shell shows it
+
+
+def test_a_failing_jobs_error_names_its_operator(con):
+    con.register("bids", bids_table(), watermark="date_time")
+    con.create_function("broken", lambda price: 1 // (price - price), result_type="BIGINT")
+    job = con.submit("CREATE MATERIALIZED VIEW b AS SELECT broken(price) AS x FROM bids")
+    with pytest.raises(EngineError) as caught:
+        job.wait(60)
+    assert caught.value.operator_id == "b.calc" and "broken failed on the row (10)" in caught.value.message
+    assert "ZeroDivisionError" in caught.value.message and "traceback" in caught.value.hint

@@ -25,5 +25,10 @@ def test_the_quickstart_runs_and_prints_its_results(tmp_path):
     # function against the same built-in expression).
     bands = dict(ast.literal_eval(lines[start + 6].removeprefix("bids per price band: ")))
     assert sum(bands.values()) == 18_400 and set(bands) == {"low", "middle", "high"}
-    assert lines[start + 7:] == ["done"]
+    # pandas: a DataFrame source's windows, answered as a DataFrame with datetime64 window starts.
+    dtypes = lines[start + 7]  # a string column's dtype is pandas' own ('str' in pandas 3, 'object' before)
+    assert dtypes.startswith("order windows (pandas): symbol ") and dtypes.endswith(
+        ", window_start datetime64[us], qty int64")
+    assert lines[start + 8:] == ["  ACME 00:00:00 4", "  INIT 00:00:00 2", "  ACME 00:00:10 6", "  INIT 00:00:10 1",
+                                 "done"]
     assert list(tmp_path.iterdir()) == []  # it wrote nothing where it ran

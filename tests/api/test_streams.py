@@ -2,12 +2,17 @@
 from __future__ import annotations
 
 import gc
+import itertools
 import threading
 
 import pyarrow as pa
 import pytest
 
 import weir
+from weir.shell.api import _diff
+from weir.shell.live import LiveResult, redirect_to
+from weir.shell.render import cell
+from weir.sql import parse
 from weir.sql.errors import WeirSqlError
 
 from api_data import NEXMARK, WINDOWS, bids_table
@@ -105,3 +110,117 @@ def test_subscribe_to_a_view_maintained_elsewhere_reads_its_committed_rows(con, 
 def test_subscribe_to_an_unknown_view_names_the_tables(con):
     with pytest.raises(WeirSqlError, match="no materialized view `nowhere`"):
         con.subscribe("nowhere")
+
+
+def replay(changes: list[dict], key: tuple[str, ...]) -> dict[tuple, dict]:
+    """Apply keyed changes in order, checking each is consistent with what the key holds: +I for
+    a new key, -U then at once +U for a changed one (the -U being the row it held), -D the row
+    it held. The rows the key holds at the end."""
+    rows: dict[tuple, dict] = {}
+    pending = None
+    for change in changes:
+        change = dict(change)
+        op = change.pop("op")
+        k = tuple(change[c] for c in key)
+        assert (pending is None) == (op != "+U"), f"{op} after {pending}"
+        if op == "+I":
+            assert k not in rows
+            rows[k] = change
+        elif op in ("-U", "-D"):
+            assert rows.pop(k) == change
+            pending = k if op == "-U" else None
+        else:  # +U: the row the -U before it took back, now changed
+            assert k == pending
+            rows[k], pending = change, None
+    assert pending is None
+    return rows
+
+
+UPDATING = [(1, 10, 0), (2, 30, 1), (1, 20, 2), (1, 50, 3), (3, 5, 4), (2, 15, 5)]
+
+
+def subscribed(con, view: str) -> list[dict]:
+    return [row for batch in con.subscribe(view) for row in batch.to_pylist()]
+
+
+def test_subscribe_to_a_keyed_view_gives_updates_as_minus_u_plus_u(con):
+    """A GROUP BY view, committed after every bid: its changes, applied in order, are consistent
+    per key (replay) and end as the view's rows; a changed total shows as -U/+U, never -D/+I."""
+    con.register("bids", pa.Table.from_batches(bids_table(UPDATING).to_batches(max_chunksize=1)), watermark="date_time")
+    con.execute("SET 'weir.checkpointing.interval-batches' = '1'")
+    con.execute("CREATE MATERIALIZED VIEW totals AS SELECT auction, COUNT(*) AS bids, SUM(price) AS total "
+                "FROM bids GROUP BY auction")
+    assert con.subscribe("totals").key == ("auction",)  # its sink's upsert key
+    changes = subscribed(con, "totals")
+    final = con.sql("SELECT * FROM totals").arrow().to_pylist()
+    assert replay(changes, ("auction",)) == {(r["auction"],): r for r in final}
+    assert {c["op"] for c in changes} <= {"+I", "-U", "+U"} and changes[0]["op"] == "+I"
+    assert all(list(c) == ["op", "auction", "bids", "total"] for c in changes)  # rows, not the sink's changes
+    assert len(final) == 3
+
+
+def test_subscribe_shows_a_key_that_goes_as_minus_d(con):
+    """Auctions per bid count: when auction 1 gets its second bid, the count 1 loses its only
+    auction (-D of its row) — whichever commits the subscription saw, a key removed is -D."""
+    con.register("bids", pa.Table.from_batches(bids_table(UPDATING[:2] + [(1, 20, 2)]).to_batches(max_chunksize=1)),
+                 watermark="date_time")
+    con.execute("SET 'weir.checkpointing.interval-batches' = '1'")
+    con.execute("CREATE MATERIALIZED VIEW by_count AS SELECT bids, COUNT(*) AS auctions FROM "
+                "(SELECT auction, COUNT(*) AS bids FROM bids GROUP BY auction) GROUP BY bids")
+    assert con.subscribe("by_count").key == ("bids",)
+    changes = subscribed(con, "by_count")
+    final = con.sql("SELECT * FROM by_count ORDER BY bids").fetchall()
+    assert final == [(1, 1), (2, 1)]  # auction 2 has one bid, auction 1 two
+    assert replay(changes, ("bids",)) == {(b,): {"bids": b, "auctions": a} for b, a in final}
+
+
+def test_diff_of_committed_tables_with_and_without_a_key():
+    """The diff itself, over two fixed states: with a key, -U/+U per changed key, +I new, -D gone,
+    each key's changes together in key order; without one, -D per row gone then +I per row come."""
+    before = pa.table({"k": [1, 2, 3], "v": ["a", "b", "c"]})
+    after = pa.table({"k": [1, 2, 4], "v": ["a", "B", "d"]})
+    keyed = [tuple(r.values()) for r in _diff(before, after, ("k",)).to_pylist()]
+    assert keyed == [("-U", 2, "b"), ("+U", 2, "B"), ("-D", 3, "c"), ("+I", 4, "d")]
+    keyless = [tuple(r.values()) for r in _diff(before, after).to_pylist()]
+    assert sorted(keyless[:2]) == [("-D", 2, "b"), ("-D", 3, "c")]
+    assert sorted(keyless[2:]) == [("+I", 2, "B"), ("+I", 4, "d")]
+    assert [tuple(r.values()) for r in _diff(None, before, ("k",)).to_pylist()] == [
+        ("+I", 1, "a"), ("+I", 2, "b"), ("+I", 3, "c")]
+
+
+def test_stream_gives_the_changes_the_shells_changelog_mode_shows(con):
+    """The same updating query, once as con.stream and once into the shell's live result (what
+    its changelog mode draws): the same kinds (-U/+U for an update) and rows, in order."""
+    con.register("bids", pa.Table.from_batches(bids_table(UPDATING).to_batches(max_chunksize=2)), watermark="date_time")
+    query = "SELECT auction, COUNT(*) AS bids, MAX(price) AS top FROM bids GROUP BY auction"
+    streamed = [[r.pop("op"), *map(cell, r.values())] for b in con.stream(query) for r in b.to_pylist()]
+    graph = con.session.plan_select(parse(query)[0])
+    sink = next(node for node in graph.nodes if node.kind == "sink")
+    live = LiveResult(sink.output_schema)
+    redirect_to(graph, live)
+    assert con._handle(con.session.start(graph, "select")).wait(60) == "FINISHED"
+    shown = live.changes(0, live.received)
+    assert streamed == shown
+    assert [c[0] for c in shown].count("-U") == [c[0] for c in shown].count("+U") > 0
+
+
+def test_leaving_the_loop_over_an_endless_iterator_source_stops_its_job(con):
+    """A generator that never ends is an unbounded source; breaking out of the stream's loop
+    cancels the job, whose thread is then gone, and the generator is read no further."""
+    read = []
+
+    def endless():
+        for second in itertools.count():
+            read.append(second)
+            yield bids_table([(second % 3, second, second)]).to_batches()[0]
+
+    con.register("bids", endless(), schema=bids_table().schema, watermark="date_time")
+    seen = []
+    for batch in con.stream("SELECT auction, price FROM bids"):
+        seen.extend(batch.column("price").to_pylist())
+        if len(seen) >= 5:
+            break
+    gc.collect()
+    (job,) = [j for j in con.jobs() if j.name == "select"]
+    assert job.status == "CANCELED" and job_threads(job) == []
+    assert seen[:5] == [0, 1, 2, 3, 4]
