@@ -174,17 +174,6 @@ def udf(fn: Callable | None = None, *, result_type: str | None = None, input_typ
     return wrap(fn) if fn is not None else wrap
 
 
-def _not_yet(kind: str, spelling: str):
-    def refuse(*args, **kwargs):
-        raise UdfError(f"Python {kind} functions ({spelling}) are not supported yet",
-                       hint="write the computation as a scalar @weir.udf, or in SQL")
-    return refuse
-
-
-udaf = _not_yet("aggregate", "weir.udaf")
-udtf = _not_yet("table", "weir.udtf")
-
-
 # -- importing -------------------------------------------------------------------------------------
 
 
