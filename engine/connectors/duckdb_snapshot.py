@@ -52,6 +52,7 @@ from typing import Callable, Iterator
 
 import duckdb
 
+from weir.engine import faults
 from weir.engine.errors import EngineError
 
 RETRY_PAUSE_SECONDS = 0.005
@@ -209,6 +210,7 @@ class SnapshotPublisher:
                 connection.close()
                 with open(self._next, "rb+") as file:
                     os.fsync(file.fileno())
+                faults.reach("publish")
                 os.replace(self._next, self.path)
                 folder = os.open(os.path.dirname(os.path.abspath(self.path)), os.O_RDONLY)
                 try:
@@ -219,6 +221,7 @@ class SnapshotPublisher:
                 self._release()
             self.published += 1
             self.last_publish_seconds = time.perf_counter() - started
+            faults.reach("published")
             for step in after:
                 step()
 
