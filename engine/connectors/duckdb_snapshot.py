@@ -13,7 +13,8 @@ each change is published as a new, complete file renamed over it.
    deleted, and the published file is copied byte for byte (it is closed and
    never changes) to a new ``<database>.weir-next-<id>``; a missing database
    starts empty. A ``<database>.wal`` (someone wrote to the published file
-   outside weir) is first checkpointed into the file.
+   outside weir) is first checkpointed into the file (the one case where a
+   process holding the file can make a writer wait: it wrote to it).
 3. The writer opens the copy and applies its transactions there: each sink's
    commit with its ``_weir_sink_commits`` records, as before, so exactly-once
    and recovery read the commit log from the published file.
@@ -143,7 +144,7 @@ class SnapshotPublisher:
             if self._connection is None:
                 self._take_lock(timeout)
                 try:
-                    self._connection = self._copy()
+                    self._connection = self._copy(timeout)
                 except BaseException:
                     self._release()
                     raise
@@ -173,29 +174,35 @@ class SnapshotPublisher:
                 time.sleep(RETRY_PAUSE_SECONDS)
         self._lock_file = handle
 
-    def _copy(self) -> duckdb.DuckDBPyConnection:
+    def _copy(self, timeout: float) -> duckdb.DuckDBPyConnection:
         for stale in glob.glob(glob.escape(self.path) + ".weir-next-*"):
             os.remove(stale)  # a killed writer's: never published, so nobody reads it
         self._next = f"{self.path}.weir-next-{uuid.uuid4().hex[:12]}"
         if os.path.exists(self.path):
             if os.path.exists(f"{self.path}.wal"):
-                self._merge_outside_changes()
+                self._merge_outside_changes(timeout)
             shutil.copyfile(self.path, self._next)
         return duckdb.connect(self._next)
 
-    def _merge_outside_changes(self) -> None:
-        """The published file has a WAL: a process outside weir wrote to it. Checkpoint it in place
-        (waiting while that process still has the file open), so that its changes are copied."""
-        try:
-            with duckdb.connect(self.path) as outside:
-                outside.execute("CHECKPOINT")
-        except (duckdb.IOException, duckdb.ConnectionException) as error:
-            raise EngineError(
-                f"cannot publish to the DuckDB database '{self.path}': another process wrote to it and "
-                f"still has it open ({str(error).splitlines()[0]})",
-                hint="the results database is weir's to write while a job runs: open it read-only "
-                     "(duckdb -readonly, read_only=True), or close the process that writes it",
-            ) from None
+    def _merge_outside_changes(self, timeout: float) -> None:
+        """The published file has a WAL: a process outside weir wrote to it. Checkpoint it in place,
+        waiting up to ``timeout`` while a process has the file open, so that its changes are copied
+        (and no WAL is left beside a file it does not belong to)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with duckdb.connect(self.path) as outside:
+                    outside.execute("CHECKPOINT")
+                return
+            except (duckdb.IOException, duckdb.ConnectionException) as error:
+                if time.monotonic() >= deadline:
+                    raise EngineError(
+                        f"cannot publish to the DuckDB database '{self.path}': another process wrote to it "
+                        f"({self.path}.wal) and still has it open ({str(error).splitlines()[0]})",
+                        hint="the results database is weir's to write while a job runs: open it read-only "
+                             "(duckdb -readonly, read_only=True), or close the process that wrote to it",
+                    ) from None
+                time.sleep(RETRY_PAUSE_SECONDS)
 
     def publish(self) -> None:
         """Step 4: the pending copy becomes the published file; nothing pending: nothing happens."""

@@ -47,6 +47,7 @@ import json
 import os
 import re
 import uuid
+import weakref
 from typing import Any
 
 import duckdb
@@ -101,6 +102,8 @@ class DuckDBTableSink(Sink):
         self.job = "job"
         #: In a parallel job's worker: the coordinator commits (Flink's global committer).
         self.committed_elsewhere = False
+        #: This sink in the group of its job's sinks on the database (``SnapshotPublisher.join``).
+        self._member: str | None = None
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -111,7 +114,10 @@ class DuckDBTableSink(Sink):
         os.makedirs(self.staging_dir, exist_ok=True)
         if self.committed_elsewhere:
             return  # a parallel worker only stages: the coordinator, which commits, made the table
-        self.publisher.join(self.job, self)
+        if self._member is None:  # one of its job's group of sinks on this database; it leaves
+            self._member = f"{self.table_name}~{self._run}"  # at its end, or when dropped unended
+            self.publisher.join(self.job, self._member)
+            weakref.finalize(self, self.publisher.leave, self.job, self._member)
         if not self._table_exists():
             with self.publisher.change(self.lock_timeout) as connection:
                 self._create_table(connection)
@@ -191,7 +197,7 @@ class DuckDBTableSink(Sink):
         files = [f for cid in sorted(self._pre_committed) for f in self._pre_committed[cid]]
         self._insert(files)  # may fail: then everything stays pre-committed
         self._pre_committed = {}
-        self.publisher.leave(self.job, self)
+        self.publisher.leave(self.job, self._member)
 
     def recover(self, handles: list[Any], checkpoint_id: int | None = None) -> None:
         """Insert the restored checkpoint's staged files (once each); delete other staged files."""
@@ -212,7 +218,7 @@ class DuckDBTableSink(Sink):
         self._drop_stage_file()
         self._pre_committed = {}
         if not self.committed_elsewhere:
-            self.publisher.leave(self.job, self)  # what its group waited for goes out
+            self.publisher.leave(self.job, self._member)  # what its group waited for goes out
 
     # -- the parts ---------------------------------------------------------
 
@@ -246,9 +252,11 @@ class DuckDBTableSink(Sink):
         ``checkpoint_id`` the transaction joins its job's snapshot of that checkpoint; without,
         it is published at once. The staged files go once it is published."""
         publisher = self.publisher
+        if self._member is None:
+            checkpoint_id = None  # not opened, so in no group: published at once
         if not files and not self._replace_pending:
             if checkpoint_id is not None:  # the group learns that this sink has reached it
-                publisher.commit(self.job, self, checkpoint_id, None, None, timeout=self.lock_timeout)
+                publisher.commit(self.job, self._member, checkpoint_id, None, None, timeout=self.lock_timeout)
             return
         applied: dict[str, Any] = {}
 
@@ -269,7 +277,7 @@ class DuckDBTableSink(Sink):
             with publisher.change(self.lock_timeout, after) as connection:
                 apply(connection)
         else:
-            publisher.commit(self.job, self, checkpoint_id, apply, after, timeout=self.lock_timeout)
+            publisher.commit(self.job, self._member, checkpoint_id, apply, after, timeout=self.lock_timeout)
 
     def _apply(self, connection: duckdb.DuckDBPyConnection, files: list[str]) -> list[str]:
         """The commit's transaction: the staged files not yet recorded, applied and recorded."""

@@ -212,3 +212,19 @@ def test_print_sink_writes_doubles_as_java_does():
 
     values = pa.array([200.0, 3.5, 1e20, -2.0, 1.5e-7, None, float("nan"), float("-inf")])
     assert float_text(values).to_pylist() == ["200.0", "3.5", "1.0E20", "-2.0", "1.5E-7", None, "NaN", "-Infinity"]
+
+
+def test_changes_a_killed_outside_writer_left_in_the_wal_are_kept_by_the_next_commit(tmp_path):
+    """The published file is copied for each commit; a WAL beside it (a DuckDB process wrote to
+    the file and died before checkpointing) is checkpointed into it first, not dropped."""
+    db = tmp_path / "out.db"
+    sink = duckdb_sink(db)
+    killed = subprocess.run(
+        [sys.executable, "-c", "import duckdb, os, signal, sys; c = duckdb.connect(sys.argv[1]); "
+         "c.execute('CREATE TABLE outside AS SELECT 42 AS answer'); os.kill(os.getpid(), signal.SIGKILL)", str(db)])
+    assert killed.returncode == -9 and (tmp_path / "out.db.wal").exists()
+    sink.write(rows())
+    sink.finish()
+    assert read_only(db) == [1001, 1002]
+    assert read_only(db, "SELECT answer FROM outside") == [42]
+    assert not (tmp_path / "out.db.wal").exists()
