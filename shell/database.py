@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from weir.engine.connectors.duckdb_snapshot import open_snapshot, publisher_for
+from weir.engine.connectors.duckdb_snapshot import catalog_name, open_snapshot, publisher_for
 
 #: How long a change made here waits for a job's publish to the same database.
 LOCK_WAIT_SECONDS = 10.0
@@ -33,6 +34,47 @@ def open_results(path: str) -> duckdb.DuckDBPyConnection:
     return open_snapshot(path)
 
 
+class LatestResults:
+    """Cursors on the latest committed snapshot of the results database at ``path``, for a
+    program that answers many queries (the shell, a server): ``cursor()`` is a new DuckDB
+    connection (its own settings and transaction; one per thread or query) on the snapshot
+    that was the latest when it was made, and it sees that snapshot until it is closed. The
+    snapshot is opened once (``open_results``) and opened again only when a job has published
+    a newer one since (the file at ``path`` is another file); one dropped by every cursor is
+    closed by DuckDB. With no file at ``path`` yet, cursors are on an empty in-memory
+    database."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._lock = threading.Lock()
+        self._connection: duckdb.DuckDBPyConnection | None = None
+        self._stamp: tuple | None = None
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        stamp = _stamp(self.path)
+        with self._lock:
+            if self._connection is None or stamp != self._stamp:
+                self._connection = open_results(self.path) if stamp else duckdb.connect(":memory:")
+                self._stamp = stamp
+            cursor = self._connection.cursor()
+        if stamp:
+            cursor.execute(f'USE "{catalog_name(self.path)}"')
+        return cursor
+
+    def close(self) -> None:
+        with self._lock:
+            self._connection, self._stamp = None, None
+
+
+def _stamp(path: str) -> tuple | None:
+    """Which file is at ``path`` (each publish renames a new one there); None: none."""
+    try:
+        found = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return found.st_ino, found.st_dev, found.st_mtime_ns, found.st_size
+
+
 class DatabaseError(Exception):
     def __init__(self, message: str, hint: str | None = None):
         super().__init__(message)
@@ -43,14 +85,15 @@ class DatabaseError(Exception):
 class ResultDatabase:
     def __init__(self, path: str):
         self.path = path
+        self.latest = LatestResults(path)
 
     @property
     def exists(self) -> bool:
         return os.path.exists(self.path)
 
     def connect(self) -> duckdb.DuckDBPyConnection:
-        """``open_results`` on this database (an empty in-memory one when there is no file yet)."""
-        return open_results(self.path) if self.exists else duckdb.connect(":memory:")
+        """A connection on the latest committed snapshot (``LatestResults.cursor``); close it."""
+        return self.latest.cursor()
 
     def query(self, sql: str) -> pa.Table:
         connection = self.connect()

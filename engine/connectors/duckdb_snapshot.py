@@ -262,15 +262,20 @@ def open_snapshot(path: str) -> duckdb.DuckDBPyConnection:
     the path: an older snapshot. Close it to let go of the snapshot's file."""
     connection = duckdb.connect(":memory:")
     try:
-        stem = os.path.splitext(os.path.basename(path))[0]
-        alias = stem if stem.isidentifier() and stem.lower() not in _RESERVED else "results"
         quoted_path = path.replace("'", "''")
-        connection.execute(f"ATTACH '{quoted_path}' AS \"{alias}\" (READ_ONLY)")
-        connection.execute(f"USE \"{alias}\"")
+        connection.execute(f"ATTACH '{quoted_path}' AS \"{catalog_name(path)}\" (READ_ONLY)")
+        connection.execute(f"USE \"{catalog_name(path)}\"")
     except BaseException:
         connection.close()
         raise
     return connection
+
+
+def catalog_name(path: str) -> str:
+    """The name ``open_snapshot`` gives the database: its file's stem, as the DuckDB CLI names it
+    (``weir`` for weir.duckdb), or ``results`` when the stem is no plain name."""
+    stem = os.path.splitext(os.path.basename(path))[0]
+    return stem if stem.isidentifier() and stem.lower() not in _RESERVED else "results"
 
 
 _RESERVED = {"memory", "system", "temp", "main"}

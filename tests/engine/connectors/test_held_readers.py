@@ -188,3 +188,26 @@ for checkpoint_id in (1, 2):
     with open_snapshot(str(db)) as snapshot:
         assert snapshot.execute("SELECT k, count(*) FROM a GROUP BY k ORDER BY k").fetchall() == [(1, 3), (2, 3)]
     assert not list(tmp_path.glob("out.duckdb.weir-next-*")) and not list((tmp_path / "out.duckdb.staging").iterdir())
+
+
+def test_latest_results_cursors_see_the_snapshot_that_was_latest_when_made(tmp_path):
+    """``shell.database.LatestResults``: what the shell and a server read through."""
+    from weir.shell.database import LatestResults
+
+    db = tmp_path / "out.duckdb"
+    latest = LatestResults(str(db))
+    assert latest.cursor().execute("SELECT 42").fetchall() == [(42,)]  # no file yet: an empty database
+    sink = duckdb_sink(db, "a")
+    sink.write(batch(0))
+    sink.pre_commit(1)
+    sink.commit(1)
+    old = latest.cursor()
+    same = latest.cursor()
+    assert old.execute("SELECT count(*) FROM a").fetchall() == [(ROWS,)]
+    sink.write(batch(1))
+    sink.pre_commit(2)
+    sink.commit(2)
+    new = latest.cursor()
+    assert new.execute("SELECT count(*) FROM a").fetchall() == [(2 * ROWS,)]
+    assert old.execute("SELECT count(*) FROM a").fetchall() == [(ROWS,)]  # its snapshot, still whole
+    assert same.execute("SELECT current_database()").fetchall() == [("out",)]
