@@ -177,6 +177,8 @@ class SnapshotPublisher:
     def _copy(self, timeout: float) -> duckdb.DuckDBPyConnection:
         for stale in glob.glob(glob.escape(self.path) + ".weir-next-*"):
             os.remove(stale)  # a killed writer's: never published, so nobody reads it
+        for stale in glob.glob(glob.escape(self.path) + ".weir-reader-*"):
+            os.remove(stale)  # a killed reader's link (a live one is unlinked once attached)
         self._next = f"{self.path}.weir-next-{uuid.uuid4().hex[:12]}"
         if os.path.exists(self.path):
             if os.path.exists(f"{self.path}.wal"):
@@ -257,13 +259,32 @@ def open_snapshot(path: str) -> duckdb.DuckDBPyConnection:
 
     It sees that one snapshot for as long as it is open (a consistent committed checkpoint of
     every table), never delays a writer, and any number can be open in any processes. It is a
-    fresh in-memory DuckDB with the file ATTACHed read-only and made the default catalog (USE),
-    because ``duckdb.connect(path)`` hands back an instance this process already has open on
-    the path: an older snapshot. Close it to let go of the snapshot's file."""
+    fresh in-memory DuckDB with the snapshot ATTACHed read-only and made the default catalog
+    (USE). Attached through a hard link made for the purpose (and unlinked at once, the open
+    file keeping the snapshot), not the path itself: ``duckdb.connect(path)`` hands back an
+    instance this process already has open on the path (an older snapshot), and DuckDB refuses
+    one process both a read-write connection on a path (a notebook's) and an ATTACH of it."""
     connection = duckdb.connect(":memory:")
     try:
-        quoted_path = path.replace("'", "''")
-        connection.execute(f"ATTACH '{quoted_path}' AS \"{catalog_name(path)}\" (READ_ONLY)")
+        for attempt in range(3):
+            link = f"{path}.weir-reader-{uuid.uuid4().hex[:12]}"
+            try:
+                os.link(path, link)
+            except FileNotFoundError:
+                link = path  # no database: ATTACH says so
+            except OSError:  # no hard links here (another filesystem's rules): the path itself
+                link = path
+            try:
+                quoted = link.replace("'", "''")
+                connection.execute(f"ATTACH '{quoted}' AS \"{catalog_name(path)}\" (READ_ONLY)")
+                break
+            except duckdb.IOException:
+                if link == path or attempt == 2:
+                    raise
+                # a writer cleared the link as stale before it was attached: link again
+            finally:
+                if link != path and os.path.lexists(link):
+                    os.unlink(link)
         connection.execute(f"USE \"{catalog_name(path)}\"")
     except BaseException:
         connection.close()

@@ -211,3 +211,19 @@ def test_latest_results_cursors_see_the_snapshot_that_was_latest_when_made(tmp_p
     assert new.execute("SELECT count(*) FROM a").fetchall() == [(2 * ROWS,)]
     assert old.execute("SELECT count(*) FROM a").fetchall() == [(ROWS,)]  # its snapshot, still whole
     assert same.execute("SELECT current_database()").fetchall() == [("out",)]
+
+
+def test_a_notebook_holding_the_database_read_write_in_this_process_does_not_stop_readers(tmp_path):
+    """DuckDB refuses one process an ATTACH of a path it has open read-write; snapshots are
+    attached through a hard link, so `weir.connect().sql` works beside a notebook's connection."""
+    db = tmp_path / "out.duckdb"
+    sink = duckdb_sink(db, "a")
+    sink.write(batch(0))
+    sink.finish()
+    notebook = duckdb.connect(str(db))
+    try:
+        with open_snapshot(str(db)) as snapshot:
+            assert snapshot.execute("SELECT count(*) FROM a").fetchall() == [(ROWS,)]
+    finally:
+        notebook.close()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("out.duckdb.weir-reader")) == []
