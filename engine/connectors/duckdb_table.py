@@ -1,11 +1,12 @@
 """The ``duckdb`` sink: rows into a table of a DuckDB database file, exactly once.
 
 DuckDB allows one writing process per file, and other processes (the shell,
-a notebook) want to query the results while the job runs. So the sink holds
-the file open only while it commits:
+a notebook, the DuckDB CLI) want to query the results while the job runs, for
+as long as they like. So the sink never writes the published file: each
+change goes into a new snapshot of it (``duckdb_snapshot.py``):
 
-1. ``open()`` creates the table from the schema if it is missing, then
-   closes the file. With 'sink.mode' = 'replace' the old table is dropped and
+1. ``open()`` creates the table from the schema if the published snapshot
+   lacks it (a snapshot of its own). With 'sink.mode' = 'replace' the old table is dropped and
    recreated inside the first commit's transaction, so a job that fails
    before committing leaves the previous result in place.
 2. ``write`` stages batches in memory, and past ``STAGE_IN_MEMORY_BYTES`` on
