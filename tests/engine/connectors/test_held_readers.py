@@ -81,6 +81,10 @@ def test_a_reader_held_open_in_another_process_for_a_whole_job_delays_no_commit(
                                   stdout=subprocess.PIPE, text=True)
         try:
             first = json.loads(reader.stdout.readline())
+            # The job waits for reader_ready, so nothing is committed meanwhile: the API's SELECT
+            # (the shell's read path) answers now, from the same latest snapshot.
+            assert con.sql("SELECT k, n, total FROM per_key ORDER BY k").arrow().to_pylist() == \
+                [{"k": k, "n": n, "total": total} for k, n, total in first["per_key"]]
             reader_ready.set()
             assert job.wait(120) == "FINISHED"
             reader.stdin.write("\n")
