@@ -9,7 +9,8 @@ each change is published as a new, complete file renamed over it.
    (writers of every process take turns; readers never touch it; the kernel
    drops it when its process dies). Waiting for it is counted in
    ``lock_waits``; only another writer's publish can make one wait.
-2. Under the lock, files a killed writer left (``<database>.weir-next-*``) are
+2. Under the lock, files a killed writer left (``<database>.weir-next-*``) or
+   a killed reader left (``<database>.weir-reader-*``, see ``open_snapshot``) are
    deleted, and the published file is copied byte for byte (it is closed and
    never changes) to a new ``<database>.weir-next-<id>``; a missing database
    starts empty. A ``<database>.wal`` (someone wrote to the published file
