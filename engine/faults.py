@@ -16,7 +16,9 @@ Points: ``batch`` (after a source batch is processed), ``snapshot-write``
 sinks' commits), ``restore`` (a subtask restoring state from a checkpoint),
 ``align`` (a worker's task received barrier n on some of its channels, not yet
 all), ``inject`` (a worker is about to inject barrier n at its sources),
-``shutdown`` (a worker committed its final output and has not yet reported
+``publish`` (a results database's next snapshot is written, not yet renamed
+over the published file), ``published`` (renamed, its staged files not yet
+deleted), ``shutdown`` (a worker committed its final output and has not yet reported
 its end) and ``output-committed`` (the final checkpoint's output is committed
 and marked so; the process has not exited yet). Unset, ``reach`` costs one
 dictionary lookup.

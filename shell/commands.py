@@ -2,15 +2,17 @@
 module only once it knows a command will run (so `weir --help` loads no planner nor DuckDB)."""
 from __future__ import annotations
 
+import os
 import sys
-import time
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 
 from weir.engine.errors import EngineError
 from weir.planner.planner import Script, default_job_name, explain_text, plan_script
 from weir.shell import job_commands, render
+from weir.shell.database import open_results
 from weir.sql import parse
 from weir.sql.errors import WeirSqlError
 
@@ -85,44 +87,79 @@ def cmd_shell(args) -> int:
 
 
 def cmd_query(args) -> int:
+    """One query over the latest committed snapshot of the results database (never waits for a
+    job, never delays one); printed as text, or written as Arrow IPC or Parquet columns."""
     if not Path(args.db).exists():
         print(f"weir: no database at {args.db}", file=sys.stderr)
         print("  hint: run a job with a CREATE MATERIALIZED VIEW first, or pass --db PATH", file=sys.stderr)
         return 1
+    binary = args.format in ("arrow", "parquet")
+    if args.format == "parquet" and not args.output:
+        print("weir: --format parquet writes a file: pass --output FILE", file=sys.stderr)
+        return 2
+    if args.format == "arrow" and not args.output and sys.stdout.isatty():
+        print("weir: --format arrow writes a binary Arrow IPC stream: pass --output FILE or pipe it "
+              "(e.g. into `python -c 'import pyarrow as pa, sys; print(pa.ipc.open_stream(sys.stdin.buffer)"
+              ".read_all())'`)", file=sys.stderr)
+        return 2
+    if args.output and not binary:
+        print(f"weir: --output is for --format arrow or parquet, not {args.format}", file=sys.stderr)
+        return 2
+    con = open_results(args.db)
     try:
-        con = _connect_read_only(args.db)
-        try:
-            result = con.sql(args.sql).to_arrow_table()
-        finally:
-            con.close()
+        relation = con.sql(args.sql)
+        if relation is None:
+            print("weir: the statement returns no rows: weir query answers queries", file=sys.stderr)
+            return 1
+        if binary:
+            _write_columns(relation, args.format, args.output)
+            return 0
+        result = relation.to_arrow_table()
     except duckdb.Error as error:
         print(f"weir: query failed: {str(error).splitlines()[0]}", file=sys.stderr)
         if isinstance(error, duckdb.CatalogException):
-            print(f"  hint: the tables in {args.db}: {', '.join(_tables(args.db)) or 'none'}", file=sys.stderr)
+            print(f"  hint: the tables in {args.db}: {', '.join(_tables(con)) or 'none'}", file=sys.stderr)
         return 1
+    finally:
+        con.close()
     formatter = {"table": render.table, "csv": render.csv_text, "json": render.json_text}[args.format]
     print(formatter(result))
     return 0
 
 
-def _tables(db: str) -> list[str]:
-    """The result tables of a job database (weir's own bookkeeping tables left out)."""
-    con = _connect_read_only(db)
+#: Rows per Arrow record batch that `weir query --format arrow` streams.
+ARROW_BATCH_ROWS = 65_536
+
+
+def _write_columns(relation: duckdb.DuckDBPyRelation, fmt: str, output: str | None) -> None:
+    """The answer as columns: an Arrow IPC stream (to ``output`` or stdout), batch by batch so
+    that memory stays bounded, or a Parquet file written by DuckDB; a file is written beside
+    its place and renamed there when complete."""
+    target = f"{output}.weir-partial" if output else None
     try:
-        names = [row[0] for row in con.sql("SELECT table_name FROM information_schema.tables").fetchall()]
+        if fmt == "parquet":
+            relation.to_parquet(target)
+        else:
+            reader = relation.to_arrow_reader(ARROW_BATCH_ROWS)
+            stream = open(target, "wb") if target else sys.stdout.buffer
+            try:
+                with pa.ipc.new_stream(stream, reader.schema) as writer:
+                    for batch in reader:
+                        writer.write_batch(batch)
+            finally:
+                if target:
+                    stream.close()
+                else:
+                    stream.flush()
+        if target:
+            os.replace(target, output)
     finally:
-        con.close()
+        if target and os.path.exists(target):
+            os.remove(target)
+
+
+def _tables(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The result tables of a job database (weir's own bookkeeping tables left out)."""
+    names = [row[0] for row in con.sql("SELECT table_name FROM information_schema.tables "
+                                       "WHERE table_catalog = current_database()").fetchall()]
     return sorted(name for name in names if not name.startswith("_weir"))
-
-
-def _connect_read_only(path: str, attempts: int = 50) -> duckdb.DuckDBPyConnection:
-    """Open the job database read-only, waiting briefly while a job commits to it."""
-    for attempt in range(attempts):
-        try:
-            return duckdb.connect(path, read_only=True)
-        except duckdb.IOException:
-            if attempt == attempts - 1:
-                raise
-            time.sleep(0.1)
-    raise AssertionError("unreachable")
-

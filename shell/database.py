@@ -1,27 +1,79 @@
 """The session database (`--db`): the DuckDB file where materialized views live.
 
-DuckDB lets one process at a time write a file, and within a process every
-connection to it must share one configuration. Jobs in this process write
-it through the duckdb sink, which opens it read-write and closes it after
-each commit; the shell opens it the same way, read-write, for one query at a
-time, and closes it again, so that the sinks and other processes can get
-at the file between queries. A query sees the last committed state of each
-table: a commit is one DuckDB transaction.
+The file is a published snapshot (``weir.engine.connectors.duckdb_snapshot``):
+jobs never write it in place but rename a new complete file over it at each
+checkpoint. So a reader never blocks a job and always sees one committed
+checkpoint of every table. ``open_results(path)`` is THE way to read it: a
+read-only connection on the latest snapshot, held as long as its user likes.
+The shell's changes outside jobs (an empty table for a new view, DROP) are
+published like a commit.
 """
 from __future__ import annotations
 
 import os
 import tempfile
-import time
+import threading
 
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from weir.engine.changelog import ROW_KIND
+from weir.engine.connectors.duckdb_snapshot import catalog_name, open_snapshot, publisher_for
 
+#: How long a change made here waits for a job's publish to the same database.
 LOCK_WAIT_SECONDS = 10.0
-_HELD_ELSEWHERE = ("lock", "different configuration")
+
+
+def open_results(path: str) -> duckdb.DuckDBPyConnection:
+    """A read-only DuckDB connection on the latest committed snapshot of the results database at
+    ``path`` (which must exist): every table as of one completed checkpoint, unchanged for as long
+    as the connection is open, whatever jobs commit meanwhile; any number may be open, in any
+    process, and none delays a job. The file is ATTACHed (read-only) to a fresh in-memory
+    database and made the default catalog, so unqualified table names resolve to it; the
+    catalog is named after the file (``weir`` for weir.duckdb). Close it to see newer commits."""
+    return open_snapshot(path)
+
+
+class LatestResults:
+    """Cursors on the latest committed snapshot of the results database at ``path``, for a
+    program that answers many queries (the shell, a server): ``cursor()`` is a new DuckDB
+    connection (its own settings and transaction; one per thread or query) on the snapshot
+    that was the latest when it was made, and it sees that snapshot until it is closed. The
+    snapshot is opened once (``open_results``) and opened again only when a job has published
+    a newer one since (the file at ``path`` is another file); one dropped by every cursor is
+    closed by DuckDB. With no file at ``path`` yet, cursors are on an empty in-memory
+    database."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._lock = threading.Lock()
+        self._connection: duckdb.DuckDBPyConnection | None = None
+        self._stamp: tuple | None = None
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        stamp = _stamp(self.path)
+        with self._lock:
+            if self._connection is None or stamp != self._stamp:
+                self._connection = open_results(self.path) if stamp else duckdb.connect(":memory:")
+                self._stamp = stamp
+            cursor = self._connection.cursor()
+        if stamp:
+            cursor.execute(f'USE "{catalog_name(self.path)}"')
+        return cursor
+
+    def close(self) -> None:
+        with self._lock:
+            self._connection, self._stamp = None, None
+
+
+def _stamp(path: str) -> tuple | None:
+    """Which file is at ``path`` (each publish renames a new one there); None: none."""
+    try:
+        found = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return found.st_ino, found.st_dev, found.st_mtime_ns, found.st_size
 
 
 class DatabaseError(Exception):
@@ -34,31 +86,18 @@ class DatabaseError(Exception):
 class ResultDatabase:
     def __init__(self, path: str):
         self.path = path
+        self.latest = LatestResults(path)
 
     @property
     def exists(self) -> bool:
         return os.path.exists(self.path)
 
-    def connect(self, wait: float = LOCK_WAIT_SECONDS) -> duckdb.DuckDBPyConnection:
-        """Open the file read-write (as the duckdb sink does), waiting while another process holds it."""
-        deadline = time.monotonic() + wait
-        while True:
-            try:
-                return duckdb.connect(self.path)
-            except (duckdb.IOException, duckdb.ConnectionException) as error:
-                held = any(sign in str(error).lower() for sign in _HELD_ELSEWHERE)
-                if not held or time.monotonic() >= deadline:
-                    raise DatabaseError(
-                        f"cannot open {self.path}: {str(error).splitlines()[0]}",
-                        "another process holds the database; stop it (a `weir run` or a DuckDB client) and retry",
-                    ) from None
-                time.sleep(0.05)
+    def connect(self) -> duckdb.DuckDBPyConnection:
+        """A connection on the latest committed snapshot (``LatestResults.cursor``); close it."""
+        return self.latest.cursor()
 
     def query(self, sql: str) -> pa.Table:
-        if not self.exists:
-            connection = duckdb.connect(":memory:")
-        else:
-            connection = self.connect()
+        connection = self.connect()
         try:
             # One SQL in the shell: '/' between integers divides as integers, as in a streaming query
             # (Flink's meaning); the setting is this connection's alone.
@@ -78,14 +117,15 @@ class ResultDatabase:
         return None
 
     def tables(self, wait: float = LOCK_WAIT_SECONDS) -> dict[str, list[tuple[str, str]]]:
-        """Result tables (weir's bookkeeping tables left out) and their (column, type)s."""
+        """Result tables (weir's bookkeeping tables left out) and their (column, type)s.
+        (``wait`` is kept for callers: reading never waits.)"""
         if not self.exists:
             return {}
-        connection = self.connect(wait)
+        connection = self.connect()
         try:
             rows = connection.execute(
                 "SELECT table_name, column_name, data_type FROM information_schema.columns "
-                "ORDER BY table_name, ordinal_position").fetchall()
+                "WHERE table_catalog = current_database() ORDER BY table_name, ordinal_position").fetchall()
         finally:
             connection.close()
         found: dict[str, list[tuple[str, str]]] = {}
@@ -104,19 +144,19 @@ class ResultDatabase:
         with tempfile.TemporaryDirectory(prefix="weir-schema-") as folder:
             schema_file = os.path.join(folder, "schema.parquet")
             pq.write_table(schema.empty_table(), schema_file)
-            connection = self.connect()
-            try:
+            if table in self.tables():
+                return
+            with self._change() as connection:
                 connection.execute(f"CREATE TABLE IF NOT EXISTS {_quoted(table)} AS "
                                    "SELECT * FROM read_parquet(?) LIMIT 0", [schema_file])
-            finally:
-                connection.close()
 
     def drop(self, table: str) -> None:
-        connection = self.connect()
-        try:
+        with self._change() as connection:
             connection.execute(f"DROP TABLE IF EXISTS {_quoted(table)}")
-        finally:
-            connection.close()
+
+    def _change(self):
+        """A change published as a new snapshot, as a job's commit is."""
+        return publisher_for(self.path).change(LOCK_WAIT_SECONDS)
 
 
 def _quoted(table: str) -> str:

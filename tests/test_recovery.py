@@ -139,6 +139,7 @@ def assert_no_leftovers(directory: Path) -> None:
     leftovers = [str(p) for sink in SINKS for p in (directory / "out" / sink).iterdir() if p.name.startswith(".")]
     staging = directory / f"{DATABASE}.staging"
     leftovers += [str(p) for p in staging.iterdir()] if staging.is_dir() else []
+    leftovers += [str(p) for p in directory.glob(f"{DATABASE}.weir-next-*")]  # a killed publish's
     assert leftovers == []
 
 
@@ -199,6 +200,8 @@ KILLS = {
     "before metadata": ("before-metadata:3", CHECKPOINT_EVERY_BATCH),
     "after metadata": ("after-metadata:3", CHECKPOINT_EVERY_BATCH),
     "between two sinks' commits": ("commit:4", CHECKPOINT_EVERY_BATCH),
+    "publishing the view's snapshot: written, not renamed": ("publish:3", CHECKPOINT_EVERY_BATCH),
+    "publishing the view's snapshot: renamed, staged files not deleted": ("published:3", CHECKPOINT_EVERY_BATCH),
     "final checkpoint: writing a snapshot": ("snapshot-write:2", []),
     "final checkpoint: before metadata": ("before-metadata:1", []),
     "final checkpoint: after metadata": ("after-metadata:1", []),

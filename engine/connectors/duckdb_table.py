@@ -1,11 +1,12 @@
 """The ``duckdb`` sink: rows into a table of a DuckDB database file, exactly once.
 
 DuckDB allows one writing process per file, and other processes (the shell,
-a notebook) want to query the results while the job runs. So the sink holds
-the file open only while it commits:
+a notebook, the DuckDB CLI) want to query the results while the job runs, for
+as long as they like. So the sink never writes the published file: each
+change goes into a new snapshot of it (``duckdb_snapshot.py``):
 
-1. ``open()`` creates the table from the schema if it is missing, then
-   closes the file. With 'sink.mode' = 'replace' the old table is dropped and
+1. ``open()`` creates the table from the schema if the published snapshot
+   lacks it (a snapshot of its own). With 'sink.mode' = 'replace' the old table is dropped and
    recreated inside the first commit's transaction, so a job that fails
    before committing leaves the previous result in place.
 2. ``write`` stages batches in memory, and past ``STAGE_IN_MEMORY_BYTES`` on
@@ -14,10 +15,12 @@ the file open only while it commits:
 3. ``pre_commit(checkpoint_id)`` writes the staged rows to a parquet staging
    file beside the database (``<database>.staging/``), fsyncs it, and returns
    its path: durable and invisible.
-4. ``commit(checkpoint_id, handle)`` opens the database and, in ONE
-   transaction, inserts every staged file not yet inserted and records it in
-   ``_weir_sink_commits``; then closes the database and deletes the staging
-   files (a table without a key keeps those of its latest ``KEEP_COMMITTED``
+4. ``commit(checkpoint_id, handle)``, in ONE transaction, inserts every staged
+   file not yet inserted and records it in ``_weir_sink_commits``, in the next
+   snapshot of the database (``duckdb_snapshot.py``: a copy of the published
+   file, renamed over it once every sink of the job on this database has
+   committed the checkpoint). Once published, the staging files are deleted
+   (a table without a key keeps those of its latest ``KEEP_COMMITTED``
    checkpoints in ``<database>.weir-log/``, to take their rows back). The
    record makes a repeated commit (after a restore) a no-op, and is the
    table's commit log: job, checkpoint and change of row count, written in the
@@ -35,16 +38,17 @@ last completed checkpoint. An updating query without a key (a join of updating
 or outer inputs) keeps its table as a multiset instead: each commit adds or
 deletes, per distinct row, its inserts minus its retractions.
 
-Opening retries for 'sink.lock-timeout' while another process holds the
-file, then fails with an ``EngineError`` that says who to close.
+The sink never opens the published file for writing, so readers (any
+number, in any process, held open for any time) never delay or fail a commit;
+only another writer's publish can make a commit wait ('sink.lock-timeout').
 """
 from __future__ import annotations
 
 import json
 import os
 import re
-import time
 import uuid
+import weakref
 from typing import Any
 
 import duckdb
@@ -53,6 +57,7 @@ import pyarrow.parquet as pq
 
 from weir.engine.changelog import INSERT, ROW_KIND, UPDATE_AFTER
 from weir.engine.connectors.base import ConnectorSpec, OptionSpec, Sink, option_value
+from weir.engine.connectors.duckdb_snapshot import open_snapshot, publisher_for
 from weir.engine.connectors.options import parse_duration_seconds
 from weir.engine.errors import EngineError
 
@@ -65,10 +70,6 @@ KEEP_COMMITTED = 8
 STAGE_IN_MEMORY_BYTES = 16 << 20
 #: The checkpoint id under which ``finish`` stages what is left.
 FINAL = 2**62
-RETRY_PAUSE_SECONDS = 0.005
-#: How DuckDB says the file is open elsewhere: another process holds its lock,
-#: or this process has it open with another configuration (read-only).
-_HELD_ELSEWHERE = ("lock", "different configuration")
 
 
 class DuckDBTableSink(Sink):
@@ -102,6 +103,8 @@ class DuckDBTableSink(Sink):
         self.job = "job"
         #: In a parallel job's worker: the coordinator commits (Flink's global committer).
         self.committed_elsewhere = False
+        #: This sink in the group of its job's sinks on the database (``SnapshotPublisher.join``).
+        self._member: str | None = None
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -112,8 +115,27 @@ class DuckDBTableSink(Sink):
         os.makedirs(self.staging_dir, exist_ok=True)
         if self.committed_elsewhere:
             return  # a parallel worker only stages: the coordinator, which commits, made the table
-        with self._connect() as connection:
-            self._create_table(connection)
+        if self._member is None:  # one of its job's group of sinks on this database; it leaves
+            self._member = f"{self.table_name}~{self._run}"  # at its end, or when dropped unended
+            self.publisher.join(self.job, self._member)
+            weakref.finalize(self, self.publisher.leave, self.job, self._member)
+        if not self._table_exists():
+            with self.publisher.change(self.lock_timeout) as connection:
+                self._create_table(connection)
+
+    @property
+    def publisher(self):
+        return publisher_for(self.database)
+
+    def _table_exists(self) -> bool:
+        """Whether the published snapshot has the table (read without the publish lock)."""
+        if not os.path.exists(self.database):
+            return False
+        schema, _, name = self.table_name.rpartition(".")
+        with open_snapshot(self.database) as connection:
+            return bool(connection.execute(
+                "SELECT 1 FROM duckdb_tables() WHERE database_name = current_database() AND table_name = ? "
+                "AND schema_name = coalesce(nullif(?, ''), 'main')", [name, schema]).fetchall())
 
     def _create_table(self, connection: duckdb.DuckDBPyConnection) -> None:
         # From a Parquet file rather than a registered Arrow table: a Python object
@@ -166,7 +188,7 @@ class DuckDBTableSink(Sink):
             return
         files = [f for cid in done for f in self._pre_committed[cid]]
         files += [f for f in handle or [] if f not in files]
-        self._insert(files)  # may fail: then the files stay pre-committed
+        self._insert(files, checkpoint_id)  # may fail: then the files stay pre-committed
         for cid in done:
             del self._pre_committed[cid]
 
@@ -176,6 +198,7 @@ class DuckDBTableSink(Sink):
         files = [f for cid in sorted(self._pre_committed) for f in self._pre_committed[cid]]
         self._insert(files)  # may fail: then everything stays pre-committed
         self._pre_committed = {}
+        self.publisher.leave(self.job, self._member)
 
     def recover(self, handles: list[Any], checkpoint_id: int | None = None) -> None:
         """Insert the restored checkpoint's staged files (once each); delete other staged files."""
@@ -195,6 +218,8 @@ class DuckDBTableSink(Sink):
         self._staged, self._staged_bytes = [], 0
         self._drop_stage_file()
         self._pre_committed = {}
+        if not self.committed_elsewhere:
+            self.publisher.leave(self.job, self._member)  # what its group waited for goes out
 
     # -- the parts ---------------------------------------------------------
 
@@ -221,45 +246,77 @@ class DuckDBTableSink(Sink):
         self._staged, self._staged_bytes = [], 0
         return path
 
-    def _insert(self, files: list[str]) -> None:
+    def _insert(self, files: list[str], checkpoint_id: int | None = None) -> None:
         """Insert staged files, once each, in one transaction, and record each in
         ``_weir_sink_commits`` with its job, checkpoint and the change in the table's row count:
-        the table's commit log, updated in the transaction that changes the table."""
+        the table's commit log, updated in the transaction that changes the table. With a
+        ``checkpoint_id`` the transaction joins its job's snapshot of that checkpoint; without,
+        it is published at once. The staged files go once it is published."""
+        publisher = self.publisher
+        if self._member is None:
+            checkpoint_id = None  # not opened, so in no group: published at once
         if not files and not self._replace_pending:
+            if checkpoint_id is not None:  # the group learns that this sink has reached it
+                publisher.commit(self.job, self._member, checkpoint_id, None, None, timeout=self.lock_timeout)
             return
-        with self._connect() as connection:
+        applied: dict[str, Any] = {}
+
+        def apply(connection: duckdb.DuckDBPyConnection) -> None:
             connection.execute("BEGIN TRANSACTION")
-            if self._replace_pending:
-                connection.execute(f"DROP TABLE IF EXISTS {self._quoted_table}")
-                connection.execute(f"DELETE FROM {COMMITS_TABLE} WHERE table_name = ?", [self.table_name])
-                self._create_table(connection)
-            done = {row[0] for row in connection.execute(
-                f"SELECT staged FROM {COMMITS_TABLE} WHERE table_name = ?", [self.table_name]
-            ).fetchall()}
-            todo = sorted((f for f in files if f not in done and os.path.exists(f)), key=_checkpoint_of)
-            before = self._count(connection) if todo else 0
-            if todo and self.upsert_key is not None:
-                self._upsert(connection, todo)
-            elif todo and ROW_KIND in self.schema.names:
-                self._retract(connection, todo)
-            elif todo:
-                connection.execute(
-                    f"INSERT INTO {self._quoted_table} BY NAME SELECT * FROM read_parquet(?)", [todo]
-                )
-            if todo:
-                delta = self._count(connection) - before
-                connection.executemany(
-                    f"INSERT INTO {COMMITS_TABLE} VALUES (?, ?, ?, ?, ?, ?)",
-                    [[self.table_name, f, self.subtask_index, self.job, _checkpoint_of(f),
-                      delta if i == len(todo) - 1 else 0] for i, f in enumerate(todo)],
-                )
-            connection.execute("COMMIT")
+            try:
+                applied["todo"], applied["replaced"] = self._apply(connection, files), self._replace_pending
+                connection.execute("COMMIT")
+            except BaseException:
+                connection.execute("ROLLBACK")
+                raise
+            self._replace_pending = False
+
+        def after() -> None:
+            self._after_publish(files, applied["todo"], applied["replaced"])
+
+        if checkpoint_id is None:
+            with publisher.change(self.lock_timeout, after) as connection:
+                apply(connection)
+        else:
+            publisher.commit(self.job, self._member, checkpoint_id, apply, after, timeout=self.lock_timeout)
+
+    def _apply(self, connection: duckdb.DuckDBPyConnection, files: list[str]) -> list[str]:
+        """The commit's transaction: the staged files not yet recorded, applied and recorded."""
+        _ensure_commits_table(connection)
         if self._replace_pending:
+            connection.execute(f"DROP TABLE IF EXISTS {self._quoted_table}")
+            connection.execute(f"DELETE FROM {COMMITS_TABLE} WHERE table_name = ?", [self.table_name])
+            self._create_table(connection)
+        done = {row[0] for row in connection.execute(
+            f"SELECT staged FROM {COMMITS_TABLE} WHERE table_name = ?", [self.table_name]
+        ).fetchall()}
+        todo = sorted((f for f in files if f not in done and os.path.exists(f)), key=_checkpoint_of)
+        before = self._count(connection) if todo else 0
+        if todo and self.upsert_key is not None:
+            self._upsert(connection, todo)
+        elif todo and ROW_KIND in self.schema.names:
+            self._retract(connection, todo)
+        elif todo:
+            connection.execute(
+                f"INSERT INTO {self._quoted_table} BY NAME SELECT * FROM read_parquet(?)", [todo]
+            )
+        if todo:
+            delta = self._count(connection) - before
+            connection.executemany(
+                f"INSERT INTO {COMMITS_TABLE} VALUES (?, ?, ?, ?, ?, ?)",
+                [[self.table_name, f, self.subtask_index, self.job, _checkpoint_of(f),
+                  delta if i == len(todo) - 1 else 0] for i, f in enumerate(todo)],
+            )
+        return todo
+
+    def _after_publish(self, files: list[str], todo: list[str], replaced: bool) -> None:
+        """The published snapshot holds the staged files' rows: delete them (a keyless table
+        keeps its latest ones, to take them back)."""
+        if replaced:
             self._forget_kept(lambda checkpoint_id: True)
-        self._replace_pending = False
         keep = self.upsert_key is None  # what a keyless table got, kept to take it back (``withdraw``)
         for path in files:
-            if keep and path in todo:
+            if keep and path in todo and os.path.exists(path):
                 os.makedirs(self.kept_dir, exist_ok=True)
                 os.replace(path, self._kept(path))
             elif os.path.exists(path):
@@ -297,59 +354,69 @@ class DuckDBTableSink(Sink):
         then the table is emptied."""
         if not os.path.exists(self.database):
             return None
-        with self._connect() as connection:
-            later = connection.execute(
-                f"SELECT DISTINCT checkpoint_id FROM {COMMITS_TABLE} WHERE table_name = ? AND job = ? "
-                "AND checkpoint_id > ? ORDER BY 1", [self.table_name, job, after]).fetchall()
-            if not later:
+        with open_snapshot(self.database) as snapshot:  # mostly nothing to withdraw: no copy then
+            if not _has_commits_table(snapshot) or not snapshot.execute(
+                    f"SELECT 1 FROM {COMMITS_TABLE} WHERE table_name = ? AND job = ? AND checkpoint_id > ? "
+                    "LIMIT 1", [self.table_name, job, after]).fetchall():
                 return None
-            ids = {row[0] for row in later}
-            if self.upsert_key is not None or (after == 0 and self.mode == "replace"):
-                connection.execute(f"DELETE FROM {COMMITS_TABLE} WHERE table_name = ? AND job = ? "
-                                   "AND checkpoint_id > ?", [self.table_name, job, after])
-                return None
-            where = f"table '{self.table_name}' in {self.database}"
-            staged = [row[0] for row in connection.execute(
-                f"SELECT staged FROM {COMMITS_TABLE} WHERE table_name = ? AND job = ? AND checkpoint_id > ?",
-                [self.table_name, job, after]).fetchall()]
-            kept = [self._kept(f) for f in staged]
-            if not fresh and all(os.path.exists(f) for f in kept):
-                before = self._count(connection)
-                connection.execute("BEGIN TRANSACTION")
-                self._retract(connection, kept, undo=True)
-                connection.execute(f"DELETE FROM {COMMITS_TABLE} WHERE table_name = ? AND job = ? "
-                                   "AND checkpoint_id > ?", [self.table_name, job, after])
-                connection.execute("COMMIT")
-                taken = before - self._count(connection)
-                for path in kept:
-                    os.remove(path)
-                return (f"withdrew {taken:,} row{'s' if taken != 1 else ''} from {where} that "
-                        f"{checkpoints_text(ids)} had committed")
-            if not fresh:
-                raise EngineError(
-                    f"{where} holds rows that {checkpoints_text(ids)} of job {job} committed, after "
-                    f"{'the start' if after == 0 else f'checkpoint {after}'} this run resumes from; "
-                    "rows cannot be taken back out of an append-only table, and replaying would write "
-                    "them twice",
-                    hint="start the job over with --fresh (it removes the job's rows from the table "
-                         "and recomputes them), or restore the lost checkpoint files",
-                )
-            ours = connection.execute(f"SELECT coalesce(sum(row_delta), 0) FROM {COMMITS_TABLE} "
-                                      "WHERE table_name = ? AND job = ?", [self.table_name, job]).fetchone()[0]
-            present = self._count(connection)
-            if ours != present:
-                raise EngineError(
-                    f"--fresh cannot withdraw job {job}'s rows from {where}: the table holds {present:,} "
-                    f"rows and the job committed {ours:,} of them",
-                    hint="other writers added rows; remove the job's rows yourself (or drop the table), "
-                         "then run with --fresh",
-                )
+        cleanup: list = []
+        with self.publisher.change(self.lock_timeout, lambda: [step() for step in cleanup]) as connection:
+            return self._withdraw(connection, job, after, fresh, cleanup)
+
+    def _withdraw(self, connection: duckdb.DuckDBPyConnection, job: str, after: int, fresh: bool,
+                  cleanup: list) -> str | None:
+        """``withdraw`` in the next snapshot; what to delete once it is published goes to ``cleanup``."""
+        later = connection.execute(
+            f"SELECT DISTINCT checkpoint_id FROM {COMMITS_TABLE} WHERE table_name = ? AND job = ? "
+            "AND checkpoint_id > ? ORDER BY 1", [self.table_name, job, after]).fetchall()
+        if not later:
+            return None
+        ids = {row[0] for row in later}
+        if self.upsert_key is not None or (after == 0 and self.mode == "replace"):
+            connection.execute(f"DELETE FROM {COMMITS_TABLE} WHERE table_name = ? AND job = ? "
+                               "AND checkpoint_id > ?", [self.table_name, job, after])
+            return None
+        where = f"table '{self.table_name}' in {self.database}"
+        staged = [row[0] for row in connection.execute(
+            f"SELECT staged FROM {COMMITS_TABLE} WHERE table_name = ? AND job = ? AND checkpoint_id > ?",
+            [self.table_name, job, after]).fetchall()]
+        kept = [self._kept(f) for f in staged]
+        if not fresh and all(os.path.exists(f) for f in kept):
+            before = self._count(connection)
             connection.execute("BEGIN TRANSACTION")
-            connection.execute(f"DELETE FROM {self._quoted_table}")
-            connection.execute(f"DELETE FROM {COMMITS_TABLE} WHERE table_name = ? AND job = ?",
-                               [self.table_name, job])
+            self._retract(connection, kept, undo=True)
+            connection.execute(f"DELETE FROM {COMMITS_TABLE} WHERE table_name = ? AND job = ? "
+                               "AND checkpoint_id > ?", [self.table_name, job, after])
             connection.execute("COMMIT")
-        self._forget_kept(lambda checkpoint_id: True)
+            taken = before - self._count(connection)
+            cleanup.extend(lambda path=path: os.path.exists(path) and os.remove(path) for path in kept)
+            return (f"withdrew {taken:,} row{'s' if taken != 1 else ''} from {where} that "
+                    f"{checkpoints_text(ids)} had committed")
+        if not fresh:
+            raise EngineError(
+                f"{where} holds rows that {checkpoints_text(ids)} of job {job} committed, after "
+                f"{'the start' if after == 0 else f'checkpoint {after}'} this run resumes from; "
+                "rows cannot be taken back out of an append-only table, and replaying would write "
+                "them twice",
+                hint="start the job over with --fresh (it removes the job's rows from the table "
+                     "and recomputes them), or restore the lost checkpoint files",
+            )
+        ours = connection.execute(f"SELECT coalesce(sum(row_delta), 0) FROM {COMMITS_TABLE} "
+                                  "WHERE table_name = ? AND job = ?", [self.table_name, job]).fetchone()[0]
+        present = self._count(connection)
+        if ours != present:
+            raise EngineError(
+                f"--fresh cannot withdraw job {job}'s rows from {where}: the table holds {present:,} "
+                f"rows and the job committed {ours:,} of them",
+                hint="other writers added rows; remove the job's rows yourself (or drop the table), "
+                     "then run with --fresh",
+            )
+        connection.execute("BEGIN TRANSACTION")
+        connection.execute(f"DELETE FROM {self._quoted_table}")
+        connection.execute(f"DELETE FROM {COMMITS_TABLE} WHERE table_name = ? AND job = ?",
+                           [self.table_name, job])
+        connection.execute("COMMIT")
+        cleanup.append(lambda: self._forget_kept(lambda checkpoint_id: True))
         return f"withdrew job {job}'s {present:,} rows from {where}"
 
     def _upsert(self, connection: duckdb.DuckDBPyConnection, files: list[str]) -> None:
@@ -393,30 +460,19 @@ class DuckDBTableSink(Sink):
                            f"(SELECT *, unnest(range(__weir_n)) FROM __weir_net WHERE __weir_n > 0)")
         connection.execute("DROP TABLE __weir_net")
 
-    def _connect(self) -> duckdb.DuckDBPyConnection:
-        """Open the database for writing, waiting up to 'sink.lock-timeout' for a lock."""
-        deadline = time.monotonic() + self.lock_timeout
-        while True:
-            try:
-                connection = duckdb.connect(self.database)
-                break
-            except (duckdb.IOException, duckdb.ConnectionException) as error:
-                held = any(sign in str(error).lower() for sign in _HELD_ELSEWHERE)
-                if not held or time.monotonic() >= deadline:
-                    raise EngineError(
-                        f"cannot open the DuckDB database '{self.database}' to write table "
-                        f"'{self.table_name}': {str(error).splitlines()[0]}",
-                        hint="another process holds the file open; close it (read-only readers "
-                        "should connect only between commits) or raise 'sink.lock-timeout'",
-                    ) from None
-                time.sleep(RETRY_PAUSE_SECONDS)
-        connection.execute(
-            f"CREATE TABLE IF NOT EXISTS {COMMITS_TABLE} "
-            "(table_name VARCHAR, staged VARCHAR, subtask INTEGER)"
-        )
-        for column, kind in (("job", "VARCHAR"), ("checkpoint_id", "BIGINT"), ("row_delta", "BIGINT")):
-            connection.execute(f"ALTER TABLE {COMMITS_TABLE} ADD COLUMN IF NOT EXISTS {column} {kind}")
-        return connection
+def _ensure_commits_table(connection: duckdb.DuckDBPyConnection) -> None:
+    connection.execute(
+        f"CREATE TABLE IF NOT EXISTS {COMMITS_TABLE} "
+        "(table_name VARCHAR, staged VARCHAR, subtask INTEGER)"
+    )
+    for column, kind in (("job", "VARCHAR"), ("checkpoint_id", "BIGINT"), ("row_delta", "BIGINT")):
+        connection.execute(f"ALTER TABLE {COMMITS_TABLE} ADD COLUMN IF NOT EXISTS {column} {kind}")
+
+
+def _has_commits_table(connection: duckdb.DuckDBPyConnection) -> bool:
+    return bool(connection.execute(
+        "SELECT 1 FROM duckdb_tables() WHERE database_name = current_database() AND table_name = ?",
+        [COMMITS_TABLE]).fetchall())
 
 
 def _quote(name: str) -> str:
@@ -462,7 +518,8 @@ SPEC = ConnectorSpec(
             "the key columns (a JSON list) by which the table is maintained by upsert; set by the planner "
             "from the table's PRIMARY KEY ... NOT ENFORCED or a materialized view's grouping key"),
         "sink.lock-timeout": OptionSpec(
-            "how long to wait for another process to release the database file",
+            "how long a commit waits for another writer's publish to the same database (readers never "
+            "make it wait)",
             default="30s",
             value_type="duration",
         ),

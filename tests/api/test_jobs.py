@@ -162,7 +162,9 @@ def test_wait_with_a_timeout_raises_while_the_job_runs_and_metrics_are_live(con)
         assert job.status == "RUNNING"
         running = job._job
         with running.changed:  # the guard is against a hang, not a measure
-            assert running.changed.wait_for(lambda: running.metrics.last_checkpoint != "-", 60), job.metrics()
+            # A checkpoint and the progress of the rows read reach the handle as separate events.
+            assert running.changed.wait_for(
+                lambda: running.metrics.last_checkpoint != "-" and running.metrics.rows_in > 0, 60), job.metrics()
         metrics = job.metrics()
         assert job.status == "RUNNING" and metrics.rows_in in (2, 4, 6) and int(metrics.last_checkpoint) >= 1
         assert "bids.source" in {m.id for m in metrics.operators}  # per operator while it runs

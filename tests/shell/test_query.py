@@ -97,3 +97,48 @@ def test_query_opens_the_database_read_only(weir, db):
     with duckdb.connect(db, read_only=True) as con:
         tables = [row[0] for row in con.execute("SELECT table_name FROM information_schema.tables").fetchall()]
     assert tables == ["channel_minutes"]
+
+
+def test_arrow_format_streams_columns_to_stdout_with_their_types(db):
+    """`weir query --format arrow | consumer`: an Arrow IPC stream, typed columns without text."""
+    import subprocess
+    import sys
+
+    import pyarrow as pa
+
+    done = subprocess.run([sys.executable, "-m", "weir.shell.cli", "query", QUERY, "--db", db, "--format", "arrow"],
+                          capture_output=True, check=True)
+    table = pa.ipc.open_stream(done.stdout).read_all()
+    assert table.schema.field("window_start").type == pa.timestamp("us")
+    assert table.schema.field("bids").type == pa.int64()
+    assert table.to_pylist() == [
+        {"channel": "Google", "window_start": datetime(2024, 1, 1, 0, 0), "bids": 1234, "share": 0.5},
+        {"channel": "Apple", "window_start": datetime(2024, 1, 1, 0, 1), "bids": 7, "share": None},
+        {"channel": "a,b", "window_start": datetime(2024, 1, 1, 0, 2), "bids": None, "share": 0.25},
+    ]
+
+
+def test_arrow_and_parquet_formats_write_a_file(weir, db, tmp_path, monkeypatch):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    monkeypatch.setattr("weir.shell.commands.ARROW_BATCH_ROWS", 1)  # a stream of several batches
+    expected = duckdb.connect(db, read_only=True).sql(QUERY).to_arrow_table()
+    assert weir("query", QUERY, "--db", db, "--format", "arrow", "--output", "out.arrow").code == 0
+    with pa.ipc.open_stream(tmp_path / "out.arrow") as reader:
+        batches = list(reader)
+    assert len(batches) == 3 and pa.Table.from_batches(batches).equals(expected)
+    result = weir("query", QUERY, "--db", db, "--format", "parquet", "--output", "out.parquet")
+    assert result.code == 0 and result.out == ""
+    written = pq.read_table(tmp_path / "out.parquet")
+    assert [f.type for f in written.schema] == [f.type for f in expected.schema]
+    assert written.to_pylist() == expected.to_pylist()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("out.")) == ["out.arrow", "out.parquet"]
+
+
+def test_parquet_format_needs_an_output_file_and_a_failed_query_writes_none(weir, db, tmp_path):
+    result = weir("query", QUERY, "--db", db, "--format", "parquet")
+    assert result.code == 2 and "--output FILE" in result.err
+    result = weir("query", "SELECT * FROM nowhere", "--db", db, "--format", "parquet", "--output", "out.parquet")
+    assert result.code == 1 and "channel_minutes" in result.err  # the hint lists the tables
+    assert not list(tmp_path.glob("out.parquet*"))

@@ -126,36 +126,78 @@ def test_duckdb_replace_with_no_rows_empties_the_table_and_a_failed_job_keeps_it
     assert read_only(db) == []
 
 
-def test_duckdb_file_held_by_another_process_gives_a_clear_error(tmp_path):
+HOLDER = """
+import duckdb, sys
+connection = duckdb.connect(sys.argv[1], read_only=sys.argv[2] == "ro")
+print(connection.execute("SELECT count(*) FROM results").fetchone()[0], flush=True)
+sys.stdin.readline()
+print(connection.execute("SELECT count(*) FROM results").fetchone()[0], flush=True)
+sys.stdin.readline()
+"""
+
+
+@pytest.mark.parametrize("mode", ["ro", "rw"])
+def test_a_reader_holding_the_file_in_another_process_never_delays_a_commit(tmp_path, mode):
+    """A read-only reader (DuckDB's shared lock) or a read-write one (the DuckDB CLI's default,
+    an exclusive lock) keeps the snapshot it opened; the sink publishes past it without waiting."""
     db = tmp_path / "out.db"
-    sink = duckdb_sink(db, **{"sink.lock-timeout": "200ms"})
+    sink = duckdb_sink(db, **{"sink.lock-timeout": "0s"})  # any wait for a lock would fail the commit
     sink.write(rows())
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import duckdb, sys; c = duckdb.connect(sys.argv[1]); print('open', flush=True); "
-         "sys.stdin.readline()", str(db)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    sink.pre_commit(1)
+    sink.commit(1)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(db), mode],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
-        assert holder.stdout.readline().strip() == "open"
-        with pytest.raises(EngineError, match="cannot open the DuckDB database") as error:
-            sink.finish()
-        assert "another process" in error.value.hint
+        assert holder.stdout.readline().strip() == "2"
+        waits = sink.publisher.lock_waits
+        sink.write(rows(2001, 3))
+        sink.pre_commit(2)
+        sink.commit(2)
+        sink.write(rows(3001, 1))
+        sink.finish()
+        assert sink.publisher.lock_waits == waits  # no commit waited
+        assert read_only(db) == [1001, 1002, 2001, 2002, 2003, 3001]  # a new reader sees the latest
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline().strip() == "2"  # the held reader still sees its snapshot
     finally:
         holder.communicate("\n")
-    sink.finish()  # staged rows were kept: the next commit succeeds
-    assert read_only(db) == [1001, 1002]
+    assert not list(tmp_path.glob("out.db.weir-next-*"))
 
 
 def test_duckdb_file_open_read_only_in_this_process(tmp_path):
     db = tmp_path / "out.db"
     sink = duckdb_sink(db, **{"sink.lock-timeout": "0s"})
     sink.write(rows())
-    holder = duckdb.connect(str(db), read_only=True)  # same process: a conflicting configuration
+    holder = duckdb.connect(str(db), read_only=True)  # same process, another configuration: no matter
     try:
-        with pytest.raises(EngineError, match="cannot open the DuckDB database") as error:
-            sink.finish()
-        assert "sink.lock-timeout" in error.value.hint
+        sink.finish()
+        assert [r[0] for r in holder.execute("SELECT auction FROM results").fetchall()] == []
     finally:
         holder.close()
+    assert read_only(db) == [1001, 1002]
+
+
+def test_another_writers_publish_makes_a_commit_wait_and_then_fail_clearly(tmp_path):
+    """Only a writer's publish makes a commit wait: a process holding the publish lock longer than
+    'sink.lock-timeout' fails the commit with an error naming the lock; the rows stay staged."""
+    db = tmp_path / "out.db"
+    sink = duckdb_sink(db, **{"sink.lock-timeout": "200ms"})
+    sink.write(rows())
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, sys; f = open(sys.argv[1], 'a'); fcntl.flock(f, fcntl.LOCK_EX); "
+         "print('locked', flush=True); sys.stdin.readline()", f"{db}.weir-lock"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(EngineError, match="another process has been publishing") as error:
+            sink.finish()
+        assert "sink.lock-timeout" in error.value.hint
+        assert read_only(db) == []
+    finally:
+        holder.communicate("\n")
+    sink.finish()  # staged rows were kept: the next commit succeeds
+    assert read_only(db) == [1001, 1002]
 
 
 def test_print_renders_nested_values(capsys):
@@ -170,3 +212,19 @@ def test_print_sink_writes_doubles_as_java_does():
 
     values = pa.array([200.0, 3.5, 1e20, -2.0, 1.5e-7, None, float("nan"), float("-inf")])
     assert float_text(values).to_pylist() == ["200.0", "3.5", "1.0E20", "-2.0", "1.5E-7", None, "NaN", "-Infinity"]
+
+
+def test_changes_a_killed_outside_writer_left_in_the_wal_are_kept_by_the_next_commit(tmp_path):
+    """The published file is copied for each commit; a WAL beside it (a DuckDB process wrote to
+    the file and died before checkpointing) is checkpointed into it first, not dropped."""
+    db = tmp_path / "out.db"
+    sink = duckdb_sink(db)
+    killed = subprocess.run(
+        [sys.executable, "-c", "import duckdb, os, signal, sys; c = duckdb.connect(sys.argv[1]); "
+         "c.execute('CREATE TABLE outside AS SELECT 42 AS answer'); os.kill(os.getpid(), signal.SIGKILL)", str(db)])
+    assert killed.returncode == -9 and (tmp_path / "out.db.wal").exists()
+    sink.write(rows())
+    sink.finish()
+    assert read_only(db) == [1001, 1002]
+    assert read_only(db, "SELECT answer FROM outside") == [42]
+    assert not (tmp_path / "out.db.wal").exists()
