@@ -42,6 +42,11 @@ class ConnectorSpec:
     sink_only_formats: tuple[str, ...] = ()
     #: Formats that carry each row's change kind, so an updating result can be written.
     changelog_formats: tuple[str, ...] = ()
+    #: Option name prefixes passed through to a client ('properties.' for Kafka).
+    option_prefixes: tuple[str, ...] = ()
+    #: A sink keyed by the table's PRIMARY KEY that takes an updating stream as upserts
+    #: ('upsert-kafka'); as a source, it is an updating table.
+    keyed_by_primary_key: bool = False
 
 
 def option_value(options: dict[str, str], spec: ConnectorSpec, key: str) -> str | None:

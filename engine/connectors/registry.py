@@ -10,7 +10,7 @@ import difflib
 
 import pyarrow as pa
 
-from weir.engine.connectors import blackhole, duckdb_table, filesystem, nexmark, print_sink, python_source
+from weir.engine.connectors import blackhole, duckdb_table, filesystem, kafka, nexmark, print_sink, python_source
 from weir.engine.connectors.base import DEFAULT_BATCH_SIZE, ConnectorSpec, OptionSpec, Sink, Source
 from weir.engine.connectors.options import value_problem
 from weir.engine.errors import ConnectorOptionError
@@ -24,6 +24,8 @@ CONNECTORS: dict[str, ConnectorSpec] = {
         blackhole.SPEC,
         duckdb_table.SPEC,
         python_source.SPEC,
+        kafka.SPEC,
+        kafka.UPSERT_SPEC,
     )
 }
 
@@ -111,6 +113,8 @@ def validate_options(options: dict[str, str], role: str) -> list[ConnectorOption
                 )
             else:
                 problem = value_problem(key, value, by_format[fmt][key])
+        elif key.startswith(spec.option_prefixes) and key not in spec.option_prefixes:
+            problem = None  # passed to the client, which checks it
         else:
             problem = _unknown_key(name, key, known_keys)
         if problem is not None:
