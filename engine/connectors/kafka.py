@@ -281,7 +281,8 @@ class KafkaSource(Source):
             keys = None if keys is None else [k for k, keep in zip(keys, present.to_pylist()) if keep]
             n = len(messages)
         decoded = lay.value_format.decode(value_array)
-        columns = {name: decoded.rows.column(name) for name in lay.value_fields}
+        debezium = lay.value_format.name == "debezium-json"
+        columns = {} if debezium else {name: decoded.rows.column(name) for name in lay.value_fields}
         kept = decoded.kept
         if decoded.bad:
             if not self.ignore_parse_errors:
@@ -302,7 +303,7 @@ class KafkaSource(Source):
                 if name not in columns:
                     columns[name] = key_rows.column(name)
         self._metadata_columns(columns, messages)
-        if lay.value_format.name == "debezium-json":
+        if debezium:
             return self._debezium_batch(decoded.rows, columns, messages)
         if not messages:
             return _empty(self.schema)

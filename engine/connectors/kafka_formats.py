@@ -67,7 +67,7 @@ class Format:
                 self._parse(pa.array([value], pa.binary()))
                 good.append(i)
             except (pa.ArrowInvalid, SourceError) as error:
-                bad.append((i, f"{str(error).splitlines()[0][:200]}: {value[:120]!r}"))
+                bad.append((i, f"{str(error).splitlines()[0][:200].replace(' in row 0', '')}: {value[:120]!r}"))
         kept = pa.array(good, pa.int64())
         rows = self._parse(values.take(kept)) if good else self.schema.empty_table()
         return Decoded(rows, kept, bad)
