@@ -153,7 +153,8 @@ class KafkaSource(Source):
         fmt = self.layout.value_format.name
         self.ignore_parse_errors = parse_bool(
             f"{fmt}.ignore-parse-errors", options.get(f"{fmt}.ignore-parse-errors", "false"))
-        self.startup = option_value(options, self.spec, "scan.startup.mode")
+        # upsert-kafka reads a topic from its start, as in Flink (the latest value per key)
+        self.startup = option_value(options, self.spec, "scan.startup.mode") or "earliest-offset"
         self.bounded_mode = options.get("scan.bounded.mode")
         self.properties = client_properties(options)
         self.topics, self.pattern = _topics(options)
@@ -638,6 +639,8 @@ class KafkaSink(Sink):
     def _raise_failures(self) -> None:
         if self._failures:
             error = self._failures[0]
+            if "FENCED" in error.name():
+                raise _fenced_or(_client().KafkaException(error), self)
             raise EngineError(f"the Kafka sink could not write to topic '{self.topic}': {error}",
                               hint="check the broker ('properties.bootstrap.servers') and the topic")
 
@@ -678,7 +681,10 @@ class KafkaSink(Sink):
             epoch = self.epochs.pop(0)
             self._start(epoch)
             self._flush()
-            self.producer.commit_transaction(60)
+            try:
+                self.producer.commit_transaction(60)
+            except _client().KafkaException as error:
+                raise _fenced_or(error, self) from None
             self.transactions.append(("commit", self.transactional_id, epoch.checkpoint))
         if self.epochs:  # rows after the barrier: their transaction can begin now
             self._start(self.epochs[0])
@@ -705,6 +711,17 @@ class KafkaSink(Sink):
             if epoch.checkpoint is None:
                 epoch.checkpoint = -1
         self.commit(10 ** 18)
+
+
+def _fenced_or(error, sink: "KafkaSink") -> EngineError:
+    kafka_error = error.args[0] if error.args else None
+    if kafka_error is not None and "FENCED" in kafka_error.name():
+        return EngineError(
+            f"the Kafka sink's transactional id '{sink.transactional_id}' was fenced: a newer run of the "
+            f"job (or another job with the same 'sink.transactional-id-prefix') took it over",
+            hint="run one instance of a job at a time; give each job its own 'sink.transactional-id-prefix'")
+    return EngineError(f"the Kafka sink could not commit its transaction on '{sink.topic}': {kafka_error}",
+                       hint="check the broker ('properties.bootstrap.servers'); the job restarts from its checkpoint")
 
 
 _FORMAT_OPTIONS = {
@@ -735,6 +752,7 @@ _COMMON = {
                                    default="default", choices=("default", "fixed")),
     METADATA_OPTION: OptionSpec("metadata columns (set by the planner from METADATA FROM)"),
     "weir.primary-key": OptionSpec("the table's PRIMARY KEY (set by the planner)"),
+    "sink.upsert-key": OptionSpec("the key an updating input is written by (set by the planner)"),
 }
 
 SPEC = ConnectorSpec(
@@ -767,7 +785,8 @@ UPSERT_SPEC = ConnectorSpec(
     name="upsert-kafka",
     source=KafkaSource,
     sink=KafkaSink,
-    options={**{k: v for k, v in _COMMON.items() if k not in ("format",)},
+    options={**{k: v for k, v in _COMMON.items() if k not in ("format", "key.fields")},
+             **{k: v for k, v in SPEC.options.items() if k.startswith("scan.bounded.")},
              "key.format": OptionSpec("the key format", required=True, choices=("json", "csv", "raw")),
              "value.format": OptionSpec("the value format", required=True, choices=("json", "csv", "raw")),
              "topic": OptionSpec("the topic", required=True)},
