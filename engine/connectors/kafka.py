@@ -206,7 +206,7 @@ class KafkaSource(Source):
                     if self.bounded_mode == "timestamp" else None)
         try:
             while True:
-                if not part.buffer and not part.at_end:
+                if not part.buffer and not (part.at_end and self.bounded):
                     self._fetch()
                 messages, part.buffer = part.buffer[:self.batch_size], part.buffer[self.batch_size:]
                 done = False
@@ -426,17 +426,6 @@ class KafkaSource(Source):
         finally:
             consumer.close()
         return found.offset if found.offset >= 0 else None
-
-    def commit_offsets(self, offsets: dict[str, int]) -> None:
-        """Record ``offsets`` (split -> next offset) in 'properties.group.id', as information
-        for monitoring (weir reads its positions from its checkpoints)."""
-        if "group.id" not in self.properties or self._consumer is None:
-            return
-        kafka = _client()
-        parts = [kafka.TopicPartition(s.rpartition(":")[0], int(s.rpartition(":")[2]), int(o))
-                 for s, o in offsets.items() if o is not None and int(o) >= 0]
-        if parts:
-            self._consumer.commit(offsets=parts, asynchronous=True)
 
     def close(self) -> None:
         if self._consumer is not None:
