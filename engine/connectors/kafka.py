@@ -27,6 +27,7 @@ and fences a zombie producer of an earlier run.
 """
 from __future__ import annotations
 
+import base64
 import json
 import re
 import time
@@ -492,6 +493,8 @@ class _Epoch:
     one committed; ``checkpoint`` is set when its barrier pre-committed it."""
 
     pending: list = field(default_factory=list)  # (keys, values) not yet produced
+    #: Every (keys, values) of the epoch: the copy its handle carries, for a replay on recovery.
+    messages: list = field(default_factory=list)
     produced: bool = False
     checkpoint: int | None = None
     rows: int = 0
@@ -546,16 +549,66 @@ class KafkaSink(Sink):
         if self.exactly_once:
             self.producer.init_transactions(60)  # aborts what an earlier run left open; fences it
             self.transactions.append(("init", self.transactional_id, None))
+            if not resuming:  # a run from scratch numbers its checkpoints from 1 again
+                self.producer.begin_transaction()
+                self._mark(self.producer, 0)
+                self.producer.commit_transaction(60)
 
     def recover(self, handles: list[Any], checkpoint_id: int | None = None) -> None:
-        """A restored job: every subtask's transactional id is initialised once, which aborts
-        a transaction left open and fences the producer that opened it. (librdkafka cannot
-        resume and commit another producer's transaction, as Flink's Kafka sink does.)"""
-        ids = {h["transactional_id"] for h in handles if isinstance(h, dict) and "transactional_id" in h}
-        for transactional_id in sorted(ids):
+        """A restored job. Each subtask's transactional id is initialised once, which aborts a
+        transaction left open and fences the producer that opened it. A completed checkpoint
+        whose transaction was not committed (the job died between the two) is produced again
+        from the copy in its handle and committed: librdkafka cannot resume another producer's
+        transaction, as Flink's Kafka sink does. Each committed transaction also commits its
+        checkpoint id as the offset of the group 'weir-txn-<transactional id>' (atomically,
+        ``send_offsets_to_transaction``), so a replay happens once."""
+        by_id: dict[str, list[dict]] = {}
+        for handle in handles:
+            if isinstance(handle, dict) and "transactional_id" in handle:
+                by_id.setdefault(handle["transactional_id"], []).append(handle)
+        for transactional_id, found in sorted(by_id.items()):
             producer = self._producer(transactional_id)
             producer.init_transactions(60)
             self.transactions.append(("init", transactional_id, checkpoint_id))
+            done = self._marked(transactional_id)
+            for handle in sorted(found, key=lambda h: h["checkpoint"]):
+                if handle["checkpoint"] <= done or "messages" not in handle:
+                    continue
+                producer.begin_transaction()
+                keys, values = _unstaged(handle["messages"])
+                self.producer, kept = producer, self.producer
+                try:
+                    self._produce(keys, values)
+                    self._flush()
+                    self._mark(producer, handle["checkpoint"], transactional_id)
+                    producer.commit_transaction(60)
+                finally:
+                    self.producer = kept
+                self.transactions.append(("replay", transactional_id, handle["checkpoint"]))
+
+    def _marker_group(self, transactional_id: str) -> str:
+        return f"weir-txn-{transactional_id}"
+
+    def _mark(self, producer, checkpoint_id: int, transactional_id: str | None = None) -> None:
+        """Commit ``checkpoint_id`` with ``producer``'s open transaction (see ``recover``)."""
+        kafka = _client()
+        group = self._marker_group(transactional_id or self.transactional_id)
+        consumer = kafka.Consumer({**self.properties, "group.id": group})
+        try:
+            producer.send_offsets_to_transaction([kafka.TopicPartition(self.topic, 0, checkpoint_id)],
+                                                 consumer.consumer_group_metadata(), 60)
+        finally:
+            consumer.close()
+
+    def _marked(self, transactional_id: str) -> int:
+        """The checkpoint id the last committed transaction of ``transactional_id`` carried."""
+        kafka = _client()
+        consumer = kafka.Consumer({**self.properties, "group.id": self._marker_group(transactional_id)})
+        try:
+            found = consumer.committed([kafka.TopicPartition(self.topic, 0)], timeout=30)[0]
+        finally:
+            consumer.close()
+        return found.offset if found.offset >= 0 else 0
 
     # -- writing ---------------------------------------------------------------------------
     def write(self, batch: pa.RecordBatch) -> None:
@@ -569,6 +622,7 @@ class KafkaSink(Sink):
             self.epochs.append(_Epoch())
         epoch = self.epochs[-1]
         epoch.rows += batch.num_rows
+        epoch.messages.append((keys, values))
         if epoch is self.epochs[0]:
             self._start(epoch)
             self._produce(keys, values)
@@ -661,7 +715,8 @@ class KafkaSink(Sink):
         if epoch.produced:
             self._flush()
         self.transactions.append(("pre-commit", self.transactional_id, checkpoint_id))
-        return {"transactional_id": self.transactional_id, "checkpoint": checkpoint_id, "rows": epoch.rows}
+        return {"transactional_id": self.transactional_id, "checkpoint": checkpoint_id, "rows": epoch.rows,
+                "messages": _staged(epoch.messages)}
 
     def commit(self, checkpoint_id: int, handle: Any = None) -> None:
         if not self.exactly_once or self.producer is None:
@@ -671,6 +726,8 @@ class KafkaSink(Sink):
             self._start(epoch)
             self._flush()
             try:
+                if epoch.checkpoint >= 0:
+                    self._mark(self.producer, epoch.checkpoint)
                 self.producer.commit_transaction(60)
             except _client().KafkaException as error:
                 raise _fenced_or(error, self) from None
@@ -700,6 +757,23 @@ class KafkaSink(Sink):
             if epoch.checkpoint is None:
                 epoch.checkpoint = -1
         self.commit(10 ** 18)
+
+
+def _staged(messages: list) -> str:
+    """An epoch's messages as one base64 Arrow IPC stream of (key, value), for its handle."""
+    keys = [k for ks, vs in messages for k in (ks if ks is not None else [None] * len(vs))]
+    values = [v for _, vs in messages for v in vs]
+    table = pa.table({"key": pa.array(keys, pa.binary()), "value": pa.array(values, pa.binary())})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return base64.b64encode(sink.getvalue().to_pybytes()).decode()
+
+
+def _unstaged(text: str) -> tuple[list | None, list]:
+    table = pa.ipc.open_stream(base64.b64decode(text)).read_all()
+    keys = table.column("key").to_pylist()
+    return (None if all(k is None for k in keys) else keys), table.column("value").to_pylist()
 
 
 def _fenced_or(error, sink: "KafkaSink") -> EngineError:
