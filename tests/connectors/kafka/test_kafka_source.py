@@ -190,3 +190,19 @@ def test_bad_options_name_the_fix(broker):
         read_all(source(broker, broker.create_topic(), SCHEMA, **{"scan.startup.mode": "specific-offsets"}))
     with pytest.raises(SourceError, match="topic 'no-such-topic' does not exist"):
         source(broker, "no-such-topic", SCHEMA).splits()
+
+
+def test_a_job_at_parallelism_2_reads_every_partition_once(broker, in_tmp):
+    topic = broker.create_topic(partitions=3)
+    for p in range(3):
+        broker.produce(topic, events(8, 8 * p), partition=p)
+    script = f"""
+    SET 'parallelism.default' = '2';
+    CREATE TABLE e (ts TIMESTAMP(3), k VARCHAR, v BIGINT, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
+    {with_options(broker, topic)};
+    CREATE MATERIALIZED VIEW per_key AS SELECT k, window_start, COUNT(*) AS n, SUM(v) AS total
+    FROM TABLE(TUMBLE(TABLE e, DESCRIPTOR(ts), INTERVAL '10' SECOND)) GROUP BY k, window_start, window_end;
+    """
+    weir.run(script, db="r.duckdb", name="parallel")
+    rows = view("r.duckdb", "SELECT k, SUM(n), SUM(total) FROM per_key GROUP BY k ORDER BY k")
+    assert rows == [(k, 8, sum(i for i in range(24) if "abc"[i % 3] == k)) for k in "abc"]
