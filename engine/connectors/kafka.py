@@ -51,6 +51,8 @@ METADATA = {"topic": pa.string(), "partition": pa.int32(), "offset": pa.int64(),
 METADATA_OPTION = "weir.metadata"
 #: How long one poll waits for a message before the reader yields an empty batch.
 POLL_SECONDS = 0.05
+#: How long a poll that found messages goes on gathering more, towards a full batch.
+LINGER_SECONDS = 0.05
 _EOF = -191  # librdkafka's _PARTITION_EOF
 
 
@@ -250,7 +252,17 @@ class KafkaSource(Source):
         first = consumer.poll(POLL_SECONDS)
         if first is None:
             return
-        messages = [first, *consumer.consume(max(self.batch_size - 1, 1), 0)]
+        messages = [first]
+        deadline = time.monotonic() + LINGER_SECONDS
+        while len(messages) < self.batch_size:  # gather up to a batch, for at most LINGER_SECONDS
+            more = consumer.consume(self.batch_size - len(messages), 0)
+            if not more:
+                if time.monotonic() >= deadline:
+                    break
+                more = consumer.consume(self.batch_size - len(messages), 0.005)
+                if not more:
+                    break
+            messages += more
         by_split = self._partitions
         for message in messages:
             error = message.error()
