@@ -45,7 +45,6 @@ def produce(broker, topic: str, events: int, partitions: int) -> None:
 
 
 def plain_consumer(broker, topic: str, events: int, partitions: int, decode: bool) -> float:
-    import pyarrow as pa
     import pyarrow.json as pa_json
     import io
     from confluent_kafka import Consumer, TopicPartition

@@ -38,10 +38,10 @@ from typing import Any, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from weir.engine.changelog import DELETE, ROW_KIND, ROW_KIND_TYPE, UPDATE_AFTER, UPDATE_BEFORE, INSERT
+from weir.engine.changelog import DELETE, INSERT, ROW_KIND, ROW_KIND_TYPE, UPDATE_AFTER, UPDATE_BEFORE
 from weir.engine.connectors.base import ConnectorSpec, OptionSpec, Sink, Source, option_value
 from weir.engine.connectors.kafka_formats import FORMATS, Format, debezium_changes
-from weir.engine.connectors.options import parse_bool, parse_char, parse_duration_seconds, parse_int
+from weir.engine.connectors.options import parse_bool, parse_char, parse_int
 from weir.engine.errors import ConnectorOptionError, EngineError, SourceError
 
 #: Metadata columns a Kafka table can declare (``col BIGINT METADATA FROM 'offset'``), and
@@ -284,7 +284,6 @@ class KafkaSource(Source):
         lay = self.layout
         values = [m.value() for m in messages]
         keys = [m.key() for m in messages] if lay.key_format is not None or self.upsert else None
-        n = len(values)
         value_array = pa.array(values, pa.binary())
         present = pc.is_valid(value_array)
         if self.upsert:
@@ -293,7 +292,6 @@ class KafkaSource(Source):
             value_array = pc.filter(value_array, present)
             messages = [m for m, keep in zip(messages, present.to_pylist()) if keep]
             keys = None if keys is None else [k for k, keep in zip(keys, present.to_pylist()) if keep]
-            n = len(messages)
         decoded = lay.value_format.decode(value_array)
         debezium = lay.value_format.name == "debezium-json"
         columns = {} if debezium else {name: decoded.rows.column(name) for name in lay.value_fields}
@@ -358,7 +356,7 @@ class KafkaSource(Source):
         live = pc.filter(values, present)
         decoded = lay.value_format.decode(live)
         if decoded.bad:
-            position, reason = decoded.bad[0]
+            reason = decoded.bad[0][1]
             raise SourceError(f"malformed message in an upsert-kafka topic: {reason}",
                               hint="fix the producer; upsert-kafka cannot skip a row of a key")
         key_rows = lay.key_format.decode(pa.array(keys, pa.binary())).rows
@@ -620,7 +618,7 @@ class KafkaSink(Sink):
             found = consumer.committed([kafka.TopicPartition(self.topic, 0)], timeout=30)[0]
         finally:
             consumer.close()
-        return found.offset if found.offset >= 0 else 0
+        return max(found.offset, 0)
 
     # -- writing ---------------------------------------------------------------------------
     def write(self, batch: pa.RecordBatch) -> None:
@@ -788,7 +786,7 @@ def _unstaged(text: str) -> tuple[list | None, list]:
     return (None if all(k is None for k in keys) else keys), table.column("value").to_pylist()
 
 
-def _fenced_or(error, sink: "KafkaSink") -> EngineError:
+def _fenced_or(error, sink: KafkaSink) -> EngineError:
     kafka_error = error.args[0] if error.args else None
     if kafka_error is not None and "FENCED" in kafka_error.name():
         return EngineError(
