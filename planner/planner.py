@@ -120,6 +120,12 @@ class Planner:
         options = dict(s.options)
         metadata = {c.name: c.metadata for c in s.columns if c.metadata is not None}
         if metadata:  # METADATA FROM 'key' columns: the connector fills them (Kafka's offset, ...)
+            spec = CONNECTORS.get(options.get("connector", ""))
+            if spec is not None and "weir.metadata" not in spec.options:
+                column = next(c for c in s.columns if c.metadata is not None)
+                raise WeirSqlError(Problem(f"connector '{spec.name}' has no metadata columns, but `{column.name}` "
+                                           f"is declared METADATA", column.line, column.col,
+                                           "remove METADATA, or read the table from 'kafka'"))
             options["weir.metadata"] = json.dumps(metadata)
         if s.primary_key and getattr(CONNECTORS.get(options.get("connector", "")), "keyed_by_primary_key", False):
             options["weir.primary-key"] = json.dumps(list(s.primary_key))

@@ -12,6 +12,7 @@ import weir
 from weir.engine.connectors.registry import create_source
 from weir.engine.errors import ConnectorOptionError, SourceError
 from weir.engine.runtime.source_reader import SourceReader
+from weir.sql.errors import WeirSqlError
 
 
 def events(n: int, start: int = 0) -> list[bytes]:
@@ -206,3 +207,10 @@ def test_a_job_at_parallelism_2_reads_every_partition_once(broker, in_tmp):
     weir.run(script, db="r.duckdb", name="parallel")
     rows = view("r.duckdb", "SELECT k, SUM(n), SUM(total) FROM per_key GROUP BY k ORDER BY k")
     assert rows == [(k, 8, sum(i for i in range(24) if "abc"[i % 3] == k)) for k in "abc"]
+
+
+def test_a_metadata_column_of_a_connector_without_metadata_is_refused_at_the_column():
+    con = weir.connect(db=":memory:")
+    with pytest.raises(WeirSqlError, match=r"connector 'filesystem' has no metadata columns, but `o` is declared METADATA"):
+        con.execute("CREATE TABLE f (a BIGINT, o BIGINT METADATA FROM 'offset') "
+                    "WITH ('connector' = 'filesystem', 'path' = '.', 'format' = 'csv')")
