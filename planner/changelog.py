@@ -66,9 +66,14 @@ def sink_changelog(stream: Stream, options: dict[str, str], *, name: str, what: 
             f"the DuckDB table `{name}` has no PRIMARY KEY, so it cannot be maintained from an updating "
             f"query (the result of a GROUP BY without a window over `{stream.name}`)", *where,
             f"declare the key in `{name}`: PRIMARY KEY (<the GROUP BY keys>) NOT ENFORCED"))
+    spec = CONNECTORS.get(connector)
+    if spec is not None and spec.keyed_by_primary_key:  # upsert-kafka: keyed changes, tombstones for deletes
+        if not primary_key:
+            raise WeirSqlError(Problem(f"the {what} `{name}` ('{connector}' connector) needs a PRIMARY KEY", *where,
+                                       f"declare it in `{name}`: PRIMARY KEY (<key columns>) NOT ENFORCED"))
+        return {} if stream.append_only else {"changelog": UPSERT, "upsert_key": list(primary_key)}
     if stream.append_only:
         return {}
-    spec = CONNECTORS.get(connector)
     if connector in ("print", "blackhole", "python") or (spec is not None and options.get("format") in spec.changelog_formats):
         return {"changelog": RETRACT}
     fmt = f", format '{options['format']}'" if "format" in options else ""

@@ -1,7 +1,7 @@
 """Checking a table's WITH (...) options against the engine's connector catalogue."""
 from __future__ import annotations
 
-from weir.engine.connectors.registry import validate_options
+from weir.engine.connectors.registry import CONNECTORS, validate_options
 from weir.engine.errors import ConnectorOptionError
 from weir.planner.catalog import TableDef
 from weir.planner.locate import locate, quoted
@@ -24,3 +24,14 @@ def _where(table: TableDef, error: ConnectorOptionError) -> tuple[int, int]:
     if error.option is not None and error.option in table.options:
         return locate(table.statement, quoted(error.option) + r"\s*=", after=r"\bWITH\b")
     return locate(table.statement, r"\bWITH\b")
+
+
+def reads_changes(options: dict[str, str]) -> bool:
+    """Whether a source of these options yields a changelog (rows ending with the row kind):
+    a connector keyed by its PRIMARY KEY ('upsert-kafka') or a changelog format it can read
+    ('debezium-json' from Kafka)."""
+    spec = CONNECTORS.get(options.get("connector", ""))
+    if spec is None:
+        return False
+    fmt = options.get("value.format") or options.get("format")
+    return spec.keyed_by_primary_key or (fmt in spec.changelog_formats and fmt not in spec.sink_only_formats)

@@ -15,6 +15,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from weir.engine.changelog import ROW_KIND, ROW_KIND_TYPE
+from weir.engine.connectors.registry import CONNECTORS
 from weir.engine.graph import Edge, JobGraph
 from weir.engine.runtime.sink_writer import SinkConfig
 from weir.planner.changelog import sink_changelog
@@ -117,7 +118,19 @@ class Planner:
                                     "add WITH ('connector' = 'filesystem', 'path' = '...', 'format' = 'csv')"))
         if problems:
             raise WeirSqlError(problems)
-        self.catalog.add_table(TableDef(s.name, schema, watermark_column, watermark, dict(s.options),
+        options = dict(s.options)
+        metadata = {c.name: c.metadata for c in s.columns if c.metadata is not None}
+        if metadata:  # METADATA FROM 'key' columns: the connector fills them (Kafka's offset, ...)
+            spec = CONNECTORS.get(options.get("connector", ""))
+            if spec is not None and "weir.metadata" not in spec.options:
+                column = next(c for c in s.columns if c.metadata is not None)
+                raise WeirSqlError(Problem(f"connector '{spec.name}' has no metadata columns, but `{column.name}` "
+                                           f"is declared METADATA", column.line, column.col,
+                                           "remove METADATA, or read the table from 'kafka'"))
+            options["weir.metadata"] = json.dumps(metadata)
+        if s.primary_key and getattr(CONNECTORS.get(options.get("connector", "")), "keyed_by_primary_key", False):
+            options["weir.primary-key"] = json.dumps(list(s.primary_key))
+        self.catalog.add_table(TableDef(s.name, schema, watermark_column, watermark, options,
                                         list(s.primary_key), s, {n: e for n, (e, _) in computed.items()}))
 
     def _watermark(self, s: st.CreateTable, schema: pa.Schema, problems: list[Problem]):

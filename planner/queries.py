@@ -12,7 +12,7 @@ import duckdb
 import pyarrow as pa
 from sqlglot import exp
 
-from weir.engine.changelog import ROW_KIND
+from weir.engine.changelog import ROW_KIND, ROW_KIND_TYPE
 from weir.engine.graph import Edge
 from weir.engine.operators.calc import CalcConfig
 from weir.engine.runtime.source_reader import SourceConfig
@@ -23,7 +23,7 @@ from weir.planner.calc import calc_description, projected_key
 from weir.planner.cascaded_windows import plan_cascaded_window
 from weir.planner.catalog import Catalog, TableDef
 from weir.planner.changelog import require_append_only
-from weir.planner.connectors import check_connector
+from weir.planner.connectors import check_connector, reads_changes
 from weir.planner.ctes import plan_cte_reference, plan_with
 from weir.planner.errors import PlanError
 from weir.planner.expressions import Scope, bind, contains_aggregate, output_name, position, quote, to_duckdb
@@ -149,9 +149,13 @@ class QueryPlanner:
         description = f"Source(table=[{table.name}], connector=[{table.options.get('connector')}]"
         if table.watermark is not None:
             description += f", watermark=[{table.watermark_column} AS {table.watermark.sql()}]"
+        updating = reads_changes(table.options)  # debezium-json, upsert-kafka: +I/-U/+U/-D rows
+        if updating:
+            physical = pa.schema([*physical, pa.field(ROW_KIND, ROW_KIND_TYPE)])
         node = self.builder.add(table.name, "source", config, physical, [], description + ")")
         times = frozenset([table.watermark_column] if table.watermark_column else [])
-        stream = Stream(node.id, physical, times, table.name)
+        stream = Stream(node.id, physical, times, table.name, append_only=not updating,
+                        upsert_key=tuple(table.primary_key) if updating and table.primary_key else None)
         if table.computed:  # computed columns, in the declared order, by a calc the source feeds
             projection = [[name, to_duckdb(table.computed[name], physical) if name in table.computed else quote(name)]
                           for name in table.schema.names]

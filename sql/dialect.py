@@ -106,6 +106,12 @@ def _show(what: str):
     return lambda self: self.expression(exp.Show(this=what))
 
 
+class MetadataColumn(exp.Expression):
+    """``col TYPE METADATA [FROM 'key'] [VIRTUAL]``: a column a connector fills from each
+    record's metadata (Kafka's 'offset', 'partition', 'timestamp', 'topic')."""
+    arg_types = {"this": False, "virtual": False}
+
+
 class WeirParser(RisingWaveParser):
     FUNC_TOKENS = {*RisingWaveParser.FUNC_TOKENS, TokenType.SESSION}
 
@@ -125,6 +131,9 @@ class WeirParser(RisingWaveParser):
     CONSTRAINT_PARSERS = {
         **RisingWaveParser.CONSTRAINT_PARSERS,
         "WATERMARK": lambda self: self._parse_watermark(),
+        "METADATA": lambda self: self.expression(MetadataColumn(
+            this=self._parse_string() if self._match(TokenType.FROM) else None,
+            virtual=exp.true() if self._match_text_seq("VIRTUAL") else None)),
     }
 
     STATEMENT_PARSERS = {

@@ -7,7 +7,7 @@ from sqlglot import exp
 
 from weir.sql import statements as st
 from weir.sql.dialect import (CreateFunctionStatement, DropFunctionStatement, ExplainStatement, ResetStatement,
-                              StopJobStatement)
+                              MetadataColumn, StopJobStatement)
 from weir.sql.errors import Problem, WeirSqlError
 from weir.sql.positions import error_at, line_col, position
 from weir.sql.windows import normalise_windows
@@ -123,16 +123,19 @@ def _column(definition: exp.ColumnDef) -> tuple[st.ColumnDef, bool]:
         return st.ColumnDef(name=name, type=None, line=line, col=col, computed=computed[0].this), False
     if definition.args.get("kind") is None:
         raise error_at(definition, f"column {name} needs a type", f"e.g. {name} BIGINT, or a computed column {name} AS <expression>")
-    nullable, is_key = True, False
+    nullable, is_key, metadata = True, False, None
     for constraint in definition.constraints:
         kind = constraint.args.get("kind")
-        if isinstance(kind, exp.NotNullColumnConstraint):
+        if isinstance(kind, MetadataColumn):
+            metadata = kind.this.name if kind.this is not None else name
+        elif isinstance(kind, exp.NotNullColumnConstraint):
             nullable = bool(kind.args.get("allow_null"))
         elif isinstance(kind, exp.PrimaryKeyColumnConstraint):
             is_key, nullable = True, False
         else:
             raise error_at(constraint, f"the constraint {constraint.sql(dialect='weir')} on column {name} is not supported", "use NOT NULL or PRIMARY KEY NOT ENFORCED")
-    return st.ColumnDef(name=name, type=definition.args["kind"], line=line, col=col, nullable=nullable), is_key
+    return st.ColumnDef(name=name, type=definition.args["kind"], line=line, col=col, nullable=nullable,
+                        metadata=metadata), is_key
 
 
 def _watermark(watermarks: list[exp.WatermarkColumnConstraint], columns: list[st.ColumnDef]) -> st.WatermarkDef | None:

@@ -65,6 +65,8 @@ class ColumnDef:
     nullable: bool = True
     #: ``name AS expression``: a computed column, evaluated over the physical columns as rows are read.
     computed: exp.Expression | None = None
+    #: ``METADATA [FROM 'key']``: the metadata key the connector fills it from.
+    metadata: str | None = None
 
 
 @dataclass

@@ -43,8 +43,12 @@ class ConnectorSpec:
     #: Formats that carry each row's change kind, so an updating result can be written.
     changelog_formats: tuple[str, ...] = ()
     #: Keys starting with one of these belong to the connector, which checks them when the
-    #: source is made (datagen's 'fields.<column>.kind'): they are no unknown keys.
+    #: source is made (datagen's 'fields.<column>.kind'), or to its client (Kafka's
+    #: 'properties.*'): they are no unknown keys.
     option_prefixes: tuple[str, ...] = ()
+    #: A sink keyed by the table's PRIMARY KEY that takes an updating stream as upserts
+    #: ('upsert-kafka'); as a source, it is an updating table.
+    keyed_by_primary_key: bool = False
 
 
 def option_value(options: dict[str, str], spec: ConnectorSpec, key: str) -> str | None:

@@ -10,7 +10,8 @@ import difflib
 
 import pyarrow as pa
 
-from weir.engine.connectors import blackhole, datagen, duckdb_table, filesystem, nexmark, print_sink, python_source
+from weir.engine.connectors import (blackhole, datagen, duckdb_table, filesystem, kafka, nexmark, print_sink,
+                                      python_source)
 from weir.engine.connectors.base import DEFAULT_BATCH_SIZE, ConnectorSpec, OptionSpec, Sink, Source
 from weir.engine.connectors.options import value_problem
 from weir.engine.errors import ConnectorOptionError
@@ -25,6 +26,8 @@ CONNECTORS: dict[str, ConnectorSpec] = {
         duckdb_table.SPEC,
         python_source.SPEC,
         datagen.SPEC,
+        kafka.SPEC,
+        kafka.UPSERT_SPEC,
     )
 }
 
@@ -112,8 +115,8 @@ def validate_options(options: dict[str, str], role: str) -> list[ConnectorOption
                 )
             else:
                 problem = value_problem(key, value, by_format[fmt][key])
-        elif spec.option_prefixes and key.startswith(spec.option_prefixes):
-            problem = None  # the connector's own, checked as the source is made
+        elif key.startswith(spec.option_prefixes) and key not in spec.option_prefixes:
+            problem = None  # the connector's own or its client's, checked as the source is made
         else:
             problem = _unknown_key(name, key, known_keys)
         if problem is not None:

@@ -118,8 +118,8 @@ class SourceReader(OperatorKind):
                     batch, advanced = None, self.watermarks.finish(split)
                 else:
                     batch, self.offsets[split] = step
-                    if batch.num_rows == 0:  # nothing yet (files being watched): a boundary all the same
-                        advanced = self._maybe_idle(split)
+                    if batch.num_rows == 0:  # nothing new (an unbounded source): still a boundary,
+                        advanced = self._maybe_idle(split)  # where the job checkpoints and stops
                         yield None, Watermark(advanced) if advanced is not None and self._generator else None
                         continue
                     self._last_rows[split] = time.monotonic()
