@@ -84,6 +84,12 @@ def cmd_shell(args) -> int:
     return run_shell(args.file, args.init, db_path=args.db, settings=_settings(args))
 
 
+def cmd_serve(args) -> int:
+    from weir.shell.pgwire import launch  # asyncio and the protocol load only for the endpoint
+
+    return launch.serve(args)
+
+
 def cmd_query(args) -> int:
     if not Path(args.db).exists():
         print(f"weir: no database at {args.db}", file=sys.stderr)

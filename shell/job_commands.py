@@ -12,6 +12,7 @@ from weir.planner.explain import explain
 from weir.planner.planner import Script, default_job_name
 from weir.shell import render
 from weir.shell.api import Connection
+from weir.shell.pgwire import launch
 
 
 def state_dir(args, job_name: str, script: Script | None = None) -> Path:
@@ -34,6 +35,10 @@ def run(args, script: Script) -> int:
 
     connection = Connection(args.db, state_dir=Path(".weir"))
     try:
+        server = _serve(connection, args)
+    except launch.ServeError as error:
+        return launch.report(error)
+    try:
         job = connection.start_script(script, state_dir=state_dir(args, script.graph.name, script),
                                       from_savepoint=args.from_savepoint, fresh=getattr(args, "fresh", False),
                                       warn=warn)
@@ -52,7 +57,13 @@ def run(args, script: Script) -> int:
         if show_progress:
             print(file=sys.stderr)
         print(render.engine_error(error, err_tty), file=sys.stderr)
+        if server is not None:
+            server.stop()
         return 1
+    except BaseException:
+        if server is not None:
+            server.stop()
+        raise
     finally:
         connection.session.jobs.join_all()
     result = job.result
@@ -63,7 +74,17 @@ def run(args, script: Script) -> int:
     if getattr(args, "analyze", False) and not result.already_finished:
         print()
         print(explain(script.graph, f"job {script.graph.name}, as run", {m.id: m for m in result.operators}), end="")
+    if server is not None:
+        sys.stdout.flush()
+        launch.keep_serving(server)
     return 0
+
+
+def _serve(connection: Connection, args):
+    """`weir run --serve`: the Postgres endpoint beside the job (``shell/pgwire``), or None."""
+    if not getattr(args, "serve", False):
+        return None
+    return launch.start_beside(connection, args)
 
 
 def _progress_line(job) -> str:

@@ -80,10 +80,10 @@ class Exchange:
         auth_message = f"{self._client_first_bare},{self._server_first},{without_proof}".encode()
         signature = _hmac(self.verifier.stored_key, auth_message)
         if len(proof) != len(signature):
-            raise AuthenticationFailed("password authentication failed")
+            raise AuthenticationFailed("wrong password")
         client_key = bytes(a ^ b for a, b in zip(proof, signature))
         if not hmac.compare_digest(hashlib.sha256(client_key).digest(), self.verifier.stored_key):
-            raise AuthenticationFailed("password authentication failed")
+            raise AuthenticationFailed("wrong password")
         server_signature = _hmac(self.verifier.server_key, auth_message)
         return "v=" + base64.b64encode(server_signature).decode()
 

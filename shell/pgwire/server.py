@@ -152,15 +152,18 @@ class Server:
         self.port = self._server.sockets[0].getsockname()[1]
         self._loop = asyncio.get_running_loop()
 
-    def serve_forever(self) -> None:
-        """Serve in this thread until interrupted (`weir serve`)."""
+    def serve_forever(self, listening: Callable[[int], None] | None = None) -> None:
+        """Serve in this thread until interrupted (`weir serve`); ``listening(port)`` once it listens."""
         async def main() -> None:
             await self.start()
-            log.info("listening on %s:%s", self.options.host, self.port)
+            if listening is not None:
+                listening(self.port)
             async with self._server:
                 await self._server.serve_forever()
         try:
             asyncio.run(main())
+        except KeyboardInterrupt:
+            pass
         finally:
             self._shutdown_pools()
 
@@ -238,6 +241,9 @@ class Client:
         self.skipping = False  # after an error in the extended protocol, until Sync
         self.cancelled = asyncio.Event()
         self.timeout = server.options.statement_timeout
+        self.user = ""
+        #: The SUBSCRIBE being streamed, if one is.
+        self.subscription: QuerySubscription | None = None
 
     # -- output ----------------------------------------------------------------------
     def send(self, data: bytes) -> None:
@@ -271,7 +277,7 @@ class Client:
             self.out.clear()
             self.send(m.error_response("08P01", f"protocol violation: {error}; closing the connection"))
         except AuthenticationFailed as error:
-            self.send(m.error_response("28P01", f"password authentication failed: {error}"))
+            self.send(m.error_response("28P01", f"password authentication failed for user \"{self.user}\": {error}"))
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         except Exception as error:  # noqa: BLE001 - one connection's failure must not stop the server
@@ -306,7 +312,7 @@ class Client:
             break
         else:
             raise ProtocolViolation("too many SSL or GSS requests")
-        user = params.get("user", "")
+        self.user = user = params.get("user", "")
         if self.server.verifier is not None:
             await self._authenticate(user)
         self.settings["application_name"] = params.get("application_name", "")
@@ -703,6 +709,7 @@ class Client:
         count = 0
         reading: asyncio.Future | None = None
         self.cancelled.clear()
+        self.subscription = subscription
         try:
             while True:
                 upcoming = loop.run_in_executor(self.server.streams, _next_batch, subscription)
@@ -731,6 +738,7 @@ class Client:
                     self.send(encode_rows(columns, formats, rows))
                 await self.flush()
         finally:
+            self.subscription = None
             subscription.close()
             if reading is not None:
                 reading.cancel()

@@ -63,7 +63,16 @@ def _decimal_text(v: Decimal) -> str:
 
 
 def _timestamp_text(v: datetime.datetime) -> str:
-    return v.isoformat(sep=" ")
+    """As Postgres prints it: no trailing zeros in the fraction, the offset as +HH or +HH:MM."""
+    text = v.replace(tzinfo=None).isoformat(sep=" ")
+    if v.microsecond:
+        text = text.rstrip("0")
+    offset = v.utcoffset()
+    if offset is None:
+        return text
+    minutes = int(offset.total_seconds()) // 60
+    sign, minutes = ("-", -minutes) if minutes < 0 else ("+", minutes)
+    return f"{text}{sign}{minutes // 60:02d}" + (f":{minutes % 60:02d}" if minutes % 60 else "")
 
 
 def _interval_text(v: datetime.timedelta) -> str:
