@@ -27,10 +27,19 @@ class MessageReader:
         self._buffer = bytearray()
         self.max_bytes = max_bytes
         self.closed = False
+        self._pending: asyncio.Future | None = None
 
-    async def fill(self) -> bool:
-        """Read what the client has sent into the buffer; False when it has hung up."""
-        data = await self._stream.read(65536)
+    def reading(self) -> asyncio.Future:
+        """The read from the client in flight (started if none is): a SUBSCRIBE waits on it beside
+        its changes; ``took()`` keeps what it read once it is done."""
+        if self._pending is None:
+            self._pending = asyncio.ensure_future(self._stream.read(65536))
+        return self._pending
+
+    def took(self) -> bool:
+        """Keep what the finished read got; False when the client has hung up."""
+        data = self._pending.result()
+        self._pending = None
         if not data:
             self.closed = True
             return False
@@ -38,6 +47,11 @@ class MessageReader:
         if len(self._buffer) > self.max_bytes + 5:
             raise ProtocolViolation(f"the client sent more than {self.max_bytes} bytes without a message end")
         return True
+
+    async def fill(self) -> bool:
+        """Read what the client has sent into the buffer; False when it has hung up."""
+        await self.reading()
+        return self.took()
 
     async def _take(self, count: int) -> bytes:
         while len(self._buffer) < count:

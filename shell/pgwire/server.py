@@ -707,23 +707,20 @@ class Client:
         loop = asyncio.get_running_loop()
         texts = [column_type(t).text for _, t in columns]
         count = 0
-        reading: asyncio.Future | None = None
         self.cancelled.clear()
         self.subscription = subscription
         try:
             while True:
                 upcoming = loop.run_in_executor(self.server.streams, _next_batch, subscription)
                 while True:
-                    reading = reading or asyncio.ensure_future(self.messages.fill())
+                    reading = self.messages.reading()  # what the client sends meanwhile is kept
                     cancel = asyncio.ensure_future(self.cancelled.wait())
                     done, _ = await asyncio.wait({upcoming, reading, cancel}, return_when=asyncio.FIRST_COMPLETED)
                     cancel.cancel()
                     if upcoming in done:
                         break
-                    if reading in done:
-                        if not reading.result():
-                            raise ConnectionResetError("the client hung up")
-                        reading = None
+                    if reading in done and not self.messages.took():
+                        raise ConnectionResetError("the client hung up")
                     if self.cancelled.is_set():
                         raise QueryError("57014", "canceling statement due to user request")
                 batch = upcoming.result()
@@ -740,8 +737,6 @@ class Client:
         finally:
             self.subscription = None
             subscription.close()
-            if reading is not None:
-                reading.cancel()
         if copy:
             self.send(m.COPY_DONE)
         self.send(m.command_complete(f"COPY {count}" if copy else f"SUBSCRIBE {count}"))

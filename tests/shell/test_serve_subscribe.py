@@ -1,0 +1,108 @@
+"""SUBSCRIBE over the Postgres endpoint: a running job's committed changes, in order."""
+from __future__ import annotations
+
+import datetime as dt
+import subprocess
+import threading
+
+import psycopg
+import pyarrow as pa
+import pytest
+
+import weir
+from weir.shell.pgwire.results import ResultReader
+from weir.shell.pgwire.server import ServeOptions, Server
+
+T0 = dt.datetime(2024, 1, 1)
+#: (auction, price, seconds after T0): windows of 10 s close one after another as time goes on.
+ROWS = [(1, 10, 0), (2, 20, 3), (1, 30, 11), (2, 40, 14), (1, 50, 22), (1, 60, 33), (2, 70, 44), (1, 80, 55)]
+VIEW = """CREATE MATERIALIZED VIEW per_auction AS
+SELECT auction, window_start, COUNT(*) AS bids, SUM(price) AS total
+FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(date_time), INTERVAL '10' SECOND))
+GROUP BY auction, window_start, window_end"""
+SCHEMA = pa.schema([("auction", pa.int64()), ("price", pa.int64()), ("date_time", pa.timestamp("ms"))])
+
+
+def batches(gate: threading.Event):
+    """One bid per batch; after the first, wait for the test to open the gate."""
+    for i, (auction, price, seconds) in enumerate(ROWS):
+        if i == 1:
+            assert gate.wait(60), "the subscription never started"
+        yield pa.record_batch([[auction], [price], [T0 + dt.timedelta(seconds=seconds)]], schema=SCHEMA)
+
+
+@pytest.fixture
+def running(tmp_path):
+    """A job maintaining per_auction, held after its first bid, and a server over its connection."""
+    con = weir.connect(str(tmp_path / "results.duckdb"), state_dir=tmp_path / "jobs")
+    gate = threading.Event()
+    con.register("bids", batches(gate), watermark="date_time", schema=SCHEMA)
+    con.execute("SET 'weir.checkpointing.interval-batches' = '1'")
+    job = con.execute(VIEW)
+    server = Server(con, ResultReader(con.session.db_path, beside_jobs=True), ServeOptions(port=0))
+    server.start_in_thread()
+    yield con, job, server, gate
+    gate.set()
+    server.stop()
+    con.close()
+
+
+def subscribing(server) -> bool:
+    return any(client.subscription is not None for client in list(server.clients.values()))
+
+
+def wait_until(condition, job) -> None:
+    """Probe ``condition`` while the job runs (never a sleep: each probe waits on the job)."""
+    while not condition():
+        assert not job._job.done.wait(0.01), "the job ended first"
+
+
+def test_subscribe_streams_committed_changes_in_order(running):
+    con, job, server, gate = running
+    rows: list[tuple] = []
+
+    def read() -> None:
+        with psycopg.connect(f"host=127.0.0.1 port={server.port} user=t dbname=weir", autocommit=True) as client:
+            for row in client.cursor().stream("SUBSCRIBE TO per_auction"):
+                rows.append(row)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    wait_until(lambda: subscribing(server), job)
+    gate.set()
+    reader.join(120)
+    assert not reader.is_alive() and job.status == "FINISHED"
+    state: dict[tuple, int] = {}
+    for checkpoint, op, *values in rows:
+        assert op in ("+I", "-D")
+        state[tuple(values)] = state.get(tuple(values), 0) + (1 if op == "+I" else -1)
+    final = con.sql("SELECT * FROM per_auction").fetchall()
+    assert sorted(k for k, n in state.items() for _ in range(n)) == sorted(final) and len(final) == 8
+    checkpoints = [row[0] for row in rows if row[0] is not None]
+    assert checkpoints == sorted(checkpoints) and len(set(checkpoints)) > 1  # several commits, in order
+
+
+def test_subscribe_to_a_query_and_copy_with_psql(running):
+    con, job, server, gate = running
+    gate.set()
+    job.wait(120)
+    with psycopg.connect(f"host=127.0.0.1 port={server.port} user=t dbname=weir", autocommit=True) as client:
+        rows = list(client.cursor().stream("SUBSCRIBE (SELECT auction, sum(bids) AS bids FROM per_auction "
+                                           "GROUP BY auction)"))
+    assert sorted((op, auction, int(bids)) for _, op, auction, bids in rows) == [("+I", 1, 5), ("+I", 2, 3)]
+    copied = subprocess.run(["/usr/bin/psql", "-h", "127.0.0.1", "-p", str(server.port), "-U", "t", "-d", "weir",
+                             "-w", "-X", "-c", "COPY (SUBSCRIBE TO per_auction) TO STDOUT"],
+                            capture_output=True, text=True, timeout=60)
+    assert copied.returncode == 0, copied.stderr
+    lines = [line.split("\t") for line in copied.stdout.splitlines()]
+    assert len(lines) == 8 and {line[1] for line in lines} == {"+I"}
+    assert sorted((int(a), w, int(n), int(t)) for _, _, a, w, n, t in lines) == \
+        sorted((a, str(w), n, t) for a, w, n, t in con.sql("SELECT * FROM per_auction").fetchall())
+
+
+def test_subscribe_to_an_unknown_view_is_an_error(running):
+    _, _, server, _ = running
+    with psycopg.connect(f"host=127.0.0.1 port={server.port} user=t dbname=weir", autocommit=True) as client:
+        with pytest.raises(psycopg.errors.UndefinedTable):
+            list(client.cursor().stream("SUBSCRIBE TO nowhere"))
+        assert client.execute("SELECT count(*) FROM per_auction").fetchone()[0] >= 0
