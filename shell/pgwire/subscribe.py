@@ -81,7 +81,9 @@ def subscription_target(sql: str) -> tuple[str, str]:
         raise _problem("SUBSCRIBE takes one view: SUBSCRIBE TO view, or SUBSCRIBE (SELECT ... FROM view)")
     name = words[0]
     plain = name[1:-1].replace('""', '"') if name.startswith('"') and name.endswith('"') else name
-    return plain, 'SELECT * FROM "' + plain.replace('"', '""') + '"'
+    # Every column but `_row_kind`: an updating view's table, created before its job's first
+    # commit, carries the sink's row-kind column until that commit recreates it without.
+    return plain, "SELECT COLUMNS(lambda c: c <> '_row_kind') FROM \"" + plain.replace('"', '""') + '"'
 
 
 def _problem(message: str) -> WeirSqlError:
