@@ -4,6 +4,7 @@ from __future__ import annotations
 import datetime as dt
 import subprocess
 import threading
+import time
 
 import psycopg
 import pyarrow as pa
@@ -20,6 +21,9 @@ VIEW = """CREATE MATERIALIZED VIEW per_auction AS
 SELECT auction, window_start, COUNT(*) AS bids, SUM(price) AS total
 FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(date_time), INTERVAL '10' SECOND))
 GROUP BY auction, window_start, window_end"""
+#: An updating view: each commit replaces the rows of the auctions that had bids.
+UPDATING = "CREATE MATERIALIZED VIEW per_auction AS SELECT auction, COUNT(*) AS bids, SUM(price) AS total " \
+           "FROM bids GROUP BY auction"
 SCHEMA = pa.schema([("auction", pa.int64()), ("price", pa.int64()), ("date_time", pa.timestamp("ms"))])
 
 
@@ -31,14 +35,14 @@ def batches(gate: threading.Event):
         yield pa.record_batch([[auction], [price], [T0 + dt.timedelta(seconds=seconds)]], schema=SCHEMA)
 
 
-@pytest.fixture
-def running(tmp_path):
+@pytest.fixture(params=[VIEW])
+def running(tmp_path, request):
     """A job maintaining per_auction, held after its first bid, and a server over its connection."""
     con = weir.connect(str(tmp_path / "results.duckdb"), state_dir=tmp_path / "jobs")
     gate = threading.Event()
     con.register("bids", batches(gate), watermark="date_time", schema=SCHEMA)
     con.execute("SET 'weir.checkpointing.interval-batches' = '1'")
-    job = con.execute(VIEW)
+    job = con.execute(request.param)
     server = Server(con, ResultReader(con.session.db_path, beside_jobs=True), ServeOptions(port=0))
     server.start_in_thread()
     yield con, job, server, gate
@@ -51,13 +55,17 @@ def subscribing(server) -> bool:
     return any(client.subscription is not None for client in list(server.clients.values()))
 
 
-def wait_until(condition, job) -> None:
+def wait_until(condition, job, seconds: float = 60) -> None:
     """Probe ``condition`` while the job runs (never a sleep: each probe waits on the job)."""
+    deadline = time.monotonic() + seconds
     while not condition():
         assert not job._job.done.wait(0.01), "the job ended first"
+        assert time.monotonic() < deadline, "never came to pass"
 
 
-def test_subscribe_streams_committed_changes_in_order(running):
+@pytest.mark.parametrize("running, rows_at_end, kinds", [(VIEW, 8, {"+I"}), (UPDATING, 2, {"+I", "-D"})],
+                         indirect=["running"])
+def test_subscribe_streams_committed_changes_in_order(running, rows_at_end, kinds):
     con, job, server, gate = running
     rows: list[tuple] = []
 
@@ -73,11 +81,11 @@ def test_subscribe_streams_committed_changes_in_order(running):
     reader.join(120)
     assert not reader.is_alive() and job.status == "FINISHED"
     state: dict[tuple, int] = {}
+    assert {row[1] for row in rows} == kinds
     for checkpoint, op, *values in rows:
-        assert op in ("+I", "-D")
         state[tuple(values)] = state.get(tuple(values), 0) + (1 if op == "+I" else -1)
     final = con.sql("SELECT * FROM per_auction").fetchall()
-    assert sorted(k for k, n in state.items() for _ in range(n)) == sorted(final) and len(final) == 8
+    assert sorted(k for k, n in state.items() for _ in range(n)) == sorted(final) and len(final) == rows_at_end
     checkpoints = [row[0] for row in rows if row[0] is not None]
     assert checkpoints == sorted(checkpoints) and len(set(checkpoints)) > 1  # several commits, in order
 
@@ -106,3 +114,25 @@ def test_subscribe_to_an_unknown_view_is_an_error(running):
         with pytest.raises(psycopg.errors.UndefinedTable):
             list(client.cursor().stream("SUBSCRIBE TO nowhere"))
         assert client.execute("SELECT count(*) FROM per_auction").fetchone()[0] >= 0
+
+
+def test_a_cancelled_subscribe_ends_and_the_server_goes_on(running):
+    _, job, server, _ = running
+    client = psycopg.connect(f"host=127.0.0.1 port={server.port} user=t dbname=weir", autocommit=True)
+    outcome: list = []
+
+    def read() -> None:
+        try:
+            outcome.extend(client.cursor().stream("SUBSCRIBE TO per_auction"))
+        except psycopg.Error as error:
+            outcome.append(error)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    wait_until(lambda: subscribing(server), job)
+    client.cancel_safe(timeout=30)  # a CancelRequest on a connection of its own, as psql's Ctrl-C
+    reader.join(60)
+    assert not reader.is_alive() and isinstance(outcome[-1], psycopg.errors.QueryCanceled)
+    assert client.execute("SELECT count(*) FROM per_auction").fetchone()[0] >= 0
+    assert job.status == "RUNNING"  # the job is not the subscription's: it goes on
+    client.close()
