@@ -7,8 +7,9 @@ is done: between queries nothing holds the file, so the job's sink and other
 processes get at it as they do today (``shell/database.py``'s rule). A server
 in the process that runs the job (``weir run --serve``) opens it read-write,
 as the sink does (DuckDB wants one configuration per file in a process, and
-the two then share one database instance); ``weir serve`` alone opens it
-read-only. Reads through a cursor see the last committed checkpoint: a commit
+the two then share one database instance, so DuckDB's file functions stay
+available to a query); ``weir serve`` alone opens it read-only, with DuckDB's
+external access off (a query reads no file but the database). Reads through a cursor see the last committed checkpoint: a commit
 is one DuckDB transaction.
 
 This module is the one seam to re-point when results are served another way
@@ -26,6 +27,8 @@ import duckdb
 from weir.shell.database import LOCK_WAIT_SECONDS, DatabaseError, ResultDatabase
 
 RETRY_PAUSE_SECONDS = 0.005
+#: `weir serve` alone: a query reads the database and nothing else (no read_csv of any file).
+READ_ONLY_CONFIG = {"enable_external_access": False}
 
 
 class ResultReader:
@@ -62,7 +65,7 @@ class ResultReader:
         deadline = time.monotonic() + LOCK_WAIT_SECONDS
         while True:  # a job's commit holds the file for a moment: wait, as ResultDatabase does
             try:
-                return duckdb.connect(self.database.path, read_only=True)
+                return duckdb.connect(self.database.path, read_only=True, config=READ_ONLY_CONFIG)
             except (duckdb.IOException, duckdb.ConnectionException) as error:
                 if time.monotonic() >= deadline:
                     raise DatabaseError(f"cannot open {self.database.path}: {str(error).splitlines()[0]}",

@@ -600,6 +600,8 @@ class Client:
                 rows = cursor.fetchmany(self.options.max_rows + 1)
         except duckdb.InterruptException:
             raise QueryError("57014", "canceling statement") from None
+        except duckdb.PermissionException as error:
+            raise QueryError("42501", _first_line(error), "the endpoint reads the result database only") from None
         except duckdb.CatalogException as error:
             raise QueryError("42P01", _first_line(error), self._tables_hint()) from None
         except duckdb.ParserException as error:
@@ -624,7 +626,7 @@ class Client:
             with self.server.session_lock:
                 for statement in parse(sql):
                     reply = self.server.connection.reply(statement)
-                    answers.append(self._reply(reply, statement))
+                    answers.append(self._reply(reply, st.classify(getattr(statement, "text", "") or sql).tag))
         except WeirSqlError as error:
             problem = error.problems[0]
             raise QueryError("42601", problem.message, problem.hint) from None
@@ -634,7 +636,7 @@ class Client:
         answer.notices = [n for a in answers for n in a.notices]
         return answer
 
-    def _reply(self, reply: Any, statement: Any) -> Answer:
+    def _reply(self, reply: Any, tag: str) -> Answer:
         if isinstance(reply, ResultTable):
             table = reply.table
             columns = [(f.name, arrow_type_name(f.type)) for f in table.schema]
@@ -644,7 +646,7 @@ class Client:
             self.server.connection.session.jobs.cancel(reply.job)
             raise QueryError("0A000", "a SELECT over a streaming source does not end",
                              "CREATE MATERIALIZED VIEW v AS ..., then SELECT from v or SUBSCRIBE TO v")
-        return Answer(None, tag=type(statement).__name__.upper(), notices=[reply.text])
+        return Answer(None, tag=tag, notices=[reply.text])
 
     def _transaction(self, statement: st.Statement) -> Answer:
         tag = statement.tag

@@ -117,6 +117,12 @@ def test_read_only_refuses_statements_that_change_things(server, statement):
         assert con.execute("SELECT count(*) FROM minutes").fetchone() == (5,)
 
 
+def test_queries_read_no_file_but_the_database(server):
+    with psycopg.connect(dsn(server), autocommit=True) as con:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            con.execute("SELECT * FROM read_text('/etc/hostname')")
+
+
 def test_allow_writes_runs_weir_statements(db, tmp_path):
     server = serving(db, tmp_path, allow_writes=True)
     try:
