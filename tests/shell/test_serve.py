@@ -163,6 +163,18 @@ def test_psql_queries_and_describes_tables(server):
                        "even": "bool", "name": "varchar", "ts": "timestamp", "day": "date"}
 
 
+def test_gui_clients_list_tables_and_columns(server):
+    with psycopg.connect(dsn(server), autocommit=True) as con:
+        tables = con.execute("SELECT table_schema, table_name FROM information_schema.tables").fetchall()
+        assert tables == [("main", "minutes")]
+        columns = con.execute("SELECT column_name, data_type FROM information_schema.columns "
+                              "WHERE table_name = %s ORDER BY ordinal_position", ["minutes"]).fetchall()
+        assert columns[:2] == [("id", "BIGINT"), ("n", "INTEGER")] and len(columns) == 8
+        oid = con.execute("SELECT 'minutes'::regclass").fetchone()[0]
+        assert con.execute("SELECT count(*) FROM pg_catalog.pg_attribute WHERE attrelid = %s AND attnum > 0",
+                           [oid]).fetchone() == (8,)
+
+
 def test_scram_password_accepted_and_refused(db, tmp_path):
     server = serving(db, tmp_path, password="s3cret")
     try:
