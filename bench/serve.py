@@ -35,7 +35,7 @@ import psycopg
 import pyarrow as pa
 
 import weir
-from weir.shell.pgwire.results import ResultReader
+from weir.shell.pgwire.results import READ_ONLY_CONFIG, ResultReader
 from weir.shell.pgwire.server import ServeOptions, Server
 
 
@@ -45,7 +45,8 @@ class HeldReader(ResultReader):
 
     def __init__(self, db_path: str, beside_jobs: bool = False):
         super().__init__(db_path, beside_jobs=beside_jobs)
-        self._held = duckdb.connect(db_path, read_only=not beside_jobs)
+        self._held = duckdb.connect(db_path) if beside_jobs else \
+            duckdb.connect(db_path, read_only=True, config=READ_ONLY_CONFIG)
 
     @contextlib.contextmanager
     def cursor(self):
@@ -157,9 +158,9 @@ def main() -> None:
                     f"FROM range({args.rows})")
         con.close()
         print(f"point SELECTs, {args.clients} clients, {args.seconds:g} s, {args.rows:,}-row table:")
-        for name, reader in (("file opened per query (as shipped)", ResultReader(db, beside_jobs=False)),
-                             ("one connection held open", HeldReader(db))):
-            rate, cpu = point_selects(db, reader, args.clients, args.rows, args.seconds)
+        for name, reader in (("file opened per query (as shipped)", lambda: ResultReader(db, beside_jobs=False)),
+                             ("one connection held open", lambda: HeldReader(db))):
+            rate, cpu = point_selects(db, reader(), args.clients, args.rows, args.seconds)
             print(f"  {name}: {rate:,.0f} q/s, server CPU {cpu:.2f} s -> "
                   f"{rate * args.seconds / max(cpu, 1e-9):,.0f} q/s per core")
         print(f"SUBSCRIBE, commit to client, a job of {args.subscribe_seconds:g} s with a checkpoint every 0.2 s:")

@@ -579,45 +579,52 @@ class Client:
                 if None in holder:
                     raise QueryError("57014", "canceling statement")
                 holder.append(cursor)
-                if catalog.wanted(sql):
-                    sql = catalog.prepare(cursor, sql)
-                found = cursor.extract_statements(sql)
-                if len(found) != 1 or found[0].type != duckdb.StatementType.SELECT:
-                    what = found[0].type.name if len(found) == 1 else f"{len(found)} statements"
-                    raise QueryError("25006", f"{what} is refused: this endpoint answers queries (SELECT) "
-                                     "over the result tables, and weir's own statements",
-                                     "to change results, change the job that writes them")
-                if "/" in sql:
-                    cursor.execute("SET SESSION integer_division = true")
-                if describe:
-                    count = max([len(params), *map(int, _PARAMETER.findall(sql))])
-                    probe = list(params) + [None] * (count - len(params))
-                    cursor.execute(f"SELECT * FROM ({sql}) AS described LIMIT 0" if _wrappable(sql) else sql,
-                                   probe or None)
-                    return Answer([(d[0], str(d[1])) for d in cursor.description])
-                cursor.execute(sql, params or None)
-                columns = [(d[0], str(d[1])) for d in cursor.description]
-                rows = cursor.fetchmany(self.options.max_rows + 1)
+                try:
+                    return self._query(cursor, sql, params, describe)
+                except duckdb.CatalogException as error:
+                    raise QueryError("42P01", _first_line(error), self._tables_hint(cursor)) from None
         except duckdb.InterruptException:
             raise QueryError("57014", "canceling statement") from None
         except duckdb.PermissionException as error:
             raise QueryError("42501", _first_line(error), "the endpoint reads the result database only") from None
-        except duckdb.CatalogException as error:
-            raise QueryError("42P01", _first_line(error), self._tables_hint()) from None
         except duckdb.ParserException as error:
             raise QueryError("42601", _first_line(error)) from None
         except duckdb.Error as error:
             raise QueryError("42000", _first_line(error)) from None
         except DatabaseError as error:
             raise QueryError("55006", error.message, error.hint) from None
+
+    def _query(self, cursor: duckdb.DuckDBPyConnection, sql: str, params: list[Any], describe: bool) -> Answer:
+        if catalog.wanted(sql):
+            sql = catalog.prepare(cursor, sql)
+        found = cursor.extract_statements(sql)
+        if len(found) != 1 or found[0].type != duckdb.StatementType.SELECT:
+            what = found[0].type.name if len(found) == 1 else f"{len(found)} statements"
+            raise QueryError("25006", f"{what} is refused: this endpoint answers queries (SELECT) "
+                             "over the result tables, and weir's own statements",
+                             "to change results, change the job that writes them")
+        if "/" in sql:
+            cursor.execute("SET SESSION integer_division = true")
+        if describe:
+            count = max([len(params), *map(int, _PARAMETER.findall(sql))])
+            probe = list(params) + [None] * (count - len(params))
+            cursor.execute(f"SELECT * FROM ({sql}) AS described LIMIT 0" if _wrappable(sql) else sql,
+                           probe or None)
+            return Answer([(d[0], str(d[1])) for d in cursor.description])
+        cursor.execute(sql, params or None)
+        columns = [(d[0], str(d[1])) for d in cursor.description]
+        rows = cursor.fetchmany(self.options.max_rows + 1)
         if len(rows) > self.options.max_rows:
             raise QueryError("54000", f"the answer has more than {self.options.max_rows:,} rows",
                              "add a LIMIT or a WHERE, or raise --max-rows")
         return Answer(columns, rows, f"SELECT {len(rows)}")
 
-    def _tables_hint(self) -> str | None:
-        tables = self.server.connection.session.database_tables()
-        return f"the result tables: {', '.join(sorted(tables)) or 'none'}"
+    @staticmethod
+    def _tables_hint(cursor: duckdb.DuckDBPyConnection) -> str:
+        tables = [row[0] for row in cursor.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_name NOT LIKE '\\_weir%' ESCAPE '\\' "
+            "ORDER BY 1").fetchall()]
+        return f"the result tables: {', '.join(tables) or 'none'}"
 
     def _weir(self, sql: str) -> Answer:
         """A weir statement, answered by the session as the shell answers it (a query thread)."""
