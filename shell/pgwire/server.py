@@ -137,6 +137,7 @@ class Server:
         self.session_lock = threading.Lock()
         self.clients: dict[int, Client] = {}
         self._ids = itertools.count(1)
+        self._tasks: set[asyncio.Task] = set()  # one per connection
         self._server: asyncio.AbstractServer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -198,8 +199,9 @@ class Server:
         if loop is not None and self._thread is not None:
             async def close() -> None:
                 self._server.close()
-                for client in list(self.clients.values()):
-                    client.close()
+                for task in list(self._tasks):
+                    task.cancel()
+                await asyncio.gather(*self._tasks, return_exceptions=True)
             asyncio.run_coroutine_threadsafe(close(), loop).result(10)
             loop.call_soon_threadsafe(loop.stop)
             self._thread.join(10)
@@ -214,7 +216,12 @@ class Server:
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         client = Client(self, next(self._ids), reader, writer)
-        await client.run()
+        task = asyncio.current_task()
+        self._tasks.add(task)
+        try:
+            await client.run()
+        finally:
+            self._tasks.discard(task)
 
     def cancel(self, process_id: int, secret: int) -> None:
         client = self.clients.get(process_id)
