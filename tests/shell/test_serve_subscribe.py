@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import socket
+import struct
 import subprocess
 import threading
 import time
@@ -136,3 +138,18 @@ def test_a_cancelled_subscribe_ends_and_the_server_goes_on(running):
     assert client.execute("SELECT count(*) FROM per_auction").fetchone()[0] >= 0
     assert job.status == "RUNNING"  # the job is not the subscription's: it goes on
     client.close()
+
+
+def test_a_client_that_hangs_up_mid_subscribe_is_let_go(running):
+    _, job, server, _ = running
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+    params = b"user\x00t\x00database\x00weir\x00\x00"
+    sock.sendall(struct.pack("!ii", len(params) + 8, 196608) + params)
+    query = b"SUBSCRIBE TO per_auction\x00"
+    sock.sendall(b"Q" + struct.pack("!i", len(query) + 4) + query)
+    wait_until(lambda: subscribing(server), job)
+    sock.close()
+    wait_until(lambda: not server.clients, job)  # its connection is gone, and with it the subscription
+    with psycopg.connect(f"host=127.0.0.1 port={server.port} user=t dbname=weir", autocommit=True) as client:
+        assert client.execute("SELECT 1").fetchone() == (1,)
+    assert job.status == "RUNNING"
