@@ -50,7 +50,17 @@ def _parser() -> argparse.ArgumentParser:
                           "runs published (a finished job is otherwise not run again)")
     run.add_argument("--analyze", action="store_true",
                      help="after the summary, print the plan with what each operator did (EXPLAIN ANALYZE)")
+    run.add_argument("--serve", action="store_true",
+                     help="answer Postgres clients (psql, psycopg, JDBC) from the job's results while it runs, "
+                          "and after it ends until Ctrl-C")
+    _serve_options(run)
     run.set_defaults(handler="run")
+
+    serve = sub.add_parser("serve", help="answer Postgres clients (psql, psycopg, JDBC, BI tools) from the "
+                                         "job database: SELECT, SHOW JOBS, SUBSCRIBE")
+    serve.add_argument("--db", default=DEFAULT_DB, help=f"the job database (default {DEFAULT_DB})")
+    _serve_options(serve)
+    serve.set_defaults(handler="serve")
 
     for name, handler, text in (("savepoint", "savepoint", "take a savepoint of a running job"),
                                 ("stop", "stop", "stop a running job with a savepoint")):
@@ -92,6 +102,19 @@ def _job_options(p: argparse.ArgumentParser) -> None:
                    help="a job setting, as SET 'key' = 'value' (repeatable)")
 
 
+
+def _serve_options(p: argparse.ArgumentParser) -> None:
+    """The Postgres endpoint's options (`weir serve`, `weir run --serve`)."""
+    p.add_argument("--listen", default="127.0.0.1:5433", metavar="HOST:PORT",
+                   help="where to listen (default 127.0.0.1:5433); beyond localhost only with a password")
+    p.add_argument("--password-file", metavar="FILE",
+                   help="require this password (the file's first line; else $WEIR_PASSWORD) with SCRAM-SHA-256")
+    p.add_argument("--allow-writes", action="store_true",
+                   help="also run statements that change things (CREATE, INSERT INTO, DROP, STOP JOB, SET)")
+    p.add_argument("--statement-timeout", type=float, default=30.0, metavar="SECONDS",
+                   help="cancel a query after SECONDS (default 30; 0 for none)")
+    p.add_argument("--max-rows", type=int, default=1_000_000, metavar="N",
+                   help="refuse an answer of more than N rows (default 1,000,000)")
 
 
 if __name__ == "__main__":

@@ -86,6 +86,12 @@ def cmd_shell(args) -> int:
     return run_shell(args.file, args.init, db_path=args.db, settings=_settings(args))
 
 
+def cmd_serve(args) -> int:
+    from weir.shell.pgwire import launch  # asyncio and the protocol load only for the endpoint
+
+    return launch.serve(args)
+
+
 def cmd_query(args) -> int:
     """One query over the latest committed snapshot of the results database (never waits for a
     job, never delays one); printed as text, or written as Arrow IPC or Parquet columns."""

@@ -45,8 +45,11 @@ class LatestResults:
     closed by DuckDB. With no file at ``path`` yet, cursors are on an empty in-memory
     database."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, *, sealed: bool = False):
         self.path = path
+        #: Queries read the snapshot and no other file (DuckDB's external access off: no
+        #: read_csv, no ATTACH), for a server answering clients (``weir serve``).
+        self.sealed = sealed
         self._lock = threading.Lock()
         self._connection: duckdb.DuckDBPyConnection | None = None
         self._stamp: tuple | None = None
@@ -56,6 +59,8 @@ class LatestResults:
         with self._lock:
             if self._connection is None or stamp != self._stamp:
                 self._connection = open_results(self.path) if stamp else duckdb.connect(":memory:")
+                if self.sealed:
+                    self._connection.execute("SET enable_external_access = false")
                 self._stamp = stamp
             cursor = self._connection.cursor()
         if stamp:

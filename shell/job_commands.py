@@ -14,6 +14,7 @@ from weir.planner.explain import explain
 from weir.planner.planner import Script, default_job_name
 from weir.shell import render
 from weir.shell.api import Connection
+from weir.shell.pgwire import launch
 
 #: Seconds `weir run` waits, after Ctrl-C or SIGTERM, for the job's last checkpoint.
 STOP_TIMEOUT = 300.0
@@ -87,6 +88,10 @@ def run(args, script: Script) -> int:
     job_state = state_dir(args, script.graph.name, script)
     stopper = None
     try:
+        server = _serve(connection, args)
+    except launch.ServeError as error:
+        return launch.report(error)
+    try:
         job = connection.start_script(script, state_dir=job_state,
                                       from_savepoint=args.from_savepoint, fresh=getattr(args, "fresh", False),
                                       warn=warn)
@@ -106,7 +111,13 @@ def run(args, script: Script) -> int:
         if show_progress:
             print(file=sys.stderr)
         print(render.engine_error(error, err_tty), file=sys.stderr)
+        if server is not None:
+            server.stop()
         return 1
+    except BaseException:
+        if server is not None:
+            server.stop()
+        raise
     finally:
         connection.session.jobs.join_all()
     result = job.result
@@ -115,17 +126,31 @@ def run(args, script: Script) -> int:
     if result is None:  # cancelled: stopped by a signal before it could take a checkpoint
         print(f"job {script.graph.name} was cancelled; its output up to its last checkpoint stays, and "
               f"`weir run {args.file}` resumes it from there", file=sys.stderr)
+        if server is not None:
+            server.stop()
         return stopper.exit_code if stopper is not None and stopper.signum is not None else 130
     print(render.summary(result, db_path=args.db, views=script.materialized_views,
                          late_rows_tables=script.late_rows_tables))
     if getattr(args, "analyze", False) and not result.already_finished:
         print()
         print(explain(script.graph, f"job {script.graph.name}, as run", {m.id: m for m in result.operators}), end="")
-    if stopper is not None and stopper.signum is not None:
+    if stopper is not None and stopper.signum is not None:  # stopped by a signal: the server goes too
+        if server is not None:
+            server.stop()
         if result.stopped_with is not None:
             print(f"run the same command again to resume the job from checkpoint {result.stopped_with.checkpoint_id}")
         return stopper.exit_code
+    if server is not None:
+        sys.stdout.flush()
+        launch.keep_serving(server)
     return 0
+
+
+def _serve(connection: Connection, args):
+    """`weir run --serve`: the Postgres endpoint beside the job (``shell/pgwire``), or None."""
+    if not getattr(args, "serve", False):
+        return None
+    return launch.start_beside(connection, args)
 
 
 def _progress_line(job) -> str:

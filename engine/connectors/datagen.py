@@ -144,7 +144,7 @@ class _Field:
             self._refuse("min", "max", "length", "max-past", why="a sequence has 'start' and 'end'")
             for prop in ("start", "end"):
                 if prop not in self.props:
-                    self._fail(prop, f"is missing: a sequence needs 'start' and 'end'", "'1'")
+                    self._fail(prop, "is missing: a sequence needs 'start' and 'end'", "'1'")
             self.start, self.end = self._number("start", integer=True), self._number("end", integer=True)
             if self.start > self.end:
                 self._fail("start", f"({self.start}) is above '{self._key('end')}' ({self.end})", f"'{self.end}'")
