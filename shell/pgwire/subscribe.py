@@ -7,7 +7,7 @@ diff them with the previous read); only the read goes through the endpoint's
 than the whole view, so the diff is of the query's answer. Each row goes out
 as ``checkpoint_id`` (the latest checkpoint of the view's job that the read
 followed; NULL before its first checkpoint, or when no job of this process
-maintains the view), ``op`` ('+I' or '-D'), then the columns.
+maintains the view), ``op`` (+I, -U, +U or -D, as ``Connection.subscribe`` gives them), then the columns.
 """
 from __future__ import annotations
 
