@@ -19,12 +19,7 @@ The functions are defined in this file, which the job imports as the module ``ud
 from __future__ import annotations
 
 import argparse
-import os
-import re
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
 import duckdb
@@ -32,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import weir
+from udf import run_weir  # bench/ is on sys.path: the bench scripts run as files
 
 HERE = Path(__file__).resolve().parent
 
@@ -91,18 +87,7 @@ def write_rows(path: Path, rows: int, keys: int) -> None:
 
 def run_job(directory: Path, name: str, aggregate: str, data: Path) -> tuple[float, float]:
     """(engine seconds from the summary, whole-process wall seconds) of `weir run`."""
-    job = directory / f"{name}.sql"
-    job.write_text(JOB.format(data=data, out=directory / f"out-{name}", agg=aggregate))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
-    start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "weir.shell.cli", "run", str(job), "--db",
-                           str(directory / f"{name}.duckdb"), "--no-progress"],
-                          cwd=directory, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - start
-    if done.returncode != 0:
-        raise SystemExit(f"{name} failed:\n{done.stdout}{done.stderr}")
-    found = re.search(r"in ([0-9.]+) ?s", done.stdout + done.stderr)
-    return (float(found.group(1)) if found else float("nan")), wall
+    return run_weir(directory, name, JOB.format(data=data, out=directory / f"out-{name}", agg=aggregate))
 
 
 def same_output(directory: Path, names: list[str]) -> bool:

@@ -66,8 +66,14 @@ def write_rows(path: Path, rows: int) -> None:
 
 def run_job(directory: Path, name: str, expression: str, data: Path) -> tuple[float, float]:
     """(engine seconds from the summary, whole-process wall seconds) of `weir run`."""
+    return run_weir(directory, name, JOB.format(data=data, out=directory / f"out-{name}", e=expression))
+
+
+def run_weir(directory: Path, name: str, sql: str) -> tuple[float, float]:
+    """(engine seconds from the summary, whole-process wall seconds) of `weir run` of ``sql``,
+    with this folder importable (a worker imports the UDFs' module by name)."""
     job = directory / f"{name}.sql"
-    job.write_text(JOB.format(data=data, out=directory / f"out-{name}", e=expression))
+    job.write_text(sql)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "weir.shell.cli", "run", str(job), "--db",
