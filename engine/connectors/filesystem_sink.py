@@ -40,11 +40,10 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
-from weir.engine.changelog import DELETE, INSERT, ROW_KIND, UPDATE_BEFORE
 from weir.engine.connectors.base import Sink
 from weir.engine.connectors.duckdb_table import checkpoints_text
 from weir.engine.connectors.options import parse_size
-from weir.engine.connectors.text_format import timestamps_as_text
+from weir.engine.connectors.text_format import debezium_envelope, timestamps_as_text
 
 from weir.engine.checkpoint.files import fsync_directory, write_atomically
 
@@ -123,18 +122,8 @@ class DebeziumJsonPartWriter(JsonPartWriter):
     ``{"before": {...}, "after": null, "op": "d"}``. Rows without a row kind are inserts."""
 
     def write(self, batch: pa.RecordBatch) -> None:
-        names = [n for n in batch.schema.names if n != ROW_KIND]
-        row = "struct_pack(" + ", ".join(f'{_ident(n)} := r.{_ident(n)}' for n in names) + ")"
-        kind = f"r.{_ident(ROW_KIND)}" if ROW_KIND in batch.schema.names else str(INSERT)
-        retracts = f"{kind} IN ({UPDATE_BEFORE}, {DELETE})"
-        envelope = (f"json_object('before', CASE WHEN {retracts} THEN {row} END, "
-                    f"'after', CASE WHEN NOT {retracts} THEN {row} END, "
-                    f"'op', CASE WHEN {retracts} THEN 'd' ELSE 'c' END)")
+        envelope = debezium_envelope(batch.schema.names)
         self._write_lines(batch, f"SELECT CAST({envelope} AS VARCHAR) AS line FROM rows AS r")
-
-
-def _ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _string_bytes(text: pa.StringArray) -> bytes:

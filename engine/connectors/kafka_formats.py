@@ -20,7 +20,7 @@ import pyarrow.json as pa_json
 
 from weir.engine.changelog import DELETE, INSERT, ROW_KIND, ROW_KIND_TYPE, UPDATE_AFTER, UPDATE_BEFORE
 from weir.engine.connectors.file_readers import conform
-from weir.engine.connectors.text_format import timestamps_as_text
+from weir.engine.connectors.text_format import debezium_envelope, timestamps_as_text
 from weir.engine.errors import ConnectorOptionError, SourceError
 
 FORMATS = ("json", "csv", "raw", "debezium-json")
@@ -165,13 +165,7 @@ def _duckdb_json(batch: pa.RecordBatch, debezium: bool) -> pa.Array:
         if not debezium:
             query = "SELECT CAST(to_json(r) AS VARCHAR) AS line FROM rows AS r"
         else:
-            names = [n for n in batch.schema.names if n != ROW_KIND]
-            row = "struct_pack(" + ", ".join(f'{_ident(n)} := r.{_ident(n)}' for n in names) + ")"
-            kind = f"r.{_ident(ROW_KIND)}" if ROW_KIND in batch.schema.names else str(INSERT)
-            retracts = f"{kind} IN ({UPDATE_BEFORE}, {DELETE})"
-            query = (f"SELECT CAST(json_object('before', CASE WHEN {retracts} THEN {row} END, "
-                     f"'after', CASE WHEN NOT {retracts} THEN {row} END, "
-                     f"'op', CASE WHEN {retracts} THEN 'd' ELSE 'c' END) AS VARCHAR) AS line FROM rows AS r")
+            query = f"SELECT CAST({debezium_envelope(batch.schema.names)} AS VARCHAR) AS line FROM rows AS r"
         lines = connection.sql(query).to_arrow_table().column("line").combine_chunks()
     finally:
         connection.close()

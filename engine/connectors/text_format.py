@@ -7,7 +7,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from weir.engine.changelog import ROW_KIND, SHORT_NAMES
+from weir.engine.changelog import DELETE, INSERT, ROW_KIND, SHORT_NAMES, UPDATE_BEFORE
 
 
 def timestamp_text(column: pa.Array, separator: str = " ") -> pa.Array:
@@ -77,3 +77,22 @@ def changelog_lines(batch: pa.RecordBatch, row_kind: str = "+I") -> pa.Array:
     else:
         inner = pc.binary_join_element_wise(*parts, ", ")
     return pc.binary_join_element_wise(kinds, inner, "]", "")
+
+
+def debezium_envelope(names: list[str]) -> str:
+    """The DuckDB SQL of a row ``r`` of a batch with columns ``names`` as a Debezium change, as
+    Flink's 'debezium-json' format writes it: +I and +U as ``{"before": null, "after": {...},
+    "op": "c"}``, -U and -D as ``{"before": {...}, "after": null, "op": "d"}``; a row without a
+    row kind is an insert."""
+    columns = [n for n in names if n != ROW_KIND]
+    row = "struct_pack(" + ", ".join(f"{quoted(n)} := r.{quoted(n)}" for n in columns) + ")"
+    kind = f"r.{quoted(ROW_KIND)}" if ROW_KIND in names else str(INSERT)
+    retracts = f"{kind} IN ({UPDATE_BEFORE}, {DELETE})"
+    return (f"json_object('before', CASE WHEN {retracts} THEN {row} END, "
+            f"'after', CASE WHEN NOT {retracts} THEN {row} END, "
+            f"'op', CASE WHEN {retracts} THEN 'd' ELSE 'c' END)")
+
+
+def quoted(name: str) -> str:
+    """``name`` as a quoted SQL identifier."""
+    return '"' + name.replace('"', '""') + '"'
