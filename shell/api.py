@@ -286,6 +286,7 @@ class Subscription:
         self._previous: pa.Table | None = None
         self._seen = None  # the checkpoint (and end) the last read was after
         self._closed = False
+        self._differ: duckdb.DuckDBPyConnection | None = None  # where _diff runs, kept between commits
 
     def __iter__(self) -> "Subscription":
         return self
@@ -296,9 +297,14 @@ class Subscription:
                 continue
             ended = self._job is not None and self._job.done.is_set()
             current = self._read()
-            changes = _diff(self._previous, current, self.key)
+            if self._previous is not None and self._previous.equals(current):
+                changes = None  # the same rows in the same order: nothing changed
+            else:
+                if self._differ is None:  # dropped with the subscription (close may come from any thread)
+                    self._differ = duckdb.connect(":memory:")
+                changes = _diff(self._previous, current, self.key, self._differ)
             self._previous = current
-            if changes.num_rows:
+            if changes is not None and changes.num_rows:
                 return changes
             if ended:
                 self._closed = True
@@ -352,20 +358,27 @@ def _upsert_key(job: Job, view: str) -> tuple[str, ...] | None:
     return None
 
 
-def _diff(before: pa.Table | None, after: pa.Table, key: tuple[str, ...] | None = None) -> pa.RecordBatch:
+def _diff(before: pa.Table | None, after: pa.Table, key: tuple[str, ...] | None = None,
+          connection: duckdb.DuckDBPyConnection | None = None) -> pa.RecordBatch:
     """The changes from ``before`` to ``after`` (bags of rows, DuckDB's EXCEPT ALL: NULLs compare
     equal, duplicates count). With the view's ``key`` (an upsert key: one row per key) a key
     whose row changed gives -U (the old row) and +U (the new), a new key +I, a key gone -D, each
-    key's changes together, ordered by key. Without one, each row gone is -D and each row come +I."""
+    key's changes together, ordered by key. Without one, each row gone is -D and each row come +I.
+    ``connection``: an in-memory DuckDB to compute them in, kept by a caller that diffs again and
+    again (a new DuckDB costs more than a small diff); without one, a new one for this diff."""
     if before is None:
         before = after.schema.empty_table()
-    con = duckdb.connect(":memory:")
+    con = connection if connection is not None else duckdb.connect(":memory:")
     try:
         con.register("before_rows", before)
         con.register("after_rows", after)
         changes = con.sql(_changes_sql(key)).to_arrow_table()
     finally:
-        con.close()
+        if connection is None:
+            con.close()
+        else:
+            con.unregister("before_rows")
+            con.unregister("after_rows")
     changes = changes.combine_chunks()
     batches = changes.to_batches()
     return batches[0] if batches else pa.RecordBatch.from_pylist([], schema=changes.schema)

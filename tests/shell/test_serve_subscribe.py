@@ -153,3 +153,33 @@ def test_a_client_that_hangs_up_mid_subscribe_is_let_go(running):
     with psycopg.connect(f"host=127.0.0.1 port={server.port} user=t dbname=weir", autocommit=True) as client:
         assert client.execute("SELECT 1").fetchone() == (1,)
     assert job.status == "RUNNING"
+
+
+def test_subscribe_to_a_table_another_process_publishes(tmp_path):
+    """No job of this process writes the table (as for `weir serve` beside a `weir run`): each
+    snapshot published over the file reaches the subscriber as its changes, in order; a
+    snapshot that changes no row sends nothing."""
+    from weir.engine.connectors.duckdb_snapshot import publisher_for
+
+    db = str(tmp_path / "results.duckdb")
+    with publisher_for(db).change(10) as change:
+        change.execute("CREATE TABLE counts AS SELECT 1 AS k, 10 AS n")
+    con = weir.connect(db, state_dir=tmp_path / "jobs")
+    server = Server(con, ResultReader(db, beside_jobs=False), ServeOptions(port=0))
+    server.start_in_thread()
+    steps = ["INSERT INTO counts VALUES (2, 20)", "DELETE FROM counts WHERE k = 1", "INSERT INTO counts VALUES (3, 30)"]
+    seen = []
+    try:
+        with psycopg.connect(f"host=127.0.0.1 port={server.port} user=t dbname=weir", autocommit=True) as client:
+            for row in client.cursor().stream("SUBSCRIBE TO counts"):
+                assert row[0] is None  # no job here: no checkpoint to name
+                seen.append(row[1:])
+                if not steps:
+                    break
+                for step in ("UPDATE counts SET n = n WHERE false", steps.pop(0)):  # one publish each
+                    with publisher_for(db).change(10) as change:
+                        change.execute(step)
+    finally:
+        server.stop()
+        con.close()
+    assert seen == [("+I", 1, 10), ("+I", 2, 20), ("-D", 1, 10), ("+I", 3, 30)]
