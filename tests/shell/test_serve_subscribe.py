@@ -8,11 +8,14 @@ import subprocess
 import threading
 import time
 
+import duckdb
 import psycopg
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import weir
+from weir.shell import api
 from weir.shell.pgwire.results import ResultReader
 from weir.shell.pgwire.server import ServeOptions, Server
 
@@ -183,3 +186,39 @@ def test_subscribe_to_a_table_another_process_publishes(tmp_path):
         server.stop()
         con.close()
     assert seen == [("+I", 1, 10), ("+I", 2, 20), ("-D", 1, 10), ("+I", 3, 30)]
+
+
+_CELLS = st.one_of(st.none(), st.integers(-3, 3))
+_ROWS = st.lists(st.tuples(_CELLS, _CELLS, st.one_of(st.none(), st.sampled_from(["a", "b", ""]))), max_size=8)
+
+
+def _table(rows) -> pa.Table:
+    return pa.table({"k": pa.array([r[0] for r in rows], pa.int64()), "n": pa.array([r[1] for r in rows], pa.int64()),
+                     "s": pa.array([r[2] for r in rows], pa.string())})
+
+
+def _changes(batch) -> list[tuple]:
+    return [tuple(r.values()) for r in batch.to_pylist()]
+
+
+_DUCKDB = duckdb.connect(":memory:")
+
+
+@settings(max_examples=100, deadline=None)
+@given(before=_ROWS, after=_ROWS, keyed=st.booleans())
+def test_the_arrow_diff_gives_what_duckdb_gives(before, after, keyed):
+    """SUBSCRIBE's diff in pyarrow (``_arrow_diff``) against the same diff by DuckDB's EXCEPT ALL
+    (``_duckdb_diff``): NULLs equal, duplicates counted; with a key (one row per key, NULL a key
+    too) -U/+U of a changed key, in key order; without one every -D before every +I."""
+    if keyed:  # an upsert key: one row per key on each side
+        before = list({r[0]: r for r in before}.values())
+        after = list({r[0]: r for r in after}.values())
+    key = ("k",) if keyed else None
+    old, new = _table(before), _table(after)
+    fast, slow = _changes(api._arrow_diff(old, new, key)), _changes(api._duckdb_diff(old, new, key, _DUCKDB))
+    if keyed:
+        assert fast == slow
+    else:
+        kinds = [c[0] for c in fast]
+        assert kinds == sorted(kinds, key=lambda kind: kind != "-D")
+        assert sorted(fast, key=repr) == sorted(slow, key=repr)
