@@ -43,7 +43,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 import duckdb
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import sqlglot
 from sqlglot import exp
 
@@ -286,6 +288,7 @@ class Subscription:
         self._previous: pa.Table | None = None
         self._seen = None  # the checkpoint (and end) the last read was after
         self._closed = False
+        self._differ: duckdb.DuckDBPyConnection | None = None  # where _diff runs, kept between commits
 
     def __iter__(self) -> "Subscription":
         return self
@@ -296,9 +299,14 @@ class Subscription:
                 continue
             ended = self._job is not None and self._job.done.is_set()
             current = self._read()
-            changes = _diff(self._previous, current, self.key)
+            if self._previous is not None and self._previous.equals(current):
+                changes = None  # the same rows in the same order: nothing changed
+            else:
+                if self._differ is None:  # dropped with the subscription (close may come from any thread)
+                    self._differ = duckdb.connect(":memory:")
+                changes = _diff(self._previous, current, self.key, self._differ)
             self._previous = current
-            if changes.num_rows:
+            if changes is not None and changes.num_rows:
                 return changes
             if ended:
                 self._closed = True
@@ -352,23 +360,92 @@ def _upsert_key(job: Job, view: str) -> tuple[str, ...] | None:
     return None
 
 
-def _diff(before: pa.Table | None, after: pa.Table, key: tuple[str, ...] | None = None) -> pa.RecordBatch:
+def _diff(before: pa.Table | None, after: pa.Table, key: tuple[str, ...] | None = None,
+          connection: duckdb.DuckDBPyConnection | None = None) -> pa.RecordBatch:
     """The changes from ``before`` to ``after`` (bags of rows, DuckDB's EXCEPT ALL: NULLs compare
     equal, duplicates count). With the view's ``key`` (an upsert key: one row per key) a key
     whose row changed gives -U (the old row) and +U (the new), a new key +I, a key gone -D, each
-    key's changes together, ordered by key. Without one, each row gone is -D and each row come +I."""
+    key's changes together, ordered by key. Without one, each row gone is -D and each row come +I.
+    In pyarrow where every column's type groups exactly as DuckDB compares (``_arrow_diff``: no
+    DuckDB to start, ~30 ms of CPU saved per diff); else by DuckDB in ``connection``, an in-memory
+    one kept by a caller that diffs again and again, or a new one for this diff."""
     if before is None:
         before = after.schema.empty_table()
-    con = duckdb.connect(":memory:")
+    if before.schema.equals(after.schema) and all(map(_arrow_groups_exactly, after.schema.types)):
+        return _arrow_diff(before, after, key)
+    return _duckdb_diff(before, after, key, connection)
+
+
+def _duckdb_diff(before: pa.Table, after: pa.Table, key: tuple[str, ...] | None,
+                 connection: duckdb.DuckDBPyConnection | None) -> pa.RecordBatch:
+    """``_diff`` by DuckDB (``_changes_sql``), for any column types."""
+    con = connection if connection is not None else duckdb.connect(":memory:")
     try:
         con.register("before_rows", before)
         con.register("after_rows", after)
         changes = con.sql(_changes_sql(key)).to_arrow_table()
     finally:
-        con.close()
+        if connection is None:
+            con.close()
+        else:
+            con.unregister("before_rows")
+            con.unregister("after_rows")
     changes = changes.combine_chunks()
     batches = changes.to_batches()
     return batches[0] if batches else pa.RecordBatch.from_pylist([], schema=changes.schema)
+
+
+def _arrow_groups_exactly(t: pa.DataType) -> bool:
+    """Values of type ``t`` are equal in pyarrow's grouping exactly when DuckDB's EXCEPT ALL has
+    them equal (floats are not: DuckDB has -0.0 = 0.0 and NaN = NaN; nested types do not group)."""
+    return (pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t)
+            or pa.types.is_boolean(t) or pa.types.is_timestamp(t) or pa.types.is_date(t)
+            or pa.types.is_decimal(t) or pa.types.is_binary(t) or pa.types.is_time(t))
+
+
+def _arrow_diff(before: pa.Table, after: pa.Table, key: tuple[str, ...] | None) -> pa.RecordBatch:
+    """``_diff`` in pyarrow (no DuckDB to start), for columns ``_arrow_groups_exactly``: each
+    distinct row's count before and after (NULLs group together); the surplus of one side is
+    gone or come. With a key, gone and come sorted together by key (NULLs first), the old row
+    before the new, and a row next to one of the other side with the same key is -U/+U."""
+    names = after.column_names
+    side = "__weir_side"
+    both = pa.concat_tables([before.append_column(side, pa.array(np.zeros(before.num_rows, np.int64))),
+                             after.append_column(side, pa.array(np.ones(after.num_rows, np.int64)))])
+    counts = both.group_by(names, use_threads=False).aggregate([(side, "sum"), (side, "count")])
+    came_n = counts.column(f"{side}_sum").to_numpy(zero_copy_only=False).astype(np.int64)
+    gone_n = counts.column(f"{side}_count").to_numpy(zero_copy_only=False).astype(np.int64) - came_n
+    surplus = gone_n - came_n
+    rows = counts.select(names)
+    gone = rows.take(pa.array(np.repeat(np.arange(len(surplus)), np.maximum(surplus, 0))))
+    came = rows.take(pa.array(np.repeat(np.arange(len(surplus)), np.maximum(-surplus, 0))))
+    changes = pa.concat_tables([gone.append_column(side, pa.array(np.zeros(gone.num_rows, np.int64))),
+                                came.append_column(side, pa.array(np.ones(came.num_rows, np.int64)))])
+    kinds = np.array(["-D"] * gone.num_rows + ["+I"] * came.num_rows, dtype=object)
+    if key and changes.num_rows:
+        # NULLs first (as DuckDB's NULLS FIRST) by sorting on each key's validity before it
+        keys = pa.table({**{f"__weir_valid{i}": pc.is_valid(changes.column(k)) for i, k in enumerate(key)},
+                         **{f"__weir_key{i}": changes.column(k) for i, k in enumerate(key)},
+                         side: changes.column(side)})
+        sort_keys = [(f"__weir_{part}{i}", "ascending") for i in range(len(key)) for part in ("valid", "key")]
+        changes = changes.take(pc.sort_indices(keys, sort_keys=sort_keys + [(side, "ascending")]))
+        sides = changes.column(side).to_numpy()
+        same = np.ones(changes.num_rows - 1, dtype=bool)  # row i and row i + 1 have the same key
+        for k in key:
+            column = changes.column(k)
+            a, b = column.slice(0, changes.num_rows - 1), column.slice(1)
+            equal = pc.fill_null(pc.equal(a, b), False).to_numpy(zero_copy_only=False)
+            nulls = pc.and_(pc.is_null(a), pc.is_null(b)).to_numpy(zero_copy_only=False)
+            same &= equal | nulls
+        pair = same & (sides[:-1] == 0) & (sides[1:] == 1)  # an old row then a new one of a key
+        kinds = np.where(sides == 0, "-D", "+I").astype(object)
+        kinds[:-1][pair] = "-U"
+        kinds[1:][pair] = "+U"
+    changes = changes.drop_columns([side])
+    table = pa.table([pa.array(kinds, pa.string()), *changes.columns], names=["op", *names])
+    table = table.combine_chunks()
+    batches = table.to_batches()
+    return batches[0] if batches else pa.RecordBatch.from_pylist([], schema=table.schema)
 
 
 def _changes_sql(key: tuple[str, ...] | None) -> str:

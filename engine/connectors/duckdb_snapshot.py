@@ -255,7 +255,7 @@ class SnapshotPublisher:
             self._lock_file = None
 
 
-def open_snapshot(path: str) -> duckdb.DuckDBPyConnection:
+def open_snapshot(path: str, connection: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyConnection:
     """A read-only connection on the latest published snapshot of the database at ``path``.
 
     It sees that one snapshot for as long as it is open (a consistent committed checkpoint of
@@ -264,8 +264,9 @@ def open_snapshot(path: str) -> duckdb.DuckDBPyConnection:
     (USE). Attached through a hard link made for the purpose (and unlinked at once, the open
     file keeping the snapshot), not the path itself: ``duckdb.connect(path)`` hands back an
     instance this process already has open on the path (an older snapshot), and DuckDB refuses
-    one process both a read-write connection on a path (a notebook's) and an ATTACH of it."""
-    connection = duckdb.connect(":memory:")
+    one process both a read-write connection on a path (a notebook's) and an ATTACH of it.
+    ``connection``: a fresh in-memory DuckDB made beforehand to use (making one costs ~30 ms)."""
+    connection = connection if connection is not None else duckdb.connect(":memory:")
     try:
         for attempt in range(3):
             link = f"{path}.weir-reader-{uuid.uuid4().hex[:12]}"

@@ -6,7 +6,7 @@ from startup to Terminate.
    (``scram.py``) must succeed; the server then reports its parameters,
    a backend key (for CancelRequest) and ReadyForQuery.
 2. Each statement is classified (``statements.py``) and answered: reads by
-   DuckDB in a worker thread through ``ResultReader`` (one cursor per query),
+   DuckDB in a worker thread through ``ResultReader`` (the thread's cursor),
    weir's statements by the session under one lock, connect-time SET / SHOW /
    BEGIN here, SUBSCRIBE by a ``QuerySubscription`` streaming rows as its
    view's job commits.

@@ -8,17 +8,29 @@ than the whole view, so the diff is of the query's answer. Each row goes out
 as ``checkpoint_id`` (the latest checkpoint of the view's job that the read
 followed; NULL before its first checkpoint, or when no job of this process
 maintains the view), ``op`` (+I, -U, +U or -D, as ``Connection.subscribe`` gives them), then the columns.
+
+A view whose job runs in this process is read again as soon as that job reports a
+completed checkpoint (published before it is reported). A view written by another
+process (``weir serve`` beside a ``weir run``) is read again when the file at the
+database's path is another one (a publish renames a new file there), looked at
+every ``STAT_INTERVAL`` seconds: one ``stat``, no read, between publishes.
 """
 from __future__ import annotations
+
+import time
 
 import pyarrow as pa
 from sqlglot import exp
 
 from weir.shell.api import Connection, Subscription
+from weir.shell.database import _stamp
 from weir.shell.pgwire.results import ResultReader
 from weir.sql.errors import Problem, WeirSqlError
 
 PREFIX = [("checkpoint_id", "BIGINT"), ("op", "VARCHAR")]
+
+#: How often a subscription to a view written by another process looks for a new snapshot.
+STAT_INTERVAL = 0.005
 
 
 class QuerySubscription(Subscription):
@@ -29,8 +41,20 @@ class QuerySubscription(Subscription):
         super().__init__(connection, view, job, interval)
         self.query = query
         self.reader = reader
+        self._read_stamp = None  # the file at the path when the last read began
+
+    def _wait_for_commit(self) -> bool:
+        if self._job is not None:
+            return super()._wait_for_commit()
+        while not self._closed:
+            if _stamp(self.reader.latest.path) != self._read_stamp:
+                return True
+            time.sleep(STAT_INTERVAL)
+        return False
 
     def _read(self) -> pa.Table:
+        # Taken before the read: a publish during it gives a newer read and one more (empty) diff.
+        self._read_stamp = _stamp(self.reader.latest.path)
         with self.reader.cursor() as cursor:
             table = cursor.sql(self.query).to_arrow_table()
         if self._seen is None and self._job is not None:

@@ -235,3 +235,30 @@ def test_a_bad_startup_packet_closes_that_connection_only(server):
     assert b"08P01" in _read_until_closed(sock)
     with psycopg.connect(dsn(server)) as second:
         assert second.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_a_connection_reads_each_newly_published_snapshot(db, tmp_path):
+    """The query threads keep their cursors between queries, but never past a publish: each
+    answer is the latest published snapshot's, as a new cursor would give."""
+    from weir.engine.connectors.duckdb_snapshot import publisher_for
+
+    reader = ResultReader(db, beside_jobs=False)
+    with reader.cursor() as first:
+        pass
+    with reader.cursor() as again:
+        assert again is first  # no publish in between: the same cursor
+    server = Server(Connection(db, state_dir=tmp_path / "jobs"), reader, ServeOptions(port=0))
+    server.start_in_thread()
+    try:
+        with psycopg.connect(dsn(server), autocommit=True) as con:
+            for n in range(1, 6):
+                with publisher_for(db).change(10) as change:
+                    change.execute("UPDATE minutes SET n = ? WHERE id = 0", [n * 100])
+                for _ in range(3):  # prepared (extended protocol) and simple, again and again
+                    assert con.execute("SELECT n FROM minutes WHERE id = %s", [0]).fetchone() == (n * 100,)
+                    assert con.execute("SELECT n FROM minutes WHERE id = 0", prepare=False).fetchone() == (n * 100,)
+    finally:
+        server.stop()
+    with reader.cursor() as latest:
+        assert latest is not first  # published since: a new cursor
+        assert latest.execute("SELECT n FROM minutes WHERE id = 0").fetchone() == (500,)

@@ -8,11 +8,14 @@ import subprocess
 import threading
 import time
 
+import duckdb
 import psycopg
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import weir
+from weir.shell import api
 from weir.shell.pgwire.results import ResultReader
 from weir.shell.pgwire.server import ServeOptions, Server
 
@@ -153,3 +156,69 @@ def test_a_client_that_hangs_up_mid_subscribe_is_let_go(running):
     with psycopg.connect(f"host=127.0.0.1 port={server.port} user=t dbname=weir", autocommit=True) as client:
         assert client.execute("SELECT 1").fetchone() == (1,)
     assert job.status == "RUNNING"
+
+
+def test_subscribe_to_a_table_another_process_publishes(tmp_path):
+    """No job of this process writes the table (as for `weir serve` beside a `weir run`): each
+    snapshot published over the file reaches the subscriber as its changes, in order; a
+    snapshot that changes no row sends nothing."""
+    from weir.engine.connectors.duckdb_snapshot import publisher_for
+
+    db = str(tmp_path / "results.duckdb")
+    with publisher_for(db).change(10) as change:
+        change.execute("CREATE TABLE counts AS SELECT 1 AS k, 10 AS n")
+    con = weir.connect(db, state_dir=tmp_path / "jobs")
+    server = Server(con, ResultReader(db, beside_jobs=False), ServeOptions(port=0))
+    server.start_in_thread()
+    steps = ["INSERT INTO counts VALUES (2, 20)", "DELETE FROM counts WHERE k = 1", "INSERT INTO counts VALUES (3, 30)"]
+    seen = []
+    try:
+        with psycopg.connect(f"host=127.0.0.1 port={server.port} user=t dbname=weir", autocommit=True) as client:
+            for row in client.cursor().stream("SUBSCRIBE TO counts"):
+                assert row[0] is None  # no job here: no checkpoint to name
+                seen.append(row[1:])
+                if not steps:
+                    break
+                for step in ("UPDATE counts SET n = n WHERE false", steps.pop(0)):  # one publish each
+                    with publisher_for(db).change(10) as change:
+                        change.execute(step)
+    finally:
+        server.stop()
+        con.close()
+    assert seen == [("+I", 1, 10), ("+I", 2, 20), ("-D", 1, 10), ("+I", 3, 30)]
+
+
+_CELLS = st.one_of(st.none(), st.integers(-3, 3))
+_ROWS = st.lists(st.tuples(_CELLS, _CELLS, st.one_of(st.none(), st.sampled_from(["a", "b", ""]))), max_size=8)
+
+
+def _table(rows) -> pa.Table:
+    return pa.table({"k": pa.array([r[0] for r in rows], pa.int64()), "n": pa.array([r[1] for r in rows], pa.int64()),
+                     "s": pa.array([r[2] for r in rows], pa.string())})
+
+
+def _changes(batch) -> list[tuple]:
+    return [tuple(r.values()) for r in batch.to_pylist()]
+
+
+_DUCKDB = duckdb.connect(":memory:")
+
+
+@settings(max_examples=100, deadline=None)
+@given(before=_ROWS, after=_ROWS, keyed=st.booleans())
+def test_the_arrow_diff_gives_what_duckdb_gives(before, after, keyed):
+    """SUBSCRIBE's diff in pyarrow (``_arrow_diff``) against the same diff by DuckDB's EXCEPT ALL
+    (``_duckdb_diff``): NULLs equal, duplicates counted; with a key (one row per key, NULL a key
+    too) -U/+U of a changed key, in key order; without one every -D before every +I."""
+    if keyed:  # an upsert key: one row per key on each side
+        before = list({r[0]: r for r in before}.values())
+        after = list({r[0]: r for r in after}.values())
+    key = ("k",) if keyed else None
+    old, new = _table(before), _table(after)
+    fast, slow = _changes(api._arrow_diff(old, new, key)), _changes(api._duckdb_diff(old, new, key, _DUCKDB))
+    if keyed:
+        assert fast == slow
+    else:
+        kinds = [c[0] for c in fast]
+        assert kinds == sorted(kinds, key=lambda kind: kind != "-D")
+        assert sorted(fast, key=repr) == sorted(slow, key=repr)
