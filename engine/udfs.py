@@ -389,6 +389,8 @@ class UdfFailure:
 
     #: The error itself when weir raised it (a result of the wrong type).
     raised: UdfError | None = None
+    #: The values of the group key of the row, for an aggregate function (``engine.udafs``).
+    key: tuple | None = None
 
     def engine_error(self, operator_id: str | None) -> "UdfError":
         """The error that fails the job; it carries this failure (``error.failure``), so that an
@@ -399,6 +401,8 @@ class UdfFailure:
         else:
             values = ", ".join(repr(v) for v in self.values)
             row = f"the row ({values})" if self.values else "a chunk of rows (each row alone succeeds)"
+            if self.key:
+                row += f" of the group with the key ({', '.join(repr(v) for v in self.key)})"
             error = UdfError(f"the Python function {self.name} failed on {row}: {self.error}",
                              hint=f"fix the function or filter such rows out before calling it, or keep such rows "
                                   f"in a table with SET 'python.udf.bad-rows.table' = 'udf_bad_rows'; "
@@ -419,11 +423,11 @@ def take_failure() -> UdfFailure | None:
     return failure
 
 
-def _record(name: str, values: tuple, exc: BaseException) -> None:
+def _record(name: str, values: tuple, exc: BaseException, key: tuple | None = None) -> None:
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     with _LOCK:
         _FAILURES[:] = [UdfFailure(name, values, f"{type(exc).__name__}: {exc}", text,
-                                   exc if isinstance(exc, UdfError) else None)]
+                                   exc if isinstance(exc, UdfError) else None, key)]
 
 
 def _callback(spec: FunctionSpec, function: ScalarFunction) -> Callable:
@@ -505,10 +509,10 @@ def _conform(out, length: int | None, result: pa.DataType, name: str):
     return out
 
 
-def record_failure(name: str, values: tuple, exc: BaseException) -> None:
+def record_failure(name: str, values: tuple, exc: BaseException, key: tuple | None = None) -> None:
     """Record a failure of the Python function ``name`` (a UDAF's method: ``engine.udafs``) on the
-    row ``values``, for ``take_failure``."""
-    _record(name, values, exc)
+    row ``values`` (of the group ``key``), for ``take_failure``."""
+    _record(name, values, exc, key)
 
 
 # -- catching: every raising row of a batch in one statement (the bad-rows setting) ----------------
