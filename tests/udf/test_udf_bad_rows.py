@@ -18,7 +18,7 @@ from udf_bad_row_functions import small, tenth_of
 
 import weir
 from weir.engine.operators.base import OperatorContext
-from weir.engine.operators.calc import Calc, CalcConfig
+from weir.engine.operators.calc import Calc, CalcConfig, Expand
 from weir.engine.runtime.job import JobOptions, run_job
 from weir.engine.udfs import UdfError, install, uninstall
 from weir.planner.planner import plan_script
@@ -250,3 +250,31 @@ def test_a_result_of_the_wrong_type_still_fails_the_job_with_bad_rows_kept():
         calc.close()
     finally:
         uninstall("text_on_three")
+
+
+@settings(max_examples=15, deadline=None)
+@given(values=st.lists(st.integers(0, 60), max_size=30), batch=st.integers(1, 16))
+def test_with_expand_a_row_is_bad_when_any_of_its_copies_raises_as_splitting_in_halves_says(values, batch):
+    """GROUPING SETS' Expand: each row read twice (e = 0, 1), the UDF's argument depending on e;
+    catching and the halves agree on the rows kept and the bad rows."""
+    install(tenth_of, "tenth_of_e")
+    outputs = []
+    try:
+        for halves in (False, True):
+            ctx = OperatorContext("c", pa.schema([("v", pa.int64()), ("e", pa.int64()), ("tv", pa.int64())]))
+            calc = Calc(CalcConfig((("v", '"v"'), ("e", '"e"'), ("tv", 'tenth_of_e("v" + "e" * 5)')),
+                                   expand=Expand("e", 2), bad_rows=True), ctx)
+            if halves:
+                calc._catch = lambda query, rows: (_ for _ in ()).throw(UdfError("catching failed"))
+            else:
+                calc._bad_rows._split = lambda run, rows: pytest.fail("split in halves: catching failed")
+            table = pa.table({"v": pa.array(values, pa.int64())})
+            out = [b for part in table.to_batches(max_chunksize=batch) for b in calc.process_batch(part)]
+            calc.close()
+            kept = pa.Table.from_batches(out, ctx.output_schema).sort_by([("v", "ascending"), ("e", "ascending")])
+            outputs.append((kept.to_pydict(), [b.to_pylist()[0] for b in ctx.late_output]))
+    finally:
+        uninstall("tenth_of_e")
+    assert outputs[0] == outputs[1]
+    assert sorted(outputs[0][0]["v"]) == sorted([v for v in values if v % 5] * 2)
+    assert [json.loads(row["weir_row"])["v"] for row in outputs[0][1]] == [v for v in values if v % 5 == 0]
