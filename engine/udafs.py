@@ -39,7 +39,8 @@ How the operators keep a UDAF (``PythonAccumulator``, beside the built-in ``Accu
    accumulates +I/+U rows and retracts -U/-D rows (runs of one sign go to the ``_batch`` methods
    at once).
 5. An exception in a method is recorded with the function's name, the method, the failing row's
-   values and the traceback (``udfs.record_failure``); the operator's DuckDB error becomes an
+   values, its group key (the operators pass ``key_sql`` of their key columns as a last argument
+   of ``<accumulate>`` and ``<apply>``) and the traceback (``udfs.record_failure``); the operator's DuckDB error becomes an
    ``EngineError`` saying so, as for scalar UDFs.
 """
 from __future__ import annotations
@@ -215,6 +216,20 @@ def _is_of(value: Any, kind: pa.DataType) -> bool:
         return False
 
 
+def _keys(keys: tuple) -> list[tuple] | None:
+    """The group keys an operator passes beside the rows (a struct of the key columns per group,
+    ``key_sql``: the callback's last argument, if any), as tuples of values; None without."""
+    if not keys:
+        return None
+    return [tuple(k.values()) if isinstance(k, dict) else (k,) for k in _combined(keys[0]).to_pylist()]
+
+
+def key_sql(columns: list[str]) -> str:
+    """The trailing argument an operator gives ``<accumulate>`` and ``<apply>`` so that a failing
+    row's error names its group key: a struct of the key ``columns`` ("" when there are none)."""
+    return f", struct_pack({', '.join(columns)})" if columns else ""
+
+
 def _dumps(acc: Any) -> bytes:
     return pickle.dumps(acc, protocol=PICKLE_PROTOCOL)
 
@@ -292,8 +307,8 @@ class PythonAggregate:
     def _python_rows(self, method: str, arguments: list[pa.Array]) -> list[list] | None:
         return None if self._batch[method] is not None else [a.to_pylist() for a in arguments]
 
-    def _accumulate_lists(self, lists) -> pa.Array:
-        lists = _combined(lists)
+    def _accumulate_lists(self, lists, *keys) -> pa.Array:  # varargs: DuckDB takes 1 or 2 arguments
+        lists, keys = _combined(lists), _keys(keys)
         offsets = lists.offsets.to_numpy()
         arguments = self._arguments(lists.values)
         rows = self._python_rows("accumulate", arguments)
@@ -306,7 +321,7 @@ class PythonAggregate:
                 try:
                     self._fold("accumulate", acc, arguments, start, stop, rows)
                 except Exception as exc:  # noqa: BLE001
-                    self._fail_in_rows("accumulate", arguments, start, stop, exc)
+                    self._fail_in_rows("accumulate", arguments, start, stop, exc, keys and keys[i])
                     raise
             out.append(_dumps(acc))
         return pa.array(out, pa.binary())
@@ -342,9 +357,9 @@ class PythonAggregate:
             record_failure(self.spec.name, (), error)
             raise error from exc
 
-    def _apply(self, states, lists) -> pa.Array:
+    def _apply(self, states, lists, *keys) -> pa.Array:
         """Each key's accumulator (NULL: none yet) with its batch's signed rows folded in."""
-        states, lists = _combined(states).to_pylist(), _combined(lists)
+        states, lists, keys = _combined(states).to_pylist(), _combined(lists), _keys(keys)
         offsets = lists.offsets.to_numpy()
         values = lists.values
         signs = values.field(0).to_numpy(zero_copy_only=False) if len(values) else np.zeros(0, np.int8)
@@ -364,7 +379,7 @@ class PythonAggregate:
                     try:
                         self._fold(method, acc, arguments, lo, hi, rows[method])
                     except Exception as exc:  # noqa: BLE001
-                        self._fail_in_rows(method, arguments, lo, hi, exc)
+                        self._fail_in_rows(method, arguments, lo, hi, exc, keys and keys[i])
                         raise
             out.append(_dumps(acc))
         return pa.array(out, pa.binary())
@@ -378,10 +393,10 @@ class PythonAggregate:
             raise
 
     def _fail_in_rows(self, method: str, arguments: list[pa.Array], start: int, stop: int,
-                      exc: BaseException) -> None:
-        """Record the failure of ``method`` on rows ``start:stop``, narrowed to the first row that
-        fails alone (on a fresh accumulator); else the rows as a whole."""
-        record_failure(f"{self.spec.name} ({method})", (), exc)
+                      exc: BaseException, key: tuple | None = None) -> None:
+        """Record the failure of ``method`` on rows ``start:stop`` (of the group ``key``), narrowed
+        to the first row that fails alone (on a fresh accumulator); else the rows as a whole."""
+        record_failure(f"{self.spec.name} ({method})", (), exc, key)
         call = self._row[method]
         if call is None:  # only a batch method: its rows one at a time
             def call(acc, *values):
@@ -391,5 +406,5 @@ class PythonAggregate:
             try:
                 call(self._create(), *values)
             except Exception as single:  # noqa: BLE001
-                record_failure(f"{self.spec.name} ({method})", tuple(values), single)
+                record_failure(f"{self.spec.name} ({method})", tuple(values), single, key)
                 return

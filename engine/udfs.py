@@ -389,6 +389,8 @@ class UdfFailure:
 
     #: The error itself when weir raised it (a result of the wrong type).
     raised: UdfError | None = None
+    #: The values of the group key of the row, for an aggregate function (``engine.udafs``).
+    key: tuple | None = None
 
     def engine_error(self, operator_id: str | None) -> "UdfError":
         """The error that fails the job; it carries this failure (``error.failure``), so that an
@@ -399,6 +401,8 @@ class UdfFailure:
         else:
             values = ", ".join(repr(v) for v in self.values)
             row = f"the row ({values})" if self.values else "a chunk of rows (each row alone succeeds)"
+            if self.key:
+                row += f" of the group with the key ({', '.join(repr(v) for v in self.key)})"
             error = UdfError(f"the Python function {self.name} failed on {row}: {self.error}",
                              hint=f"fix the function or filter such rows out before calling it, or keep such rows "
                                   f"in a table with SET 'python.udf.bad-rows.table' = 'udf_bad_rows'; "
@@ -419,11 +423,11 @@ def take_failure() -> UdfFailure | None:
     return failure
 
 
-def _record(name: str, values: tuple, exc: BaseException) -> None:
+def _record(name: str, values: tuple, exc: BaseException, key: tuple | None = None) -> None:
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     with _LOCK:
         _FAILURES[:] = [UdfFailure(name, values, f"{type(exc).__name__}: {exc}", text,
-                                   exc if isinstance(exc, UdfError) else None)]
+                                   exc if isinstance(exc, UdfError) else None, key)]
 
 
 def _callback(spec: FunctionSpec, function: ScalarFunction) -> Callable:
@@ -505,7 +509,84 @@ def _conform(out, length: int | None, result: pa.DataType, name: str):
     return out
 
 
-def record_failure(name: str, values: tuple, exc: BaseException) -> None:
+def record_failure(name: str, values: tuple, exc: BaseException, key: tuple | None = None) -> None:
     """Record a failure of the Python function ``name`` (a UDAF's method: ``engine.udafs``) on the
-    row ``values``, for ``take_failure``."""
-    _record(name, values, exc)
+    row ``values`` (of the group ``key``), for ``take_failure``."""
+    _record(name, values, exc, key)
+
+
+# -- catching: every raising row of a batch in one statement (the bad-rows setting) ----------------
+
+CATCH_PREFIX = "__weir_catch_"
+#: SQL text: a string literal, a quoted identifier, or a name followed by "(" (not after a dot).
+_SQL_PIECES = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|(?<![\w.$])([A-Za-z_][\w$]*)(\s*\()")
+
+
+def catching(con: duckdb.DuckDBPyConnection, sql: str, row_column: str) -> tuple[str, dict[int, UdfFailure]]:
+    """``sql`` with each call of a current UDF ``f(args)`` turned into ``__weir_catch_f(<row_column>, args)``,
+    registered on ``con``: the function called row by row where a chunk raised, NULL where a row raised,
+    each raising row's first failure kept by its number (``row_column``, the input row's) in the dict
+    returned beside the SQL. One statement then finds every raising row of a batch
+    (``engine.operators.late_rows.BadRows``). weir's own complaint (a result of the wrong type) still raises."""
+    entries = dict(current().entries)
+    failures: dict[int, UdfFailure] = {}
+
+    def rewrite(match: re.Match) -> str:
+        name = match.group(1)
+        if name is None or name.lower() not in entries:
+            return match.group(0)
+        return f"{CATCH_PREFIX}{name.lower()}{match.group(2)}{quote(row_column)}, "
+
+    for key, entry in entries.items():
+        spec = entry.spec
+        params = ["BIGINT", *spec.input_types] if spec.input_types is not None else None
+        try:
+            con.remove_function(CATCH_PREFIX + key)
+        except duckdb.Error:
+            pass
+        con.create_function(CATCH_PREFIX + key, _catching_callback(spec, entry.function, failures), params,
+                            spec.result_type, type="arrow", null_handling="special",
+                            side_effects=not spec.deterministic)
+    return _SQL_PIECES.sub(rewrite, sql), failures
+
+
+def quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _catching_callback(spec: FunctionSpec, function: ScalarFunction, failures: dict[int, UdfFailure]) -> Callable:
+    fn, name, result = function.fn, spec.name, arrow_type(spec.result_type)
+
+    def failed(row: int, values: tuple, exc: BaseException) -> None:
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        failures.setdefault(row, UdfFailure(name, values, f"{type(exc).__name__}: {exc}", text))
+
+    def call(rows, *columns):
+        arrays = [c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c for c in columns]
+        rows = rows.combine_chunks() if isinstance(rows, pa.ChunkedArray) else rows
+        try:  # the whole chunk first: most chunks of a failing batch raise nowhere
+            if function.func_type == "arrow":
+                return _conform(fn(*arrays), len(rows), result, name)
+            out = list(map(fn, *(a.to_pylist() for a in arrays)))
+        except UdfError:
+            raise
+        except Exception:  # noqa: BLE001 - the user's exception: find its rows
+            out = []
+            values = list(zip(*(a.to_pylist() for a in arrays)))
+            for i, row in enumerate(rows.to_pylist()):
+                try:
+                    value = fn(*(a.slice(i, 1) for a in arrays)) if function.func_type == "arrow" else fn(*values[i])
+                except Exception as exc:  # noqa: BLE001
+                    failed(row, values[i], exc)
+                    value = None
+                else:
+                    if function.func_type == "arrow":
+                        value = _conform(value, 1, result, name)[0].as_py()
+                out.append(value)
+        try:
+            return pa.array(out, type=result)
+        except (pa.ArrowException, TypeError, ValueError) as exc:
+            bad = next((v for v in out if _not_of(v, result)), None)
+            raise UdfError(f"the Python function {name} returned {bad!r}, not a {spec.result_type}",
+                           hint=f"return values of its result_type {spec.result_type} (or None)") from exc
+    return call

@@ -53,7 +53,7 @@ import pyarrow as pa
 from weir.engine.errors import EngineError
 from weir.engine.operators.config import OperatorConfig, optional
 from weir.engine.operators.duckdb_sql import RAISED
-from weir.engine.udafs import PythonAggregate, PythonAggregateSpec
+from weir.engine.udafs import PythonAggregate, PythonAggregateSpec, key_sql
 
 
 #: The range of each integer result type, for SUM's overflow check.
@@ -321,23 +321,27 @@ class PythonAccumulator:
     group become an accumulator in ``<accumulate>(list(argument))``, partials merge in
     ``<merge>(list(column))`` and the result is ``<value>(merged)``."""
 
-    def __init__(self, call: AggregateCall, index: int, function: PythonAggregate):
+    def __init__(self, call: AggregateCall, index: int, function: PythonAggregate, keys: list[str] = ()):
         self.call = call
         self.function = function
         self.argument_column = f"__a{index}"
         self.filter_column = f"__f{index}" if call.filter is not None else None
         partial = Partial("python", "", f"{function.merge_fn}(list({{column}}))", "python")
         rows = f"list({self.argument_column})" + (f" FILTER (WHERE {self.filter_column})" if self.filter_column else "")
-        self.columns = [PartialColumn(f"__p{index}_python", f"{function.accumulate_fn}({rows})", partial)]
+        # the group's key columns last: a failing row's error names its key (udafs.key_sql)
+        self.columns = [PartialColumn(f"__p{index}_python", f"{function.accumulate_fn}({rows}{key_sql(keys)})",
+                                      partial)]
 
     def final_sql(self, merged: list[str]) -> str:
         return f"{self.function.value_fn}({merged[0]})"
 
 
-def accumulator(call: AggregateCall, index: int, operator_id: str) -> "Accumulator | PythonAccumulator":
-    """The window and session aggregates' accumulator of a non-distinct ``call``."""
+def accumulator(call: AggregateCall, index: int, operator_id: str,
+                keys: list[str] = ()) -> "Accumulator | PythonAccumulator":
+    """The window and session aggregates' accumulator of a non-distinct ``call`` (``keys``: the
+    key columns its partials are grouped by)."""
     if call.python is not None:
-        return PythonAccumulator(call, index, call.requires_python(operator_id, merge=True))
+        return PythonAccumulator(call, index, call.requires_python(operator_id, merge=True), keys)
     return Accumulator(call, index)
 
 

@@ -9,7 +9,8 @@ With ``expand`` (Flink's Expand, for GROUPING SETS) every row is read ``n``
 times, numbered 0..n-1 in the BIGINT column ``column``:
 ``... FROM batch CROSS JOIN range(n) AS expand(column) WHERE <filter>``.
 With ``bad_rows`` a row a Python UDF raises on is left out and sent to the job's bad-rows
-table (``late_rows.BadRows``: the batch is split only when it failed).
+table (``late_rows.BadRows``: only a batch that failed is evaluated again, once with its UDF
+calls caught row by row, ``engine.udfs.catching``, then without its raising rows).
 """
 from __future__ import annotations
 
@@ -24,8 +25,8 @@ from weir.engine.operators.base import Operator, OperatorContext, explain_lines
 from weir.engine.operators.batches import conform
 from weir.engine.operators.config import OperatorConfig, optional
 from weir.engine.operators.duckdb_sql import query_arrow, quote_ident
-from weir.engine.operators.late_rows import BadRows
-from weir.engine.udfs import register_functions
+from weir.engine.operators.late_rows import ROW_NUMBER, BadRows
+from weir.engine.udfs import catching, register_functions
 from weir.engine.watermarks import ARRIVAL_WATERMARK, PASS, has_arrival
 
 INPUT_VIEW = "calc_input"
@@ -76,9 +77,14 @@ class Calc(Operator):
         if config.filter:
             body += f" WHERE {config.filter}"
         self.query = f"SELECT {columns}{body}"
-        arrival = quote_ident(ARRIVAL_WATERMARK)
+        arrival, number = quote_ident(ARRIVAL_WATERMARK), quote_ident(ROW_NUMBER)
+        arrival = f", {quote_ident(INPUT_VIEW)}.{arrival} AS {arrival}"
         #: The same, passing on the rows' arrival watermarks.
-        self.query_with_arrival = f"SELECT {columns}, {quote_ident(INPUT_VIEW)}.{arrival} AS {arrival}{body}"
+        self.query_with_arrival = f"SELECT {columns}{arrival}{body}"
+        number = f", {quote_ident(INPUT_VIEW)}.{number} AS {number}"
+        #: Each, passing on the input's row numbers too (``BadRows``: a batch a UDF raised on).
+        self._numbered = {self.query: f"SELECT {columns}{number}{body}",
+                          self.query_with_arrival: f"SELECT {columns}{arrival}{number}{body}"}
         self._con: duckdb.DuckDBPyConnection | None = None
         self._bad_rows = BadRows(ctx) if config.bad_rows else None
 
@@ -93,7 +99,8 @@ class Calc(Operator):
         if batch.num_rows == 0:
             return []
         query = self.query_with_arrival if has_arrival(batch) else self.query
-        result = self._bad_rows.evaluate(lambda rows: self._run(query, rows), batch) if self._bad_rows \
+        result = self._bad_rows.evaluate(lambda rows: self._run(query, rows), batch,
+                                         lambda rows: self._catch(query, rows)) if self._bad_rows \
             else self._run(query, batch)
         out = conform(result, self.ctx.output_schema, self.ctx.operator_id)
         self.ctx.count("rows_out", sum(b.num_rows for b in out))
@@ -105,6 +112,12 @@ class Calc(Operator):
             return query_arrow(self._con, query, self.ctx.operator_id)
         finally:
             self._con.unregister(INPUT_VIEW)
+
+    def _catch(self, query: str, rows: pa.RecordBatch) -> tuple[pa.Table, dict]:
+        """``query`` over ``rows`` (numbered in ``late_rows.ROW_NUMBER``, passed on) with its UDF
+        calls caught row by row (``engine.udfs.catching``): the result and the raising rows' failures."""
+        sql, failures = catching(self._con, self._numbered[query], ROW_NUMBER)
+        return self._run(sql, rows), failures
 
     def close(self) -> None:
         if self._bad_rows is not None:

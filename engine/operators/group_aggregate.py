@@ -57,6 +57,7 @@ from weir.engine.operators.config import OperatorConfig
 from weir.engine.operators.duckdb_sql import create_table_from_arrow, query_arrow, quote_ident, snapshot_tables
 from weir.engine.state.key_groups import KEY_GROUP_COLUMN, key_groups
 from weir.engine.state.keyed_tables import merge_snapshots, owned_tables
+from weir.engine.udafs import key_sql
 
 INPUT_VIEW = "group_input"
 #: The input rows' arrival order, appended to a batch with Python aggregate functions.
@@ -258,7 +259,8 @@ class GroupAggregate(StateOperator):
         match = " AND ".join(f"s.{k} IS NOT DISTINCT FROM d.{k}" for k in keys)
         merge = {"sum": "COALESCE(s.{c}, 0) + COALESCE(d.{c}, 0)", "min": "LEAST(s.{c}, d.{c})",
                  "max": "GREATEST(s.{c}, d.{c})"}
-        summed = [(f"{how.split(':', 1)[1]}(s.{c}, d.{c})" if how.startswith("python:") else merge[how].format(c=c))
+        keys_of = key_sql([f"d.{k}" for k in self.key_columns])  # a failing row's error names its key
+        summed = [(f"{how.split(':', 1)[1]}(s.{c}, d.{c}{keys_of})" if how.startswith("python:") else merge[how].format(c=c))
                   + f" AS {c}" for c, how in columns]
         self._run(f"CREATE OR REPLACE TEMP TABLE merged AS SELECT d.key_group, "
                   f"{', '.join('d.' + k for k in keys)}, {', '.join(summed)} "

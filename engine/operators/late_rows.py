@@ -27,6 +27,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from weir.engine.errors import EngineError
 from weir.engine.operators.base import OperatorContext
 from weir.engine.operators.duckdb_sql import int_literal, query_arrow, quote_ident, string_literal
 from weir.engine.udfs import UdfError, UdfFailure, register_functions
@@ -101,16 +102,23 @@ BAD_ROWS_SCHEMA = pa.schema([pa.field(OPERATOR_COLUMN, pa.string()), pa.field(FU
                              pa.field(ERROR_COLUMN, pa.string()), pa.field(ARGUMENTS_COLUMN, pa.string()),
                              pa.field(ROW_COLUMN, pa.string())])
 BAD_INPUT = "bad_input"
+#: The column numbering a failing batch's rows while ``BadRows`` catches its UDF calls.
+ROW_NUMBER = "__weir_row_number"
 
 
 class BadRows:
     """Rows whose Python UDF call raised, left out of an operator's output and handed to its
     ``LATE_ROWS_PORT`` (the job's bad-rows table) instead of failing the job.
 
-    ``evaluate(run, batch)`` returns ``run(batch)`` (a pyarrow Table) — the vectorised path,
+    ``evaluate(run, batch, catch)`` returns ``run(batch)`` (a pyarrow Table) — the vectorised path,
     once per batch. Only when that raises the function's own exception (a ``UdfError`` carrying
-    a ``UdfFailure`` that weir did not raise) is the batch split in halves, each evaluated
-    again, down to the single rows that raise: k bad rows cost about 2·k·log2(n) evaluations.
+    a ``UdfFailure`` that weir did not raise) is the batch evaluated once more, by ``catch(rows)``:
+    the same statement over the rows numbered in ``ROW_NUMBER``, passing that column on, with
+    each UDF call caught row by row where a chunk raised (``engine.udfs.catching``): it names
+    every raising row and its first failure, and its output without those rows is the result.
+    A batch with k bad rows costs two statements whatever k (and one more for their JSON).
+    Should ``catch`` fail (weir's own complaint, a call it did not catch), the batch is split in
+    halves, each evaluated again by ``run``, down to the single rows that raise.
     The output keeps the input's order. Each bad row becomes one row of ``BAD_ROWS_SCHEMA``:
     the operator, the function, its error, its arguments (JSON) and the operator's input row
     (JSON, DuckDB's ``to_json``); counted in ``udf_bad_rows``. Deterministic per row, so
@@ -121,36 +129,62 @@ class BadRows:
         self.ctx = ctx
         self._con: duckdb.DuckDBPyConnection | None = None
 
-    def evaluate(self, run, batch: pa.RecordBatch) -> pa.Table:
+    def evaluate(self, run, batch: pa.RecordBatch, catch=None) -> pa.Table:
+        try:
+            return run(batch)
+        except UdfError as error:
+            self._check(error)
+        caught = self._catch(catch, batch) if catch is not None else None
+        if caught is not None:
+            table, failures = caught
+            bad = pa.array(sorted(failures), pa.int64())
+            if len(bad):
+                self._keep(batch.take(bad), [failures[i] for i in bad.to_pylist()])
+            return table.filter(pc.invert(pc.is_in(table[ROW_NUMBER], value_set=bad))).drop_columns([ROW_NUMBER])
         parts = self._split(run, batch) or [run(batch.slice(0, 0))]  # every row bad: no rows, the schema
         return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+
+    @staticmethod
+    def _check(error: UdfError) -> None:
+        failure = error.failure
+        if failure is None or failure.raised is not None:
+            raise error  # weir's own complaint (a result of the wrong type): a bug to fix, not a bad row
+
+    def _catch(self, catch, batch: pa.RecordBatch) -> tuple[pa.Table, dict[int, UdfFailure]] | None:
+        """``catch`` over ``batch`` numbered in ``ROW_NUMBER``: its result (with that column) and the
+        raising rows' failures by number; None when catching failed (the halves then say why)."""
+        numbered = batch.append_column(ROW_NUMBER, pa.array(range(batch.num_rows), pa.int64()))
+        try:
+            return catch(numbered)
+        except EngineError:
+            return None
 
     def _split(self, run, batch: pa.RecordBatch) -> list[pa.Table]:
         try:
             return [run(batch)]
         except UdfError as error:
-            failure = error.failure
-            if failure is None or failure.raised is not None:
-                raise  # weir's own complaint (a result of the wrong type): a bug to fix, not a bad row
+            self._check(error)
             if batch.num_rows == 1:
-                self._keep(batch, failure)
+                self._keep(batch, [error.failure])
                 return []
             half = batch.num_rows // 2
             return self._split(run, batch.slice(0, half)) + self._split(run, batch.slice(half))
 
-    def _keep(self, row: pa.RecordBatch, failure: UdfFailure) -> None:
+    def _keep(self, rows: pa.RecordBatch, failures: list[UdfFailure]) -> None:
         if self._con is None:
             self._con = duckdb.connect(":memory:")
-        self._con.register(BAD_INPUT, without_arrival(row))
+        self._con.register(BAD_INPUT, without_arrival(rows))
         try:
-            (text,), = self._con.execute(f"SELECT to_json({BAD_INPUT}) FROM {BAD_INPUT}").fetchall()
+            texts = [text for text, in self._con.execute(f"SELECT to_json({BAD_INPUT}) FROM {BAD_INPUT}").fetchall()]
         finally:
             self._con.unregister(BAD_INPUT)
-        arguments = json.dumps(list(failure.values), default=str)
-        self.ctx.late_output.append(pa.RecordBatch.from_arrays(
-            [pa.array([v], pa.string()) for v in (self.ctx.operator_id, failure.name, failure.error, arguments, text)],
-            schema=BAD_ROWS_SCHEMA))
-        self.ctx.count("udf_bad_rows", 1)
+        for failure, text in zip(failures, texts, strict=True):
+            arguments = json.dumps(list(failure.values), default=str)
+            self.ctx.late_output.append(pa.RecordBatch.from_arrays(
+                [pa.array([v], pa.string()) for v in (self.ctx.operator_id, failure.name, failure.error, arguments,
+                                                      text)],
+                schema=BAD_ROWS_SCHEMA))
+        self.ctx.count("udf_bad_rows", len(failures))
 
     def close(self) -> None:
         if self._con is not None:

@@ -149,7 +149,7 @@ class SessionWindow(StreamsFirings, StateOperator):
             if call.keeps_distinct_values:
                 self._distinct_for(call).calls.append(call)
             else:
-                self.accumulators.append(accumulator(call, i, oid))
+                self.accumulators.append(accumulator(call, i, oid, [f"__k{j}" for j in range(len(self.keys))]))
         for d in self.distincts:
             d.table = f"session_{d.table}"
         self.having: str | None = config.having

@@ -169,7 +169,7 @@ class WindowAggregate(Operator):
             if call.keeps_distinct_values:
                 self._distinct_for(call).calls.append(call)
             else:
-                self.accumulators.append(accumulator(call, i, oid))
+                self.accumulators.append(accumulator(call, i, oid, [f"__k{j}" for j in range(len(self.keys))]))
         self.having: str | None = config.having
         self.projection: list[tuple[str, str]] = list(config.projection)
         #: The column numbering the copies of a row, one per grouping set (GROUPING SETS).

@@ -203,6 +203,25 @@ def test_a_function_without_merge_is_refused_in_a_window(tmp_path):
     plan(tmp_path, "CREATE MATERIALIZED VIEW mv AS SELECT k, counted(v) AS n FROM events GROUP BY k;", functions)
 
 
+@pytest.mark.parametrize("source,group,key", [
+    (f"TABLE({WINDOWS['session']})", "k, window_start, window_end", "('b')"),
+    (f"TABLE({WINDOWS['hop']})", "k, v % 2, window_start, window_end", "('b', 0)"),
+    ("events", "v % 3, k", "(0, 'b')"),
+])
+def test_an_exception_inside_accumulate_names_the_group_key(tmp_path, source, group, key):
+    """Windows, sessions and group aggregates (several keys: their values in GROUP BY order) say
+    which group the failing row was in."""
+    write_events(tmp_path / "events.csv", [(1, "a", 5), (2, "a", 4), (3, "b", 0), (4, "b", 2)])
+    functions = "CREATE FUNCTION inverse AS 'udaf_functions.Inverse' LANGUAGE PYTHON;"
+    keys = group.replace(", window_start, window_end", "")
+    graph = plan(tmp_path, f"CREATE MATERIALIZED VIEW mv AS SELECT {keys}, inverse(v) AS i FROM {source} "
+                           f"GROUP BY {group};", functions).graph
+    with pytest.raises(EngineError) as raised:
+        run_job(graph, JobOptions(state_dir=tmp_path / "state"))
+    assert f"inverse (accumulate) failed on the row (0) of the group with the key {key}: ZeroDivisionError" \
+        in raised.value.message
+
+
 @pytest.mark.parametrize("window", [True, False])
 def test_an_exception_inside_accumulate_fails_the_job_naming_the_function_the_row_and_the_traceback(tmp_path, window):
     write_events(tmp_path / "events.csv", [(1, "a", 5), (2, "a", 4), (3, "b", 0), (4, "b", 2)])
@@ -214,7 +233,8 @@ def test_an_exception_inside_accumulate_fails_the_job_naming_the_function_the_ro
     with pytest.raises(EngineError) as raised:
         run_job(graph, JobOptions(state_dir=tmp_path / "state"))
     error = raised.value
-    assert "the Python function inverse (accumulate) failed on the row (0): ZeroDivisionError" in error.message
+    assert "the Python function inverse (accumulate) failed on the row (0) of the group with the key ('b'): " \
+        "ZeroDivisionError" in error.message
     assert "100 // v" in error.hint and "udaf_functions.py" in error.hint  # the traceback
     assert error.operator_id and "aggregate" in error.operator_id
 

@@ -18,7 +18,7 @@ from udf_bad_row_functions import small, tenth_of
 
 import weir
 from weir.engine.operators.base import OperatorContext
-from weir.engine.operators.calc import Calc, CalcConfig
+from weir.engine.operators.calc import Calc, CalcConfig, Expand
 from weir.engine.runtime.job import JobOptions, run_job
 from weir.engine.udfs import UdfError, install, uninstall
 from weir.planner.planner import plan_script
@@ -168,3 +168,113 @@ def test_which_rows_are_bad_does_not_depend_on_the_batch_size(values, batch):
                     "tv": [v // 10 for v in values if v % 7 and v % 10 != 5]}
     assert [(b.column(1)[0].as_py(), json.loads(b.column(4)[0].as_py())["v"]) for b in ctx.late_output] == [
         ("small_p" if v % 7 == 0 else "tenth_of_p", v) for v in values if v % 7 == 0 or v % 10 == 5]
+
+
+
+@pytest.mark.parametrize("bad", [0, 1, 10, 66])
+def test_a_batch_with_k_raising_rows_costs_two_statements_whatever_k(monkeypatch, bad):
+    """The batch that raised is evaluated once more with its UDF calls caught row by row
+    (``engine.udfs.catching``), not split in halves per bad row: 2 DuckDB statements over it
+    for any number of raising rows (their JSON takes one more, on the BadRows' own connection)."""
+    import weir.engine.operators.calc as calc_module
+    statements = []
+    query = calc_module.query_arrow
+    monkeypatch.setattr(calc_module, "query_arrow", lambda con, sql, op: statements.append(sql) or query(con, sql, op))
+    install(tenth_of, "tenth_of_k")
+    try:
+        ctx = OperatorContext("c", pa.schema([("v", pa.int64()), ("tv", pa.int64())]))
+        calc = Calc(CalcConfig((("v", '"v"'), ("tv", 'tenth_of_k("v" + 0)')), filter='"v" >= 0', bad_rows=True), ctx)
+        raising = {i * 73 % 5000 for i in range(bad)}  # spread over the batch's chunks
+        values = [10 * i + 5 if i in raising else 10 * i for i in range(5000)]
+        out = calc.process_batch(pa.record_batch({"v": pa.array(values, pa.int64())}))
+        calc.close()
+    finally:
+        uninstall("tenth_of_k")
+    assert len(statements) == (1 if bad == 0 else 2)
+    assert pa.Table.from_batches(out).to_pydict() == {"v": [v for v in values if v % 10 != 5],
+                                                      "tv": [v // 10 for v in values if v % 10 != 5]}
+    assert ctx.metrics.get("udf_bad_rows", 0) == bad == len(ctx.late_output)
+    assert [json.loads(b.column(3)[0].as_py()) for b in ctx.late_output] == [[10 * i + 5] for i in sorted(raising)]
+
+
+NESTED = (("v", '"v"'), ("tv", 'tenth_of_n(CASE WHEN small_n("v" + 1) THEN "v" ELSE "v" + 1 END)'),
+          ("s", "length('tenth_of_n(' || \"v\")")), 'small_n("v") AND tenth_of_n("v") >= 0'
+
+
+@settings(max_examples=25, deadline=None)
+@given(values=st.lists(st.integers(0, 60), max_size=40), batch=st.integers(1, 16))
+def test_catching_the_calls_keeps_the_rows_and_errors_that_splitting_in_halves_keeps(values, batch):
+    """The oracle is today's way, the batch split in halves down to the raising rows (``catch`` failing):
+    with UDFs nested, in a CASE, in the filter's AND, and a UDF's name inside a string literal,
+    both keep the same rows, in order, and the same bad rows (function, error, arguments, row), in order."""
+    install(tenth_of, "tenth_of_n")
+    install(small, "small_n")
+    outputs = []
+    try:
+        for halves in (False, True):
+            projection, condition = NESTED
+            ctx = OperatorContext("c", pa.schema([("v", pa.int64()), ("tv", pa.int64()), ("s", pa.int64())]))
+            calc = Calc(CalcConfig(projection, filter=condition, bad_rows=True), ctx)
+            if halves:
+                calc._catch = lambda query, rows: (_ for _ in ()).throw(UdfError("catching failed"))
+            else:
+                calc._bad_rows._split = lambda run, rows: pytest.fail("split in halves: catching failed")
+            table = pa.table({"v": pa.array(values, pa.int64())})
+            out = [b for part in table.to_batches(max_chunksize=batch) for b in calc.process_batch(part)]
+            calc.close()
+            outputs.append((pa.Table.from_batches(out, ctx.output_schema).to_pydict(),
+                            [b.to_pylist()[0] for b in ctx.late_output], ctx.metrics.get("udf_bad_rows", 0)))
+    finally:
+        uninstall("tenth_of_n")
+        uninstall("small_n")
+    assert outputs[0] == outputs[1]
+    assert outputs[0][2] == len(outputs[0][1]) == sum(1 for v in values if v % 7 == 0 or v % 10 == 5 or
+                                                       (v + 1) % 7 == 0)
+
+
+@weir.udf(result_type="BIGINT")
+def text_on_three(v):
+    if v % 10 == 5:
+        raise ValueError("five")
+    return "three" if v == 3 else v
+
+
+def test_a_result_of_the_wrong_type_still_fails_the_job_with_bad_rows_kept():
+    """weir's own complaint is no bad row: catching the calls fails on it too, and the halves say so."""
+    install(text_on_three, "text_on_three")
+    try:
+        ctx = OperatorContext("c", pa.schema([("v", pa.int64())]))
+        calc = Calc(CalcConfig((("v", 'text_on_three("v")'),), bad_rows=True), ctx)
+        with pytest.raises(UdfError, match="text_on_three returned 'three', not a BIGINT"):
+            calc.process_batch(pa.record_batch({"v": pa.array([1, 5, 3, 4], pa.int64())}))
+        calc.close()
+    finally:
+        uninstall("text_on_three")
+
+
+@settings(max_examples=15, deadline=None)
+@given(values=st.lists(st.integers(0, 60), max_size=30), batch=st.integers(1, 16))
+def test_with_expand_a_row_is_bad_when_any_of_its_copies_raises_as_splitting_in_halves_says(values, batch):
+    """GROUPING SETS' Expand: each row read twice (e = 0, 1), the UDF's argument depending on e;
+    catching and the halves agree on the rows kept and the bad rows."""
+    install(tenth_of, "tenth_of_e")
+    outputs = []
+    try:
+        for halves in (False, True):
+            ctx = OperatorContext("c", pa.schema([("v", pa.int64()), ("e", pa.int64()), ("tv", pa.int64())]))
+            calc = Calc(CalcConfig((("v", '"v"'), ("e", '"e"'), ("tv", 'tenth_of_e("v" + "e" * 5)')),
+                                   expand=Expand("e", 2), bad_rows=True), ctx)
+            if halves:
+                calc._catch = lambda query, rows: (_ for _ in ()).throw(UdfError("catching failed"))
+            else:
+                calc._bad_rows._split = lambda run, rows: pytest.fail("split in halves: catching failed")
+            table = pa.table({"v": pa.array(values, pa.int64())})
+            out = [b for part in table.to_batches(max_chunksize=batch) for b in calc.process_batch(part)]
+            calc.close()
+            kept = pa.Table.from_batches(out, ctx.output_schema).sort_by([("v", "ascending"), ("e", "ascending")])
+            outputs.append((kept.to_pydict(), [b.to_pylist()[0] for b in ctx.late_output]))
+    finally:
+        uninstall("tenth_of_e")
+    assert outputs[0] == outputs[1]
+    assert sorted(outputs[0][0]["v"]) == sorted([v for v in values if v % 5] * 2)
+    assert [json.loads(row["weir_row"])["v"] for row in outputs[0][1]] == [v for v in values if v % 5 == 0]
