@@ -51,9 +51,23 @@ class JobStarted(Message):
     job: Job
 
 
-@dataclass
 class ResultTable:
-    table: pa.Table
+    """A query's answer: an Arrow table, or one kept in DuckDB (``render.DuckAnswer``) that the
+    shell shows the first and last rows of; ``table`` is all of it, as Arrow."""
+
+    def __init__(self, table):
+        self.answer = table
+
+    @property
+    def table(self) -> pa.Table:
+        if not isinstance(self.answer, pa.Table):
+            answer, self.answer = self.answer, self.answer.all()
+            answer.close()
+        return self.answer
+
+    def close(self) -> None:
+        if not isinstance(self.answer, pa.Table):
+            self.answer.close()
 
 
 @dataclass
@@ -192,7 +206,7 @@ class Session:
 
     def _select(self, s: st.Select) -> Reply:
         if not self.reads_a_stream(s.query):
-            return ResultTable(self.query_database(s))
+            return ResultTable(self.query_database(s, whole=False))
         mode = self.result_mode()
         graph = self.plan_select(s)
         sink = next(node for node in graph.nodes if operator_class(node.kind).commits_output)
@@ -225,7 +239,9 @@ class Session:
                 return True
         return False
 
-    def query_database(self, s: st.Select) -> pa.Table:
+    def query_database(self, s: st.Select, whole: bool = True):
+        """The answer of a SELECT over the database: an Arrow table, or (``whole=False``) a
+        ``render.DuckAnswer`` (kept in DuckDB, read as far as it is shown)."""
         schema = self._single_table_schema(s.query)
         # The same plan-time checks as a streaming query's: unknown functions, operand types.
         parts = [*s.query.expressions, *(s.query.args[k].this for k in ("where", "having") if s.query.args.get(k))] \
@@ -237,7 +253,7 @@ class Session:
             sql = to_duckdb(_flink_names(s.query), schema)
         except Exception:  # noqa: BLE001 - a query sqlglot cannot write for DuckDB goes as written
             sql = s.text
-        return self.database.query(sql)
+        return self.database.query(sql) if whole else self.database.answer(sql)
 
     def _single_table_schema(self, query: exp.Expression) -> pa.Schema | None:
         """The columns of the one result table a plain SELECT reads, so that its expressions are
