@@ -82,6 +82,9 @@ def _parser() -> argparse.ArgumentParser:
     source = shell.add_mutually_exclusive_group()
     source.add_argument("-f", "--file", metavar="FILE", help="run the statements of FILE and exit with its status")
     source.add_argument("-i", "--init", metavar="FILE", help="run FILE first, then stay interactive")
+    source.add_argument("-c", "--command", "-e", dest="sql_command", metavar="SQL",
+                        help="run the statements of SQL and exit with their status (psql's -c, the DuckDB "
+                             "CLI's -c, Flink's -e); SQL piped on stdin runs the same way")
     _job_options(shell)
     shell.set_defaults(handler="shell")
 

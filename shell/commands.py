@@ -83,7 +83,7 @@ def cmd_stop(args) -> int:
 def cmd_shell(args) -> int:
     from weir.shell.start import run_shell  # prompt-toolkit is loaded only for the shell
 
-    return run_shell(args.file, args.init, db_path=args.db, settings=_settings(args))
+    return run_shell(args.file, args.init, db_path=args.db, settings=_settings(args), command=args.sql_command)
 
 
 def cmd_serve(args) -> int:
