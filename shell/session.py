@@ -9,6 +9,7 @@ JobGraph of its own and runs as its own job in the background.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from weir.engine.operators.registry import operator_class
 from weir.engine.udfs import FunctionRegistry
 from weir.planner.catalog import TableDef, ViewDef
 from weir.planner.expressions import check_functions, output_name, to_duckdb
+from weir.planner.functions import FLINK_FUNCTIONS
 from weir.planner.graph_builder import GraphBuilder
 from weir.planner.locate import locate, name, quoted
 from weir.planner.planner import Planner, Script
@@ -31,10 +33,17 @@ from weir.shell.database import ResultDatabase
 from weir.shell.jobs import Job, JobManager
 from weir.shell.live import LiveResult, redirect_to
 from weir.shell.render import timestamp
+from weir.shell.vocabulary import FUNCTIONS
 from weir.sql import statements as st
 from weir.sql.errors import Problem, WeirSqlError
 
 RESULT_MODE = "sql-client.execution.result-mode"
+#: SHOW CATALOGS / SHOW DATABASES: Flink's default names, weir's only catalog and database.
+DEFAULT_CATALOG = "default_catalog"
+DEFAULT_DATABASE = "default_database"
+_IDENTIFIER = re.compile(r"[A-Z_][A-Z0-9_]*")
+#: DuckDB's function names, read once per process.
+_BUILTIN_FUNCTIONS: set[str] | None = None
 SAVEPOINT_PATH = "execution.savepoint.path"
 RESULT_MODES = ("table", "changelog", "tableau")
 TABLEAU_PENDING_ROWS = 10_000
@@ -310,8 +319,58 @@ class Session:
             return ResultTable(self._views())
         if what == "JOBS":
             return ResultTable(jobs_table(list(self.jobs.jobs.values())))
+        if what in ("FUNCTIONS", "USER FUNCTIONS"):
+            names = sorted(f.name for f in self.catalog.functions.values()) if what == "USER FUNCTIONS" \
+                else self.function_names()
+            return ResultTable(pa.table({"function name": pa.array(names, pa.string())}))
+        # Flink's names: weir has one catalog and one database (the session's tables, views and
+        # the result tables of its database file).
+        if what in ("CATALOGS", "CURRENT CATALOG"):
+            return ResultTable(pa.table({"catalog name" if what == "CATALOGS" else "current catalog name":
+                                         [DEFAULT_CATALOG]}))
+        if what in ("DATABASES", "CURRENT DATABASE"):
+            return ResultTable(pa.table({"database name" if what == "DATABASES" else "current database name":
+                                         [DEFAULT_DATABASE]}))
+        if what in ("CREATE TABLE", "CREATE VIEW"):
+            return self._show_create(s, what.split()[1])
         raise WeirSqlError(Problem(f"SHOW {what} is not supported", s.line, s.col,
-                                   "use SHOW TABLES, SHOW VIEWS or SHOW JOBS"))
+                                   "use SHOW TABLES, VIEWS, JOBS, FUNCTIONS, CATALOGS, DATABASES or CREATE TABLE t"))
+
+    def _show_create(self, s: st.Show, kind: str) -> Message:
+        """The statement that declared a table or view, as written (Flink's SHOW CREATE); for a
+        result table of the database alone, DuckDB's CREATE TABLE of it."""
+        found = self.catalog.lookup(s.name)
+        if isinstance(found, TableDef if kind == "VIEW" else ViewDef):
+            other = "TABLE" if kind == "VIEW" else "VIEW"
+            raise WeirSqlError(Problem(f"`{found.name}` is a {other.lower()}", *locate(s, name(s.name)),
+                                       f"use SHOW CREATE {other} {found.name}"))
+        if found is not None:
+            return Message(found.statement.text.strip().rstrip(";") + ";")
+        if kind == "TABLE" or s.name in self.database_tables():
+            connection = self.database.connect()
+            try:
+                rows = connection.execute("SELECT sql FROM duckdb_tables() WHERE table_name = ? "
+                                          "AND database_name = current_database()", [s.name]).fetchall()
+            finally:
+                connection.close()
+            if rows:
+                return Message(rows[0][0].strip().rstrip(";") + ";")
+        raise self._unknown(s, s.name)
+
+    def function_names(self) -> list[str]:
+        """Every function a query may call: DuckDB's (``duckdb_functions()``), the Flink functions
+        the dialect translates or knows, the window table functions, and this session's UDFs."""
+        global _BUILTIN_FUNCTIONS
+        if _BUILTIN_FUNCTIONS is None:
+            import duckdb
+
+            with duckdb.connect() as connection:
+                rows = connection.execute("SELECT DISTINCT upper(function_name) FROM duckdb_functions() "
+                                          "WHERE function_type IN ('scalar', 'aggregate', 'macro', 'window') "
+                                          ).fetchall()
+            builtin = {name for (name,) in rows if _IDENTIFIER.fullmatch(name)}
+            _BUILTIN_FUNCTIONS = builtin | set(FLINK_FUNCTIONS) | set(FUNCTIONS)
+        return sorted(_BUILTIN_FUNCTIONS | {f.name.upper() for f in self.catalog.functions.values()})
 
     def _views(self) -> pa.Table:
         names, kinds, jobs = [], [], []
