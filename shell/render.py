@@ -244,9 +244,17 @@ def _numeric(t: pa.DataType) -> bool:
     return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
 
 
+#: Field metadata asking for thousands separators in text (SHOW JOBS's counts): 1,234,567.
+THOUSANDS = {b"weir.format": b"thousands"}
+
+
 def _texts(part: pa.Table | pa.RecordBatch) -> list[list[str]]:
     """The cells of a few rows as text, column by column from the Arrow columns."""
-    return [[cell(v) for v in column.to_pylist()] for column in part.columns]
+    out = []
+    for field, column in zip(part.schema, part.columns):
+        separated = (field.metadata or {}).get(b"weir.format") == b"thousands"
+        out.append([f"{v:,}" if separated and v is not None else cell(v) for v in column.to_pylist()])
+    return out
 
 
 def _count_line(shown: int, rows: int) -> str:

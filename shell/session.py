@@ -32,7 +32,7 @@ from weir.planner.types import sql_name
 from weir.shell.database import ResultDatabase
 from weir.shell.jobs import Job, JobManager
 from weir.shell.live import LiveResult, redirect_to
-from weir.shell.render import timestamp
+from weir.shell.render import THOUSANDS, timestamp
 from weir.shell.vocabulary import FUNCTIONS
 from weir.sql import statements as st
 from weir.sql.errors import Problem, WeirSqlError
@@ -496,6 +496,11 @@ def _columns(schema: pa.Schema) -> pa.Table:
 
 
 def jobs_table(jobs: list[Job]) -> pa.Table:
+    """SHOW JOBS: the counts are integers, shown with thousands separators (``render.THOUSANDS``)."""
+    counted = pa.schema([("id", pa.string()), ("name", pa.string()), ("status", pa.string()),
+                         pa.field("rows in", pa.int64(), metadata=THOUSANDS),
+                         pa.field("rows out", pa.int64(), metadata=THOUSANDS),
+                         ("watermark", pa.string()), ("last checkpoint", pa.string())])
     return pa.table({
         "id": [j.id for j in jobs],
         "name": [j.name for j in jobs],
@@ -504,4 +509,4 @@ def jobs_table(jobs: list[Job]) -> pa.Table:
         "rows out": pa.array([j.rows_out() for j in jobs], pa.int64()),
         "watermark": [timestamp(j.watermark()) for j in jobs],
         "last checkpoint": [j.last_checkpoint() for j in jobs],
-    })
+    }, schema=counted)
