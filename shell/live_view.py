@@ -135,8 +135,7 @@ class _Screen:
             count = result.current_count()
             what = f"{count:,} row{'s' if count != 1 else ''} (from {result.received:,} changes)"
         else:
-            noun = "change" if self.mode == "changelog" else "row"
-            what = f"{result.received:,} {noun}{'s' if result.received != 1 else ''}"
+            what = f"{result.received:,} row{'s' if result.received != 1 else ''}"  # a changelog's rows
             if result.first:
                 what += f" (the last {result.received - result.first:,} kept)"
         return (f" {self.mode} mode | query {job.id} {state} | {what} | "
