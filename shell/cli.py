@@ -82,15 +82,22 @@ def _parser() -> argparse.ArgumentParser:
     source = shell.add_mutually_exclusive_group()
     source.add_argument("-f", "--file", metavar="FILE", help="run the statements of FILE and exit with its status")
     source.add_argument("-i", "--init", metavar="FILE", help="run FILE first, then stay interactive")
+    source.add_argument("-c", "--command", "-e", dest="sql_command", metavar="SQL",
+                        help="run the statements of SQL and exit with their status (psql's -c, the DuckDB "
+                             "CLI's -c, Flink's -e); SQL piped on stdin runs the same way")
     _job_options(shell)
     shell.set_defaults(handler="shell")
 
     query = sub.add_parser("query", help="query the result tables of the job database")
     query.add_argument("sql", help='e.g. "SELECT * FROM channel_minutes LIMIT 10"')
     query.add_argument("--db", default=DEFAULT_DB, help=f"the job database (default {DEFAULT_DB})")
-    query.add_argument("--format", choices=["table", "csv", "json", "arrow", "parquet"], default="table",
-                       help="text (table, csv, json), an Arrow IPC stream (arrow: to stdout or --output), "
-                            "or a Parquet file (parquet: --output)")
+    query.add_argument("--format", choices=["table", "csv", "json", "markdown", "line", "arrow", "parquet"],
+                       default="table",
+                       help="text (table, csv, json, markdown, line), an Arrow IPC stream (arrow: to stdout or "
+                            "--output), or a Parquet file (parquet: --output)")
+    query.add_argument("--max-rows", type=int, metavar="N",
+                       help="show the first and last N/2 rows of a longer answer and the count (default 40 on "
+                            "a terminal; into a pipe every row; 0 for every row); csv and json are always whole")
     query.add_argument("--output", metavar="FILE", help="write the arrow or parquet answer to FILE")
     query.set_defaults(handler="query")
     return parser

@@ -83,7 +83,7 @@ def cmd_stop(args) -> int:
 def cmd_shell(args) -> int:
     from weir.shell.start import run_shell  # prompt-toolkit is loaded only for the shell
 
-    return run_shell(args.file, args.init, db_path=args.db, settings=_settings(args))
+    return run_shell(args.file, args.init, db_path=args.db, settings=_settings(args), command=args.sql_command)
 
 
 def cmd_serve(args) -> int:
@@ -112,15 +112,26 @@ def cmd_query(args) -> int:
         print(f"weir: --output is for --format arrow or parquet, not {args.format}", file=sys.stderr)
         return 2
     con = open_results(args.db)
+    answer = None
     try:
-        relation = con.sql(args.sql)
-        if relation is None:
-            print("weir: the statement returns no rows: weir query answers queries", file=sys.stderr)
-            return 1
         if binary:
+            relation = con.sql(args.sql)
+            if relation is None:
+                print("weir: the statement returns no rows: weir query answers queries", file=sys.stderr)
+                return 1
             _write_columns(relation, args.format, args.output)
             return 0
-        result = relation.to_arrow_table()
+        answer = render.query_answer(con, args.sql)
+        if answer is None:
+            print("weir: the statement returns no rows: weir query answers queries", file=sys.stderr)
+            return 1
+        # On a terminal a table shows its first and last rows (--max-rows, default 40); into a
+        # pipe or a file every row streams, as csv and json always do.
+        cap = args.max_rows if args.max_rows is not None else (
+            render.DEFAULT_MAX_ROWS if sys.stdout.isatty() else 0)
+        for piece in render.write(answer, args.format, max_rows=cap):
+            sys.stdout.write(piece)
+        sys.stdout.flush()
     except duckdb.Error as error:
         print(f"weir: query failed: {str(error).splitlines()[0]}", file=sys.stderr)
         if isinstance(error, duckdb.CatalogException):
@@ -128,8 +139,6 @@ def cmd_query(args) -> int:
         return 1
     finally:
         con.close()
-    formatter = {"table": render.table, "csv": render.csv_text, "json": render.json_text}[args.format]
-    print(formatter(result))
     return 0
 
 

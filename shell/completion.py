@@ -5,7 +5,8 @@
 - in a WITH (...) clause: the option keys of the statement's connector, and
   after `'connector' =` the connector names;
 - after SET: setting keys, and the values of the result mode;
-- elsewhere: the columns of the tables the statement names, functions and keywords.
+- elsewhere: the columns of the tables the statement names, functions (DuckDB's, Flink's and
+  the session's UDFs: ``Session.function_names``) and keywords.
 """
 from __future__ import annotations
 
@@ -32,12 +33,16 @@ _ALIAS = re.compile(r"\b(?:FROM|JOIN|TABLE)\s+([A-Za-z_]\w*)(?:\s+(?:AS\s+)?([A-
 
 
 class SqlCompleter(Completer):
-    def __init__(self, tables: Callable[[], dict[str, list[str]]]):
+    def __init__(self, tables: Callable[[], dict[str, list[str]]],
+                 functions: Callable[[], Iterable[str]] | None = None):
         #: Every readable table and view, with its columns (asked anew on each completion).
         self.tables = tables
+        #: Every function a query may call (``Session.function_names``: DuckDB's, Flink's, the UDFs).
+        self.functions = functions
 
     def get_completions(self, document: Document, complete_event) -> Iterable[Completion]:
-        yield from completions(_current_statement(document.text_before_cursor), self.tables())
+        functions = self.functions() if self.functions is not None else FUNCTIONS
+        yield from completions(_current_statement(document.text_before_cursor), self.tables(), functions)
 
 
 def _current_statement(text: str) -> str:
@@ -49,7 +54,7 @@ def _current_statement(text: str) -> str:
     return text[last.start:] if last.start < len(text) else ""
 
 
-def completions(statement: str, tables: dict[str, list[str]]) -> list[Completion]:
+def completions(statement: str, tables: dict[str, list[str]], functions: Iterable[str] = FUNCTIONS) -> list[Completion]:
     string = _OPEN_STRING.search(statement)
     if string is not None and statement.count("'") % 2 == 1:
         return _in_string(statement[: string.start()], string.group(1))
@@ -69,7 +74,7 @@ def completions(statement: str, tables: dict[str, list[str]]) -> list[Completion
     if not previous:
         words += _matching(partial, SHELL_COMMANDS, "command", upper=True)
     words += _matching(partial, KEYWORDS, "keyword", upper=True)
-    words += _matching(partial, FUNCTIONS, "function", upper=True)
+    words += _matching(partial, functions, "function", upper=True)
     words += [] if named else _matching(partial, sorted(tables), "table")
     return words
 

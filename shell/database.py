@@ -124,6 +124,23 @@ class ResultDatabase:
         finally:
             connection.close()
 
+    def answer(self, sql: str):
+        """The answer of ``sql`` kept in DuckDB (``render.DuckAnswer``: the shell shows its first
+        and last rows without fetching the rest); an Arrow table for a statement that is no query
+        (SHOW, DESCRIBE, PRAGMA)."""
+        from weir.shell.render import DuckAnswer, query_answer
+
+        connection = self.connect()
+        try:
+            connection.execute("SET SESSION integer_division = true")
+            answer = query_answer(connection, sql)
+        except duckdb.Error as error:
+            connection.close()
+            raise DatabaseError(f"query failed: {str(error).splitlines()[0]}", self._hint(error)) from None
+        if not isinstance(answer, DuckAnswer):
+            connection.close()
+        return answer if answer is not None else pa.table({})
+
     def _hint(self, error: duckdb.Error) -> str | None:
         if isinstance(error, duckdb.CatalogException):
             if not self.exists:

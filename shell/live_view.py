@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from typing import Callable, TextIO
 
+import pyarrow as pa
 from prompt_toolkit.application import Application, get_app
 from prompt_toolkit.key_binding import KeyBindings
 from prompt_toolkit.layout import HSplit, Layout, Window
@@ -93,34 +94,63 @@ class _Screen:
     def page_rows(self) -> int:
         return max(1, get_app().output.get_size().rows - 4)
 
+    def span(self) -> tuple[int, int]:
+        """The rows the view scrolls over, [first, last): in table mode of an updating result
+        the current rows its changes leave; otherwise the rows (changes) kept."""
+        if self.mode == "table" and self.result.updating:
+            return 0, self.result.current_count()
+        return self.result.first, self.result.received
+
+    def _clamp(self, top: int, height: int) -> int:
+        """``top`` kept where the page is full: from the first row to the last page."""
+        first, last = self.span()
+        return min(max(top, first), max(first, last - height))
+
+    def current_top(self, height: int) -> int:
+        first, last = self.span()
+        return max(first, last - height) if self.top is None else self._clamp(self.top, height)
+
     def body(self) -> str:
         result, height = self.result, self.page_rows()
         names = (["op"] if self.mode == "changelog" else []) + result.names
-        first, last = result.first, result.received
-        if self.mode == "table" and result.updating:  # the rows the changes leave
-            first, last = 0, result.current_count()
-        top = max(first, last - height) if self.top is None else min(max(self.top, first), max(first, last - 1))
+        numeric = ([False] if self.mode == "changelog" else []) + [
+            _numeric(result.schema.field(n).type) for n in result.names]
+        top = self.current_top(height)
         if self.mode == "changelog":
             rows = result.changes(top, top + height)
         else:
             rows = result.current_rows(top, top + height)
         widths = [max([len(n), *(len(r[i]) for r in rows)]) for i, n in enumerate(names)]
-        lines = [" | ".join(n.ljust(w) for n, w in zip(names, widths)),
-                 "-+-".join("-" * w for w in widths)]
-        lines.extend(" | ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows)
+
+        def line(cells):
+            return " | ".join(c.rjust(w) if n else c.ljust(w) for c, w, n in zip(cells, widths, numeric))
+        lines = [line(names), "-+-".join("-" * w for w in widths)]
+        lines.extend(line(r) for r in rows)
         return "\n".join(lines)
 
     def status(self) -> str:
-        job = self.job
+        job, result = self.job, self.result
         state = "running" if job.running else job.status.lower()
-        kept = "" if self.result.first == 0 else f" (the last {self.result.received - self.result.first:,} kept)"
-        return (f" {self.mode} mode | query {job.id} {state} | {self.result.received:,} rows{kept} | "
-                f"q: leave  arrows/PgUp/PgDn: scroll  End: follow")
+        if self.mode == "table" and result.updating:
+            count = result.current_count()
+            what = f"{count:,} row{'s' if count != 1 else ''} (from {result.received:,} changes)"
+        else:
+            what = f"{result.received:,} row{'s' if result.received != 1 else ''}"  # a changelog's rows
+            if result.first:
+                what += f" (the last {result.received - result.first:,} kept)"
+        return (f" {self.mode} mode | query {job.id} {state} | {what} | "
+                f"q: leave  arrows/PgUp/PgDn: scroll  Home/End")
 
     def scroll(self, by: int) -> None:
         height = self.page_rows()
-        current = self.top if self.top is not None else max(self.result.first, self.result.received - height)
-        self.top = max(self.result.first, current + by)
+        self.top = self._clamp(self.current_top(height) + by, height)
+
+    def home(self) -> None:
+        self.top = self.span()[0]
+
+
+def _numeric(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
 
 
 def _full_screen(result: LiveResult, job: Job, mode: str) -> tuple[int, bool]:
@@ -152,7 +182,7 @@ def _full_screen(result: LiveResult, job: Job, mode: str) -> tuple[int, bool]:
 
     @keys.add("home")
     def _home(event) -> None:
-        screen.top = result.first
+        screen.home()
 
     @keys.add("end")
     def _end(event) -> None:

@@ -5,7 +5,9 @@ import csv
 import io
 import json
 from datetime import datetime, timezone
+from typing import Iterator
 
+import duckdb
 import pyarrow as pa
 
 from weir.engine.errors import EngineError
@@ -153,30 +155,234 @@ def cell(value) -> str:
     return str(value)
 
 
+#: Rows per Arrow batch when an answer is written whole (a pipe, csv, json).
+BATCH_ROWS = 65_536
+#: At most this many rows of an answer are shown on a terminal: the first and the last half
+#: (the DuckDB CLI's habit); `weir query --max-rows N`, `\pset max_rows N` change it, 0 shows all.
+DEFAULT_MAX_ROWS = 40
+#: The output formats (psql's `\pset format`; `aligned` is psql's name for table).
+FORMATS = ("table", "csv", "json", "markdown", "line")
+FORMAT_ALIASES = {"aligned": "table", "unaligned": "csv"}
+
+
+class TableAnswer:
+    """An answer held as an Arrow table (SHOW, DESCRIBE, SET): ``rows_at`` slices it (no copy)."""
+
+    def __init__(self, table: pa.Table):
+        self.table_ = table
+        self.schema = table.schema
+        self.rows = table.num_rows
+        #: Rows handed to the renderer so far (what a capped render read).
+        self.fetched = 0
+
+    def rows_at(self, offset: int, count: int) -> pa.Table:
+        part = self.table_.slice(offset, count)
+        self.fetched += part.num_rows
+        return part
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        for batch in self.table_.to_batches(BATCH_ROWS):
+            self.fetched += batch.num_rows
+            yield batch
+
+    def all(self) -> pa.Table:
+        return self.table_
+
+    def close(self) -> None:
+        pass
+
+
+class DuckAnswer:
+    """A query's answer kept inside DuckDB, in a temporary table of the query's own connection:
+    the query runs once; a capped render then fetches only the rows it shows (LIMIT/OFFSET over
+    the temporary table, which keeps the query's order) and the count; csv or json of all of it
+    streams batch by batch. Owns ``connection``: ``close()`` it when done."""
+
+    NAME = "__weir_answer"
+
+    def __init__(self, connection, sql: str):
+        self.connection = connection
+        connection.sql(f"CREATE OR REPLACE TEMP TABLE {self.NAME} AS {sql.strip().rstrip(';')}")
+        self.rows = connection.sql(f"SELECT count(*) FROM {self.NAME}").fetchall()[0][0]
+        self.schema = connection.sql(f"SELECT * FROM {self.NAME} LIMIT 0").to_arrow_table().schema
+        self.fetched = 0
+
+    def rows_at(self, offset: int, count: int) -> pa.Table:
+        part = self.connection.sql(f"SELECT * FROM {self.NAME} LIMIT {int(count)} OFFSET {int(offset)}").to_arrow_table()
+        self.fetched += part.num_rows
+        return part
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        for batch in self.connection.sql(f"SELECT * FROM {self.NAME}").to_arrow_reader(BATCH_ROWS):
+            self.fetched += batch.num_rows
+            yield batch
+
+    def all(self) -> pa.Table:
+        return pa.Table.from_batches(list(self.batches()), self.schema)
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+def query_answer(connection, sql: str):
+    """The answer of ``sql`` on ``connection``: a ``DuckAnswer`` for a query (the connection is
+    then the answer's to close), an Arrow table for a statement that is no query (SHOW,
+    DESCRIBE, PRAGMA: small answers), None for one that returns no rows. A bad query raises
+    DuckDB's error for it."""
+    try:
+        return DuckAnswer(connection, sql)
+    except duckdb.ParserException:
+        relation = connection.sql(sql)
+        return relation.to_arrow_table() if relation is not None else None
+
+
+def answer_of(result) -> TableAnswer | DuckAnswer:
+    return result if isinstance(result, (TableAnswer, DuckAnswer)) else TableAnswer(result)
+
+
+def _numeric(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+
+
+#: Field metadata asking for thousands separators in text (SHOW JOBS's counts): 1,234,567.
+THOUSANDS = {b"weir.format": b"thousands"}
+
+
+def _texts(part: pa.Table | pa.RecordBatch) -> list[list[str]]:
+    """The cells of a few rows as text, column by column from the Arrow columns."""
+    out = []
+    for field, column in zip(part.schema, part.columns):
+        separated = (field.metadata or {}).get(b"weir.format") == b"thousands"
+        out.append([f"{v:,}" if separated and v is not None else cell(v) for v in column.to_pylist()])
+    return out
+
+
+def _count_line(shown: int, rows: int) -> str:
+    line = f"({rows:,} row{'s' if rows != 1 else ''}"
+    return line + (f", {shown:,} shown)" if shown < rows else ")")
+
+
+def shown_parts(answer, max_rows: int) -> tuple[list[pa.Table], int]:
+    """The parts of ``answer`` a capped render shows: all its rows when they are at most
+    ``max_rows`` (0: no cap), else the first and the last ``max_rows // 2``."""
+    if not max_rows or answer.rows <= max_rows:
+        return [answer.rows_at(0, answer.rows)], answer.rows
+    head = max_rows - max_rows // 2
+    tail = max_rows // 2
+    return [answer.rows_at(0, head), answer.rows_at(answer.rows - tail, tail)], head + tail
+
+
+def render(result, fmt: str = "table", *, max_rows: int = 0, expanded: bool = False) -> str:
+    """An answer (an Arrow table, or a ``DuckAnswer``) as text in one of ``FORMATS``, capped to
+    ``max_rows`` (first and last rows and a count line: "(280,000 rows, 40 shown)") for the
+    table, markdown and line formats; csv and json are always whole."""
+    return "".join(write(result, fmt, max_rows=max_rows, expanded=expanded)).rstrip("\n")
+
+
+def write(result, fmt: str = "table", *, max_rows: int = 0, expanded: bool = False) -> Iterator[str]:
+    """``render``'s text in pieces, as it is made: a whole csv or json answer streams batch by
+    batch; an uncapped table is aligned batch by batch (as psql's FETCH_COUNT does)."""
+    answer = answer_of(result)
+    fmt = FORMAT_ALIASES.get(fmt, fmt)
+    header = answer.schema.names
+    numeric = [_numeric(t) for t in answer.schema.types]
+    if fmt == "csv":
+        yield from _csv(answer, header)
+        return
+    if fmt == "json":
+        yield from _json(answer)
+        return
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
+    if max_rows or answer.rows <= BATCH_ROWS:
+        parts, shown = shown_parts(answer, max_rows)
+    else:
+        parts, shown = answer.batches(), answer.rows
+    if expanded or fmt == "line":
+        yield from _expanded(parts, header, answer.rows, shown, line_mode=not expanded)
+        return
+    if max_rows or answer.rows <= BATCH_ROWS:
+        yield from _aligned([_texts(part) for part in parts], header, numeric, fmt, answer.rows > shown)
+    else:  # everything, batch by batch, each aligned on its own (psql's FETCH_COUNT)
+        for index, part in enumerate(parts):
+            yield from _aligned([_texts(part)], header, numeric, fmt, False, header_line=index == 0)
+    if fmt == "table" or shown < answer.rows:
+        yield _count_line(shown, answer.rows) + "\n"
+
+
+def _aligned(texts_by_part, header, numeric, fmt, gap, header_line=True) -> Iterator[str]:
+    """Rows (the cells of each part, column by column) as aligned text; numbers to the right;
+    a row of … between the parts when rows were left out (``gap``)."""
+    widths = [max([len(h), *(len(v) for texts in texts_by_part for v in texts[i])]) for i, h in enumerate(header)]
+    if fmt == "markdown":
+        def line(cells):
+            return "| " + " | ".join(c.rjust(w) if n else c.ljust(w) for c, w, n in zip(cells, widths, numeric)) + " |"
+        rule = "|" + "|".join(("-" * (w + 1) + ":") if n else ("-" * (w + 2)) for w, n in zip(widths, numeric)) + "|"
+    else:
+        def line(cells):
+            return " | ".join(c.rjust(w) if n else c.ljust(w) for c, w, n in zip(cells, widths, numeric)).rstrip()
+        rule = "-+-".join("-" * w for w in widths)
+    if header_line:
+        yield line(header) + "\n" + rule + "\n"
+    for index, texts in enumerate(texts_by_part):
+        if index and gap:
+            yield line(["…"] * len(header)) + "\n"
+        for row in zip(*texts):
+            yield line(row) + "\n"
+
+
+def _expanded(parts, header, rows, shown, line_mode) -> Iterator[str]:
+    """psql's expanded display (`\\x`): one block per row, a column a line; or the DuckDB CLI's
+    `.mode line` (``line_mode``): `name = value` lines, a blank line between rows."""
+    width = max((len(h) for h in header), default=0)
+    number = 0
+    for index, part in enumerate(parts):
+        texts = _texts(part)
+        if index and shown < rows:
+            number = rows - part.num_rows
+            yield "…\n"
+        for row in zip(*texts):
+            number += 1
+            if line_mode:
+                yield ("\n" if number > 1 else "") + "".join(
+                    f"{name.rjust(width)} = {value}\n" for name, value in zip(header, row))
+                continue
+            yield f"-[ RECORD {number} ]" + "\n"
+            for name, value in zip(header, row):
+                yield f"{name.ljust(width)} | {value}" + "\n"
+    yield _count_line(shown, rows) + "\n"
+
+
+def _csv(answer, header) -> Iterator[str]:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    for batch in answer.batches():
+        columns = [["" if v is None else cell(v) for v in column.to_pylist()] for column in batch.columns]
+        writer.writerows(zip(*columns))
+        yield buffer.getvalue()
+        buffer.seek(0)
+        buffer.truncate()
+    yield buffer.getvalue()
+
+
+def _json(answer) -> Iterator[str]:
+    yield "["
+    first = True
+    for batch in answer.batches():
+        for row in batch.to_pylist():
+            yield ("" if first else ", ") + json.dumps(row, default=cell)
+            first = False
+    yield "]\n"
+
+
 def table(result: pa.Table) -> str:
-    rows = [[cell(v) for v in row.values()] for row in result.to_pylist()]
-    header = result.column_names
-    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(header)]
-    numeric = [pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
-               for t in result.schema.types]
-
-    def line(cells):
-        return " | ".join(c.rjust(w) if n else c.ljust(w) for c, w, n in zip(cells, widths, numeric)).rstrip()
-
-    out = [line(header), "-+-".join("-" * w for w in widths)]
-    out.extend(line(r) for r in rows)
-    out.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
-    return "\n".join(out)
+    return render(result, "table")
 
 
 def csv_text(result: pa.Table) -> str:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(result.column_names)
-    for row in result.to_pylist():
-        writer.writerow(["" if v is None else cell(v) for v in row.values()])
-    return buffer.getvalue().rstrip("\n")
+    return render(result, "csv")
 
 
 def json_text(result: pa.Table) -> str:
-    return json.dumps(result.to_pylist(), default=cell, indent=None)
+    return render(result, "json")

@@ -78,7 +78,7 @@ class Repl:
             multiline=True,
             prompt_continuation=lambda width, line, soft: CONTINUATION.rjust(width),
             lexer=SqlLexer(),
-            completer=SqlCompleter(session.columns_by_table),
+            completer=SqlCompleter(session.columns_by_table, session.function_names),
             complete_while_typing=False,
             history=FileHistory(str(history)),
             key_bindings=_key_bindings(),

@@ -6,7 +6,12 @@ Nothing here ends the shell: every error is rendered and the runner goes on
 """
 from __future__ import annotations
 
+import os
+import shlex
+import subprocess
 import sys
+import time
+from dataclasses import dataclass
 from typing import TextIO
 
 from weir.engine.errors import EngineError
@@ -29,7 +34,21 @@ Statements end with `;` and may span lines. Tab completes, Ctrl-C cancels, Ctrl-
   SELECT ... FROM <materialized view>;             answered at once by DuckDB
   SHOW TABLES; SHOW VIEWS; SHOW JOBS;  DESCRIBE t;  DROP TABLE t;  DROP VIEW v;  EXPLAIN <statement>;
   STOP JOB 'j1' [WITH SAVEPOINT];  SET 'key' = 'value';  SET;  RESET ['key'];
-  HELP  CLEAR  QUIT  EXIT"""
+  HELP  CLEAR  QUIT  EXIT
+psql's meta-commands (a line each, no `;`):
+  \\pset format table|csv|json|markdown|line   \\pset pager on|off   \\pset max_rows N (0: all rows)
+  \\x [on|off] expanded rows   \\timing [on|off]   \\d  \\dt  \\d name   \\q   \\?"""
+
+
+@dataclass
+class Display:
+    """How answers are shown (psql's `\\pset`, `\\x`, `\\timing`)."""
+    format: str = "table"
+    expanded: bool = False
+    timing: bool = False
+    #: None: ``render.DEFAULT_MAX_ROWS`` on a terminal, every row otherwise.
+    max_rows: int | None = None
+    pager: bool = False
 
 
 class Runner:
@@ -45,6 +64,7 @@ class Runner:
         self.interactive = interactive
         self.colour = self.err.isatty()
         self.quit = False
+        self.display = Display()
 
     def run_text(self, text: str, source_name: str | None = None) -> int:
         """Run every statement of ``text``; 0 if all ran, 1 at the first that failed
@@ -58,7 +78,10 @@ class Runner:
                 continue
             try:
                 for statement in parse(chunk.padded(), source_name=source_name):
+                    started = time.perf_counter()
                     self.show(self.connection.reply(statement))
+                    if self.display.timing:
+                        print(f"Time: {(time.perf_counter() - started) * 1000:.3f} ms", file=self.out, flush=True)
             except WeirSqlError as error:
                 self._error(self._sql_error(error, text, source_name))
                 return 1
@@ -81,7 +104,9 @@ class Runner:
         print(text, file=self.err, flush=True)
 
     def _command(self, command: str) -> None:
-        if command in ("quit", "exit"):
+        if command.startswith("\\"):
+            self._meta(command)
+        elif command in ("quit", "exit"):
             self.quit = True
         elif command == "help":
             print(HELP, file=self.out)
@@ -89,11 +114,99 @@ class Runner:
             self.out.write("\x1b[H\x1b[2J")
             self.out.flush()
 
+    def _meta(self, command: str) -> None:
+        """A psql meta-command: \\pset, \\x, \\timing, \\d, \\dt, \\d name, \\q, \\?."""
+        words = command[1:].split()
+        name, args = (words[0], words[1:]) if words else ("", [])
+        d = self.display
+        if name in ("q", "quit"):
+            self.quit = True
+        elif name in ("?", "h", "help"):
+            print(HELP, file=self.out)
+        elif name == "x":
+            d.expanded = _switch(args, d.expanded)
+            print(f"Expanded display is {'on' if d.expanded else 'off'}.", file=self.out)
+        elif name == "timing":
+            d.timing = _switch(args, d.timing)
+            print(f"Timing is {'on' if d.timing else 'off'}.", file=self.out)
+        elif name == "pset" and args:
+            self._pset(args[0], args[1:])
+        elif name == "d" and args:
+            self._statement(f"DESCRIBE {args[0]}")
+        elif name == "d":
+            self._statement("SHOW TABLES")
+            self._statement("SHOW VIEWS")
+        elif name == "dt":
+            self._statement("SHOW TABLES")
+        else:
+            self._error(render.message_error(f"unknown command {command}", "\\? lists the meta-commands", self.colour))
+        self.out.flush()
+
+    def _pset(self, option: str, args: list[str]) -> None:
+        d = self.display
+        if option == "format":
+            if not args:
+                print(f"Output format is {d.format}.", file=self.out)
+                return
+            fmt = render.FORMAT_ALIASES.get(args[0].lower(), args[0].lower())
+            if fmt not in render.FORMATS:
+                self._error(render.message_error(f"unknown format {args[0]!r}",
+                                                 f"use one of {', '.join(render.FORMATS)}", self.colour))
+                return
+            d.format = fmt
+            print(f"Output format is {fmt}.", file=self.out)
+        elif option == "pager":
+            d.pager = _switch(args, d.pager)
+            print(f"Pager usage is {'on' if d.pager else 'off'}.", file=self.out)
+        elif option in ("max_rows", "maxrows") and args and args[0].isdigit():
+            d.max_rows = int(args[0])
+            print(f"At most {d.max_rows or 'all'} rows are shown.", file=self.out)
+        elif option == "expanded":
+            d.expanded = _switch(args, d.expanded)
+            print(f"Expanded display is {'on' if d.expanded else 'off'}.", file=self.out)
+        else:
+            self._error(render.message_error(f"unknown \\pset {option} {' '.join(args)}".rstrip(),
+                                             "use \\pset format|pager|max_rows|expanded VALUE", self.colour))
+
+    def _statement(self, text: str) -> None:
+        try:
+            for statement in parse(text):
+                self.show(self.connection.reply(statement))
+        except (WeirSqlError, EngineError, DatabaseError) as error:
+            message = getattr(error, "message", None) or str(error)
+            self._error(render.message_error(message, getattr(error, "hint", None), self.colour))
+
+    def show_answer(self, answer) -> None:
+        """An answer as ``display`` says: capped on a terminal; through $PAGER with \\pset pager on."""
+        d = self.display
+        terminal = self.out.isatty()
+        cap = d.max_rows if d.max_rows is not None else (render.DEFAULT_MAX_ROWS if terminal else 0)
+        pieces = render.write(answer, d.format, max_rows=cap, expanded=d.expanded)
+        if d.pager and terminal:
+            pager = os.environ.get("PAGER") or "less -FRSX"
+            try:
+                with subprocess.Popen(shlex.split(pager), stdin=subprocess.PIPE, text=True) as process:
+                    try:
+                        for piece in pieces:
+                            process.stdin.write(piece)
+                        process.stdin.close()
+                    except BrokenPipeError:  # the pager was left before the end
+                        pass
+                return
+            except OSError:
+                pass  # no such pager: print
+        for piece in pieces:
+            self.out.write(piece)
+        self.out.flush()
+
     def show(self, reply) -> None:
         if isinstance(reply, Message):
             print(reply.text, file=self.out, flush=True)
         elif isinstance(reply, ResultTable):
-            print(render.table(reply.table), file=self.out, flush=True)
+            try:
+                self.show_answer(reply.answer)
+            finally:
+                reply.close()
         elif isinstance(reply, LiveQuery):
             mode = reply.mode if self.interactive and self.out.isatty() else "tableau"
             line = live_view.show(reply.result, reply.job, mode, self.out, self.session.jobs.cancel)
@@ -123,6 +236,13 @@ class Runner:
             print(f"stopped {', '.join(j.id for j in stopped)}", file=self.out, flush=True)
             return 130
         return 1 if any(j.status == FAILED for j in self.session.jobs.jobs.values()) else 0
+
+
+def _switch(args: list[str], current: bool) -> bool:
+    """psql's on/off argument; none toggles."""
+    if not args:
+        return not current
+    return args[0].lower() in ("on", "true", "1", "yes")
 
 
 def job_done_line(job: Job) -> str:

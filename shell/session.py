@@ -9,6 +9,7 @@ JobGraph of its own and runs as its own job in the background.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from weir.engine.operators.registry import operator_class
 from weir.engine.udfs import FunctionRegistry
 from weir.planner.catalog import TableDef, ViewDef
 from weir.planner.expressions import check_functions, output_name, to_duckdb
+from weir.planner.functions import FLINK_FUNCTIONS
 from weir.planner.graph_builder import GraphBuilder
 from weir.planner.locate import locate, name, quoted
 from weir.planner.planner import Planner, Script
@@ -30,11 +32,18 @@ from weir.planner.types import sql_name
 from weir.shell.database import ResultDatabase
 from weir.shell.jobs import Job, JobManager
 from weir.shell.live import LiveResult, redirect_to
-from weir.shell.render import timestamp
+from weir.shell.render import THOUSANDS, timestamp
+from weir.shell.vocabulary import FUNCTIONS
 from weir.sql import statements as st
 from weir.sql.errors import Problem, WeirSqlError
 
 RESULT_MODE = "sql-client.execution.result-mode"
+#: SHOW CATALOGS / SHOW DATABASES: Flink's default names, weir's only catalog and database.
+DEFAULT_CATALOG = "default_catalog"
+DEFAULT_DATABASE = "default_database"
+_IDENTIFIER = re.compile(r"[A-Z_][A-Z0-9_]*")
+#: DuckDB's function names, read once per process.
+_BUILTIN_FUNCTIONS: set[str] | None = None
 SAVEPOINT_PATH = "execution.savepoint.path"
 RESULT_MODES = ("table", "changelog", "tableau")
 TABLEAU_PENDING_ROWS = 10_000
@@ -51,9 +60,23 @@ class JobStarted(Message):
     job: Job
 
 
-@dataclass
 class ResultTable:
-    table: pa.Table
+    """A query's answer: an Arrow table, or one kept in DuckDB (``render.DuckAnswer``) that the
+    shell shows the first and last rows of; ``table`` is all of it, as Arrow."""
+
+    def __init__(self, table):
+        self.answer = table
+
+    @property
+    def table(self) -> pa.Table:
+        if not isinstance(self.answer, pa.Table):
+            answer, self.answer = self.answer, self.answer.all()
+            answer.close()
+        return self.answer
+
+    def close(self) -> None:
+        if not isinstance(self.answer, pa.Table):
+            self.answer.close()
 
 
 @dataclass
@@ -192,7 +215,7 @@ class Session:
 
     def _select(self, s: st.Select) -> Reply:
         if not self.reads_a_stream(s.query):
-            return ResultTable(self.query_database(s))
+            return ResultTable(self.query_database(s, whole=False))
         mode = self.result_mode()
         graph = self.plan_select(s)
         sink = next(node for node in graph.nodes if operator_class(node.kind).commits_output)
@@ -225,7 +248,9 @@ class Session:
                 return True
         return False
 
-    def query_database(self, s: st.Select) -> pa.Table:
+    def query_database(self, s: st.Select, whole: bool = True):
+        """The answer of a SELECT over the database: an Arrow table, or (``whole=False``) a
+        ``render.DuckAnswer`` (kept in DuckDB, read as far as it is shown)."""
         schema = self._single_table_schema(s.query)
         # The same plan-time checks as a streaming query's: unknown functions, operand types.
         parts = [*s.query.expressions, *(s.query.args[k].this for k in ("where", "having") if s.query.args.get(k))] \
@@ -237,7 +262,7 @@ class Session:
             sql = to_duckdb(_flink_names(s.query), schema)
         except Exception:  # noqa: BLE001 - a query sqlglot cannot write for DuckDB goes as written
             sql = s.text
-        return self.database.query(sql)
+        return self.database.query(sql) if whole else self.database.answer(sql)
 
     def _single_table_schema(self, query: exp.Expression) -> pa.Schema | None:
         """The columns of the one result table a plain SELECT reads, so that its expressions are
@@ -294,8 +319,58 @@ class Session:
             return ResultTable(self._views())
         if what == "JOBS":
             return ResultTable(jobs_table(list(self.jobs.jobs.values())))
+        if what in ("FUNCTIONS", "USER FUNCTIONS"):
+            names = sorted(f.name for f in self.catalog.functions.values()) if what == "USER FUNCTIONS" \
+                else self.function_names()
+            return ResultTable(pa.table({"function name": pa.array(names, pa.string())}))
+        # Flink's names: weir has one catalog and one database (the session's tables, views and
+        # the result tables of its database file).
+        if what in ("CATALOGS", "CURRENT CATALOG"):
+            return ResultTable(pa.table({"catalog name" if what == "CATALOGS" else "current catalog name":
+                                         [DEFAULT_CATALOG]}))
+        if what in ("DATABASES", "CURRENT DATABASE"):
+            return ResultTable(pa.table({"database name" if what == "DATABASES" else "current database name":
+                                         [DEFAULT_DATABASE]}))
+        if what in ("CREATE TABLE", "CREATE VIEW"):
+            return self._show_create(s, what.split()[1])
         raise WeirSqlError(Problem(f"SHOW {what} is not supported", s.line, s.col,
-                                   "use SHOW TABLES, SHOW VIEWS or SHOW JOBS"))
+                                   "use SHOW TABLES, VIEWS, JOBS, FUNCTIONS, CATALOGS, DATABASES or CREATE TABLE t"))
+
+    def _show_create(self, s: st.Show, kind: str) -> Message:
+        """The statement that declared a table or view, as written (Flink's SHOW CREATE); for a
+        result table of the database alone, DuckDB's CREATE TABLE of it."""
+        found = self.catalog.lookup(s.name)
+        if isinstance(found, TableDef if kind == "VIEW" else ViewDef):
+            other = "TABLE" if kind == "VIEW" else "VIEW"
+            raise WeirSqlError(Problem(f"`{found.name}` is a {other.lower()}", *locate(s, name(s.name)),
+                                       f"use SHOW CREATE {other} {found.name}"))
+        if found is not None:
+            return Message(found.statement.text.strip().rstrip(";") + ";")
+        if kind == "TABLE" or s.name in self.database_tables():
+            connection = self.database.connect()
+            try:
+                rows = connection.execute("SELECT sql FROM duckdb_tables() WHERE table_name = ? "
+                                          "AND database_name = current_database()", [s.name]).fetchall()
+            finally:
+                connection.close()
+            if rows:
+                return Message(rows[0][0].strip().rstrip(";") + ";")
+        raise self._unknown(s, s.name)
+
+    def function_names(self) -> list[str]:
+        """Every function a query may call: DuckDB's (``duckdb_functions()``), the Flink functions
+        the dialect translates or knows, the window table functions, and this session's UDFs."""
+        global _BUILTIN_FUNCTIONS
+        if _BUILTIN_FUNCTIONS is None:
+            import duckdb
+
+            with duckdb.connect() as connection:
+                rows = connection.execute("SELECT DISTINCT upper(function_name) FROM duckdb_functions() "
+                                          "WHERE function_type IN ('scalar', 'aggregate', 'macro', 'window') "
+                                          ).fetchall()
+            builtin = {name for (name,) in rows if _IDENTIFIER.fullmatch(name)}
+            _BUILTIN_FUNCTIONS = builtin | set(FLINK_FUNCTIONS) | set(FUNCTIONS)
+        return sorted(_BUILTIN_FUNCTIONS | {f.name.upper() for f in self.catalog.functions.values()})
 
     def _views(self) -> pa.Table:
         names, kinds, jobs = [], [], []
@@ -421,6 +496,11 @@ def _columns(schema: pa.Schema) -> pa.Table:
 
 
 def jobs_table(jobs: list[Job]) -> pa.Table:
+    """SHOW JOBS: the counts are integers, shown with thousands separators (``render.THOUSANDS``)."""
+    counted = pa.schema([("id", pa.string()), ("name", pa.string()), ("status", pa.string()),
+                         pa.field("rows in", pa.int64(), metadata=THOUSANDS),
+                         pa.field("rows out", pa.int64(), metadata=THOUSANDS),
+                         ("watermark", pa.string()), ("last checkpoint", pa.string())])
     return pa.table({
         "id": [j.id for j in jobs],
         "name": [j.name for j in jobs],
@@ -429,4 +509,4 @@ def jobs_table(jobs: list[Job]) -> pa.Table:
         "rows out": pa.array([j.rows_out() for j in jobs], pa.int64()),
         "watermark": [timestamp(j.watermark()) for j in jobs],
         "last checkpoint": [j.last_checkpoint() for j in jobs],
-    })
+    }, schema=counted)

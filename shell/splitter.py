@@ -29,6 +29,8 @@ class Chunk:
 
     @property
     def shell_command(self) -> str | None:
+        if self.text.startswith("\\"):  # a psql meta-command (\x, \pset format csv, \d t): as written
+            return self.text.rstrip(";").strip()
         word = _strip_comments(self.text).strip().rstrip(";").strip().lower()
         return word if word in SHELL_COMMANDS else None
 
@@ -78,9 +80,16 @@ def split(text: str) -> list[Chunk]:
         if kind != "end":
             continue
         body = text[start:offset]
-        if _strip_comments(body).strip():
+        while _strip_comments(body).strip():
             lead = len(body) - len(body.lstrip())
+            if body[lead] == "\\":  # a meta-command ends at its line's end, as in psql
+                end = body.find("\n", lead)
+                end = len(body) if end < 0 else end
+                chunks.append(_chunk(text, start + lead, body[lead:end].rstrip()))
+                start, body = start + end, body[end:]
+                continue
             chunks.append(_chunk(text, start + lead, body[lead:].rstrip()))
+            break
         start = offset + 1
     return chunks
 
@@ -96,6 +105,8 @@ def is_complete(text: str) -> bool:
     blanks after it aside) outside quotes and comments, or is a shell command."""
     if not _strip_comments(text).strip():
         return False
+    if text.strip().startswith("\\") and "\n" not in text.strip():
+        return True  # a meta-command: its line is all of it
     meaningful = [kind for i, kind in _scan(text) if kind != "comment" and not (kind == "code" and text[i].isspace())]
     if meaningful and meaningful[-1] == "end":
         return True

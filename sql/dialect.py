@@ -7,7 +7,7 @@ RisingWave's parser already reads ``WATERMARK FOR col AS expr`` and
   size))`` with positional or named (``SIZE => ...``) arguments, RisingWave's
   ``TUMBLE(t, ts, size)`` and the legacy ``GROUP BY TUMBLE(ts, size)``, all as
   the raw node ``WindowCall`` (``sql.windows`` turns it into ``WindowTVF``);
-- ``EXPLAIN <statement>``, ``SHOW TABLES|VIEWS|JOBS``, ``STOP JOB 'id'
+- ``EXPLAIN <statement>``, ``SHOW TABLES|VIEWS|JOBS|[USER] FUNCTIONS|CATALOGS|DATABASES|CREATE TABLE t|CREATE VIEW v``, ``STOP JOB 'id'
   [WITH SAVEPOINT]``, ``RESET ['key']``;
 - Flink's ``CREATE [TEMPORARY [SYSTEM]] FUNCTION [IF NOT EXISTS] f AS 'module.f'
   [LANGUAGE PYTHON]`` and ``DROP [TEMPORARY [SYSTEM]] FUNCTION [IF EXISTS] f``;
@@ -106,6 +106,11 @@ def _show(what: str):
     return lambda self: self.expression(exp.Show(this=what))
 
 
+def _show_create(what: str):
+    """SHOW CREATE TABLE|VIEW name (Flink's): the statement that declared it."""
+    return lambda self: self.expression(exp.Show(this=what, target=self._parse_table_parts()))
+
+
 class MetadataColumn(exp.Expression):
     """``col TYPE METADATA [FROM 'key'] [VIRTUAL]``: a column a connector fills from each
     record's metadata (Kafka's 'offset', 'partition', 'timestamp', 'topic')."""
@@ -146,6 +151,15 @@ class WeirParser(RisingWaveParser):
         "TABLES": _show("TABLES"),
         "VIEWS": _show("VIEWS"),
         "JOBS": _show("JOBS"),
+        # Flink SQL client's catalog statements (weir has one catalog and one database).
+        "FUNCTIONS": _show("FUNCTIONS"),
+        "USER FUNCTIONS": _show("USER FUNCTIONS"),
+        "CATALOGS": _show("CATALOGS"),
+        "DATABASES": _show("DATABASES"),
+        "CURRENT CATALOG": _show("CURRENT CATALOG"),
+        "CURRENT DATABASE": _show("CURRENT DATABASE"),
+        "CREATE TABLE": _show_create("CREATE TABLE"),
+        "CREATE VIEW": _show_create("CREATE VIEW"),
     }
     SHOW_TRIE = new_trie(key.split(" ") for key in SHOW_PARSERS)
 
@@ -397,7 +411,7 @@ class WeirGenerator(RisingWaveGenerator):
         LateralTable: _lateral_table_sql,
         Descriptor: lambda self, e: self.func("DESCRIPTOR", *e.expressions),
         WindowTVF: _windowtvf_sql,
-        exp.Show: lambda self, e: f"SHOW {e.name}",
+        exp.Show: lambda self, e: f"SHOW {e.name}" + (f" {self.sql(e, 'target')}" if e.args.get("target") else ""),
         ExplainStatement: lambda self, e: f"EXPLAIN {self.sql(e, 'this')}",
         StopJobStatement: lambda self, e: f"STOP JOB {self.sql(e, 'this')}"
         + (" WITH SAVEPOINT" if e.args.get("with_savepoint") else ""),

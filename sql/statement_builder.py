@@ -14,7 +14,7 @@ from weir.sql.windows import normalise_windows
 
 SUPPORTED = (
     "CREATE TABLE, CREATE [MATERIALIZED] VIEW, INSERT INTO ... SELECT, SELECT, EXPLAIN, SET, RESET, "
-    "SHOW TABLES|VIEWS|JOBS, DESCRIBE, DROP TABLE|VIEW, STOP JOB, CREATE|DROP [TEMPORARY [SYSTEM]] FUNCTION"
+    "SHOW TABLES|VIEWS|JOBS|FUNCTIONS|CATALOGS|DATABASES|CREATE TABLE, DESCRIBE, DROP TABLE|VIEW, STOP JOB, CREATE|DROP [TEMPORARY [SYSTEM]] FUNCTION"
 )
 
 
@@ -243,7 +243,8 @@ def _reset(tree: ResetStatement, span: Span) -> st.ResetOption:
 
 
 def _show(tree: exp.Show, span: Span) -> st.Show:
-    return st.Show(**span.fields(), what=tree.name)
+    target = tree.args.get("target")
+    return st.Show(**span.fields(), what=tree.name, name=_name(target) if target is not None else None)
 
 
 def _describe(tree: exp.Describe, span: Span) -> st.Describe:

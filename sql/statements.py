@@ -131,7 +131,8 @@ class Explain(Statement):
 
 @dataclass
 class Show(Statement):
-    what: str  # 'TABLES' | 'VIEWS' | 'JOBS'
+    what: str  # 'TABLES' | 'VIEWS' | 'JOBS' | 'FUNCTIONS' | 'CATALOGS' | 'CREATE TABLE' | ...
+    name: str | None = None  # SHOW CREATE TABLE|VIEW's table or view
 
 
 @dataclass

@@ -69,8 +69,8 @@ def test_errors_point_at_what_they_name(session):
     assert error.value.hint == "use DROP TABLE"
     with pytest.raises(WeirSqlError, match="no job with id 'j7'"):
         run(session, "STOP JOB 'j7';")
-    with pytest.raises(WeirSqlError, match="SHOW FUNCTIONS statements are not supported"):
-        run(session, "SHOW FUNCTIONS;")
+    with pytest.raises(WeirSqlError, match="SHOW MODULES statements are not supported"):
+        run(session, "SHOW MODULES;")
 
 
 def test_drop_refuses_a_view_whose_job_runs_then_drops_its_table(session):

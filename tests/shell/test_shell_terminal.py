@@ -74,16 +74,16 @@ def test_live_select_in_each_result_mode(shell):
 
     sh.run("SET 'sql-client.execution.result-mode' = 'changelog';")
     sh.run(query)
-    sh.wait_screen(r"^op\s+\| auction\s+\| price")
-    sh.wait_screen(r"^\+I\s+\| \d+\s+\| 9\d{7}")
+    sh.wait_screen(r"^op\s+\|\s+auction \|\s+price")  # numbers (and their names) right-aligned
+    sh.wait_screen(r"^\+I\s+\|\s+\d+ \| 9\d{7}")
     sh.wait_screen(rf"changelog mode \| query j2 finished \| {total} rows")
     sh.send("q")
     sh.expect(rf"query j2 finished: received a total of {total} rows")
 
     sh.run("SET 'sql-client.execution.result-mode' = 'table';")
     sh.run(query)
-    sh.wait_screen(r"^auction\s+\| price")
-    sh.wait_screen(r"^\d+\s+\| 9\d{7}")
+    sh.wait_screen(r"^auction \|\s+price")
+    sh.wait_screen(r"^\s*\d+ \| 9\d{7}")
     sh.wait_screen(rf"table mode \| query j3 finished \| {total} rows")
     sh.send("q")
     sh.expect(rf"query j3 finished: received a total of {total} rows")

@@ -156,7 +156,7 @@ def test_legacy_window_needs_one_table_and_one_window():
         ("SELECT 1;\n  UPDATE t SET a = 1", "UPDATE"),
         ("DELETE FROM t", "DELETE"),
         ("GRANT ALL ON t TO u", "GRANT"),
-        ("SHOW FUNCTIONS", "SHOW FUNCTIONS"),
+        ("SHOW MODULES", "SHOW MODULES"),
         ("CREATE PROCEDURE p AS 'x'", "CREATE PROCEDURE"),
         ("DROP INDEX i", "DROP INDEX"),
     ],
