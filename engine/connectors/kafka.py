@@ -41,7 +41,7 @@ import pyarrow.compute as pc
 from weir.engine.changelog import DELETE, INSERT, ROW_KIND, ROW_KIND_TYPE, UPDATE_AFTER, UPDATE_BEFORE
 from weir.engine.connectors.base import ConnectorSpec, OptionSpec, Sink, Source, option_value
 from weir.engine.connectors.kafka_formats import FORMATS, Format, debezium_changes
-from weir.engine.connectors.options import parse_bool, parse_char, parse_int
+from weir.engine.connectors.options import parse_bool, parse_char, parse_duration_seconds, parse_int
 from weir.engine.errors import ConnectorOptionError, EngineError, SourceError
 
 #: Metadata columns a Kafka table can declare (``col BIGINT METADATA FROM 'offset'``), and
@@ -54,6 +54,9 @@ POLL_SECONDS = 0.05
 #: How long a poll that found messages goes on gathering more, towards a full batch.
 LINGER_SECONDS = 0.05
 _EOF = -191  # librdkafka's _PARTITION_EOF
+#: Flink's option and default: re-list the partitions (and the topics of 'topic-pattern').
+DISCOVERY_INTERVAL = "scan.topic-partition-discovery.interval"
+DISCOVERY_DEFAULT = "5 min"
 
 
 def _client():
@@ -163,6 +166,10 @@ class KafkaSource(Source):
         self.topics, self.pattern = _topics(options)
         self._consumer = None
         self._partitions: dict[str, _Partition] = {}
+        interval = option_value(options, self.spec, DISCOVERY_INTERVAL) or DISCOVERY_DEFAULT
+        seconds = parse_duration_seconds(DISCOVERY_INTERVAL, interval)
+        #: Flink's rule: a bounded source, or an interval of 0, discovers nothing.
+        self.discovery_interval = seconds if seconds > 0 and not self.bounded else None
         #: For upsert-kafka: the latest value per key seen by this reader (to emit -U/+U).
         self._upsert_state: dict[bytes, tuple] = {}
 
@@ -191,6 +198,29 @@ class KafkaSource(Source):
                 raise SourceError(f"the Kafka topic '{missing[0]}' does not exist",
                                   hint="create the topic, or correct the table's 'topic' option")
         return [f"{t}:{p}" for t in topics for p in sorted(metadata.topics[t].partitions)]
+
+    def discovered_offset(self, split: str) -> int:
+        """A partition (or a topic matching 'topic-pattern') that appeared while the job ran is
+        read from its start, as in Flink, whatever 'scan.startup.mode' says."""
+        return _client().OFFSET_BEGINNING
+
+    def owner(self, split: str, parallelism: int) -> int:
+        return int(split.rpartition(":")[2]) % parallelism
+
+    def checkpoint_complete(self, offsets: dict[str, Any]) -> None:
+        """Commit a completed checkpoint's offsets to 'properties.group.id', for monitoring and
+        'group-offsets' (one round trip a checkpoint: synchronous, so that a bounded job's last
+        checkpoint is committed before the job ends); a failed commit is not an error, as in Flink."""
+        if "group.id" not in self.properties or self._consumer is None:
+            return
+        kafka = _client()
+        parts = [kafka.TopicPartition(*_split_parts(split), int(offset))
+                 for split, offset in sorted(offsets.items()) if offset is not None and int(offset) >= 0]
+        if parts:
+            try:
+                self._consumer.commit(offsets=parts, asynchronous=False)
+            except kafka.KafkaException:
+                pass
 
     # -- reading -----------------------------------------------------------------------------
     def read(self, split: str, offset: Any = None) -> Iterator[tuple[pa.RecordBatch, Any]]:
@@ -448,6 +478,11 @@ class KafkaSource(Source):
             self.close()
         except Exception:
             pass
+
+
+def _split_parts(split: str) -> tuple[str, int]:
+    topic, _, number = split.rpartition(":")
+    return topic, int(number)
 
 
 def _empty(schema: pa.Schema) -> pa.RecordBatch:
@@ -846,8 +881,9 @@ SPEC = ConnectorSpec(
         "scan.bounded.timestamp-millis": OptionSpec("the stop for 'timestamp' mode, ms since the epoch",
                                                     value_type="int"),
         "scan.bounded.specific-offsets": OptionSpec("'partition:0,offset:42;partition:1,offset:300'"),
-        "scan.topic-partition-discovery.interval": OptionSpec(
-            "accepted for Flink compatibility; partitions are listed when a reader starts", value_type="duration"),
+        DISCOVERY_INTERVAL: OptionSpec(
+            "how often an unbounded source lists the topics' partitions again and reads new ones "
+            "from their start ('0' disables)", default=DISCOVERY_DEFAULT, value_type="duration"),
     },
     format_options=_FORMAT_OPTIONS,
     changelog_formats=("debezium-json",),
