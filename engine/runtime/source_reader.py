@@ -98,8 +98,12 @@ class SourceReader(OperatorKind):
         return None
 
     def position(self) -> dict[str, Any]:
-        """Where the source is, for a checkpoint: split offsets and split watermarks."""
-        return {"offsets": dict(self.offsets), **self.watermarks.state()}
+        """Where the source is, for a checkpoint: split offsets and split watermarks, and with
+        discovery the splits listed so far (so a restore knows which ones appeared since)."""
+        position = {"offsets": dict(self.offsets), **self.watermarks.state()}
+        if self._next_discovery is not None:
+            position["listed"] = sorted(self._known)
+        return position
 
     def checkpointed(self, checkpoint_id: int) -> None:
         """The barrier of ``checkpoint_id`` passed this reader: remember its offsets."""
@@ -139,6 +143,13 @@ class SourceReader(OperatorKind):
     def restore(self, position: dict[str, Any]) -> None:
         """Resume from a checkpoint's ``position()``; splits it does not name start afresh."""
         self.offsets = {s: o for s, o in position.get("offsets", {}).items() if s in self.splits}
+        if self._next_discovery is not None and "listed" in position:
+            listed = set(position["listed"])  # a split that appeared after the checkpoint: as if discovered
+            for split in self.splits:
+                if split not in listed and split not in self.offsets:
+                    start = self.source.discovered_offset(split)
+                    if start is not None:
+                        self.offsets[split] = start
         self.watermarks.restore(position)
 
     def _with_arrival(self, batch: pa.RecordBatch, split: str) -> tuple[pa.RecordBatch, int]:
