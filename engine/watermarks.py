@@ -154,6 +154,12 @@ class SplitWatermarks:
         active = [self._by_split[s] for s in self._heads()]
         self.current = min(active) if active else MAX_WATERMARK
 
+    def add(self, split: str) -> None:
+        """A split found while the source runs: a chain of its own, from MIN_WATERMARK (it holds
+        the watermark until it has rows or goes idle, as a new split does in Flink)."""
+        self._by_split[split] = MIN_WATERMARK
+        self._chains.append([split])
+
     def of(self, split: str) -> int:
         """``split``'s watermark so far (MIN_WATERMARK before its first row)."""
         return self._by_split[split]

@@ -6,6 +6,7 @@ declared columns in declared order, with their declared Arrow types
 """
 from __future__ import annotations
 
+import zlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -95,6 +96,23 @@ class Source(ABC):
     @property
     def bounded(self) -> bool:
         return True
+
+    #: Seconds between re-listings of ``splits()`` while an unbounded source runs: splits that
+    #: appear are read from ``discovered_offset`` (Kafka partitions added to a topic). None: never.
+    discovery_interval: float | None = None
+
+    def discovered_offset(self, split: str) -> Any:
+        """The offset a split found by re-listing is read from (None: as a split at startup)."""
+        return None
+
+    def owner(self, split: str, parallelism: int) -> int:
+        """The subtask that reads a split found by re-listing: a function of the split alone,
+        so every subtask agrees without coordination."""
+        return zlib.crc32(split.encode()) % parallelism
+
+    def checkpoint_complete(self, offsets: dict[str, Any]) -> None:
+        """A checkpoint that recorded these split offsets (this reader's) is complete: for
+        information only (Kafka commits them to its consumer group); reading never uses it."""
 
 
 class Sink(ABC):

@@ -179,7 +179,10 @@ class SnapshotPublisher:
         for stale in glob.glob(glob.escape(self.path) + ".weir-next-*"):
             os.remove(stale)  # a killed writer's: never published, so nobody reads it
         for stale in glob.glob(glob.escape(self.path) + ".weir-reader-*"):
-            os.remove(stale)  # a killed reader's link (a live one is unlinked once attached)
+            try:  # a killed reader's link (a live one is unlinked once attached: maybe just now)
+                os.remove(stale)
+            except FileNotFoundError:
+                pass
         self._next = f"{self.path}.weir-next-{uuid.uuid4().hex[:12]}"
         if os.path.exists(self.path):
             if os.path.exists(f"{self.path}.wal"):

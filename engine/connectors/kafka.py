@@ -35,13 +35,14 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from weir.engine.changelog import DELETE, INSERT, ROW_KIND, ROW_KIND_TYPE, UPDATE_AFTER, UPDATE_BEFORE
 from weir.engine.connectors.base import ConnectorSpec, OptionSpec, Sink, Source, option_value
 from weir.engine.connectors.kafka_formats import FORMATS, Format, debezium_changes
-from weir.engine.connectors.options import parse_bool, parse_char, parse_int
+from weir.engine.connectors.options import parse_bool, parse_char, parse_duration_seconds, parse_int
 from weir.engine.errors import ConnectorOptionError, EngineError, SourceError
 
 #: Metadata columns a Kafka table can declare (``col BIGINT METADATA FROM 'offset'``), and
@@ -54,6 +55,9 @@ POLL_SECONDS = 0.05
 #: How long a poll that found messages goes on gathering more, towards a full batch.
 LINGER_SECONDS = 0.05
 _EOF = -191  # librdkafka's _PARTITION_EOF
+#: Flink's option and default: re-list the partitions (and the topics of 'topic-pattern').
+DISCOVERY_INTERVAL = "scan.topic-partition-discovery.interval"
+DISCOVERY_DEFAULT = "5 min"
 
 
 def _client():
@@ -163,8 +167,14 @@ class KafkaSource(Source):
         self.topics, self.pattern = _topics(options)
         self._consumer = None
         self._partitions: dict[str, _Partition] = {}
-        #: For upsert-kafka: the latest value per key seen by this reader (to emit -U/+U).
-        self._upsert_state: dict[bytes, tuple] = {}
+        interval = option_value(options, self.spec, DISCOVERY_INTERVAL) or DISCOVERY_DEFAULT
+        seconds = parse_duration_seconds(DISCOVERY_INTERVAL, interval)
+        #: Flink's rule: a bounded source, or an interval of 0, discovers nothing.
+        self.discovery_interval = seconds if seconds > 0 and not self.bounded else None
+        #: For upsert-kafka: the latest row per key seen by this reader (to emit -U/+U): the keys'
+        #: bytes and, in the same order, their rows.
+        self._upsert_keys: pa.Array | None = None
+        self._upsert_rows: pa.Table | None = None
 
     @property
     def bounded(self) -> bool:
@@ -191,6 +201,29 @@ class KafkaSource(Source):
                 raise SourceError(f"the Kafka topic '{missing[0]}' does not exist",
                                   hint="create the topic, or correct the table's 'topic' option")
         return [f"{t}:{p}" for t in topics for p in sorted(metadata.topics[t].partitions)]
+
+    def discovered_offset(self, split: str) -> int:
+        """A partition (or a topic matching 'topic-pattern') that appeared while the job ran is
+        read from its start, as in Flink, whatever 'scan.startup.mode' says."""
+        return _client().OFFSET_BEGINNING
+
+    def owner(self, split: str, parallelism: int) -> int:
+        return int(split.rpartition(":")[2]) % parallelism
+
+    def checkpoint_complete(self, offsets: dict[str, Any]) -> None:
+        """Commit a completed checkpoint's offsets to 'properties.group.id', for monitoring and
+        'group-offsets' (one round trip a checkpoint: synchronous, so that a bounded job's last
+        checkpoint is committed before the job ends); a failed commit is not an error, as in Flink."""
+        if "group.id" not in self.properties or self._consumer is None:
+            return
+        kafka = _client()
+        parts = [kafka.TopicPartition(*_split_parts(split), int(offset))
+                 for split, offset in sorted(offsets.items()) if offset is not None and int(offset) >= 0]
+        if parts:
+            try:
+                self._consumer.commit(offsets=parts, asynchronous=False)
+            except kafka.KafkaException:
+                pass
 
     # -- reading -----------------------------------------------------------------------------
     def read(self, split: str, offset: Any = None) -> Iterator[tuple[pa.RecordBatch, Any]]:
@@ -351,45 +384,58 @@ class KafkaSource(Source):
     def _upsert_batch(self, messages, keys, values: pa.Array, present: pa.Array, split: str) -> pa.RecordBatch:
         """upsert-kafka: a value is an insert or an update of its key's row, a tombstone a delete.
         Each reader keeps the latest row per key it has read (a key's messages are all in one
-        partition), and emits -U/+U for an update and -D with the old row for a tombstone."""
+        partition), and emits -U/+U for an update and -D with the old row for a tombstone.
+
+        Vectorised: a message's old row is the previous message of its key in the batch (found
+        by sorting the keys' codes), or else the key's row in the kept state (``index_in``);
+        the state then drops the batch's keys and takes each key's last row, if not deleted."""
         lay = self.layout
-        live = pc.filter(values, present)
-        decoded = lay.value_format.decode(live)
+        decoded = lay.value_format.decode(pc.filter(values, present))
         if decoded.bad:
             reason = decoded.bad[0][1]
             raise SourceError(f"malformed message in an upsert-kafka topic: {reason}",
                               hint="fix the producer; upsert-kafka cannot skip a row of a key")
-        key_rows = lay.key_format.decode(pa.array(keys, pa.binary())).rows
-        value_rows = decoded.rows.to_pylist()
-        key_tuples = key_rows.to_pylist()
-        out, kinds = [], []
-        names = [f.name for f in self.schema if f.name != ROW_KIND]
-        it = iter(value_rows)
-        for key_bytes, key_row, has_value, message in zip(keys, key_tuples, present.to_pylist(), messages):
-            old = self._upsert_state.get(key_bytes)
-            meta = {}
-            if lay.metadata:
-                for column, key in lay.metadata.items():
-                    meta[column] = {"topic": message.topic(), "partition": message.partition(),
-                                    "offset": message.offset(), "timestamp": message.timestamp()[1] * 1000}[key]
-            if has_value:
-                row = {**next(it), **{k: v for k, v in key_row.items() if k not in lay.value_fields}, **meta}
-                if old is not None:
-                    out += [old, row]
-                    kinds += [UPDATE_BEFORE, UPDATE_AFTER]
-                else:
-                    out.append(row)
-                    kinds.append(INSERT)
-                self._upsert_state[key_bytes] = row
-            elif old is not None:
-                out.append(old)
-                kinds.append(DELETE)
-                del self._upsert_state[key_bytes]
         physical = pa.schema([f for f in self.schema if f.name != ROW_KIND])
-        table = pa.Table.from_pylist([{n: r.get(n) for n in names} for r in out], schema=_plain(physical))
-        table = table.cast(physical)
+        key_array = pa.array(keys, pa.binary())
+        key_rows = lay.key_format.decode(key_array).rows
+        has_value = present.to_numpy(zero_copy_only=False)
+        n = len(has_value)
+        row_of = pa.array(np.where(has_value, np.cumsum(has_value) - 1, 0), pa.int64())
+        row_of = pc.if_else(present, row_of, pa.scalar(None, pa.int64()))  # tombstones: a row of nulls
+        columns = {name: decoded.rows.column(name).take(row_of) for name in lay.value_fields}
+        for name in lay.key_fields:
+            columns.setdefault(name, key_rows.column(name))
+        self._metadata_columns(columns, messages)
+        rows = pa.table([_cast(_one_chunk(columns[f.name]), f.type) for f in physical], schema=physical)
+        if self._upsert_rows is None:
+            self._upsert_keys, self._upsert_rows = pa.array([], pa.binary()), rows.slice(0, 0)
+        # previous message of the same key in this batch (-1: none), and each key's last message
+        codes = pc.dictionary_encode(key_array).indices.to_numpy(zero_copy_only=False)
+        order = np.lexsort((np.arange(n), codes))
+        same = codes[order][1:] == codes[order][:-1]
+        prev = np.full(n, -1, np.int64)
+        prev[order[1:][same]] = order[:-1][same]
+        last = np.ones(n, bool)
+        last[order[:-1][same]] = False
+        kept = pc.index_in(key_array, value_set=self._upsert_keys)
+        in_state = pc.is_valid(kept).to_numpy(zero_copy_only=False)
+        kept = pc.fill_null(kept, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        # old rows index into rows + state rows: a message's previous one, else its key's state row
+        old = np.where(prev >= 0, prev, np.where(in_state, n + kept, -1))
+        old_exists = np.where(prev >= 0, has_value[np.maximum(prev, 0)], in_state)
+        take = np.stack([old, np.arange(n)], axis=1).ravel()
+        kinds = np.stack([np.where(has_value, UPDATE_BEFORE, DELETE),
+                          np.where(old_exists, UPDATE_AFTER, INSERT)], axis=1).ravel().astype(np.int8)
+        emit = np.stack([old_exists, has_value], axis=1).ravel()
+        both = pa.concat_tables([rows, self._upsert_rows])
+        out = both.take(pa.array(take[emit]))
+        stays = pc.invert(pc.is_in(self._upsert_keys, value_set=key_array))
+        latest = pa.array(np.flatnonzero(last & has_value))
+        self._upsert_keys = pa.concat_arrays([_one_chunk(self._upsert_keys.filter(stays)),
+                                              _one_chunk(key_array.take(latest))])
+        self._upsert_rows = pa.concat_tables([self._upsert_rows.filter(stays), rows.take(latest)]).combine_chunks()
         return pa.RecordBatch.from_arrays(
-            [*(_one_chunk(c) for c in table.columns), pa.array(kinds, ROW_KIND_TYPE)], schema=self.schema)
+            [*(_one_chunk(c) for c in out.columns), pa.array(kinds[emit], ROW_KIND_TYPE)], schema=self.schema)
 
     # -- start and stop offsets ------------------------------------------------------------
     def _startup_offset(self, part: _Partition) -> int:
@@ -450,16 +496,21 @@ class KafkaSource(Source):
             pass
 
 
+def _split_parts(split: str) -> tuple[str, int]:
+    topic, _, number = split.rpartition(":")
+    return topic, int(number)
+
+
 def _empty(schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in schema], schema=schema)
 
 
+def _cast(column: pa.Array, target: pa.DataType) -> pa.Array:
+    return column if column.type == target else pc.cast(column, target)
+
+
 def _one_chunk(column) -> pa.Array:
     return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-
-
-def _plain(schema: pa.Schema) -> pa.Schema:
-    return pa.schema([pa.field(f.name, pa.int64() if pa.types.is_timestamp(f.type) else f.type) for f in schema])
 
 
 def _topics(options: dict[str, str]) -> tuple[list[str], re.Pattern | None]:
@@ -846,8 +897,9 @@ SPEC = ConnectorSpec(
         "scan.bounded.timestamp-millis": OptionSpec("the stop for 'timestamp' mode, ms since the epoch",
                                                     value_type="int"),
         "scan.bounded.specific-offsets": OptionSpec("'partition:0,offset:42;partition:1,offset:300'"),
-        "scan.topic-partition-discovery.interval": OptionSpec(
-            "accepted for Flink compatibility; partitions are listed when a reader starts", value_type="duration"),
+        DISCOVERY_INTERVAL: OptionSpec(
+            "how often an unbounded source lists the topics' partitions again and reads new ones "
+            "from their start ('0' disables)", default=DISCOVERY_DEFAULT, value_type="duration"),
     },
     format_options=_FORMAT_OPTIONS,
     changelog_formats=("debezium-json",),

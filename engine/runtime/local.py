@@ -305,6 +305,9 @@ class LocalExecutor:
 
     def commit(self, checkpoint_id: int) -> None:
         """Checkpoint ``checkpoint_id`` is complete: publish every sink's output up to it."""
+        for task in self.tasks.values():
+            if task.reader is not None:  # (for information: Kafka commits the offsets to its consumer group)
+                task.reader.checkpoint_complete(checkpoint_id)
         for sink_id in self.uncommitted:
             self.tasks[sink_id].commit(checkpoint_id)
             faults.reach("commit")

@@ -339,6 +339,8 @@ class ProcessExecutor:
             merged["offsets"].update(position.get("offsets", {}))
             merged["split_watermarks"].update(position.get("split_watermarks", {}))
             merged["finished_splits"] = sorted({*merged["finished_splits"], *position.get("finished_splits", [])})
+            if "listed" in position:  # (a source that discovers splits: the splits listed so far)
+                merged["listed"] = sorted({*merged.get("listed", []), *position["listed"]})
         for op, state in snapshots.items():
             collect.snapshots.setdefault(op, {})[subtask] = state
         for sink, sink_handles in handles.items():

@@ -13,6 +13,12 @@ the rows before it in its split, which continues from the split watermark a
 checkpoint recorded. It restarts at each split, also within a chain: the
 splits of one chain may be read by different workers, so carrying it over
 would make lateness depend on the parallelism.
+
+An unbounded source with a ``discovery_interval`` is re-listed at that interval while it
+runs; a split not listed before is read by the subtask ``Source.owner`` names (the same
+answer in every subtask) from ``Source.discovered_offset``. The reader remembers its offsets
+at each barrier and hands them to ``Source.checkpoint_complete`` when that checkpoint
+completes (Kafka commits them to its consumer group, for information).
 """
 from __future__ import annotations
 
@@ -63,7 +69,15 @@ class SourceReader(OperatorKind):
                  bounded: tuple[str, int] | None = None, idle_timeout: float | None = None,
                  subtask: int = 0, parallelism: int = 1):
         self.source = source
-        self.splits = [s for k, s in enumerate(source.splits()) if k % parallelism == subtask]
+        listed = source.splits()
+        self.splits = [s for k, s in enumerate(listed) if k % parallelism == subtask]
+        self.subtask, self.parallelism = subtask, parallelism
+        #: Every split listed so far (all subtasks'), so a re-listing knows which are new.
+        self._known = set(listed)
+        interval = None if source.bounded else source.discovery_interval
+        self._next_discovery = time.monotonic() + interval if interval else None
+        #: Checkpoint id -> this reader's split offsets at its barrier, until it completes.
+        self._checkpointed: dict[int, dict[str, Any]] = {}
         self.chains: dict[str, list[str]] = {}
         for split in self.splits:
             self.chains.setdefault(source.chain(split), []).append(split)
@@ -84,12 +98,58 @@ class SourceReader(OperatorKind):
         return None
 
     def position(self) -> dict[str, Any]:
-        """Where the source is, for a checkpoint: split offsets and split watermarks."""
-        return {"offsets": dict(self.offsets), **self.watermarks.state()}
+        """Where the source is, for a checkpoint: split offsets and split watermarks, and with
+        discovery the splits listed so far (so a restore knows which ones appeared since)."""
+        position = {"offsets": dict(self.offsets), **self.watermarks.state()}
+        if self._next_discovery is not None:
+            position["listed"] = sorted(self._known)
+        return position
+
+    def checkpointed(self, checkpoint_id: int) -> None:
+        """The barrier of ``checkpoint_id`` passed this reader: remember its offsets."""
+        self._checkpointed[checkpoint_id] = dict(self.offsets)
+
+    def checkpoint_complete(self, checkpoint_id: int) -> None:
+        """Checkpoint ``checkpoint_id`` (and every earlier one) is complete: tell the source."""
+        done = [n for n in self._checkpointed if n <= checkpoint_id]
+        if done:
+            offsets = self._checkpointed[max(done)]
+            for n in done:
+                del self._checkpointed[n]
+            self.source.checkpoint_complete(offsets)
+
+    def _discover(self, chains: dict[str, list[str]]) -> None:
+        """At the discovery interval, re-list the source's splits; a new one that this subtask
+        owns (``Source.owner``) is read from ``Source.discovered_offset`` from now on, and is
+        part of the checkpoints' offsets from now on (so a restore lists and resumes it)."""
+        if self._next_discovery is None or time.monotonic() < self._next_discovery:
+            return
+        self._next_discovery = time.monotonic() + self.source.discovery_interval
+        for split in self.source.splits():
+            if split in self._known:
+                continue
+            self._known.add(split)
+            if self.source.owner(split, self.parallelism) != self.subtask:
+                continue
+            self.splits.append(split)
+            key = self.source.chain(split)
+            self.chains.setdefault(key, []).append(split)
+            chains.setdefault(key, []).append(split)
+            self.watermarks.add(split)
+            start = self.source.discovered_offset(split)
+            if start is not None:
+                self.offsets[split] = start
 
     def restore(self, position: dict[str, Any]) -> None:
         """Resume from a checkpoint's ``position()``; splits it does not name start afresh."""
         self.offsets = {s: o for s, o in position.get("offsets", {}).items() if s in self.splits}
+        if self._next_discovery is not None and "listed" in position:
+            listed = set(position["listed"])  # a split that appeared after the checkpoint: as if discovered
+            for split in self.splits:
+                if split not in listed and split not in self.offsets:
+                    start = self.source.discovered_offset(split)
+                    if start is not None:
+                        self.offsets[split] = start
         self.watermarks.restore(position)
 
     def _with_arrival(self, batch: pa.RecordBatch, split: str) -> tuple[pa.RecordBatch, int]:
@@ -104,7 +164,12 @@ class SourceReader(OperatorKind):
         The last step carries MAX_WATERMARK."""
         chains = {key: list(splits) for key, splits in self.chains.items()}
         readers: dict[str, Iterator] = {}
-        while chains:
+        while chains or self._next_discovery is not None:
+            self._discover(chains)
+            if not chains:  # a subtask with no split yet, waiting for one to appear
+                time.sleep(0.05)
+                yield None, None
+                continue
             for key in list(chains):
                 split = chains[key][0]
                 if split not in readers:

@@ -158,6 +158,7 @@ class Task:
         """Step 4: the task's part of checkpoint ``checkpoint_id`` — a source's position, a copy of
         the operator's state, or None for a sink, whose output so far is pre-committed."""
         if self.reader is not None:
+            self.reader.checkpointed(checkpoint_id)  # its offsets, for Source.checkpoint_complete
             return self.reader.position()
         if self.kind.commits_output:
             self._pre_commits.append((checkpoint_id, self.call(self.operator.sink.pre_commit, checkpoint_id)))

@@ -61,3 +61,36 @@ def test_the_kafka_client_is_imported_only_by_a_kafka_table(tmp_path):
             "print('confluent_kafka' in sys.modules)\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, check=True)
     assert result.stdout.split() == ["False", "False"]  # declaring is not using: still not imported
+
+
+@pytest.mark.parametrize("parallelism", [1, 2])
+def test_a_live_job_reads_a_topic_that_appears_and_resumes_it_from_a_savepoint(broker, in_tmp, parallelism):
+    # tansu refuses CreatePartitions: a new topic of 'topic-pattern' is the same new split.
+    prefix = f"live-{broker.create_topic()}-"
+    first = broker.create_topic(prefix + "a")  # with 2 workers, worker 1 starts with no partition
+    script = f"""
+    SET 'execution.checkpointing.interval' = '100ms';
+    SET 'parallelism.default' = '{parallelism}';
+    CREATE TABLE e (v BIGINT) WITH ('connector' = 'kafka', 'topic-pattern' = '{prefix}.*',
+      'properties.bootstrap.servers' = '{broker.bootstrap}', 'scan.startup.mode' = 'earliest-offset',
+      'format' = 'json', 'scan.topic-partition-discovery.interval' = '100ms');
+    CREATE MATERIALIZED VIEW m AS SELECT v FROM e;
+    """
+
+    def values(con):
+        return sorted(v for (v,) in con.sql("SELECT v FROM m").fetchall())
+
+    with weir.connect(db="r.duckdb", state_dir=in_tmp / "jobs") as con:
+        job = con.submit(script, name="found")
+        broker.produce(first, [b'{"v": 1}'], partition=0)
+        wait_until(lambda: values(con) == [1], "the first topic's row")
+        second = broker.create_topic(prefix + "b", partitions=2)
+        broker.produce(second, [b'{"v": 10}'], partition=0)
+        broker.produce(second, [b'{"v": 11}'], partition=1)
+        assert wait_until(lambda: values(con) == [1, 10, 11], "the new topic's rows")
+        savepoint = job.stop(savepoint=True)
+        broker.produce(first, [b'{"v": 2}'], partition=0)
+        broker.produce(second, [b'{"v": 12}'], partition=1)
+        job = con.submit(script, name="found", from_savepoint=savepoint)
+        assert wait_until(lambda: values(con) == [1, 2, 10, 11, 12], "both topics after the restart")
+        job.stop(savepoint=False)
