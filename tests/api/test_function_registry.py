@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 
-import pyarrow as pa
 import pytest
 
 import weir

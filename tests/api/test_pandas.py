@@ -3,7 +3,6 @@ a WATERMARK (bounded, rewound on a restart to exact output), and an arrow UDF th
 pandas Series (``array.to_pandas()``)."""
 from __future__ import annotations
 
-import datetime as dt
 
 import pandas as pd
 import pyarrow as pa

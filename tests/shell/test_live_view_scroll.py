@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pyarrow as pa
 
-from weir.engine.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER, UPDATE_BEFORE
+from weir.engine.changelog import INSERT, ROW_KIND, UPDATE_AFTER, UPDATE_BEFORE
 from weir.shell.live import LiveResult
 from weir.shell.live_view import _Screen
 

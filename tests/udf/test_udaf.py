@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
-import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
