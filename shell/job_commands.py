@@ -86,15 +86,16 @@ def run(args, script: Script) -> int:
 
     connection = Connection(args.db, state_dir=Path(".weir"))
     job_state = state_dir(args, script.graph.name, script)
-    stopper = None
-    try:
-        server = _serve(connection, args)
-    except launch.ServeError as error:
-        return launch.report(error)
+    stopper = server = None
     try:
         job = connection.start_script(script, state_dir=job_state,
                                       from_savepoint=args.from_savepoint, fresh=getattr(args, "fresh", False),
                                       warn=warn)
+        try:  # after the job has started, so that a client's first SHOW JOBS lists it
+            server = _serve(connection, args)
+        except launch.ServeError as error:
+            job.stop(savepoint=False)
+            return launch.report(error)
         try:
             with _StopOnSignal(job, job_state / "control", warn) as stopper:
                 while True:
