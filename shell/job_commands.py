@@ -14,7 +14,6 @@ from weir.planner.explain import explain
 from weir.planner.planner import Script, default_job_name
 from weir.shell import render
 from weir.shell.api import Connection
-from weir.shell.pgwire import launch
 
 #: Seconds `weir run` waits, after Ctrl-C or SIGTERM, for the job's last checkpoint.
 STOP_TIMEOUT = 300.0
@@ -91,11 +90,13 @@ def run(args, script: Script) -> int:
         job = connection.start_script(script, state_dir=job_state,
                                       from_savepoint=args.from_savepoint, fresh=getattr(args, "fresh", False),
                                       warn=warn)
-        try:  # after the job has started, so that a client's first SHOW JOBS lists it
-            server = _serve(connection, args)
-        except launch.ServeError as error:
-            job.stop(savepoint=False)
-            return launch.report(error)
+        if getattr(args, "serve", False):  # after the job has started, so that a client's first SHOW JOBS lists it
+            from weir.shell.pgwire import launch  # asyncio and the protocol load only for the endpoint
+            try:
+                server = launch.start_beside(connection, args)
+            except launch.ServeError as error:
+                job.stop(savepoint=False)
+                return launch.report(error)
         try:
             with _StopOnSignal(job, job_state / "control", warn) as stopper:
                 while True:
@@ -142,16 +143,10 @@ def run(args, script: Script) -> int:
             print(f"run the same command again to resume the job from checkpoint {result.stopped_with.checkpoint_id}")
         return stopper.exit_code
     if server is not None:
+        from weir.shell.pgwire import launch
         sys.stdout.flush()
         launch.keep_serving(server)
     return 0
-
-
-def _serve(connection: Connection, args):
-    """`weir run --serve`: the Postgres endpoint beside the job (``shell/pgwire``), or None."""
-    if not getattr(args, "serve", False):
-        return None
-    return launch.start_beside(connection, args)
 
 
 def _progress_line(job) -> str:
