@@ -170,7 +170,3 @@ def _duckdb_json(batch: pa.RecordBatch, debezium: bool) -> pa.Array:
     finally:
         connection.close()
     return pc.cast(lines, pa.binary())
-
-
-def _ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'

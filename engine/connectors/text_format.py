@@ -8,6 +8,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from weir.engine.changelog import DELETE, INSERT, ROW_KIND, SHORT_NAMES, UPDATE_BEFORE
+from weir.engine.operators.duckdb_sql import quote_ident
 
 
 def timestamp_text(column: pa.Array, separator: str = " ") -> pa.Array:
@@ -85,14 +86,9 @@ def debezium_envelope(names: list[str]) -> str:
     "op": "c"}``, -U and -D as ``{"before": {...}, "after": null, "op": "d"}``; a row without a
     row kind is an insert."""
     columns = [n for n in names if n != ROW_KIND]
-    row = "struct_pack(" + ", ".join(f"{quoted(n)} := r.{quoted(n)}" for n in columns) + ")"
-    kind = f"r.{quoted(ROW_KIND)}" if ROW_KIND in names else str(INSERT)
+    row = "struct_pack(" + ", ".join(f"{quote_ident(n)} := r.{quote_ident(n)}" for n in columns) + ")"
+    kind = f"r.{quote_ident(ROW_KIND)}" if ROW_KIND in names else str(INSERT)
     retracts = f"{kind} IN ({UPDATE_BEFORE}, {DELETE})"
     return (f"json_object('before', CASE WHEN {retracts} THEN {row} END, "
             f"'after', CASE WHEN NOT {retracts} THEN {row} END, "
             f"'op', CASE WHEN {retracts} THEN 'd' ELSE 'c' END)")
-
-
-def quoted(name: str) -> str:
-    """``name`` as a quoted SQL identifier."""
-    return '"' + name.replace('"', '""') + '"'
