@@ -75,7 +75,8 @@ class FlightSqlServer(flight.FlightServerBase):
         try:
             super().__init__(f"grpc://{host}:{options.port}", **password)
         except (OSError, pa.ArrowException) as error:
-            raise ServeError(f"cannot listen on {options.host}:{options.port} for Flight SQL: {error}",
+            raise ServeError(f"cannot listen on {options.host}:{options.port} for Flight SQL (is the port taken, "
+                             f"or the address not this machine's?): {str(error).splitlines()[0]}",
                              "choose another with --flight HOST:PORT") from None
         self.options = options
         self.latest = LatestResults(db_path, sealed=True)
@@ -193,8 +194,9 @@ class FlightSqlServer(flight.FlightServerBase):
             readers = iter(parameter_rows)
             reader = _reader(cursor, query, next(readers, None))
         except BaseException as error:
+            failure = _flight_error(error, cursor)
             cursor.close()
-            raise _flight_error(error) from None
+            raise failure from None
         if reader is None:  # no parameter rows bound: an empty answer of the prepared schema
             cursor.close()
             return flight.RecordBatchStream(self._describe(query).empty_table())
@@ -215,7 +217,7 @@ class FlightSqlServer(flight.FlightServerBase):
         try:
             return work(cursor)
         except BaseException as error:
-            raise _flight_error(error) from None
+            raise _flight_error(error, cursor) from None
         finally:
             cursor.close()
 
@@ -268,11 +270,17 @@ def _read_only(what: str) -> flight.FlightUnauthorizedError:
         "the result tables; to change results, change the job that writes them")
 
 
-def _flight_error(error: BaseException) -> BaseException:
-    """A DuckDB error as the Flight error a client can act on; others as they are."""
+def _flight_error(error: BaseException, cursor: duckdb.DuckDBPyConnection | None = None) -> BaseException:
+    """A DuckDB error as the Flight error a client can act on (a missing table: with the tables
+    there are); others as they are."""
     if not isinstance(error, duckdb.Error):
         return error
     message = str(error).splitlines()[0]
+    if isinstance(error, duckdb.CatalogException) and cursor is not None:
+        tables = [row[0] for row in cursor.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_catalog = current_database() "
+            "AND table_name NOT LIKE '\\_weir%' ESCAPE '\\' ORDER BY 1").fetchall()]
+        message += f"; the result tables: {', '.join(tables) or 'none (no job has committed results yet)'}"
     if isinstance(error, duckdb.PermissionException):
         return flight.FlightUnauthorizedError(f"{message} (the endpoint reads the result database only)")
     if isinstance(error, duckdb.InterruptException):

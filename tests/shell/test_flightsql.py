@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jobs import bids_over_nexmark
+from weir.shell.cli import main
 from weir.shell.database import open_results
 from weir.shell.flightsql import protocol as pb
 from weir.shell.flightsql.server import FlightOptions, FlightSqlServer
@@ -107,6 +108,12 @@ def test_statements_that_change_things_are_refused(server, statement):
         assert cur.fetchall()[0][0] > 0
 
 
+def test_a_query_reads_no_file_but_the_results(server):
+    with connect(server) as con, con.cursor() as cur:
+        with pytest.raises(adbc_driver_manager.Error, match="reads the result database only"):
+            cur.execute("SELECT * FROM read_csv('/etc/passwd')")
+
+
 def test_an_update_over_do_put_is_refused(server):
     client = flight.connect(f"grpc://127.0.0.1:{server.port}")
     descriptor = flight.FlightDescriptor.for_command(pb.CommandStatementUpdate("DELETE FROM channel_minutes").pack())
@@ -128,7 +135,7 @@ def test_garbage_is_an_error_of_its_call_and_the_server_serves_on(server, oracle
         client.do_get(flight.Ticket(pb.TicketStatementQuery(b"\xff\xfe").pack())).read_all()
     with pytest.raises(KeyError, match="no prepared statement"):
         client.do_get(flight.Ticket(pb.CommandPreparedStatementQuery(b"forged").pack())).read_all()
-    with pytest.raises(pa.ArrowInvalid, match="channel_minutez"):
+    with pytest.raises(pa.ArrowInvalid, match="channel_minutez.*the result tables: channel_minutes"):
         client.do_get(flight.Ticket(pb.TicketStatementQuery(b"SELECT * FROM channel_minutez").pack())).read_all()
     # The same server, a raw ticket of its own kind, then another client:
     ticket = pb.TicketStatementQuery(QUERY.encode()).pack()
@@ -156,6 +163,16 @@ def test_a_password_is_asked_of_every_client(db, oracle):
 def test_listening_beyond_localhost_needs_a_password(db):
     with pytest.raises(ServeError, match="without a password"):
         FlightSqlServer(db, FlightOptions(host="0.0.0.0", port=0))
+
+
+def test_weir_serve_flight_refuses_a_bad_address(db, capsys):
+    assert main(["serve", "--db", db, "--flight", "127.0.0.1:port"]) == 1
+    assert "--flight '127.0.0.1:port': the port must be a number" in capsys.readouterr().err
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        assert main(["serve", "--db", db, "--flight", f"127.0.0.1:{taken.getsockname()[1]}"]) == 1
+    assert "cannot listen on 127.0.0.1:" in capsys.readouterr().err
 
 
 def test_weir_serve_flight_answers_adbc(db, oracle):
