@@ -250,6 +250,8 @@ def _check(cursor: duckdb.DuckDBPyConnection, query: str):
         found = cursor.extract_statements(query)
     except duckdb.Error as error:
         raise _flight_error(error) from None
+    if not found:
+        raise pa.ArrowInvalid("the query is empty: send one SELECT")
     if len(found) != 1 or found[0].type != duckdb.StatementType.SELECT:
         what = found[0].type.name if len(found) == 1 else f"{len(found)} statements"
         raise _read_only(what)

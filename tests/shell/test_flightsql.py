@@ -8,6 +8,7 @@ import sys
 
 import adbc_driver_flightsql.dbapi as flight_sql
 import adbc_driver_manager
+import duckdb
 import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
@@ -73,6 +74,14 @@ def test_select_gives_the_views_columns_as_arrow(server, oracle):
     assert answer.equals(oracle)
 
 
+def test_an_answer_of_many_batches_arrives_whole_and_in_order(server):
+    query = "SELECT range AS n, 'row ' || range AS label FROM range(150000) ORDER BY n"  # 3 batches of 65,536
+    with connect(server) as con, con.cursor() as cur:
+        cur.execute(query)
+        answer = cur.fetch_arrow_table()
+    assert answer.equals(duckdb.sql(query).to_arrow_table())
+
+
 def test_prepared_statement_binds_a_parameter(server, oracle):
     channel = oracle["channel"][0].as_py()
     expected = oracle.filter(pa.compute.equal(oracle["channel"], channel)).select(["window_start", "bids"])
@@ -133,6 +142,8 @@ def test_garbage_is_an_error_of_its_call_and_the_server_serves_on(server, oracle
             b"\x0a\x44type.googleapis.com/arrow.flight.protocol.sql.CommandGetXdbcTypeInfo"))
     with pytest.raises(pa.ArrowInvalid, match="statement handle"):  # a ticket this server never issued
         client.do_get(flight.Ticket(pb.TicketStatementQuery(b"\xff\xfe").pack())).read_all()
+    with pytest.raises(pa.ArrowInvalid, match="the query is empty"):
+        client.get_flight_info(flight.FlightDescriptor.for_command(pb.CommandStatementQuery(" -- nothing").pack()))
     with pytest.raises(KeyError, match="no prepared statement"):
         client.do_get(flight.Ticket(pb.CommandPreparedStatementQuery(b"forged").pack())).read_all()
     with pytest.raises(pa.ArrowInvalid, match="channel_minutez.*the result tables: channel_minutes"):
@@ -194,6 +205,13 @@ def test_weir_serve_flight_answers_adbc(db, oracle):
         process.send_signal(signal.SIGINT)
         process.communicate(timeout=60)
     assert process.returncode == 0
+
+
+def test_the_command_line_loads_pyarrow_flight_only_for_flight():
+    code = ("import sys\nfrom weir.shell import cli, commands\ntry:\n    cli.main(['--help'])\n"
+            "except SystemExit:\n    pass\nprint('pyarrow._flight' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.splitlines()[-1] == "False", done.stderr
 
 
 # -- the protobuf codec ------------------------------------------------------------------
