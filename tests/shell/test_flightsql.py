@@ -19,6 +19,7 @@ from jobs import bids_over_nexmark
 from weir.shell.cli import main
 from weir.shell.database import open_results
 from weir.shell.flightsql import protocol as pb
+from weir.shell.flightsql import server as flight_server
 from weir.shell.flightsql.server import FlightOptions, FlightSqlServer
 from weir.shell.pgwire.options import ServeError
 
@@ -80,6 +81,17 @@ def test_an_answer_of_many_batches_arrives_whole_and_in_order(server):
         cur.execute(query)
         answer = cur.fetch_arrow_table()
     assert answer.equals(duckdb.sql(query).to_arrow_table())
+
+
+@settings(max_examples=15, deadline=None)
+@given(batch_rows=st.integers(1, 5000))
+def test_the_answer_does_not_depend_on_the_batch_size(server, oracle, batch_rows):
+    client = flight.connect(f"grpc://127.0.0.1:{server.port}")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(flight_server, "BATCH_ROWS", batch_rows)
+        chunks = list(client.do_get(flight.Ticket(pb.TicketStatementQuery(QUERY.encode()).pack())))
+    assert all(len(chunk.data) <= batch_rows for chunk in chunks)
+    assert pa.Table.from_batches([chunk.data for chunk in chunks]).equals(oracle)
 
 
 def test_prepared_statement_binds_a_parameter(server, oracle):
