@@ -60,6 +60,9 @@ def _parser() -> argparse.ArgumentParser:
                                          "job database: SELECT, SHOW JOBS, SUBSCRIBE")
     serve.add_argument("--db", default=DEFAULT_DB, help=f"the job database (default {DEFAULT_DB})")
     _serve_options(serve)
+    serve.add_argument("--flight", metavar="HOST:PORT",
+                       help="also answer Arrow Flight SQL clients (ADBC, polars, pandas, DuckDB) with Arrow columns, "
+                            "e.g. --flight 127.0.0.1:8815; beyond localhost only with a password")
     serve.set_defaults(handler="serve")
 
     for name, handler, text in (("savepoint", "savepoint", "take a savepoint of a running job"),
