@@ -359,10 +359,18 @@ def write(result, fmt: str = "table", *, max_rows: int = 0, expanded: bool = Fal
     """``render``'s text in pieces, as it is made: a whole answer streams batch by batch (an
     uncapped table is aligned batch by batch, as psql's FETCH_COUNT does). DuckDB spells the
     cells and pyarrow.compute pads and joins them, a column at a time."""
-    answer = answer_of(result)
     fmt = FORMAT_ALIASES.get(fmt, fmt)
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
+    answer = answer_of(result)
+    try:
+        yield from _pieces(answer, fmt, max_rows, expanded)
+    finally:
+        if answer is not result:  # made here for an Arrow table: its DuckDB connection goes
+            answer.close()
+
+
+def _pieces(answer, fmt: str, max_rows: int, expanded: bool) -> Iterator[str]:
     if not answer.schema.names:  # a statement's empty answer: no columns to show
         yield {"csv": "", "json": "[]\n"}.get(fmt, "\n\n" + _count_line(answer.rows, answer.rows) + "\n")
         return
