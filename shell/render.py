@@ -197,8 +197,16 @@ class TableAnswer(_InDuckDB):
     connection of its own that scans the table where it is (no copy)."""
 
     def __init__(self, table: pa.Table):
-        self.table_ = table
-        self.schema = table.schema
+        names, seen = [], set()
+        for name in table.schema.names:  # a name twice: the second is name_1, as DuckDB names it
+            unique, n = name, 0
+            while unique in seen:
+                n += 1
+                unique = f"{name}_{n}"
+            seen.add(unique)
+            names.append(unique)
+        self.table_ = table if names == table.schema.names else table.rename_columns(names)
+        self.schema = self.table_.schema
         self.rows = table.num_rows
         self.fetched = 0
         self._connection = None

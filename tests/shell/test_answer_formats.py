@@ -90,3 +90,9 @@ def test_show_jobs_counts_are_right_aligned_with_separators_for_people_and_plain
     assert render.render(table, expanded=True).splitlines()[4:6] == ["rows in         | 1,234,567", "rows out        | 89"]
     assert render.render(table, "csv").splitlines()[1] == "j1,per_channel,RUNNING,1234567,89,-,-"
     assert json.loads(render.render(table, "json"))[0]["rows in"] == 1_234_567
+
+
+def test_an_arrow_answer_with_a_name_twice_shows_both_columns():
+    table = pa.table([pa.array([1]), pa.array([2])], names=["x", "x"])
+    assert render.render(table).splitlines() == ["x | x_1", "--+----", "1 |   2", "(1 row)"]
+    assert json.loads(render.render(table, "json")) == [{"x": 1, "x_1": 2}]
