@@ -185,6 +185,14 @@ class _InDuckDB:
             sql += f" LIMIT {int(count)} OFFSET {int(offset)}"
         return self.batches_of(sql)
 
+    def rows_at(self, offset: int, count: int) -> pa.Table:
+        """Rows ``offset`` to ``offset + count`` as they are (typed Arrow columns)."""
+        return pa.Table.from_batches(list(self.text_batches(["*"], offset, count)), self.schema)
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        """Every row as it is, batch by batch."""
+        return self.text_batches(["*"])
+
     def batches_of(self, sql: str) -> Iterator[pa.RecordBatch]:
         """The answer of ``sql`` (a query over ``NAME``, a row for each of its rows) in batches."""
         for batch in self.connection.sql(sql).to_arrow_reader(BATCH_ROWS):
@@ -217,6 +225,16 @@ class TableAnswer(_InDuckDB):
             self._connection = duckdb.connect()
             self._connection.register(self.NAME, self.table_)
         return self._connection
+
+    def rows_at(self, offset: int, count: int) -> pa.Table:
+        part = self.table_.slice(offset, count)
+        self.fetched += part.num_rows
+        return part
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        for batch in self.table_.to_batches(BATCH_ROWS):
+            self.fetched += batch.num_rows
+            yield batch
 
     def all(self) -> pa.Table:
         return self.table_

@@ -96,3 +96,12 @@ def test_an_arrow_answer_with_a_name_twice_shows_both_columns():
     table = pa.table([pa.array([1]), pa.array([2])], names=["x", "x"])
     assert render.render(table).splitlines() == ["x | x_1", "--+----", "1 |   2", "(1 row)"]
     assert json.loads(render.render(table, "json")) == [{"x": 1, "x_1": 2}]
+
+
+def test_an_answer_still_hands_out_its_typed_rows():
+    a = render.query_answer(duckdb.connect(), "SELECT range AS i FROM range(10)")
+    try:
+        assert a.rows_at(3, 2).column("i").to_pylist() == [3, 4]
+        assert sum(batch.num_rows for batch in a.batches()) == 10 and a.fetched == 12
+    finally:
+        a.close()
