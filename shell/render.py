@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 
 from weir.engine.errors import EngineError
 from weir.engine.messages import MAX_WATERMARK, MIN_WATERMARK
-from weir.engine.operators.duckdb_sql import quote_ident
+from weir.engine.operators.duckdb_sql import quote_ident, string_literal
 from weir.engine.operators.registry import operator_class
 from weir.engine.runtime.local import JobResult, Progress
 from weir.sql.errors import WeirSqlError
@@ -288,11 +288,16 @@ def _numeric(t: pa.DataType) -> bool:
 # -- cells as text, in DuckDB ------------------------------------------------------------
 def _timestamp_text(column: str, tz: str | None) -> str:
     """A timestamp as ``cell`` writes one: milliseconds, or microseconds when it has them; one
-    with a time zone in UTC, with its offset."""
-    ts = f"timezone('UTC', {column})" if tz else f"CAST({column} AS TIMESTAMP)"
+    with a time zone as the wall clock of its zone and the offset (+01:00)."""
+    ts = f"timezone({string_literal(tz)}, {column})" if tz else f"CAST({column} AS TIMESTAMP)"
     text = (f"CASE WHEN epoch_us({ts}) % 1000 = 0 THEN strftime({ts}, '%Y-%m-%d %H:%M:%S.%g') "
             f"ELSE strftime({ts}, '%Y-%m-%d %H:%M:%S.%f') END")
-    return f"({text} || '+00:00')" if tz else f"({text})"
+    if not tz:
+        return f"({text})"
+    offset = f"CAST(epoch({ts}) - epoch({column}) AS BIGINT)"  # seconds east of UTC
+    return (f"({text} || CASE WHEN {offset} < 0 THEN '-' ELSE '+' END || "
+            f"lpad(CAST(abs({offset}) // 3600 AS VARCHAR), 2, '0') || ':' || "
+            f"lpad(CAST(abs({offset}) % 3600 // 60 AS VARCHAR), 2, '0'))")
 
 
 def _text(field: pa.Field, for_people: bool = True) -> str:

@@ -105,3 +105,17 @@ def test_an_answer_still_hands_out_its_typed_rows():
         assert sum(batch.num_rows for batch in a.batches()) == 10 and a.fetched == 12
     finally:
         a.close()
+
+
+@pytest.mark.parametrize("zone, text", [("UTC", "2024-07-01 05:00:00.001+00:00"),
+                                        ("Europe/Berlin", "2024-07-01 07:00:00.001+02:00"),
+                                        ("America/St_Johns", "2024-07-01 02:30:00.001-02:30")])
+def test_a_timestamp_with_a_time_zone_shows_its_zones_clock_and_offset(zone, text):
+    con = duckdb.connect()
+    con.sql(f"SET TimeZone = '{zone}'")
+    a = render.query_answer(con, "SELECT TIMESTAMPTZ '2024-07-01 05:00:00.001+00' AS at")
+    try:
+        assert render.render(a, "csv").splitlines() == ["at", text]
+        assert json.loads(render.render(a, "json")) == [{"at": text}]
+    finally:
+        a.close()
