@@ -42,6 +42,11 @@ How the operators keep a UDAF (``PythonAccumulator``, beside the built-in ``Accu
    values, its group key (the operators pass ``key_sql`` of their key columns as a last argument
    of ``<accumulate>`` and ``<apply>``) and the traceback (``udfs.record_failure``); the operator's DuckDB error becomes an
    ``EngineError`` saying so, as for scalar UDFs.
+6. The OVER aggregate keeps one pickled accumulator per partition key (``over_accumulators``)
+   and slides it over each firing's frames in ``over_frames`` (no DuckDB function: the operator
+   reads the rows of its keys as Arrow lists, one list per key): per frame it retracts the rows
+   leaving it, accumulates the rows entering it (array slices to the ``_batch`` methods) and
+   calls ``get_value``.
 """
 from __future__ import annotations
 
@@ -347,6 +352,10 @@ class PythonAggregate:
         for blob in _combined(blobs).to_pylist():
             acc = pickle.loads(blob) if blob is not None else self._call("create_accumulator", self._create)
             out.append(self._call("get_value", self.instance.get_value, acc))
+        return self._result_array(out)
+
+    def _result_array(self, out: list) -> pa.Array:
+        """``get_value``'s results as an array of the result type (a UdfError naming a bad one)."""
         try:
             return pa.array(out, type=self.result)
         except (pa.ArrowException, TypeError, ValueError) as exc:
@@ -383,6 +392,51 @@ class PythonAggregate:
                         raise
             out.append(_dumps(acc))
         return pa.array(out, pa.binary())
+
+    def over_frames(self, blobs: list, values: pa.Array | None, offsets: np.ndarray, history: np.ndarray,
+                    lows: np.ndarray, highs: np.ndarray, ready: np.ndarray, drops: np.ndarray,
+                    keys: list[tuple] | None = None) -> tuple[list, pa.Array]:
+        """An OVER window's frames, slid key by key (``engine.operators.over_aggregate``).
+
+        Key ``i``'s rows, in the window's order, are ``values[offsets[i]:offsets[i + 1]]`` (the
+        argument, a struct of several, or None for a function of no argument);
+        its accumulator ``blobs[i]`` (None: a new one) holds the first ``history[i]`` of them.
+        Each later row ``r`` (its frame ``lows[r]:highs[r]``, positions within the key, for the
+        rows ``ready[i]:ready[i + 1]`` of ``lows``) retracts the rows leaving the frame, then
+        accumulates the rows entering it (Flink's order), and takes ``get_value``; rows of one
+        frame (RANGE peers) share one call. Then the rows before ``drops[i]`` (which leave the
+        state) are retracted. Returns each key's accumulator pickled and the values, in row order."""
+        arguments = self._arguments(values) if values is not None else []
+        rows = {"accumulate": self._python_rows("accumulate", arguments)}
+        rows["retract"] = rows["accumulate"] if self._batch["accumulate"] is None and self._batch["retract"] is None \
+            else self._python_rows("retract", arguments)
+        out_blobs, results = [], []
+        for i, blob in enumerate(blobs):
+            acc = pickle.loads(blob) if blob is not None else self._call("create_accumulator", self._create)
+            base = int(offsets[i])
+            low, high = 0, int(history[i])
+            value = None
+            for r in range(int(ready[i]), int(ready[i + 1])):
+                lo, hi = int(lows[r]), int(highs[r])
+                if (lo, hi) != (low, high) or r == int(ready[i]):
+                    self._slide(acc, arguments, base, low, lo, "retract", rows, keys and keys[i])
+                    self._slide(acc, arguments, base, high, hi, "accumulate", rows, keys and keys[i])
+                    low, high = max(low, lo), max(high, hi)
+                    value = self._call("get_value", self.instance.get_value, acc)
+                results.append(value)
+            self._slide(acc, arguments, base, low, int(drops[i]), "retract", rows, keys and keys[i])
+            out_blobs.append(_dumps(acc))
+        return out_blobs, self._result_array(results)
+
+    def _slide(self, acc: Any, arguments: list[pa.Array], base: int, start: int, stop: int, method: str,
+               rows: dict, key: tuple | None) -> None:
+        if stop <= start:
+            return
+        try:
+            self._fold(method, acc, arguments, base + start, base + stop, rows[method])
+        except Exception as exc:  # noqa: BLE001
+            self._fail_in_rows(method, arguments, base + start, base + stop, exc, key)
+            raise
 
     # -- failing -----------------------------------------------------------------------------------
     def _call(self, method: str, fn: Callable, *args):
