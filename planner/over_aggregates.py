@@ -13,6 +13,8 @@ PRECEDING`` is short for the first. ORDER BY must be one time attribute,
 ascending. Several aggregates (COUNT, SUM, MIN, MAX, AVG, with FILTER) may
 appear, also inside expressions and through ``WINDOW w AS (...)``, but they
 must all use the same window, as in Flink. WHERE filters rows before.
+Python aggregate functions (``CREATE FUNCTION ... LANGUAGE PYTHON`` of a UDAF) may appear beside
+them, without FILTER; a bounded frame (ROWS n, RANGE interval) needs the function's ``retract``.
 
 Plan: WHERE, computed partition keys and aggregate arguments become a ``calc``;
 an ``over_aggregate`` node on a hash edge by the partition keys adds one

@@ -10,6 +10,7 @@ Config (``OverAggregateConfig``)::
                   | OverFrame(kind="unbounded", mode="rows" | "range")  # UNBOUNDED PRECEDING AND CURRENT ROW
     aggregates:     (OverCall(name="_over0", function="count" | "sum" | "min" | "max" | "avg",
                               argument=column or None, result_type=type SQL, label=text), ...)
+                    # or a Python aggregate function: OverCall(function=its name, python=PythonAggregateSpec)
 
 Output: the input's columns, then one column per aggregate.
 
@@ -31,6 +32,24 @@ keeps only what future frames need: the last n rows per key (ROWS), the rows
 of the last interval per key (RANGE), or one row per key holding the merged
 partials so far (UNBOUNDED: a running accumulator). Its result equals DuckDB's
 own window function over all rows when no row is late.
+
+Python aggregate functions (``engine.udafs``, Flink's ``AggregateFunction``) cannot be window
+functions: each keeps one pickled accumulator per partition key in ``over_accumulators`` (key
+group, key columns, a BLOB per function), which always holds exactly the key's ``history`` rows
+(all its rows, UNBOUNDED). Per watermark, before the built-ins' statement:
+
+1. The complete rows are numbered in the window's order (``over_ready``: ``__id``; identical rows
+   apart too, so the built-ins' and the functions' values meet on one row).
+2. One statement lists, per key that fires or loses rows, its history then its complete rows in
+   that order, each complete row's frame as positions ``lo:hi`` among them (ROWS: the n before;
+   RANGE: its peers and the rows within the interval) and how many rows ``_prune`` will drop.
+3. ``PythonAggregate.over_frames`` slides the key's accumulator: per frame it retracts the rows
+   leaving it, accumulates those entering it (Flink's order; slices to ``accumulate_batch`` /
+   ``retract_batch`` where the class has them) and calls ``get_value`` once — RANGE peers share it —
+   then retracts the rows about to be pruned. The values go to ``over_values`` (joined to the
+   output by ``__id``), the accumulators back to ``over_accumulators``; a key whose bounded frame
+   emptied keeps none (it starts again from ``create_accumulator``). A bounded frame needs
+   ``retract``; the planner refuses a function without one, and so does ``__init__``.
 """
 from __future__ import annotations
 
