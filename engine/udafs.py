@@ -407,36 +407,56 @@ class PythonAggregate:
         frame (RANGE peers) share one call. Then the rows before ``drops[i]`` (which leave the
         state) are retracted. Returns each key's accumulator pickled and the values, in row order."""
         arguments = self._arguments(values) if values is not None else []
-        rows = {"accumulate": self._python_rows("accumulate", arguments)}
-        rows["retract"] = rows["accumulate"] if self._batch["accumulate"] is None and self._batch["retract"] is None \
-            else self._python_rows("retract", arguments)
+        rows = [a.to_pylist() for a in arguments] if any(self._row.values()) else None
+        accumulate, retract = self._folder("accumulate", arguments, rows), self._folder("retract", arguments, rows)
+        get_value = self.instance.get_value
+        offsets, history, drops = offsets.tolist(), history.tolist(), drops.tolist()
+        lows, highs, ready = lows.tolist(), highs.tolist(), ready.tolist()
         out_blobs, results = [], []
         for i, blob in enumerate(blobs):
             acc = pickle.loads(blob) if blob is not None else self._call("create_accumulator", self._create)
-            base = int(offsets[i])
-            low, high = 0, int(history[i])
-            value = None
-            for r in range(int(ready[i]), int(ready[i + 1])):
-                lo, hi = int(lows[r]), int(highs[r])
-                if (lo, hi) != (low, high) or r == int(ready[i]):
-                    self._slide(acc, arguments, base, low, lo, "retract", rows, keys and keys[i])
-                    self._slide(acc, arguments, base, high, hi, "accumulate", rows, keys and keys[i])
-                    low, high = max(low, lo), max(high, hi)
-                    value = self._call("get_value", self.instance.get_value, acc)
+            base, key = offsets[i], keys[i] if keys else None
+            low, high, frame, value = base, base + history[i], None, None
+            for r in range(ready[i], ready[i + 1]):
+                if (lows[r], highs[r]) != frame:  # a new frame (RANGE peers share theirs)
+                    frame = lows[r], highs[r]
+                    if base + frame[0] > low:
+                        retract(acc, low, base + frame[0], key)
+                        low = base + frame[0]
+                    if base + frame[1] > high:
+                        accumulate(acc, high, base + frame[1], key)
+                        high = base + frame[1]
+                    try:
+                        value = get_value(acc)
+                    except Exception as exc:
+                        record_failure(f"{self.spec.name} (get_value)", (acc,), exc, key)
+                        raise
                 results.append(value)
-            self._slide(acc, arguments, base, low, int(drops[i]), "retract", rows, keys and keys[i])
+            if base + drops[i] > low:
+                retract(acc, low, base + drops[i], key)
             out_blobs.append(_dumps(acc))
         return out_blobs, self._result_array(results)
 
-    def _slide(self, acc: Any, arguments: list[pa.Array], base: int, start: int, stop: int, method: str,
-               rows: dict, key: tuple | None) -> None:
-        if stop <= start:
-            return
-        try:
-            self._fold(method, acc, arguments, base + start, base + stop, rows[method])
-        except Exception as exc:  # noqa: BLE001
-            self._fail_in_rows(method, arguments, base + start, base + stop, exc, key)
-            raise
+    def _folder(self, method: str, arguments: list[pa.Array], rows: list[list] | None) -> Callable:
+        """``fold(acc, start, stop, key)``: ``method`` of rows ``start:stop`` into ``acc`` (``rows``:
+        the arguments as Python lists, where the class has a row method), a failure recorded with
+        the row and the ``key``. As ``_fold``, but a class with both forms gets a single row (a
+        frame sliding by one) by its row method, without making an array of one."""
+        row, batch = self._row[method], self._batch[method]
+        values = rows if batch is None else None
+        column = rows[0] if row is not None and len(arguments) == 1 else None
+
+        def fold(acc, start, stop, key):
+            try:
+                if column is not None and (batch is None or stop - start == 1):
+                    for v in column[start:stop]:
+                        row(acc, v)
+                else:
+                    self._fold(method, acc, arguments, start, stop, values)
+            except Exception as exc:  # noqa: BLE001
+                self._fail_in_rows(method, arguments, start, stop, exc, key)
+                raise
+        return fold
 
     # -- failing -----------------------------------------------------------------------------------
     def _call(self, method: str, fn: Callable, *args):

@@ -335,8 +335,9 @@ class OverAggregate(StreamsFirings, StateOperator):
     # -- Python aggregate functions ---------------------------------------------
     def _frames_sql(self, watermark: int) -> str:
         """Per key that fires or loses rows: its rows in the window's order (the history's, which
-        its accumulators hold, then the firing's), each firing row's frame as positions ``lo:hi``
-        among them, how many rows leave the state (``_prune``), and its accumulators."""
+        its accumulators hold, then the firing's) as one list ``__seq`` of each function's argument
+        ``u<i>`` and, for a firing row, its ``id`` and its frame as positions ``lo:hi`` among them;
+        how many rows it has and how many of them ``_prune`` will drop; its accumulators."""
         keys = ["key_group", *(self._c(k) for k in self.keys)]
         key_list = ", ".join(keys)
         partition = f"PARTITION BY {key_list}"
@@ -346,10 +347,11 @@ class OverAggregate(StreamsFirings, StateOperator):
         if kind != "unbounded":  # a bounded frame retracts the history's rows as they leave it
             rows = (f"SELECT key_group, {TIME}, {inputs}, CAST(NULL AS BIGINT) AS {ROW_ID} FROM history "
                     f"UNION ALL BY NAME {rows}")
-        position = f"row_number() OVER ({partition} ORDER BY {self._order(numbered=True)})"
+        numbered = (f"SELECT *, row_number() OVER ({partition} ORDER BY {self._order(numbered=True)}) AS __n "
+                    f"FROM ({rows})")
         peers = f"count(*) OVER ({partition} ORDER BY {TIME} RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
         if kind == "rows":
-            high, low = position, f"greatest({position} - 1 - {int(self.frame.preceding)}, 0)"
+            high, low = "__n", f"greatest(__n - 1 - {int(self.frame.preceding)}, 0)"
             drop = f"greatest(count(*) - {int(self.frame.preceding)}, 0)"
         elif kind == "range":
             span = (f"count(*) OVER ({partition} ORDER BY {TIME} "
@@ -357,41 +359,38 @@ class OverAggregate(StreamsFirings, StateOperator):
             high, low = peers, f"{peers} - {span}"
             drop = f"count(*) FILTER (WHERE {TIME} <= {int_literal(watermark - int(self.frame.preceding))})"
         else:
-            high, low, drop = (position if self.frame.mode == "rows" else peers), "0", "0"
-        arguments = "".join(f", list({self._c(self.aggregates[i].argument)} ORDER BY __n) AS __l{i}"
-                            for i in self.python if self.aggregates[i].argument is not None)
-        ready = f"FILTER (WHERE {ROW_ID} IS NOT NULL)"
-        grouped = (f"SELECT {key_list}{arguments}, count(*) AS __rows, count(*) - count({ROW_ID}) AS __h, "
-                   f"{drop} AS __drop, list({ROW_ID} ORDER BY __n) {ready} AS __ids, "
-                   f"list(__lo ORDER BY __n) {ready} AS __los, list(__hi ORDER BY __n) {ready} AS __his "
-                   f"FROM (SELECT *, {position} AS __n, {low} AS __lo, {high} AS __hi FROM ({rows})) "
-                   f"GROUP BY {key_list}")
+            high, low, drop = ("__n" if self.frame.mode == "rows" else peers), "0", "0"
+        fields = "".join(f", 'u{i}': {self._c(self.aggregates[i].argument)}"
+                         for i in self.python if self.aggregates[i].argument is not None)
+        grouped = (f"SELECT {key_list}, count(*) AS __rows, count({ROW_ID}) AS __ready, {drop} AS __drop, "
+                   f"list({{'id': {ROW_ID}, 'lo': __lo, 'hi': __hi{fields}}} ORDER BY __n) AS __seq "
+                   f"FROM (SELECT *, {low} AS __lo, {high} AS __hi FROM ({numbered})) GROUP BY {key_list}")
         same = " AND ".join(f"a.{k} IS NOT DISTINCT FROM f.{k}" for k in keys)
         blobs = "".join(f", a.__u{i}" for i in self.python)
         return (f"SELECT f.*{blobs} FROM ({grouped}) f LEFT JOIN {ACCUMULATORS} a ON {same} "
-                f"WHERE len(f.__ids) > 0 OR f.__drop > 0 ORDER BY {', '.join(f'f.{k}' for k in keys)}")
+                f"WHERE f.__ready > 0 OR f.__drop > 0 ORDER BY {', '.join(f'f.{k}' for k in keys)}")
 
     def _slide_python(self, watermark: int) -> None:
         """Slide each Python aggregate's accumulators over the firing's frames (``udafs.over_frames``):
         their values per row go to ``over_values``, the accumulators after to ``over_accumulators``
         (a key whose bounded frame emptied keeps none)."""
         frames = query_arrow(self.con, self._frames_sql(watermark), self.ctx.operator_id)
-        ids = frames.column("__ids").combine_chunks()
-        ready = ids.offsets.to_numpy()
-        los = frames.column("__los").combine_chunks().values.to_numpy(zero_copy_only=False)
-        his = frames.column("__his").combine_chunks().values.to_numpy(zero_copy_only=False)
+        seq = frames.column("__seq").combine_chunks()
+        rows = seq.flatten()  # every key's rows, key after key: its history's first, then its firing's
+        offsets = seq.offsets.to_numpy() - seq.offsets[0].as_py()
+        firing = rows.field("id").is_valid()
         counts = frames.column("__rows").to_numpy()
-        history = frames.column("__h").to_numpy()
+        ready_counts = frames.column("__ready").to_numpy()
+        ready = np.concatenate([[0], np.cumsum(ready_counts)])
+        history = counts - ready_counts
+        los = rows.field("lo").filter(firing).to_numpy(zero_copy_only=False)
+        his = rows.field("hi").filter(firing).to_numpy(zero_copy_only=False)
         drops = frames.column("__drop").to_numpy()
         key_names = [self._c(k) for k in self.keys]
         keys = list(zip(*(frames.column(k).to_pylist() for k in key_names))) if key_names else None
-        values, done = {ROW_ID: ids.values}, {}
+        values, done = {ROW_ID: rows.field("id").filter(firing)}, {}
         for i, function in self.python.items():
-            if self.aggregates[i].argument is not None:
-                lists = frames.column(f"__l{i}").combine_chunks()
-                offsets, arguments = lists.offsets.to_numpy(), lists.values
-            else:  # no argument: only the rows' count
-                offsets, arguments = np.concatenate([[0], np.cumsum(counts)]), None
+            arguments = rows.field(f"u{i}") if self.aggregates[i].argument is not None else None
             try:
                 blobs, results = function.over_frames(frames.column(f"__u{i}").to_pylist(), arguments, offsets,
                                                       history, los, his, ready, drops, keys)
