@@ -229,12 +229,19 @@ def _apply_rows(function: TableFunction, arguments: list[pa.Array], rows: int):
 
 
 def _rows_of(function: TableFunction, arguments: list[pa.Array], rows: int) -> tuple[np.ndarray, list[list]]:
-    fn, width = function.fn, len(function.result_types)
+    fn = function.fn
     values = [a.to_pylist() for a in arguments]
     try:  # each row's outputs as a list: a comprehension over map, no Python loop of weir's own
         produced = [[*p] if p is not None else () for p in (map(fn, *values) if values else (fn() for _ in range(rows)))]
     except Exception as exc:  # noqa: BLE001 - the user's function failed: find the row, say where
         raise _first_failing_row(function, values, rows, exc) from exc
+    return _columns_of(function, produced, rows)
+
+
+def _columns_of(function: TableFunction, produced: list, rows: int) -> tuple[np.ndarray, list[list]]:
+    """Each input row's outputs (``produced``, a list per row) as the index of each output row's
+    input row and the result columns (Python lists); a row of the wrong width is refused."""
+    width = len(function.result_types)
     counts = np.fromiter(map(len, produced), dtype=np.int64, count=rows)
     index = np.repeat(np.arange(rows, dtype=np.int64), counts)
     out = list(chain.from_iterable(produced))
@@ -312,12 +319,14 @@ def _cast(values, target: pa.DataType) -> pa.Array:
     return values if values.type == target else values.cast(target)
 
 
-def _apply_arrow(function: TableFunction, arguments: list[pa.Array], rows: int):
+def _apply_arrow(function: TableFunction, arguments: list[pa.Array], rows: int, narrow: bool = True):
     width = len(function.result_types)
     try:
         out = function.fn(*arguments)
-    except Exception as exc:  # noqa: BLE001 - narrowed to the first failing row:
-        raise _first_failure(function, arguments, rows, exc) from exc
+    except Exception as exc:  # noqa: BLE001 - narrowed to the first failing row (or a single row's):
+        if narrow or rows == 1:
+            raise _first_failure(function, arguments, rows, exc) from exc
+        raise _failure(function.name, (), exc) from exc
     if isinstance(out, pa.RecordBatch):
         out = pa.Table.from_batches([out])
     if not isinstance(out, pa.Table):
@@ -357,11 +366,68 @@ def _first_failure(function: TableFunction, arguments: list[pa.Array], rows: int
     return _failure(function.name, (), exc)
 
 
-def left_outer(positions: np.ndarray, columns: list[pa.Array], rows: int) -> tuple[np.ndarray, list[pa.Array]]:
+def apply_catching(function: TableFunction, arguments: list[pa.Array],
+                   rows: int) -> tuple[np.ndarray, list[pa.Array], dict[int, UdfFailure]]:
+    """``apply``, but a row the function raises on gives no output and its failure, kept by its
+    index in the dict returned (the bad-rows setting: ``engine.operators.table_function``). The
+    general form calls the function once per row, as ``apply`` does; the arrow form is called
+    over halves of the chunk, down to the single rows that raise (a few vectorised calls per
+    raising row). weir's own complaint (a row of the wrong width or type) still raises."""
+    failures: dict[int, UdfFailure] = {}
+    if function.func_type == "arrow":
+        parts = _arrow_halves(function, arguments, 0, rows, failures)
+        positions = np.concatenate([p for p, _ in parts]) if parts else np.zeros(0, np.int64)
+        columns = [pa.concat_arrays([c[j] for _, c in parts]) if parts else pa.array([], t)
+                   for j, t in enumerate(map(arrow_type, function.result_types))]
+        return positions, columns, failures
+    fn, values = function.fn, [a.to_pylist() for a in arguments]
+    produced = []
+    for i, row in enumerate(zip(*values) if values else ((),) * rows):
+        try:
+            out = fn(*row)
+            produced.append([*out] if out is not None else ())
+        except Exception as exc:  # noqa: BLE001 - the user's exception: the row is bad
+            failures[i] = _failure(function.name, row, exc).failure
+            produced.append(())
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        index, columns = _columns_of(function, produced, rows)
+    finally:
+        if collecting:
+            gc.enable()
+    return index, [_typed(function, j, column) for j, column in enumerate(columns)], failures
+
+
+def _arrow_halves(function: TableFunction, arguments: list[pa.Array], start: int, stop: int,
+                  failures: dict[int, UdfFailure]) -> list[tuple[np.ndarray, list[pa.Array]]]:
+    """The arrow function over rows ``start:stop`` (positions within the whole chunk), split in
+    halves where it raises the user's exception, down to the rows that do (kept in ``failures``)."""
+    if start == stop:
+        return []
+    try:
+        positions, columns = _apply_arrow(function, [a.slice(start, stop - start) for a in arguments], stop - start,
+                                          narrow=False)
+    except UdfError as error:
+        if error.failure is None or error.failure.raised is not None:
+            raise  # weir's complaint about what it returned: no bad row
+        if stop - start == 1:
+            failures[start] = error.failure
+            return []
+        middle = (start + stop) // 2
+        return (_arrow_halves(function, arguments, start, middle, failures)
+                + _arrow_halves(function, arguments, middle, stop, failures))
+    return [(positions + start, columns)]
+
+
+def left_outer(positions: np.ndarray, columns: list[pa.Array], rows: int,
+               excluded=()) -> tuple[np.ndarray, list[pa.Array]]:
     """``LEFT JOIN LATERAL ... ON TRUE``: each input row without output gets one row of NULLs,
-    in input order."""
+    in input order; the ``excluded`` rows (bad rows: ``apply_catching``) get none."""
     counts = np.bincount(positions, minlength=rows) if len(positions) else np.zeros(rows, np.int64)
     missing = np.flatnonzero(counts == 0)
+    if len(excluded):
+        missing = np.setdiff1d(missing, np.asarray(excluded, np.int64), assume_unique=True)
     if not len(missing):
         return positions, columns
     merged = np.concatenate([positions, missing])
