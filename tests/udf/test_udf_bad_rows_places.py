@@ -276,3 +276,39 @@ def test_bad_rows_of_table_functions_aggregates_and_joins_are_kept_exactly_once_
     listed = Counter((f, (json.loads(r)["v"], json.loads(r)["w"]) if "w" in json.loads(r) else json.loads(r)["v"])
                      for f, r in kept)
     assert listed == expected  # each once: none lost, none twice
+
+
+@settings(max_examples=15, deadline=None)
+@given(stream=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 30)), max_size=15),
+       dims=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 30)), max_size=6), batch=st.integers(1, 8))
+def test_a_pair_a_left_lookup_join_condition_raises_on_does_not_match_and_is_kept(tmp_path_factory, stream, dims,
+                                                                                 batch):
+    """LEFT JOIN dims FOR SYSTEM_TIME AS OF ... ON k = id AND tenth_of(v + n) >= 0: a stream row whose
+    every pair raises or fails is padded with NULLs; the raising pairs are the bad rows, in order."""
+    path = tmp_path_factory.mktemp("dims") / "dims.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE dims (id BIGINT, n BIGINT)")
+        if dims:
+            con.executemany("INSERT INTO dims VALUES (?, ?)", dims)
+    schema = pa.schema([("id", pa.int64()), ("n", pa.int64())])
+    config = {"join_type": "left", "keys": ["k"], "names": ["k", "v"], "residual": 'tenth_of_l("v" + "n") >= 0',
+              "bad_rows": True,
+              "lookup": {"table": "dims", "options": {"connector": "duckdb", "path": str(path)},
+                         "schema": schema_to_json(schema), "keys": ["id"], "names": ["id", "n"]}}
+    install(tenth_of, "tenth_of_l")
+    try:
+        op = operator_class("lookup_join")(config, OperatorContext("lj", pa.schema([*LEFT, *schema])))
+        table = pa.table({"k": pa.array([k for k, _ in stream], pa.int64()), "v": pa.array([v for _, v in stream],
+                                                                                            pa.int64())})
+        out = [tuple(r.values()) for part in table.to_batches(max_chunksize=batch) for b in op.process_batch(part)
+               for r in b.to_pylist()]
+        op.close()
+    finally:
+        uninstall("tenth_of_l")
+    expected = []
+    for k, v in stream:
+        matches = [(k, v, i, n) for i, n in dims if i == k and (v + n) % 10 != 5]
+        expected.extend(matches or [(k, v, None, None)])
+    assert Counter(out) == Counter(expected) and [r[:2] for r in out] == [r[:2] for r in expected]
+    assert Counter(tuple(r.values()) for _, r in bad_rows_of(op.ctx)) == Counter(
+        (k, v, i, n) for k, v in stream for i, n in dims if i == k and (v + n) % 10 == 5)
