@@ -37,12 +37,13 @@ import sys
 import threading
 import traceback
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, repeat
 from operator import itemgetter
 from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from weir.engine import udfs
 from weir.engine.operators.config import OperatorConfig
@@ -217,15 +218,53 @@ def _failure(name: str, values: tuple, exc: BaseException) -> UdfError:
 def _apply_rows(function: TableFunction, arguments: list[pa.Array], rows: int):
     # The garbage collector is paused while the rows' outputs are built: the many small tuples
     # would otherwise start a collection every few hundred rows (a third of the time); it runs
-    # again, as usual, once they are arrays.
+    # again, as usual, once they are arrays and the Python lists are gone (a collection would
+    # otherwise walk every tuple still alive).
     collecting = gc.isenabled()
     gc.disable()
     try:
+        fast = _struct_rows(function, arguments, rows)
+        if fast is not None:
+            return fast
         index, columns = _rows_of(function, arguments, rows)
+        arrays = [_typed(function, j, column) for j, column in enumerate(columns)]
+        del columns
     finally:
         if collecting:
             gc.enable()
-    return index, [_typed(function, j, column) for j, column in enumerate(columns)]
+    return index, arrays
+
+
+#: What ``_struct_rows`` puts after each input row's outputs: a NULL struct, which no row of two
+#: or more values is.
+_END = (None,)
+
+
+def _struct_rows(function: TableFunction, arguments: list[pa.Array], rows: int):
+    """The general form with two or more result types, as pyarrow converts it: every input row's
+    output tuples, then ``_END``, in one flat list that ``pyarrow.array`` makes one struct array
+    of (no Python list per row, nor a pass per column); the NULLs (``_END``) say which input row
+    each output row belongs to. None when anything is not so (the user's exception, a function
+    returning None, a row that is no tuple or of the wrong width or types): ``_rows_of`` then runs
+    the rows again and says what is wrong."""
+    if len(function.result_types) < 2 or not arguments:
+        return None
+    struct = pa.struct([pa.field(f"f{j}", arrow_type(t)) for j, t in enumerate(function.result_types)])
+    try:
+        out = list(chain.from_iterable(map(chain, map(function.fn, *(a.to_pylist() for a in arguments)),
+                                           repeat(_END))))
+        if len(out) > rows and not isinstance(next(v for v in out if v is not None), tuple):
+            return None  # a dict would convert, by field name: not a row weir takes
+        table = pa.array(out, type=struct)
+    except Exception:  # noqa: BLE001 - _rows_of tells the user's exception from weir's complaint
+        return None
+    del out
+    ends = table.is_null()
+    if table.null_count != rows:  # a row that was None: _rows_of names it
+        return None
+    mask = ends.to_numpy(zero_copy_only=False)
+    index = (np.cumsum(mask, dtype=np.int64) - mask)[~mask]
+    return index, table.filter(pc.invert(ends)).flatten()
 
 
 def _rows_of(function: TableFunction, arguments: list[pa.Array], rows: int) -> tuple[np.ndarray, list[list]]:
