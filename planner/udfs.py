@@ -108,7 +108,8 @@ def compute_udf_arguments(builder: GraphBuilder, calls: re.Pattern) -> list[Oper
             aggregates.append(dataclasses.replace(call, **changes) if changes else call)
         if not computed or len(node.inputs) != 1:
             continue
-        (edge,) = node.inputs
+        consumer = _expand_before(graph, node, computed) or node  # GROUPING SETS: before its copies
+        (edge,) = consumer.inputs
         source = graph.node(edge.source)
         projection = [[name, quote(name)] for name in source.output_schema.names] + computed
         select_list = ", ".join(f"{sql} AS {quote(name)}" for name, sql in projection)
@@ -116,8 +117,27 @@ def compute_udf_arguments(builder: GraphBuilder, calls: re.Pattern) -> list[Oper
         calc = OperatorNode(builder.new_id(node.id.rpartition(".")[0] or node.id, "udf_arguments"), "calc",
                             CalcConfig(projection=projection), schema, [Edge(source.id, "forward", (), edge.port)],
                             calc_description(projection, None, source.output_schema.names))
-        graph.nodes.insert(graph.nodes.index(node), calc)
-        node.inputs = [Edge(calc.id, edge.partitioning, edge.keys)]
+        graph.nodes.insert(graph.nodes.index(consumer), calc)
+        consumer.inputs = [Edge(calc.id, edge.partitioning, edge.keys)]
+        if consumer is not node:  # the Expand passes the computed columns on to the aggregate
+            passed = [[name, quote(name)] for name, _ in computed]
+            consumer.config = dataclasses.replace(consumer.config, projection=(*consumer.config.projection, *passed))
+            consumer.output_schema = pa.schema([*consumer.output_schema, *(schema.field(n) for n, _ in computed)])
         node.config = dataclasses.replace(config, aggregates=tuple(aggregates))
         added.append(calc)
     return added
+
+
+def _expand_before(graph: JobGraph, node: OperatorNode, computed: list[list[str]]) -> OperatorNode | None:
+    """The Expand (GROUPING SETS' ``calc``) feeding only ``node``, when the ``computed`` arguments read
+    only the columns it passes unchanged and it filters nothing (its WHERE may keep rows from the
+    UDF): they are computed before it, once per input row, so a bad row is kept once, not once
+    per grouping set."""
+    source = graph.node(node.inputs[0].source)
+    if source.kind != "calc" or source.config.expand is None or source.config.filter or len(source.inputs) != 1 \
+            or [n.id for n, _ in graph.consumers(source.id)] != [node.id]:
+        return None
+    made = [name for name, sql in source.config.projection if sql != quote(name)] + [source.config.expand.column]
+    if any(quote(name) in sql for name in made for _, sql in computed):
+        return None
+    return source

@@ -156,6 +156,31 @@ def test_a_row_an_aggregate_argument_raises_on_is_as_if_it_never_arrived(vs, bat
     assert [row["v"] for _, row in bad_rows_of(calc_ctx)] == bad
 
 
+GROUPING_SETS = ("CREATE MATERIALIZED VIEW g AS SELECT k, window_start, SUM(tenth_of(v)) AS s FROM "
+                 "TABLE(TUMBLE(TABLE a, DESCRIPTOR(ts), INTERVAL '10' SECOND)) "
+                 "GROUP BY window_start, window_end, GROUPING SETS ((k), ());")
+
+
+def test_with_grouping_sets_the_arguments_are_computed_before_the_copies_so_a_bad_row_is_kept_once():
+    graph = planned(GROUPING_SETS)
+    calc_node, expand_node = graph.node("g.udf_arguments"), graph.node("g.expand")
+    assert expand_node.inputs[0].source == calc_node.id and graph.node("g.window_aggregate").inputs[0].source == \
+        expand_node.id
+    install(tenth_of, "tenth_of")
+    try:
+        ctx = OperatorContext(calc_node.id, calc_node.output_schema)
+        calc = operator_class("calc")(calc_node.config, ctx)
+        expand = operator_class("calc")(expand_node.config, OperatorContext(expand_node.id, expand_node.output_schema))
+        vs = [3, 15, 27, 35]
+        rows = pa.record_batch({"ts": pa.array([0] * 4, pa.timestamp("us")), "k": pa.array([1, 2, 1, 2], pa.int64()),
+                                "v": pa.array(vs, pa.int64())})
+        out = [r for b in calc.process_batch(rows) for e in expand.process_batch(b) for r in e.to_pylist()]
+    finally:
+        uninstall("tenth_of")
+    assert sorted((r["v"], r["_e"], r["_udf_arg0"]) for r in out) == [(3, 0, 0), (3, 1, 0), (27, 0, 2), (27, 1, 2)]
+    assert [row["v"] for _, row in bad_rows_of(ctx)] == [15, 35]  # once each, not once per grouping set
+
+
 # -- outer join conditions ---------------------------------------------------------------------------
 
 LEFT = pa.schema([("k", pa.int64()), ("v", pa.int64())])
