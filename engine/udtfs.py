@@ -8,7 +8,8 @@ renames them (``AS T(word, n)``). Two forms:
 - ``func_type="general"`` (the default, as PyFlink's ``@udtf``): a function of one row's Python
   values (``None`` for NULL) that yields (or returns an iterable of) rows: a tuple (or list,
   or PyFlink-style ``Row``) of one value per result type, or a bare value when there is one
-  result type. Returning ``None`` yields nothing. weir calls it once per input row.
+  result type. Returning ``None`` yields nothing. weir calls it once per input row (rows of
+  tuples of two or more values reach Arrow in one struct conversion: ``_struct_rows``).
 - ``func_type="arrow"``: a function of ``pyarrow.Array`` arguments (one chunk of input rows)
   returning a ``pyarrow.Table`` or ``RecordBatch`` whose first column is the input row index
   (0-based, within the chunk) each output row belongs to, then one column per result type.
