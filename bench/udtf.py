@@ -36,7 +36,8 @@ def split_words(s):
 def split_words_arrow(s: pa.Array) -> pa.Table:
     words = pc.split_pattern(s, " ")
     word = pc.list_flatten(words)
-    return pa.table({"row": pc.list_parent_indices(words), "word": word, "n": pc.cast(pc.utf8_length(word), pa.int64())})
+    return pa.table({"row": pc.list_parent_indices(words), "word": word,
+                     "n": pc.cast(pc.utf8_length(word), pa.int64())})
 
 
 def operator(function) -> TableFunctionOperator:

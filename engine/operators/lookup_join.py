@@ -181,8 +181,8 @@ class LookupJoin(StateOperator):
                                            f"ON {keys}", oid)
         self.con.register("matched_pairs", self._bad_pairs.matches(self.con, candidates, self.residual))
         try:
-            kept = ", ".join([*(f"s.{quote_ident(n)}" for n in self.names), *(f"m.{quote_ident(n)}" for n in self.lookup_names)]
-                             + ([f"s.{ROW_KIND}"] if changelog else []))
+            kept = ", ".join([*(f"s.{quote_ident(n)}" for n in self.names),
+                              *(f"m.{quote_ident(n)}" for n in self.lookup_names)] + ([f"s.{ROW_KIND}"] if changelog else []))
             return query_arrow(self.con, f"SELECT {kept} FROM {stream} {join} matched_pairs m ON s._ord = m._ord "
                                          "ORDER BY s._ord", oid)
         finally:
