@@ -20,6 +20,7 @@ import re
 import pyarrow as pa
 
 from weir.engine.graph import Edge, JobGraph, OperatorNode
+from weir.engine.operators.accumulators import AggregateCall
 from weir.engine.operators.calc import CalcConfig
 from weir.engine.sql_eval import INPUT, describe
 from weir.engine import udafs
@@ -96,6 +97,8 @@ def compute_udf_arguments(builder: GraphBuilder, calls: re.Pattern) -> list[Oper
         config = node.config
         if not dataclasses.is_dataclass(config) or "aggregates" not in {f.name for f in dataclasses.fields(config)}:
             continue
+        if not all(isinstance(call, AggregateCall) for call in config.aggregates or ()):
+            continue  # OVER's calls (over_aggregate) are not rewritten: a UDF raising there fails the job
         computed: list[list[str]] = []
         aggregates = []
         for call in config.aggregates or ():

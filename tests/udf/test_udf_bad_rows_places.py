@@ -120,6 +120,9 @@ def test_an_aggregate_argument_calling_a_udf_is_computed_by_a_calc_keeping_bad_r
         ('"_udf_arg0"', None), (None, None), (None, '"_udf_arg1"')]
     assert dict(calc.config.projection)["_udf_arg1"] == 'TENTH_OF("v" + 3) > 1'
     assert any(e.source == calc.id for e in graph.node("udf_bad_rows.sink").inputs)
+    over = planned("CREATE MATERIALIZED VIEW o AS SELECT k, SUM(tenth_of(v)) OVER (PARTITION BY k ORDER BY ts "
+                   "ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS s FROM a;")
+    assert over.node("o.calc").config.bad_rows  # OVER computes its arguments before itself already
     without = plan_script(parse(FUNCTIONS.format(data="/nowhere") + AGGREGATE), db_path="/nowhere/r.duckdb").graph
     assert "sums.udf_arguments" not in {n.id for n in without.nodes}  # no setting: planned as before
 
