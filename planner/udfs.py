@@ -98,7 +98,7 @@ def compute_udf_arguments(builder: GraphBuilder, calls: re.Pattern) -> list[Oper
         if not dataclasses.is_dataclass(config) or "aggregates" not in {f.name for f in dataclasses.fields(config)}:
             continue
         if not all(isinstance(call, AggregateCall) for call in config.aggregates or ()):
-            continue  # OVER's calls (over_aggregate) are not rewritten: a UDF raising there fails the job
+            continue  # OVER's calls: its planner computes their arguments in a calc before it already
         computed: list[list[str]] = []
         aggregates = []
         for call in config.aggregates or ():
