@@ -36,7 +36,7 @@ from weir import __version__
 from weir.engine.errors import EngineError
 from weir.shell import splitter
 from weir.shell.database import DatabaseError
-from weir.shell.pgwire import catalog, messages as m, statements as st
+from weir.shell.pgwire import catalog, lookup, messages as m, statements as st
 from weir.shell.pgwire.messages import Body, MessageReader, ProtocolViolation
 from weir.shell.pgwire.scram import MECHANISM, AuthenticationFailed
 from weir.shell.pgwire.subscribe import PREFIX, QuerySubscription, copy_inner, copy_line, subscription_target
@@ -377,6 +377,11 @@ class Client:
         if kind == st.EMPTY:
             return Answer(None, empty=True)
         if kind == st.READ:
+            found = lookup.shape(statement.sql) if self.options.point_lookups else None
+            if found is not None:
+                answer = await self._lookup(statement.sql, found, params)
+                if answer is not None:
+                    return answer
             return await self._guarded(lambda cancel: self._read(statement.sql, params, cancel))
         if kind in (st.WEIR_READ, st.WEIR_WRITE):
             if kind == st.WEIR_WRITE and not self.options.allow_writes:
@@ -393,6 +398,22 @@ class Client:
         if kind in (st.SUBSCRIBE, st.COPY_SUBSCRIBE):
             raise QueryError("0A000", "SUBSCRIBE cannot run here", "send it alone")
         return Answer(None, tag=statement.tag)
+
+    async def _lookup(self, sql: str, found: lookup.Shape, params: list[Any]) -> Answer | None:
+        """A point lookup answered from the snapshot's index (``lookup.py``), on this thread once
+        the statement's plan is built; None when DuckDB must answer it."""
+        lookups = self.server.lookups
+        answer = lookups.answer(sql, found, params)
+        if answer is lookup.UNPREPARED:
+            await self._guarded(lambda holder: lookups.prepare(sql, found, params))
+            answer = lookups.answer(sql, found, params)
+        if answer is None or answer is lookup.UNPREPARED:  # not one, or a newer snapshot meanwhile
+            return None
+        columns, rows = answer
+        if len(rows) > self.options.max_rows:
+            raise QueryError("54000", f"the answer has more than {self.options.max_rows:,} rows",
+                             "add a LIMIT or a WHERE, or raise --max-rows")
+        return Answer(columns, rows, f"SELECT {len(rows)}")
 
     async def _columns(self, statement: st.Statement, params: list[Any]) -> list[tuple[str, str]] | None:
         """The columns a statement will answer with, without running it where that is possible."""
