@@ -15,6 +15,7 @@
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -30,7 +31,7 @@ _TRANSACTION_WORDS = {"begin", "start", "commit", "end", "rollback", "abort", "s
 _NO_OP_WORDS = {"discard", "deallocate", "listen", "unlisten", "close"}
 
 
-@dataclass
+@dataclass(frozen=True)
 class Statement:
     sql: str
     kind: str
@@ -52,6 +53,7 @@ def strip_comments(sql: str) -> str:
         text = text[match.end():]
 
 
+@functools.lru_cache(maxsize=4096)  # a client sends the same texts again and again; Statement is never changed
 def classify(sql: str) -> Statement:
     text = strip_comments(sql).rstrip(";").strip()
     words = [w.lower() for w in _WORDS.findall(text[:200])[:4]]
