@@ -41,8 +41,9 @@ from weir.shell.pgwire.messages import Body, MessageReader, ProtocolViolation
 from weir.shell.pgwire.scram import MECHANISM, AuthenticationFailed
 from weir.shell.pgwire.subscribe import PREFIX, QuerySubscription, copy_inner, copy_line, subscription_target
 from weir.shell.pgwire.types import arrow_type_name, column_type, decode_parameter
-from weir.shell.session import LiveQuery, ResultTable
+from weir.shell.session import LiveQuery, Message, ResultTable
 from weir.sql import parse
+from weir.sql.statements import Show
 from weir.sql.errors import WeirSqlError
 
 if TYPE_CHECKING:  # the server makes the clients; a client only reads its server's state
@@ -518,6 +519,12 @@ class Client:
             with self.server.session_lock:
                 for statement in parse(sql):
                     reply = self.server.connection.reply(statement)
+                    if isinstance(statement, Show) and isinstance(reply, Message) and \
+                            statement.what.upper().startswith("CREATE "):
+                        # The shell prints the statement; a client gets it as a row (Flink's SQL
+                        # gateway names the column ``result``).
+                        answers.append(Answer([("result", "VARCHAR")], [(reply.text,)], "SELECT 1"))
+                        continue
                     answers.append(self._reply(reply, st.classify(getattr(statement, "text", "") or sql).tag))
         except WeirSqlError as error:
             problem = error.problems[0]
@@ -574,7 +581,8 @@ class Client:
         known = {k.lower(): k for k in self.settings}
         if name.lower() not in known:
             raise QueryError("42704", f"unrecognized configuration parameter \"{name}\"",
-                             "SHOW JOBS, SHOW VIEWS and SHOW TABLES are weir's; SHOW ALL lists the settings")
+                             "SHOW JOBS, TABLES, VIEWS, FUNCTIONS, CATALOGS, DATABASES and CREATE TABLE t "
+                             "are weir's; SHOW ALL lists the settings")
         return Answer([(name, "VARCHAR")], [(self.settings[known[name.lower()]],)], "SHOW")
 
     # -- SUBSCRIBE -------------------------------------------------------------------------
