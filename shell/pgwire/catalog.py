@@ -17,6 +17,7 @@ names the catalog (``wanted``), in two ways:
 """
 from __future__ import annotations
 
+import functools
 import re
 
 import duckdb
@@ -95,6 +96,7 @@ def wanted(sql: str) -> bool:
     return bool(_WANTED.search(sql))
 
 
+@functools.lru_cache(maxsize=1024)  # clients send the same catalog queries again and again
 def rewrite(sql: str) -> str:
     sql = _OPERATOR.sub(r"\1", sql)
     sql = _COLLATE.sub("", sql)

@@ -483,9 +483,8 @@ class Client:
     def _query(self, cursor: duckdb.DuckDBPyConnection, sql: str, params: list[Any], describe: bool) -> Answer:
         if catalog.wanted(sql):
             sql = catalog.prepare(cursor, sql)
-        found = cursor.extract_statements(sql)
-        if len(found) != 1 or found[0].type != duckdb.StatementType.SELECT:
-            what = found[0].type.name if len(found) == 1 else f"{len(found)} statements"
+        what = _refused(cursor, sql)
+        if what is not None:
             raise QueryError("25006", f"{what} is refused: this endpoint answers queries (SELECT) "
                              "over the result tables, and weir's own statements",
                              "to change results, change the job that writes them")
@@ -642,6 +641,20 @@ class Client:
         if copy:
             self.send(m.COPY_DONE)
         self.send(m.command_complete(f"COPY {count}" if copy else f"SUBSCRIBE {count}"))
+
+
+_REFUSED: dict[str, str | None] = {}  # by statement text: DuckDB's parse costs ~0.15 ms
+
+
+def _refused(cursor: duckdb.DuckDBPyConnection, sql: str) -> str | None:
+    """What ``sql`` is, when DuckDB's parser finds it is not one SELECT; None when it is."""
+    if sql not in _REFUSED:
+        found = cursor.extract_statements(sql)
+        if len(_REFUSED) >= 4096:
+            _REFUSED.clear()
+        _REFUSED[sql] = None if len(found) == 1 and found[0].type == duckdb.StatementType.SELECT else \
+            found[0].type.name if len(found) == 1 else f"{len(found)} statements"
+    return _REFUSED[sql]
 
 
 def _next_batch(subscription: QuerySubscription):

@@ -2,9 +2,10 @@
 an Arrow copy of the view with a hash index on ``key``, built once per committed
 snapshot (Materialize's fast-path peeks, RisingWave's point get).
 
-DuckDB spends ~0.6 ms of CPU planning and scanning for one point query, four
-times the endpoint's whole budget for one; a dictionary lookup and a few
-``as_py`` calls take microseconds, on the event loop (no thread hop).
+DuckDB spends ~0.7 ms of CPU parsing, planning and scanning for one point
+query (0.13 ms for ``SELECT 1``), twice a query's whole budget at 3,000 queries/s
+per core; a dictionary lookup and a few ``as_py`` calls take microseconds, on the
+event loop (no thread hop).
 
 1. ``shape(sql)`` (cached per statement text) matches exactly one form: a
    list of plain column names or ``*``, one table (optionally ``schema.`` /
@@ -41,6 +42,8 @@ from weir.shell.pgwire.results import ResultReader
 
 #: Above this many rows a table is not copied into memory for lookups: DuckDB answers.
 MAX_ROWS = 2_000_000
+#: Plans kept per snapshot (one per statement shape), beyond which they are made again.
+MAX_PLANS = 4096
 
 #: DuckDB column types whose values ``pyarrow`` gives back as the same Python objects as
 #: DuckDB's fetch does (tests/shell/test_serve_lookup.py compares the two on the wire).
@@ -67,6 +70,12 @@ class Shape:
     key: str
     param: int | None  # the parameter's number ($1 is 1), or None for a literal
     literal: Any = None
+
+    @property
+    def template(self) -> "Shape":
+        """The shape without its literal: what a plan is kept by (``WHERE k = 5`` and ``= 6`` share one)."""
+        return Shape(self.columns, self.table, self.key, self.param, None if self.literal is None else
+                     type(self.literal))
 
 
 def _name(part: str) -> str:
@@ -137,7 +146,7 @@ class Plan:
 @dataclass
 class _Snapshot:
     stamp: tuple | None
-    plans: dict[str, Plan | None] = field(default_factory=dict)
+    plans: dict[Shape, Plan | None] = field(default_factory=dict)  # by ``Shape.template``
     tables: dict[str, tuple[pa.Table, dict[str, str]]] = field(default_factory=dict)
     indexes: dict[tuple[str, str], Index] = field(default_factory=dict)
 
@@ -160,9 +169,9 @@ class PointLookups:
         snapshot = self._snapshot
         if snapshot.stamp is None or snapshot.stamp != _stamp(self.reader.latest.path):
             return UNPREPARED
-        if sql not in snapshot.plans:
+        plan = snapshot.plans.get(found.template, UNPREPARED)
+        if plan is UNPREPARED:
             return UNPREPARED
-        plan = snapshot.plans[sql]
         if plan is None:
             return None
         if found.param is None:
@@ -182,11 +191,14 @@ class PointLookups:
             snapshot = self._snapshot
             if snapshot.stamp != stamp:
                 snapshot = self._snapshot = _Snapshot(stamp)
-            if sql not in snapshot.plans:
+            if found.template not in snapshot.plans:
+                if len(snapshot.plans) >= MAX_PLANS:
+                    snapshot.plans.clear()
                 try:
-                    snapshot.plans[sql] = self._plan(snapshot, cursor, sql, found, params)
+                    plan = self._plan(snapshot, cursor, sql, found, params)
                 except duckdb.Error:
-                    snapshot.plans[sql] = None  # DuckDB answers, and says what is wrong
+                    plan = None  # DuckDB answers, and says what is wrong
+                snapshot.plans[found.template] = plan
 
     def _plan(self, snapshot: _Snapshot, cursor: duckdb.DuckDBPyConnection, sql: str, found: Shape,
               params: list[Any]) -> Plan | None:

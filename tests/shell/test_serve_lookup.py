@@ -95,6 +95,13 @@ def test_a_point_lookup_answers_as_duckdb_does(tmp_path_factory, case):
         assert answer[0] == expected[0]
         for binary in (0, 1):
             assert wire(answer[0], answer[1], binary) == wire(expected[0], expected[1], binary), (key, binary)
+        if key is not None:  # the key written in the statement: the same answer
+            literal = f"SELECT {projection} FROM t WHERE k = " + \
+                ("'" + key.replace("'", "''") + "'" if isinstance(key, str) else str(key))
+            found_literal = lookup.shape(literal)
+            if lookups.answer(literal, found_literal, []) is lookup.UNPREPARED:
+                lookups.prepare(literal, found_literal, [])
+            assert lookups.answer(literal, found_literal, [])[1] == answer[1]
 
 
 def test_only_the_point_lookup_shape_is_taken():
