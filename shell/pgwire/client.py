@@ -493,9 +493,9 @@ class Client:
         if describe:
             count = max([len(params), *map(int, _PARAMETER.findall(sql))])
             probe = list(params) + [None] * (count - len(params))
-            cursor.execute(f"SELECT * FROM ({sql}) AS described LIMIT 0" if _wrappable(sql) else sql,
-                           probe or None)
-            return Answer([(d[0], str(d[1])) for d in cursor.description])
+            # A relation is described without running (a subquery would rename repeated columns).
+            relation = cursor.sql(sql, params=probe or None)
+            return Answer([(name, str(type_)) for name, type_ in zip(relation.columns, relation.types)])
         cursor.execute(sql, params or None)
         columns = [(d[0], str(d[1])) for d in cursor.description]
         rows = cursor.fetchmany(self.options.max_rows + 1)
@@ -668,11 +668,6 @@ def _format(formats: list[int], i: int) -> int:
     if not formats:
         return 0
     return formats[0] if len(formats) == 1 else formats[i] if i < len(formats) else 0
-
-
-def _wrappable(sql: str) -> bool:
-    first = sql.lstrip("( \n\t").split(None, 1)[0].lower() if sql.strip() else ""
-    return first in ("select", "with", "values", "from", "table")
 
 
 def _first_line(error: Exception) -> str:

@@ -41,6 +41,7 @@ EXPECTED = [
     *ROWS,
     *[f"prepared {ROW_1}"] * 5, f"prepared-again {ROW_1}",
     "typed 1 2024-01-01 00:01:00.25 0.25",
+    "described id:int8 id:int8 name:text",  # repeated columns keep their names, as when answered
 ]
 
 

@@ -78,6 +78,15 @@ public class WeirJdbc {
                     }
                 }
             }
+            try (PreparedStatement ps = con.prepareStatement(
+                    "SELECT " + key + ", " + key + ", name FROM " + table + " WHERE " + key + " = ?")) {
+                ResultSetMetaData md = ps.getMetaData();  // described before it runs (Describe of the statement)
+                StringBuilder names = new StringBuilder("described");
+                for (int i = 1; i <= md.getColumnCount(); i++) {
+                    names.append(" ").append(md.getColumnLabel(i)).append(":").append(md.getColumnTypeName(i));
+                }
+                System.out.println(names);
+            }
             con.commit();
         }
     }
