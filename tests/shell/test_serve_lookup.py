@@ -6,7 +6,6 @@ import datetime
 
 import duckdb
 import psycopg
-import pytest
 from hypothesis import HealthCheck, given, settings, strategies as s
 
 from weir.engine.connectors.duckdb_snapshot import publisher_for
