@@ -18,7 +18,9 @@ event loop (no thread hop).
    kept only when every answered column's type converts from Arrow to the
    same Python value as from DuckDB (``_SAME_VALUES``), the key is an integer
    or VARCHAR column and the table has at most ``MAX_ROWS`` rows; else the
-   statement stays DuckDB's (``None`` is kept for it).
+   statement stays DuckDB's (``None`` is kept for it). A table of N rows is
+   read only at its N / ``ROWS_PER_LOOKUP``-th lookup on a snapshot (DuckDB
+   answers those before), so that rebuilding pays for itself.
 3. ``answer`` (the event loop) looks at the file (one ``stat``, as
    ``ResultReader`` does): a snapshot published since makes every plan stale,
    and the next lookup builds again. A parameter DuckDB would cast (a string
@@ -42,6 +44,10 @@ from weir.shell.pgwire.results import ResultReader
 
 #: Above this many rows a table is not copied into memory for lookups: DuckDB answers.
 MAX_ROWS = 2_000_000
+#: A table is read into memory on a snapshot once DuckDB has answered one lookup per this many
+#: of its rows there (reading and indexing 2,000 rows costs about one DuckDB point query): beside
+#: a job that publishes every second, a big table asked now and then is not read every second.
+ROWS_PER_LOOKUP = 2000
 #: Plans kept per snapshot (one per statement shape), beyond which they are made again.
 MAX_PLANS = 4096
 
@@ -149,6 +155,8 @@ class _Snapshot:
     plans: dict[Shape, Plan | None] = field(default_factory=dict)  # by ``Shape.template``
     tables: dict[str, tuple[pa.Table, dict[str, str]]] = field(default_factory=dict)
     indexes: dict[tuple[str, str], Index] = field(default_factory=dict)
+    #: Shapes DuckDB answers until asked [so many times, of so many needed] (``ROWS_PER_LOOKUP``).
+    waiting: dict[Shape, list[int]] = field(default_factory=dict)
 
 
 #: ``answer``'s reply when the statement's plan is to be built first (``prepare``).
@@ -171,7 +179,11 @@ class PointLookups:
             return UNPREPARED
         plan = snapshot.plans.get(found.template, UNPREPARED)
         if plan is UNPREPARED:
-            return UNPREPARED
+            waiting = snapshot.waiting.get(found.template)
+            if waiting is None or waiting[0] + 1 >= waiting[1]:
+                return UNPREPARED
+            waiting[0] += 1
+            return None  # DuckDB, until the table has been asked enough to be worth reading
         if plan is None:
             return None
         if found.param is None:
@@ -192,8 +204,14 @@ class PointLookups:
             if snapshot.stamp != stamp:
                 snapshot = self._snapshot = _Snapshot(stamp)
             if found.template not in snapshot.plans:
+                if found.template not in snapshot.waiting:
+                    needed = self._lookups_to_read(snapshot, cursor, found.table)
+                    if needed > 1:
+                        snapshot.waiting[found.template] = [0, needed]
+                        return
                 if len(snapshot.plans) >= MAX_PLANS:
                     snapshot.plans.clear()
+                    snapshot.waiting.clear()
                 try:
                     plan = self._plan(snapshot, cursor, sql, found, params)
                 except duckdb.Error:
@@ -226,20 +244,22 @@ class PointLookups:
         return Plan(columns, [data.column(c) for c in wanted], index, key_type)
 
     @staticmethod
+    def _lookups_to_read(snapshot: _Snapshot, cursor: duckdb.DuckDBPyConnection, path: tuple[str, ...]) -> int:
+        """How many lookups of a table DuckDB answers on a snapshot before the table is read:
+        one per ``ROWS_PER_LOOKUP`` rows (0 once read, or for what is no result table)."""
+        key = _table_name(cursor, path)
+        if key is None or key in snapshot.tables:
+            return 0
+        return cursor.execute(f"SELECT count(*) FROM {_quote(key)}").fetchall()[0][0] // ROWS_PER_LOOKUP
+
+    @staticmethod
     def _table(snapshot: _Snapshot, cursor: duckdb.DuckDBPyConnection,
                path: tuple[str, ...]) -> tuple[pa.Table, dict[str, str]] | None:
         """The table of the snapshot's default catalog named by ``path``, read into Arrow once,
         and its columns by lower-cased name; None for anything else (a view, a catalog table)."""
-        if len(path) > 1 and path[-2].lower() != "main":
-            return None  # another schema, or a catalog's name (``weir.t``): DuckDB resolves those
-        rows = cursor.execute(
-            "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() "
-            "AND schema_name = 'main' AND lower(table_name) = lower(?) AND NOT temporary "
-            "AND (? IS NULL OR lower(database_name) = lower(?))",
-            [path[-1], path[0] if len(path) == 3 else None, path[0] if len(path) == 3 else None]).fetchall()
-        if len(rows) != 1:
+        key = _table_name(cursor, path)
+        if key is None:
             return None
-        key = rows[0][0]
         if key not in snapshot.tables:
             count = cursor.execute(f"SELECT count(*) FROM {_quote(key)}").fetchall()[0][0]
             if count > MAX_ROWS:
@@ -247,6 +267,18 @@ class PointLookups:
             data = cursor.sql(f"SELECT * FROM {_quote(key)}").to_arrow_table().combine_chunks()
             snapshot.tables[key] = (data, {f.name.lower(): f.name for f in data.schema})
         return snapshot.tables[key]
+
+
+def _table_name(cursor: duckdb.DuckDBPyConnection, path: tuple[str, ...]) -> str | None:
+    """The name of the result table ``path`` names, as the database spells it; None for anything else."""
+    if len(path) > 1 and path[-2].lower() != "main":
+        return None  # another schema, or a catalog's name (``weir.t``): DuckDB resolves those
+    rows = cursor.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() "
+        "AND schema_name = 'main' AND lower(table_name) = lower(?) AND NOT temporary "
+        "AND (? IS NULL OR lower(database_name) = lower(?))",
+        [path[-1], path[0] if len(path) == 3 else None, path[0] if len(path) == 3 else None]).fetchall()
+    return rows[0][0] if len(rows) == 1 else None
 
 
 def _duck_type(cursor: duckdb.DuckDBPyConnection, table: tuple[str, ...], column: str) -> str:

@@ -117,6 +117,7 @@ def test_psycopg_lookups_come_from_the_index_and_follow_each_published_snapshot(
     path = str(tmp_path / "results.duckdb")
     with duckdb.connect(path) as con:
         con.execute("CREATE TABLE per_key AS SELECT range AS k, 'v' || range AS v FROM range(100)")
+        con.execute(f"CREATE TABLE big AS SELECT range AS k FROM range({5 * lookup.ROWS_PER_LOOKUP})")
     server = Server(Connection(path, state_dir=tmp_path / "jobs"), ResultReader(path, beside_jobs=False),
                     ServeOptions(port=0))
     server.start_in_thread()
@@ -136,5 +137,10 @@ def test_psycopg_lookups_come_from_the_index_and_follow_each_published_snapshot(
             cur.execute("SELECT v FROM per_key WHERE k = %s", ["7"])  # a string: DuckDB casts it
             assert cur.fetchall() == [("changed",)]
             assert server.lookups.answered == 7
+            # 10,000 rows are read at the 5th lookup (one per ROWS_PER_LOOKUP rows); DuckDB answers before.
+            for k in range(6):
+                cur.execute("SELECT k FROM big WHERE k = %s", [k])
+                assert cur.fetchall() == [(k,)]
+            assert server.lookups.answered == 7 + 2
     finally:
         server.stop()
