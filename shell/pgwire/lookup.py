@@ -214,8 +214,8 @@ class PointLookups:
                     snapshot.waiting.clear()
                 try:
                     plan = self._plan(snapshot, cursor, sql, found, params)
-                except duckdb.Error:
-                    plan = None  # DuckDB answers, and says what is wrong
+                except (duckdb.Error, pa.ArrowException):
+                    plan = None  # DuckDB answers (and says what is wrong), or Arrow cannot hold it
                 snapshot.plans[found.template] = plan
 
     def _plan(self, snapshot: _Snapshot, cursor: duckdb.DuckDBPyConnection, sql: str, found: Shape,
