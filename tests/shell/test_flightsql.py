@@ -5,6 +5,7 @@ import signal
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import adbc_driver_flightsql.dbapi as flight_sql
 import adbc_driver_manager
@@ -198,15 +199,19 @@ def test_weir_serve_flight_refuses_a_bad_address(db, capsys):
     assert "cannot listen on 127.0.0.1:" in capsys.readouterr().err
 
 
-def test_weir_serve_flight_answers_adbc(db, oracle):
+@pytest.mark.parametrize("command", ["serve", "run"])
+def test_weir_serve_and_run_flight_answer_adbc(db, oracle, command):
+    """`weir serve --flight` beside the Postgres listener; `weir run job.sql --flight` alone (the
+    job has finished already, so it runs nothing and serves its results until Ctrl-C)."""
     ports = []
     for _ in range(2):
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             ports.append(sock.getsockname()[1])
-    process = subprocess.Popen([sys.executable, "-m", "weir.shell.cli", "serve", "--db", db,
-                                "--listen", f"127.0.0.1:{ports[0]}", "--flight", f"127.0.0.1:{ports[1]}"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    args = (["serve", "--db", db, "--listen", f"127.0.0.1:{ports[0]}"] if command == "serve"
+            else ["run", "job.sql", "--no-progress"])
+    process = subprocess.Popen([sys.executable, "-m", "weir.shell.cli", *args, "--flight", f"127.0.0.1:{ports[1]}"],
+                               cwd=Path(db).parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         while "Flight SQL clients" not in (line := process.stderr.readline()):
             assert line, f"weir serve ended before listening: {process.stderr.read()}"
@@ -230,7 +235,7 @@ def test_the_command_line_loads_pyarrow_flight_only_for_flight():
 texts = st.none() | st.text(max_size=20)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(catalog=texts, schema=texts, table=texts, types=st.lists(st.text(max_size=8), max_size=3),
        include=st.booleans())
 def test_messages_read_back_as_written(catalog, schema, table, types, include):
