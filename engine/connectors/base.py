@@ -106,9 +106,19 @@ class Source(ABC):
         return None
 
     def owner(self, split: str, parallelism: int) -> int:
-        """The subtask that reads a split found by re-listing: a function of the split alone,
-        so every subtask agrees without coordination."""
+        """The subtask of ``parallelism`` that reads ``split``, whether listed at the start or
+        found by re-listing: a function of the split alone, so every subtask agrees without
+        coordination. By default a numbered split ('0', '1', ...: a generator's) goes to its
+        number mod ``parallelism``, another to a stable hash (crc32) of its id."""
+        if split.isdigit():
+            return int(split) % parallelism
         return zlib.crc32(split.encode()) % parallelism
+
+    def snapshot_offset(self, split: str, offset: Any) -> Any:
+        """The JSON form of a split's offset, for a checkpoint (``read`` resumes from it). By
+        default the offset itself; an offset that holds state in memory (upsert-kafka's last
+        row per key) is written out here, once a checkpoint rather than after every batch."""
+        return offset
 
     def checkpoint_complete(self, offsets: dict[str, Any]) -> None:
         """A checkpoint that recorded these split offsets (this reader's) is complete: for

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import time
+import zlib
 from typing import Any, Iterator
 
 import pyarrow as pa
@@ -92,6 +93,14 @@ class FileSystemSource(Source):
 
     def chain(self, split: str) -> str:
         return split.rpartition(ROW_GROUP_MARK)[0] or split
+
+    def owner(self, split: str, parallelism: int) -> int:
+        """A file goes to a stable hash of its path; a parquet file's row groups go round-robin
+        from there, so every subtask reads a share of one big file."""
+        path, mark, group = split.rpartition(ROW_GROUP_MARK)
+        if not mark:
+            return super().owner(split, parallelism)
+        return (zlib.crc32(path.encode()) + int(group)) % parallelism
 
     def read(self, split: str, offset: Any = None) -> Iterator[tuple[pa.RecordBatch, Any]]:
         """Batches of ``split`` after its first ``offset`` emitted rows (a watched path: see
