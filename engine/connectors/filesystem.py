@@ -30,13 +30,12 @@ from __future__ import annotations
 
 import os
 import time
-import zlib
 from typing import Any, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from weir.engine.connectors.base import ConnectorSpec, OptionSpec, Source, option_value
+from weir.engine.connectors.base import ConnectorSpec, OptionSpec, Source, option_value, split_hash
 from weir.engine.connectors.file_readers import READERS, Block, FileReader, refuse_misread_types
 from weir.engine.connectors.filesystem_sink import FileSystemSink
 from weir.engine.connectors.options import parse_bool, parse_char, parse_duration_seconds
@@ -100,7 +99,7 @@ class FileSystemSource(Source):
         path, mark, group = split.rpartition(ROW_GROUP_MARK)
         if not mark:
             return super().owner(split, parallelism)
-        return (zlib.crc32(path.encode()) + int(group)) % parallelism
+        return (split_hash(path) + int(group)) % parallelism
 
     def read(self, split: str, offset: Any = None) -> Iterator[tuple[pa.RecordBatch, Any]]:
         """Batches of ``split`` after its first ``offset`` emitted rows (a watched path: see
