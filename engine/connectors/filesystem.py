@@ -35,7 +35,7 @@ from typing import Any, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from weir.engine.connectors.base import ConnectorSpec, OptionSpec, Source, option_value
+from weir.engine.connectors.base import ConnectorSpec, OptionSpec, Source, option_value, split_hash
 from weir.engine.connectors.file_readers import READERS, Block, FileReader, refuse_misread_types
 from weir.engine.connectors.filesystem_sink import FileSystemSink
 from weir.engine.connectors.options import parse_bool, parse_char, parse_duration_seconds
@@ -92,6 +92,14 @@ class FileSystemSource(Source):
 
     def chain(self, split: str) -> str:
         return split.rpartition(ROW_GROUP_MARK)[0] or split
+
+    def owner(self, split: str, parallelism: int) -> int:
+        """A file goes to a stable hash of its path; a parquet file's row groups go round-robin
+        from there, so every subtask reads a share of one big file."""
+        path, mark, group = split.rpartition(ROW_GROUP_MARK)
+        if not mark:
+            return super().owner(split, parallelism)
+        return (split_hash(path) + int(group)) % parallelism
 
     def read(self, split: str, offset: Any = None) -> Iterator[tuple[pa.RecordBatch, Any]]:
         """Batches of ``split`` after its first ``offset`` emitted rows (a watched path: see
