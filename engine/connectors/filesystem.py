@@ -29,6 +29,7 @@ that is not JSON) fail the job with the file and line, unless
 from __future__ import annotations
 
 import os
+import re
 import time
 from typing import Any, Iterator
 
@@ -55,6 +56,9 @@ EXTENSIONS = {
     "json": (".json", ".jsonl", ".ndjson"),
     "parquet": (".parquet", ".pq"),
 }
+
+# A file name's last run of digits (outside its folders): "data/part-0003.csv" -> ("data/part-", "0003", ".csv").
+_LAST_NUMBER = re.compile(r"(?P<head>.*?)(?P<number>\d+)(?P<tail>[^/\d]*)$", re.DOTALL)
 
 
 class FileSystemSource(Source):
@@ -94,12 +98,18 @@ class FileSystemSource(Source):
         return split.rpartition(ROW_GROUP_MARK)[0] or split
 
     def owner(self, split: str, parallelism: int) -> int:
-        """A file goes to a stable hash of its path; a parquet file's row groups go round-robin
-        from there, so every subtask reads a share of one big file."""
+        """A file goes to a stable hash of its path with its last number taken out, plus that
+        number: numbered files (part-0.csv, part-1.csv, ...; 2024-01-01.csv, 2024-01-02.csv)
+        go round-robin as their numbers count up. A parquet file's row groups go round-robin
+        from the file's place, so every subtask reads a share of one big file."""
         path, mark, group = split.rpartition(ROW_GROUP_MARK)
-        if not mark:
+        if mark:
+            return (split_hash(path) + int(group)) % parallelism
+        numbered = _LAST_NUMBER.match(split)
+        if numbered is None:
             return super().owner(split, parallelism)
-        return (split_hash(path) + int(group)) % parallelism
+        stem = numbered["head"] + "#" + numbered["tail"]
+        return (split_hash(stem) + int(numbered["number"][-9:])) % parallelism
 
     def read(self, split: str, offset: Any = None) -> Iterator[tuple[pa.RecordBatch, Any]]:
         """Batches of ``split`` after its first ``offset`` emitted rows (a watched path: see

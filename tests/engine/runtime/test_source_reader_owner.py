@@ -65,8 +65,20 @@ def test_a_parquet_files_row_groups_go_round_robin_and_a_file_to_one_owner():
     assert source.owner("data/a.csv", 4) == source.owner("data/a.csv", 4) in range(4)
 
 
-#: Five files, one per 400 s of events: by their names' hashes 3 go to one of two workers, 2 to
-#: the other, so neither finishes before the stop's savepoint.
+@pytest.mark.parametrize("names", [[f"data/part-{n}.csv" for n in range(6)],
+                                   [f"in/2024-03-{d:02d}.csv" for d in range(10, 16)],
+                                   [f"out/part-{n:05d}.parquet" for n in range(6)]])
+def test_numbered_files_are_shared_evenly(names):
+    """Numbered files go round-robin by their last number, so every subtask gets a share (a
+    hash of the whole name put part-0.csv ... part-4.csv all on one of two)."""
+    source = FileSystemSource({"connector": "filesystem", "path": ".", "format": "csv"}, pa.schema([]))
+    for parallelism in (2, 3):
+        owners = [source.owner(name, parallelism) for name in names]
+        assert sorted(owners) == sorted(list(range(parallelism)) * (6 // parallelism))
+
+
+#: Five files, one per 400 s of events: numbered, 3 go to one of two workers, 2 to the other,
+#: so neither finishes before the stop's savepoint.
 FILES = [f"data/events-{f}.csv" for f in range(5)]
 
 
