@@ -3,6 +3,7 @@ keyed window job over csv files with its DuckDB oracle."""
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Any, Callable
 
 PARQUET_SOURCE = "WITH ('connector' = 'filesystem', 'path' = 'data/bids.parquet', 'format' = 'parquet');"
@@ -73,3 +74,21 @@ def outcome_within(seconds: float, call: Callable[[], Any], hung: str) -> Any:
     thread.join(seconds)
     assert not thread.is_alive(), hung
     return outcome[0]
+
+
+#: Two workers, a checkpoint after every 2-row batch, one restart at once: for a worker killed
+#: mid-run whose job must resume from its latest checkpoint.
+KILL_SETTINGS = {"parallelism.default": "2", "weir.source.batch-size": "2", "weir.checkpointing.interval-batches": "1",
+                 "restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": "1",
+                 "restart-strategy.fixed-delay.delay": "0s"}
+
+
+def stop_after_first_checkpoint(state_dir: Path) -> Callable:
+    """An ``on_checkpoint`` that asks the job under ``state_dir`` to stop with a savepoint once,
+    after its first checkpoint, so the savepoint comes part-way (a request left over would stop
+    the restored run too)."""
+    def ask(event) -> None:
+        if event.checkpoint_id == 1:
+            (state_dir / "control").mkdir(parents=True, exist_ok=True)
+            (state_dir / "control" / "stop-test.request").write_text('{"kind": "stop", "path": null}')
+    return ask

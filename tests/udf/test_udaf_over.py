@@ -28,7 +28,7 @@ from weir.sql import parse
 from weir.sql.errors import WeirSqlError
 
 import udaf_functions
-from jobs import outcome_within
+from jobs import KILL_SETTINGS, outcome_within
 
 
 @weir.udaf(result_type="BIGINT")
@@ -245,9 +245,6 @@ ORACLES = {
     "counted": "SELECT k, ts, v, SUM(v) OVER (PARTITION BY k ORDER BY ts, k, v ROWS 2 PRECEDING) "
                "FROM read_csv('{files}', header = true) ORDER BY ALL",
 }
-KILL_SETTINGS = {"parallelism.default": "2", "weir.source.batch-size": "2", "weir.checkpointing.interval-batches": "1",
-                 "restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": "1",
-                 "restart-strategy.fixed-delay.delay": "0s"}
 
 
 def test_accumulators_survive_a_killed_worker_at_parallelism_2_with_exact_output(tmp_path: Path, monkeypatch):

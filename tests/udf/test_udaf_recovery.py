@@ -11,7 +11,7 @@ import duckdb
 from weir.engine.runtime.job import JobOptions, run_job
 from weir.planner.planner import plan_script
 from weir.sql import parse
-from jobs import outcome_within
+from jobs import KILL_SETTINGS, outcome_within
 
 FUNCTIONS = """
 CREATE FUNCTION pysum AS 'udaf_functions.PySum' LANGUAGE PYTHON;
@@ -31,9 +31,6 @@ ORACLES = {
     "moved": "SELECT s, SUM(c), SUM(c) FROM (SELECT k, COUNT(*) % 3 AS s, COUNT(*) AS c "
              "FROM read_csv('{files}', header = true) GROUP BY k) GROUP BY s ORDER BY ALL",
 }
-KILL_SETTINGS = {"parallelism.default": "2", "weir.source.batch-size": "2", "weir.checkpointing.interval-batches": "1",
-                 "restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": "1",
-                 "restart-strategy.fixed-delay.delay": "0s"}
 GUARD_SECONDS = 240
 
 
