@@ -92,3 +92,22 @@ def stop_after_first_checkpoint(state_dir: Path) -> Callable:
             (state_dir / "control").mkdir(parents=True, exist_ok=True)
             (state_dir / "control" / "stop-test.request").write_text('{"kind": "stop", "path": null}')
     return ask
+
+
+def run_with_worker_1_killed(tmp_path: Path, monkeypatch, sql: str, seconds: float = 240) -> list[str]:
+    """Plan ``sql`` at KILL_SETTINGS (results in ``tmp_path / "v.duckdb"``) and run it with
+    worker 1 killed by SIGKILL after its 3rd source batch, once; asserts it ended and the fault
+    fired, and returns the job's warnings."""
+    from weir.engine.runtime.job import JobOptions, run_job
+    from weir.planner.planner import plan_script
+    from weir.sql import parse
+
+    monkeypatch.setenv("WEIR_FAULT", "batch:3@1")
+    monkeypatch.setenv("WEIR_FAULT_ONCE", str(tmp_path / "fired"))
+    graph = plan_script(parse(sql), db_path=str(tmp_path / "v.duckdb"), settings=KILL_SETTINGS).graph
+    warnings: list[str] = []
+    outcome = outcome_within(seconds, lambda: run_job(graph, JobOptions(state_dir=tmp_path / "state",
+                                                                        warn=warnings.append)), "the job hung")
+    assert not isinstance(outcome, BaseException), outcome
+    assert (tmp_path / "fired").exists(), "the fault never fired"
+    return warnings
