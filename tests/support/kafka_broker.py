@@ -138,9 +138,14 @@ class Broker:
     def committed(self, topic: str, partitions: int = 1) -> list:
         """What ``read_committed`` means, decided by the log's own transaction markers:
         [(partition, offset, key, value)] of the non-transactional records and of the records
-        whose transaction (producer id and epoch) a COMMIT marker closed. Records that an ABORT
-        marker closed, or that no marker closed yet, are left out."""
-        out = []
+        whose transaction (producer id and epoch) a COMMIT marker closed."""
+        return self.decided(topic, partitions)["committed"]
+
+    def decided(self, topic: str, partitions: int = 1) -> dict[str, list]:
+        """The records of ``topic`` by the fate the log's markers gave them: 'committed'
+        (non-transactional ones too), 'aborted' (an ABORT marker closed their transaction) and
+        'open' (no marker yet); each [(partition, offset, key, value)]."""
+        out: dict[str, list] = {"committed": [], "aborted": [], "open": []}
         for partition in range(partitions):
             pending: dict[tuple[int, int], list] = {}
             for batch in fetch_log(self.port, topic, partition):
@@ -148,14 +153,14 @@ class Broker:
                 if batch.control is not None:
                     decided = [p for p in pending if p[0] == batch.producer_id and p[1] <= batch.producer_epoch]
                     for key in decided:
-                        records = pending.pop(key)
-                        if batch.control == COMMIT and key == producer:
-                            out += [(partition, *record) for record in records]
+                        fate = "committed" if batch.control == COMMIT and key == producer else "aborted"
+                        out[fate] += [(partition, *record) for record in pending.pop(key)]
                 elif batch.transactional:
                     pending.setdefault(producer, []).extend(batch.records)
                 else:
-                    out += [(partition, *record) for record in batch.records]
-        return sorted(out)
+                    out["committed"] += [(partition, *record) for record in batch.records]
+            out["open"] += [(partition, *record) for records in pending.values() for record in records]
+        return {fate: sorted(records) for fate, records in out.items()}
 
     def stop(self) -> None:
         self.process.kill()

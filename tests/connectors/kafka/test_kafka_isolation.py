@@ -50,7 +50,9 @@ def test_tansu_hides_open_transactions_shows_aborted_ones_and_the_markers_tell_t
     # The last stable offset holds: the open transaction and what follows it are hidden ...
     assert values(broker.read(topic)) == [b"aborted-1", b"aborted-2", b"committed-1", b"committed-2"]
     # ... but the aborted records are not. The markers decide:
-    assert values(broker.committed(topic)) == [b"committed-1", b"committed-2", b"plain"]
+    fates = broker.decided(topic)
+    assert values(fates["committed"]) == [b"committed-1", b"committed-2", b"plain"]
+    assert (values(fates["aborted"]), values(fates["open"])) == ([b"aborted-1", b"aborted-2"], [b"open"])
     # A restarted producer (same transactional.id) aborts the open transaction and fences it.
     successor = transactional(broker.bootstrap, f"iso-{topic}")
     successor.begin_transaction()
