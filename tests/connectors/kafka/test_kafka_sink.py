@@ -36,10 +36,6 @@ def sink(broker, topic: str, schema: pa.Schema = SCHEMA, subtask: int = 0, **opt
     return create_sink({**base, **options}, schema, subtask_index=subtask)
 
 
-def values(broker, topic: str) -> list:
-    return [json.loads(v) for _, _, _, v in broker.read(topic)]
-
-
 def test_at_least_once_flushes_at_the_barrier_with_keys_and_csv(broker):
     topic = broker.create_topic()
     out = sink(broker, topic, format="csv", **{"key.format": "json", "key.fields": "k"})
