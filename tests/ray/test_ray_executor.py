@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -141,4 +143,24 @@ def test_a_savepoint_taken_on_ray_finishes_on_the_process_executor_at_another_pa
     run(tmp_path, 3, target="local", batch_size=200, settings=every_batch, from_savepoint=first.stopped_with.path,
         on_executor=executors.append)
     assert [type(e).__name__ for e in executors] == ["ProcessExecutor"]
+    assert output(tmp_path) == expected
+
+
+def test_weir_run_executor_ray_with_relative_paths_and_a_fault_point_killing_worker_1(
+        cluster, tmp_path, one_worker):
+    """`weir run --executor ray --ray-address ...` from another process: the actors resolve the
+    job's relative paths against its working directory, get its WEIR_FAULT (forwarded to them),
+    worker 1 is SIGKILLed after its 3rd batch, and the restart ends with the exact output."""
+    expected, _ = one_worker
+    (tmp_path / "job.sql").write_text(JOB.format(events=f", 'events' = '{EVENTS}'", out="out"))
+    env = {**os.environ, "WEIR_FAULT": "batch:3@1", "WEIR_FAULT_ONCE": str(tmp_path / "fired")}
+    settings = ["--set", "weir.source.batch-size=200", "--set", "weir.checkpointing.interval-batches=1",
+                "--set", "restart-strategy.type=fixed-delay", "--set", "restart-strategy.fixed-delay.delay=0s"]
+    done = subprocess.run([sys.executable, "-m", "weir.shell.cli", "run", "job.sql", "--db", "views.duckdb",
+                           "--no-progress", "--parallelism", "2", "--executor", "ray",
+                           "--ray-address", cluster.address, *settings],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "fired").exists(), "the fault never fired in an actor"
+    assert "worker 1 of job job (a Ray actor) died" in done.stderr and "restarting" in done.stderr, done.stderr
     assert output(tmp_path) == expected
