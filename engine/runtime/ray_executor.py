@@ -127,6 +127,16 @@ class RayExecutor(ProcessExecutor):
         self.worker_nodes: list[str] = []
 
     def _start_workers(self, restore) -> None:
+        try:
+            self._place(restore)
+        except BaseException:  # (``run`` ends the workers only once they have started)
+            self._end_workers()  # no actor is left holding its CPUs for the restart
+            for sink in self._committers.values():
+                sink.abort()
+            raise
+
+    def _place(self, restore) -> None:
+        """Start the N actors, then connect them to each other and to this driver."""
         ray = self._ray
         restore_from = str(self.coordinator.restored.path.resolve()) if restore is not None else None
         authkey = os.urandom(32)
@@ -144,6 +154,11 @@ class RayExecutor(ProcessExecutor):
                 f"each within {START_SECONDS:g} s (CPUs free: {ray.available_resources().get('CPU', 0):g})",
                 hint="lower 'parallelism.default', add nodes, or give each actor less with "
                      "SET 'ray.actor.num-cpus' = '0.5'") from None
+        except ray.exceptions.RayError as error:  # e.g. weir cannot be imported on a node
+            first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise EngineError(f"the worker actors of job {self.graph.name} could not start on the Ray cluster: "
+                              f"{first}", hint="every node needs weir and its dependencies installed in the "
+                                               "same Python as the driver (pip install 'weir[ray]')") from None
         addresses = [address for address, _, _ in listening]
         self.worker_pids = [pid for _, pid, _ in listening]
         self.worker_nodes = [node for _, _, node in listening]

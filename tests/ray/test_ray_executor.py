@@ -42,7 +42,7 @@ GROUP BY bidder, window_start, window_end;
 CREATE MATERIALIZED VIEW per_auction_total AS SELECT auction, COUNT(*) AS n, MAX(price) AS top, SUM(price) AS total
 FROM bids GROUP BY auction;
 """
-EVENTS = 12_000
+EVENTS = 8_000
 
 
 @pytest.fixture(scope="module")
