@@ -16,7 +16,6 @@ from types import SimpleNamespace
 
 import numpy as np
 import pyarrow as pa
-
 from weir.engine.changelog import INSERT, ROW_KIND, UPDATE_AFTER, UPDATE_BEFORE
 from weir.shell.live import LiveResult
 from weir.shell.live_view import _Screen

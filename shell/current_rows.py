@@ -36,7 +36,6 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-
 from weir.engine.changelog import DELETE, ROW_KIND, UPDATE_BEFORE
 from weir.engine.operators.duckdb_sql import quote_ident
 

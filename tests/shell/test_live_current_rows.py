@@ -4,8 +4,8 @@ a time, however the changes are split into batches."""
 from __future__ import annotations
 
 import pyarrow as pa
-from hypothesis import given, settings, strategies as st
-
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from weir.engine.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER, UPDATE_BEFORE
 from weir.shell.current_rows import CurrentRows
 from weir.shell.live import LiveResult
