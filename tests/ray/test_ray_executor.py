@@ -28,6 +28,10 @@ from weir.engine.runtime.ray_executor import RayExecutor
 from weir.planner.planner import plan_script
 from weir.sql import parse
 
+# One two-node cluster per module and worker process: under `-n 2` every test of this file runs in
+# one xdist worker (with `--dist loadgroup` in pyproject), so that CI starts a single cluster.
+pytestmark = pytest.mark.xdist_group("ray")
+
 JOB = """
 CREATE TABLE bids (auction BIGINT, bidder BIGINT, price BIGINT, date_time TIMESTAMP(3),
   WATERMARK FOR date_time AS date_time - INTERVAL '1' SECOND)
