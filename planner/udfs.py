@@ -19,6 +19,7 @@ import re
 
 import pyarrow as pa
 
+from weir.engine.changelog import ROW_KIND
 from weir.engine.graph import Edge, JobGraph, OperatorNode
 from weir.engine.operators.accumulators import AggregateCall
 from weir.engine.operators.calc import CalcConfig
@@ -144,3 +145,38 @@ def _expand_before(graph: JobGraph, node: OperatorNode, computed: list[list[str]
     if any(quote(name) in sql for name in made for _, sql in computed):
         return None
     return source
+
+
+def project_after_aggregates(builder: GraphBuilder, calls: re.Pattern) -> list[OperatorNode]:
+    """Every aggregate (a node with a recorded scope, ``GraphBuilder.aggregate_scopes``) whose
+    projection or HAVING ``calls`` a Python UDF passes its scope's columns on unchanged instead, and a
+    new ``calc`` after it (taking over its consumers) projects and filters them as it did. The calc
+    keeps the rows its UDFs raise on (``late_rows``): such a row is the aggregate's result row. Over
+    an updating aggregate's changelog a -U or -D it raises on retracts a row that raised when it was
+    added, so it is dropped unlisted (``Calc``); a -U/+U pair whose +U raises leaves its -U alone,
+    which deletes the old result: the view holds exactly the results that do not raise."""
+    graph, added = builder.graph, []
+    for node in list(graph.nodes):
+        scope = builder.aggregate_scopes.get(node.id)
+        if scope is None or not (node.config.keys or node.config.aggregates):
+            continue  # no scope (or the one column of a SELECT without keys and aggregates)
+        config = node.config
+        if not any(calls.search(sql) for sql in [*(sql for _, sql in config.projection), config.having or ""]):
+            continue
+        row_kind = [pa.field(ROW_KIND, node.output_schema.field(ROW_KIND).type)] \
+            if ROW_KIND in node.output_schema.names else []
+        projection = [*config.projection, *([[ROW_KIND, quote(ROW_KIND)]] if row_kind else [])]
+        calc = OperatorNode(builder.new_id(node.id.rpartition(".")[0] or node.id, "udf_results"), "calc",
+                            CalcConfig(projection=projection, filter=config.having), node.output_schema,
+                            [Edge(node.id)], calc_description(projection, config.having, scope.names))
+        for consumer, index in graph.consumers(node.id):
+            edge = consumer.inputs[index]
+            if edge.port == 0:  # its late rows stay the aggregate's
+                consumer.inputs[index] = dataclasses.replace(edge, source=calc.id)
+        passed = tuple((name, quote(name)) for name in scope.names)
+        node.config = dataclasses.replace(config, projection=passed, having=None)
+        node.output_schema = pa.schema([*scope, *row_kind])
+        node.description = node.description.split(", select=[")[0] + f", select=[{', '.join(scope.names)}])"
+        graph.nodes.insert(graph.nodes.index(node) + 1, calc)
+        added.append(calc)
+    return added
