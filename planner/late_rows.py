@@ -136,7 +136,8 @@ def plan_bad_rows_table(builder: GraphBuilder, catalog: Catalog, db_path: str, s
         kind = operator_class(node.kind)
         if kind.Config is None or "bad_rows" not in {f.name for f in dataclasses.fields(kind.Config)}:
             continue
-        if getattr(kind, "calls_python", False) or calls.search(json.dumps(node.config_json())):
+        python_aggregates = any(getattr(c, "python", None) for c in getattr(node.config, "aggregates", None) or ())
+        if getattr(kind, "calls_python", False) or python_aggregates or calls.search(json.dumps(node.config_json())):
             node.config = dataclasses.replace(node.config, bad_rows=True)
             readers.append(Edge(node.id, "forward", (), LATE_ROWS_PORT))
     if not readers:
