@@ -23,7 +23,7 @@ batch with its rows' arguments as ``pyarrow.Array`` slices (zero-copy), instead 
 How the operators keep a UDAF (``PythonAccumulator``, beside the built-in ``Accumulator``):
 
 1. The planner puts a ``PythonAggregateSpec`` on the call's ``AggregateCall.python``. The operator
-   resolves it (``PythonAggregate``) and registers four DuckDB scalar functions of its own on its
+   resolves it (``PythonAggregate``) and registers five DuckDB scalar functions of its own on its
    state connection (``register``), named ``__weir_udaf_<name>_<role>``.
 2. A window or session aggregate groups a batch's rows per (key, slice) in SQL as it does for the
    built-ins, with ``<accumulate>(list(argument) FILTER (WHERE ...))``: one Python call per chunk
@@ -63,7 +63,7 @@ import numpy as np
 import pyarrow as pa
 
 from weir.engine.operators.config import OperatorConfig, optional
-from weir.engine.udfs import UdfError, arrow_type, duckdb_type, record_failure
+from weir.engine.udfs import UdfError, UdfFailure, arrow_type, duckdb_type, record_failure, take_failure
 
 #: The methods every UDAF has; one of each pair at least.
 REQUIRED = ("create_accumulator", "get_value")
@@ -265,15 +265,22 @@ class PythonAggregate:
         #: accumulator; accumulator -> value; (accumulator, signed rows) -> accumulator.
         self.accumulate_fn, self.merge_fn = f"{prefix}_accumulate", f"{prefix}_merge"
         self.value_fn, self.apply_fn = f"{prefix}_value", f"{prefix}_apply"
+        #: accumulator, group key -> value (a failure names the key: the group aggregate's).
+        self.keyed_value_fn = f"{prefix}_keyed_value"
         f = self.instance
         self._create = f.create_accumulator
         self._row = {"accumulate": getattr(f, "accumulate", None), "retract": getattr(f, "retract", None)}
         self._batch = {"accumulate": getattr(f, "accumulate_batch", None), "retract": getattr(f, "retract_batch", None)}
+        #: While not None (a group aggregate re-running a batch that raised, with the bad-rows
+        #: setting): ``<apply>`` accumulates a failing group's rows one at a time instead of raising,
+        #: leaving out each row that raises, here by its arrival number (the rows' field ``q``).
+        self.catching: dict[int, UdfFailure] | None = None
 
     def register(self, con: duckdb.DuckDBPyConnection) -> None:
         for name, fn, result in ((self.accumulate_fn, self._accumulate_lists, "BLOB"),
                                  (self.merge_fn, self._merge_lists, "BLOB"),
                                  (self.value_fn, self._values, self.spec.result_type),
+                                 (self.keyed_value_fn, self._keyed_values, self.spec.result_type),
                                  (self.apply_fn, self._apply, "BLOB")):
             try:
                 con.remove_function(name)
@@ -348,10 +355,16 @@ class PythonAggregate:
         return pa.array(out, pa.binary())
 
     def _values(self, blobs) -> pa.Array:
+        return self._keyed_values(blobs, None)
+
+    def _keyed_values(self, blobs, keys) -> pa.Array:
+        """``get_value`` of each accumulator; a failure names its group key (``keys``: a struct of
+        the key columns per row, from ``key_sql``; or None)."""
+        keys = _keys((keys,)) if keys is not None else None
         out = []
-        for blob in _combined(blobs).to_pylist():
+        for i, blob in enumerate(_combined(blobs).to_pylist()):
             acc = pickle.loads(blob) if blob is not None else self._call("create_accumulator", self._create)
-            out.append(self._call("get_value", self.instance.get_value, acc))
+            out.append(self._call("get_value", self.instance.get_value, acc, key=keys and keys[i]))
         return self._result_array(out)
 
     def _result_array(self, out: list) -> pa.Array:
@@ -375,6 +388,7 @@ class PythonAggregate:
         arguments = self._arguments(values.field(1)) if len(values) else []
         rows = {m: self._python_rows(m, arguments) for m in ("accumulate", "retract")}
         valid = lists.is_valid().to_numpy(zero_copy_only=False) if lists.null_count else None
+        catching = self.catching is not None and len(values) and values.type.num_fields > 2
         out = []
         for i, blob in enumerate(states):
             acc = pickle.loads(blob) if blob is not None else self._call("create_accumulator", self._create)
@@ -385,13 +399,34 @@ class PythonAggregate:
                 bounds = [start, *changes.tolist(), stop]
                 for lo, hi in zip(bounds, bounds[1:]):
                     method = "accumulate" if signs[lo] > 0 else "retract"
+                    before = _dumps(acc) if catching and method == "accumulate" else None
                     try:
                         self._fold(method, acc, arguments, lo, hi, rows[method])
                     except Exception as exc:  # noqa: BLE001
+                        if before is not None:
+                            acc = self._accumulate_caught(pickle.loads(before), arguments, lo, hi, rows[method],
+                                                          values.field(2), keys and keys[i])
+                            continue
                         self._fail_in_rows(method, arguments, lo, hi, exc, keys and keys[i])
                         raise
             out.append(_dumps(acc))
         return pa.array(out, pa.binary())
+
+    def _accumulate_caught(self, acc: Any, arguments: list[pa.Array], start: int, stop: int, rows: list[list] | None,
+                           numbers: pa.Array, key: tuple | None) -> Any:
+        """``acc`` with rows ``start:stop`` accumulated one at a time, each on a copy: a row that raises
+        is left out and kept in ``catching`` by its number (``numbers``), with its failure."""
+        for j in range(start, stop):
+            copy = pickle.loads(_dumps(acc))
+            try:
+                self._fold("accumulate", copy, arguments, j, j + 1, rows)
+            except Exception as exc:  # noqa: BLE001
+                record_failure(f"{self.spec.name} (accumulate)", tuple(a[j].as_py() for a in arguments), exc, key,
+                               "accumulate")
+                self.catching[numbers[j].as_py()] = take_failure()
+                continue
+            acc = copy
+        return acc
 
     def over_frames(self, blobs: list, values: pa.Array | None, offsets: np.ndarray, history: np.ndarray,
                     lows: np.ndarray, highs: np.ndarray, ready: np.ndarray, drops: np.ndarray,
@@ -429,7 +464,7 @@ class PythonAggregate:
                     try:
                         value = get_value(acc)
                     except Exception as exc:
-                        record_failure(f"{self.spec.name} (get_value)", (acc,), exc, key)
+                        record_failure(f"{self.spec.name} (get_value)", (acc,), exc, key, "get_value")
                         raise
                 results.append(value)
             if base + drops[i] > low:
@@ -459,18 +494,18 @@ class PythonAggregate:
         return fold
 
     # -- failing -----------------------------------------------------------------------------------
-    def _call(self, method: str, fn: Callable, *args):
+    def _call(self, method: str, fn: Callable, *args, key: tuple | None = None):
         try:
             return fn(*args)
         except Exception as exc:
-            record_failure(f"{self.spec.name} ({method})", args[1:] if method != "get_value" else args, exc)
+            record_failure(f"{self.spec.name} ({method})", args[1:] if method != "get_value" else args, exc, key, method)
             raise
 
     def _fail_in_rows(self, method: str, arguments: list[pa.Array], start: int, stop: int,
                       exc: BaseException, key: tuple | None = None) -> None:
         """Record the failure of ``method`` on rows ``start:stop`` (of the group ``key``), narrowed
         to the first row that fails alone (on a fresh accumulator); else the rows as a whole."""
-        record_failure(f"{self.spec.name} ({method})", (), exc, key)
+        record_failure(f"{self.spec.name} ({method})", (), exc, key, method)
         call = self._row[method]
         if call is None:  # only a batch method: its rows one at a time
             def call(acc, *values):
@@ -480,5 +515,5 @@ class PythonAggregate:
             try:
                 call(self._create(), *values)
             except Exception as single:  # noqa: BLE001
-                record_failure(f"{self.spec.name} ({method})", tuple(values), single, key)
+                record_failure(f"{self.spec.name} ({method})", tuple(values), single, key, method)
                 return

@@ -392,6 +392,10 @@ class UdfFailure:
     raised: UdfError | None = None
     #: The values of the group key of the row, for an aggregate function (``engine.udafs``).
     key: tuple | None = None
+    #: An aggregate function's method that raised (``engine.udafs``): only a row ``accumulate``
+    #: raises on can be kept as a bad row (by a GROUP BY over an append-only input); ``merge`` and
+    #: ``get_value`` fail on an accumulator, no row.
+    method: str | None = None
 
     def engine_error(self, operator_id: str | None) -> "UdfError":
         """The error that fails the job; it carries this failure (``error.failure``), so that an
@@ -401,12 +405,16 @@ class UdfFailure:
             error = UdfError(self.raised.message, hint=self.raised.hint, operator_id=operator_id)
         else:
             values = ", ".join(repr(v) for v in self.values)
-            row = f"the row ({values})" if self.values else "a chunk of rows (each row alone succeeds)"
+            of = "the accumulator" if self.method in ("merge", "get_value") else "the row"
+            row = f"{of} ({values})" if self.values else "a chunk of rows (each row alone succeeds)"
             if self.key:
                 row += f" of the group with the key ({', '.join(repr(v) for v in self.key)})"
+            keep = "keep such rows in a table with SET 'python.udf.bad-rows.table' = 'udf_bad_rows'"
+            if self.method is not None and self.method != "accumulate":
+                keep = (f"note that a failure in {self.method} fails the job even with "
+                        "'python.udf.bad-rows.table' (only a row accumulate raises on can be kept)")
             error = UdfError(f"the Python function {self.name} failed on {row}: {self.error}",
-                             hint=f"fix the function or filter such rows out before calling it, or keep such rows "
-                                  f"in a table with SET 'python.udf.bad-rows.table' = 'udf_bad_rows'; "
+                             hint=f"fix the function or filter such rows out before calling it, or {keep}; "
                                   f"its traceback:\n{self.traceback.rstrip()}",
                              operator_id=operator_id)
         error.failure = self
@@ -424,11 +432,12 @@ def take_failure() -> UdfFailure | None:
     return failure
 
 
-def _record(name: str, values: tuple, exc: BaseException, key: tuple | None = None) -> None:
+def _record(name: str, values: tuple, exc: BaseException, key: tuple | None = None,
+            method: str | None = None) -> None:
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     with _LOCK:
         _FAILURES[:] = [UdfFailure(name, values, f"{type(exc).__name__}: {exc}", text,
-                                   exc if isinstance(exc, UdfError) else None, key)]
+                                   exc if isinstance(exc, UdfError) else None, key, method)]
 
 
 def _callback(spec: FunctionSpec, function: ScalarFunction) -> Callable:
@@ -510,10 +519,11 @@ def _conform(out, length: int | None, result: pa.DataType, name: str):
     return out
 
 
-def record_failure(name: str, values: tuple, exc: BaseException, key: tuple | None = None) -> None:
-    """Record a failure of the Python function ``name`` (a UDAF's method: ``engine.udafs``) on the
+def record_failure(name: str, values: tuple, exc: BaseException, key: tuple | None = None,
+                   method: str | None = None) -> None:
+    """Record a failure of the Python function ``name`` (a UDAF's ``method``: ``engine.udafs``) on the
     row ``values`` (of the group ``key``), for ``take_failure``."""
-    _record(name, values, exc, key)
+    _record(name, values, exc, key, method)
 
 
 # -- catching: every raising row of a batch in one statement (the bad-rows setting) ----------------

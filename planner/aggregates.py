@@ -72,6 +72,7 @@ def plan_window_aggregate(qp: QueryPlanning, select: exp.Select, stream: Stream,
     edge = Edge(stream.node_id, "hash", tuple(hashed)) if key_sql else Edge(stream.node_id)
     node = _add_window_aggregate(qp, window, key_sql, aggregates, having_sql, projection, sets, schema, edge,
                                  pipeline, operator)
+    qp.builder.aggregate_scopes[node.id] = grouped
     times = frozenset(n for n, s in projection if s == quote("window_time"))
     # its own window's bounds, as the SELECT list names them (the keys and aggregates are new columns)
     bounds = {name: (e.name, window) for name, e in final_items if isinstance(e, exp.Column) and e.name in WINDOW_COLUMNS}

@@ -45,6 +45,9 @@ class GraphBuilder:
     graph: JobGraph
     #: Source streams by table name, shared by every pipeline that reads the table.
     sources: dict[str, Stream] = field(default_factory=dict)
+    #: The columns an aggregate's projection and HAVING see (keys, window bounds, aggregate
+    #: results), by the aggregate's node id: ``planner.udfs.project_after_aggregates`` reads them.
+    aggregate_scopes: dict[str, pa.Schema] = field(default_factory=dict)
 
     def new_id(self, pipeline: str, kind: str) -> str:
         base = f"{pipeline}.{kind}"

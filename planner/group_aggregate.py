@@ -90,6 +90,7 @@ def plan_group_aggregate(qp: QueryPlanning, select: exp.Select, stream: Stream, 
                    f"select=[{select_list}]" + (f", having=[{having_sql}]" if having_sql else "") + ")")
     edge = Edge(stream.node_id, "hash", tuple(n for n, _ in key_sql)) if key_sql else Edge(stream.node_id)
     node = qp.builder.add(pipeline, "group_aggregate", config, schema, [edge], description)
+    qp.builder.aggregate_scopes[node.id] = grouped
     return Stream(node.id, schema, frozenset(), stream.name, append_only=False,
                   upsert_key=projected_key(tuple(n for n, _ in key_sql), projection))
 

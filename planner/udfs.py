@@ -8,8 +8,8 @@ that runs it imports them again by module and name. A Python aggregate function
 travels on its calls' ``AggregateCall.python`` instead of the graph's ``functions``.
 
 With a bad-rows table ('python.udf.bad-rows.table') an aggregate's argument or FILTER that calls a
-Python UDF is computed by a ``calc`` before the aggregate (``compute_udf_arguments``), so that a
-row the UDF raises on is kept out there, before it reaches the aggregate: as if it never arrived.
+Python UDF is computed by a ``calc`` before the aggregate (``compute_udf_arguments``; before GROUPING
+SETS' Expand, with its WHERE: once per input row), so that a row the UDF raises on is kept out there, before it reaches the aggregate: as if it never arrived.
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import re
 
 import pyarrow as pa
 
+from weir.engine.changelog import ROW_KIND
 from weir.engine.graph import Edge, JobGraph, OperatorNode
 from weir.engine.operators.accumulators import AggregateCall
 from weir.engine.operators.calc import CalcConfig
@@ -117,14 +118,18 @@ def compute_udf_arguments(builder: GraphBuilder, calls: re.Pattern) -> list[Oper
         projection = [[name, quote(name)] for name in source.output_schema.names] + computed
         select_list = ", ".join(f"{sql} AS {quote(name)}" for name, sql in projection)
         schema = describe(f"SELECT {select_list} FROM {INPUT}", source.output_schema)
+        # before an Expand its WHERE comes first, in the calc: a row it drops is not evaluated
+        where = consumer.config.filter if consumer is not node else None
         calc = OperatorNode(builder.new_id(node.id.rpartition(".")[0] or node.id, "udf_arguments"), "calc",
-                            CalcConfig(projection=projection), schema, [Edge(source.id, "forward", (), edge.port)],
-                            calc_description(projection, None, source.output_schema.names))
+                            CalcConfig(projection=projection, filter=where), schema,
+                            [Edge(source.id, "forward", (), edge.port)],
+                            calc_description(projection, where, source.output_schema.names))
         graph.nodes.insert(graph.nodes.index(consumer), calc)
         consumer.inputs = [Edge(calc.id, edge.partitioning, edge.keys)]
         if consumer is not node:  # the Expand passes the computed columns on to the aggregate
             passed = [[name, quote(name)] for name, _ in computed]
-            consumer.config = dataclasses.replace(consumer.config, projection=(*consumer.config.projection, *passed))
+            consumer.config = dataclasses.replace(consumer.config, projection=(*consumer.config.projection, *passed),
+                                                  filter=None)
             consumer.output_schema = pa.schema([*consumer.output_schema, *(schema.field(n) for n, _ in computed)])
         node.config = dataclasses.replace(config, aggregates=tuple(aggregates))
         added.append(calc)
@@ -132,15 +137,50 @@ def compute_udf_arguments(builder: GraphBuilder, calls: re.Pattern) -> list[Oper
 
 
 def _expand_before(graph: JobGraph, node: OperatorNode, computed: list[list[str]]) -> OperatorNode | None:
-    """The Expand (GROUPING SETS' ``calc``) feeding only ``node``, when the ``computed`` arguments read
-    only the columns it passes unchanged and it filters nothing (its WHERE may keep rows from the
-    UDF): they are computed before it, once per input row, so a bad row is kept once, not once
-    per grouping set."""
+    """The Expand (GROUPING SETS' ``calc``) feeding only ``node``, when the ``computed`` arguments
+    and its WHERE read only the columns it passes unchanged: they are computed before it, once per
+    input row, after its WHERE (which moves into the same calc: a row it drops is never evaluated),
+    so a bad row is kept once, not once per grouping set."""
     source = graph.node(node.inputs[0].source)
-    if source.kind != "calc" or source.config.expand is None or source.config.filter or len(source.inputs) != 1 \
+    if source.kind != "calc" or source.config.expand is None or len(source.inputs) != 1 \
             or [n.id for n, _ in graph.consumers(source.id)] != [node.id]:
         return None
     made = [name for name, sql in source.config.projection if sql != quote(name)] + [source.config.expand.column]
-    if any(quote(name) in sql for name in made for _, sql in computed):
+    if any(quote(name) in sql for name in made for sql in [*(sql for _, sql in computed), source.config.filter or ""]):
         return None
     return source
+
+
+def project_after_aggregates(builder: GraphBuilder, calls: re.Pattern) -> list[OperatorNode]:
+    """Every aggregate (a node with a recorded scope, ``GraphBuilder.aggregate_scopes``) whose
+    projection or HAVING ``calls`` a Python UDF passes its scope's columns on unchanged instead, and a
+    new ``calc`` after it (taking over its consumers) projects and filters them as it did. The calc
+    keeps the rows its UDFs raise on (``late_rows``): such a row is the aggregate's result row. Over
+    an updating aggregate's changelog a -U or -D it raises on retracts a row that raised when it was
+    added, so it is dropped unlisted (``Calc``); a -U/+U pair whose +U raises leaves its -U alone,
+    which deletes the old result: the view holds exactly the results that do not raise."""
+    graph, added = builder.graph, []
+    for node in list(graph.nodes):
+        scope = builder.aggregate_scopes.get(node.id)
+        if scope is None or not (node.config.keys or node.config.aggregates):
+            continue  # no scope (or the one column of a SELECT without keys and aggregates)
+        config = node.config
+        if not any(calls.search(sql) for sql in [*(sql for _, sql in config.projection), config.having or ""]):
+            continue
+        row_kind = [pa.field(ROW_KIND, node.output_schema.field(ROW_KIND).type)] \
+            if ROW_KIND in node.output_schema.names else []
+        projection = [*config.projection, *([[ROW_KIND, quote(ROW_KIND)]] if row_kind else [])]
+        calc = OperatorNode(builder.new_id(node.id.rpartition(".")[0] or node.id, "udf_results"), "calc",
+                            CalcConfig(projection=projection, filter=config.having), node.output_schema,
+                            [Edge(node.id)], calc_description(projection, config.having, scope.names))
+        for consumer, index in graph.consumers(node.id):
+            edge = consumer.inputs[index]
+            if edge.port == 0:  # its late rows stay the aggregate's
+                consumer.inputs[index] = dataclasses.replace(edge, source=calc.id)
+        passed = tuple((name, quote(name)) for name in scope.names)
+        node.config = dataclasses.replace(config, projection=passed, having=None)
+        node.output_schema = pa.schema([*scope, *row_kind])
+        node.description = node.description.split(", select=[")[0] + f", select=[{', '.join(scope.names)}])"
+        graph.nodes.insert(graph.nodes.index(node) + 1, calc)
+        added.append(calc)
+    return added

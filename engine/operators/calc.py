@@ -10,7 +10,9 @@ times, numbered 0..n-1 in the BIGINT column ``column``:
 ``... FROM batch CROSS JOIN range(n) AS expand(column) WHERE <filter>``.
 With ``bad_rows`` a row a Python UDF raises on is left out and sent to the job's bad-rows
 table (``late_rows.BadRows``: only a batch that failed is evaluated again, once with its UDF
-calls caught row by row, ``engine.udfs.catching``, then without its raising rows).
+calls caught row by row, ``engine.udfs.catching``, then without its raising rows). A -U or -D
+of a changelog that raises is left out unlisted: it retracts a row that raised, and was listed,
+when it was added.
 """
 from __future__ import annotations
 
@@ -86,7 +88,7 @@ class Calc(Operator):
         self._numbered = {self.query: f"SELECT {columns}{number}{body}",
                           self.query_with_arrival: f"SELECT {columns}{arrival}{number}{body}"}
         self._con: duckdb.DuckDBPyConnection | None = None
-        self._bad_rows = BadRows(ctx) if config.bad_rows else None
+        self._bad_rows = BadRows(ctx, retractions_listed=False) if config.bad_rows else None
 
     def open(self) -> None:
         if self._con is None:

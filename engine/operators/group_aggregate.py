@@ -47,17 +47,21 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from weir.engine.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER, UPDATE_BEFORE
 from weir.engine.errors import EngineError
 from weir.engine.operators.accumulators import AggregateCall
 from weir.engine.operators.base import OperatorContext, StateOperator, explain_lines
 from weir.engine.operators.batches import conform
-from weir.engine.operators.config import OperatorConfig
+from weir.engine.operators.config import OperatorConfig, optional
+from weir.engine.operators.late_rows import BadRows
 from weir.engine.operators.duckdb_sql import create_table_from_arrow, query_arrow, quote_ident, snapshot_tables
 from weir.engine.state.key_groups import KEY_GROUP_COLUMN, key_groups
 from weir.engine.state.keyed_tables import merge_snapshots, owned_tables
 from weir.engine.udafs import key_sql
+from weir.engine.udfs import UdfError
+from weir.engine.watermarks import without_arrival
 
 INPUT_VIEW = "group_input"
 #: The input rows' arrival order, appended to a batch with Python aggregate functions.
@@ -95,6 +99,9 @@ class GroupAggregateConfig(OperatorConfig):
     #: Set by the planner when the input never retracts: MIN and MAX then keep a running
     #: value (as Flink's MaxAggFunction) instead of a multiset (MaxWithRetractAggFunction).
     append_only_input: bool = False
+    #: With 'python.udf.bad-rows.table': a row a Python aggregate function's ``accumulate`` raises
+    #: on (over an append-only input) goes to the bad-rows table, as if it never arrived.
+    bad_rows: bool = optional(False)
 
 
 class GroupAggregate(StateOperator):
@@ -141,6 +148,9 @@ class GroupAggregate(StateOperator):
             if call.python is not None and not self.append_only_input and not call.python.retracts:
                 raise EngineError(f"the Python aggregate function {call.python.name} has no retract method, "
                                   "and its input is an updating stream", hint=RETRACT_HINT, operator_id=oid)
+        #: Bad rows (``bad_rows``): only over an append-only input, where a row left out has no
+        #: retraction to come; over an updating one a failure fails the job.
+        self._bad_rows = BadRows(ctx) if config.bad_rows and self.python and self.append_only_input else None
         # A global aggregate has one group: the constant key 0.
         self.key_sql = [sql for _, sql in self.keys] or ["0"]
         self.key_columns = [f"__k{i}" for i in range(len(self.key_sql))]
@@ -177,7 +187,8 @@ class GroupAggregate(StateOperator):
             if call.name in self._value_set_of:
                 continue
             if call.name in self.python:  # the batch's signed rows of each key, in arrival order
-                rows = f"list({{'s': __sign, 'v': __a{i}}} ORDER BY __seq)"
+                numbered = ", 'q': __seq" if self._bad_rows is not None else ""  # a raising row's number
+                rows = f"list({{'s': __sign, 'v': __a{i}{numbered}}} ORDER BY __seq)"
                 rows += f" FILTER (WHERE __f{i})" if call.filter is not None else ""
                 columns.append((f"__u{i}", rows, f"python:{self.python[call.name].apply_fn}"))
                 continue
@@ -231,7 +242,9 @@ class GroupAggregate(StateOperator):
         for i, call in enumerate(self.calls):
             v = self._value_set_of.get(call.name)
             if call.name in self.python:
-                aggregates.append(f"{self.python[call.name].value_fn}(a.__u{i}) AS {quote_ident(call.name)}")
+                keys_of = key_sql([f"a.{k}" for k in self.key_columns])  # a failing get_value names its key
+                value_fn = self.python[call.name].keyed_value_fn
+                aggregates.append(f"{value_fn}(a.__u{i}{keys_of}) AS {quote_ident(call.name)}")
                 continue
             if v is not None:  # the partials of the multiset's (distinct) values
                 merged = {p.kind: p.or_nothing(f"{values[v.table]}.__{p.kind}") for p in call.definition.partials()}
@@ -281,6 +294,59 @@ class GroupAggregate(StateOperator):
         batch = batch.append_column(KEY_GROUP_COLUMN, self._key_groups(batch))
         if self.python:
             batch = batch.append_column(SEQUENCE, pa.array(np.arange(batch.num_rows, dtype=np.int64)))
+        out = self._apply(batch, signed) if self._bad_rows is None else self._apply_keeping_bad_rows(batch, signed)
+        self.ctx.count("rows_out", sum(b.num_rows for b in out))
+        return out
+
+    def _apply_keeping_bad_rows(self, batch: pa.RecordBatch, signed: bool) -> list[pa.RecordBatch]:
+        """``_apply`` in a transaction. When a Python aggregate's ``accumulate`` raised, the batch is
+        rolled back and run once more, in another, with each failing group's rows accumulated one at
+        a time (``PythonAggregate.catching``) to learn which rows raise; rolled back again (the
+        built-in aggregates counted them), those rows go to the bad-rows table and the batch
+        without them is applied. A failure that is not accumulate's (retract, merge, get_value)
+        still fails the job."""
+        try:
+            return self._transaction(batch, signed)
+        except UdfError as error:
+            if error.failure is None or error.failure.raised is not None:
+                raise
+            first = error
+        for function in self.python.values():
+            function.catching = {}
+        try:
+            self._transaction(batch, signed, commit=False)
+        finally:
+            failures = {}
+            for function in self.python.values():  # a row two functions raise on: the first one's failure
+                for number, failure in function.catching.items():
+                    failures.setdefault(number, failure)
+            for function in self.python.values():
+                function.catching = None
+        if not failures:
+            raise first
+        numbers = sorted(failures)
+        bad = pa.array(numbers, pa.int64())
+        self._bad_rows.keep(without_arrival(batch.take(bad)).drop_columns([KEY_GROUP_COLUMN, SEQUENCE]),
+                            [failures[n] for n in numbers])
+        kept = batch.filter(pc.invert(pc.is_in(batch[SEQUENCE], value_set=bad)))
+        return self._transaction(kept, signed) if kept.num_rows else []
+
+    def _transaction(self, batch: pa.RecordBatch, signed: bool, *, commit: bool = True) -> list[pa.RecordBatch]:
+        self.con.begin()
+        try:
+            out = self._apply(batch, signed)
+        except BaseException:
+            self.con.rollback()
+            raise
+        if commit:
+            self.con.commit()
+        else:
+            self.con.rollback()
+        return out
+
+    def _apply(self, batch: pa.RecordBatch, signed: bool) -> list[pa.RecordBatch]:
+        """Steps 1-5 over ``batch`` (its key groups and, with Python aggregates, arrival numbers
+        appended): the state updated, the changes returned."""
         self.con.register(INPUT_VIEW, batch)
         try:
             self._run(f"CREATE OR REPLACE TEMP TABLE batch_rows AS {self._prepared_sql(signed)}")
@@ -311,10 +377,8 @@ class GroupAggregate(StateOperator):
                     current="old_state")
         self._run("DELETE FROM merged WHERE __rows <= 0")
         self._run(f"CREATE OR REPLACE TEMP TABLE new_results AS {self._projected_sql('merged')}")
-        out = conform(query_arrow(self.con, self._changes_sql(), self.ctx.operator_id),
-                      self.ctx.output_schema, self.ctx.operator_id)
-        self.ctx.count("rows_out", sum(b.num_rows for b in out))
-        return out
+        return conform(query_arrow(self.con, self._changes_sql(), self.ctx.operator_id),
+                       self.ctx.output_schema, self.ctx.operator_id)
 
     def _changes_sql(self) -> str:
         n = len(self.projection)
@@ -353,6 +417,11 @@ class GroupAggregate(StateOperator):
         finally:
             self.con.unregister(INPUT_VIEW)
         return key_groups(keys, keys.schema.names, self.ctx.max_parallelism)
+
+    def close(self) -> None:
+        if self._bad_rows is not None:
+            self._bad_rows.close()
+        super().close()
 
     # -- checkpoints ---------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:

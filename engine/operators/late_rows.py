@@ -27,6 +27,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from weir.engine.changelog import INSERT, ROW_KIND, UPDATE_AFTER
 from weir.engine.errors import EngineError
 from weir.engine.operators.base import OperatorContext
 from weir.engine.operators.duckdb_sql import int_literal, query_arrow, quote_ident, string_literal
@@ -117,6 +118,8 @@ class BadRows:
     each UDF call caught row by row where a chunk raised (``engine.udfs.catching``): it names
     every raising row and its first failure, and its output without those rows is the result.
     A batch with k bad rows costs two statements whatever k (and one more for their JSON).
+    With ``retractions_listed`` False (a ``Calc``) a -U or -D row that raised is left out unlisted:
+    a changelog retracts only what it added, and the row raised when it was added (listed then).
     Should ``catch`` fail (weir's own complaint, a call it did not catch), the batch is split in
     halves, each evaluated again by ``run``, down to the single rows that raise.
     The output keeps the input's order. Each bad row becomes one row of ``BAD_ROWS_SCHEMA``:
@@ -125,8 +128,9 @@ class BadRows:
     the table's rows do not depend on batch size, parallelism or restarts.
     """
 
-    def __init__(self, ctx: OperatorContext):
+    def __init__(self, ctx: OperatorContext, *, retractions_listed: bool = True):
         self.ctx = ctx
+        self.retractions_listed = retractions_listed
         self._con: duckdb.DuckDBPyConnection | None = None
 
     def evaluate(self, run, batch: pa.RecordBatch, catch=None) -> pa.Table:
@@ -171,6 +175,12 @@ class BadRows:
             return self._split(run, batch.slice(0, half)) + self._split(run, batch.slice(half))
 
     def keep(self, rows: pa.RecordBatch, failures: list[UdfFailure]) -> None:
+        if not self.retractions_listed and ROW_KIND in rows.schema.names:
+            added = pc.is_in(rows[ROW_KIND], value_set=pa.array([INSERT, UPDATE_AFTER], rows[ROW_KIND].type))
+            failures = [f for f, a in zip(failures, added.to_pylist()) if a]
+            rows = rows.filter(added)
+        if not failures:
+            return
         if self._con is None:
             self._con = duckdb.connect(":memory:")
         self._con.register(BAD_INPUT, without_arrival(rows))

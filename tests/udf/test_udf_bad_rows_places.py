@@ -184,6 +184,29 @@ def test_with_grouping_sets_the_arguments_are_computed_before_the_copies_so_a_ba
     assert [row["v"] for _, row in bad_rows_of(ctx)] == [15, 35]  # once each, not once per grouping set
 
 
+def test_with_grouping_sets_and_a_where_calling_a_udf_each_bad_row_is_kept_once():
+    """WHERE tenth_of(v + 1) >= 0 (raising on v ending in 4) and SUM(tenth_of(v)) (on v ending in 5):
+    the WHERE moves from the Expand into the arguments' calc before it, so each bad row is listed
+    once, by the function that raised first, not once per grouping set."""
+    graph = planned(GROUPING_SETS.replace("GROUP BY", "WHERE tenth_of(v + 1) >= 0 GROUP BY"))
+    calc_node, expand_node = graph.node("g.udf_arguments"), graph.node("g.expand")
+    assert expand_node.inputs[0].source == calc_node.id and expand_node.config.filter is None
+    assert calc_node.config.filter == 'TENTH_OF("v" + 1) >= 0'
+    install(tenth_of, "tenth_of")
+    try:
+        ctx = OperatorContext(calc_node.id, calc_node.output_schema)
+        calc = operator_class("calc")(calc_node.config, ctx)
+        expand = operator_class("calc")(expand_node.config, OperatorContext(expand_node.id, expand_node.output_schema))
+        vs = [3, 14, 15, 27, 35, 44]
+        rows = pa.record_batch({"ts": pa.array([0] * 6, pa.timestamp("us")), "k": pa.array([1, 2] * 3, pa.int64()),
+                                "v": pa.array(vs, pa.int64())})
+        out = [r for b in calc.process_batch(rows) for e in expand.process_batch(b) for r in e.to_pylist()]
+    finally:
+        uninstall("tenth_of")
+    assert sorted((r["v"], r["_e"]) for r in out) == [(3, 0), (3, 1), (27, 0), (27, 1)]
+    assert [row["v"] for _, row in bad_rows_of(ctx)] == [14, 15, 35, 44]  # once each
+
+
 # -- outer join conditions ---------------------------------------------------------------------------
 
 LEFT = pa.schema([("k", pa.int64()), ("v", pa.int64())])

@@ -112,3 +112,29 @@ class Wrong(PySum):
 
     def get_value(self, acc):
         return f"{acc[0]} units"
+
+
+@weir.udaf(result_type="BIGINT")
+class Picky(PySum):
+    """PySum that raises in accumulate on a value ending in 5 (a row at a time), and in get_value
+    on a sum of 1000 or more: for the bad-rows tests."""
+
+    def accumulate(self, acc, v):
+        if v is not None and v % 10 == 5:
+            raise ValueError(f"no {v}")
+        super().accumulate(acc, v)
+
+    def get_value(self, acc):
+        if acc[0] >= 1000:
+            raise OverflowError(f"{acc[0]} is too much")
+        return super().get_value(acc)
+
+
+@weir.udaf(result_type="BIGINT")
+class PickyArrow(ArrowSum):
+    """ArrowSum whose accumulate_batch raises when a value ending in 5 is among its group's values."""
+
+    def accumulate_batch(self, acc, v: pa.Array):
+        if any(x is not None and x % 10 == 5 for x in v.to_pylist()):
+            raise ValueError("a value ending in 5 among them")
+        super().accumulate_batch(acc, v)

@@ -1,0 +1,111 @@
+"""'python.udf.bad-rows.table' and exceptions inside a Python aggregate function's methods.
+
+A row ``accumulate`` raises on, in a GROUP BY over an append-only input, is the bad row: the
+group aggregate rolls the batch back, learns which rows raise (each failing group's rows
+accumulated one at a time) and applies the batch without them, so every aggregate of the query
+(built-in ones too) is as if the row never arrived. Whatever fails otherwise — accumulate over an
+updating input (the row's retraction would come later), retract, merge, get_value (an
+accumulator, no row), accumulate in a window — still fails the job naming the function, the method,
+the row or accumulator, the group key and the traceback.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections import Counter
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_udf_bad_rows_places import FUNCTIONS, bad_rows_of, changes
+
+from weir.engine.changelog import INSERT, ROW_KIND, UPDATE_AFTER
+from weir.engine.operators.base import OperatorContext
+from weir.engine.operators.registry import operator_class
+from weir.engine.udfs import UdfError
+from weir.planner.planner import plan_script
+from weir.sql import parse
+
+UDAFS = ("CREATE FUNCTION picky AS 'udaf_functions.Picky' LANGUAGE PYTHON; "
+         "CREATE FUNCTION pickya AS 'udaf_functions.PickyArrow' LANGUAGE PYTHON;")
+GROUPED = "CREATE MATERIALIZED VIEW s AS SELECT k, picky(v) AS p, pickya(v) AS q, COUNT(*) AS n, SUM(v) AS b " \
+          "FROM a GROUP BY k;"
+
+
+@functools.cache
+def planned(sql: str):
+    return plan_script(parse(FUNCTIONS.format(data="/nowhere") + UDAFS + sql), db_path="/nowhere/r.duckdb",
+                       settings={"python.udf.bad-rows.table": "udf_bad_rows"}).graph
+
+
+def operator(graph, node_id: str, **changed):
+    node = graph.node(node_id)
+    config = dataclasses.replace(node.config, **changed) if changed else node.config
+    ctx = OperatorContext(node.id, node.output_schema)
+    return operator_class(node.kind)(config, ctx), ctx
+
+
+def rows_of(ks: list[int], vs: list[int], **more) -> pa.Table:
+    return pa.table({"ts": pa.array([0] * len(vs), pa.timestamp("us")), "k": pa.array(ks, pa.int64()),
+                     "v": pa.array(vs, pa.int64()), **more})
+
+
+def test_the_group_aggregate_of_a_python_aggregate_sends_its_bad_rows_to_the_table():
+    graph = planned(GROUPED)
+    assert graph.node("s.group_aggregate").config.bad_rows
+    assert any(e.source == "s.group_aggregate" for e in graph.node("udf_bad_rows.sink").inputs)
+
+
+@settings(max_examples=25, deadline=None)
+@given(vs=st.lists(st.integers(0, 40), max_size=25), batch=st.integers(1, 8))
+def test_a_row_accumulate_raises_on_is_left_out_of_every_aggregate_and_kept_once(vs, batch):
+    """picky (a row at a time) and pickya (its group's values as arrays) raise on a v ending in 5:
+    whatever the batches, each group's results are those of its other rows — COUNT(*) and SUM too —
+    and the bad rows are those rows, in order, each once."""
+    op, ctx = operator(planned(GROUPED), "s.group_aggregate")
+    result = Counter()
+    for part in rows_of([v % 3 for v in vs], vs).to_batches(max_chunksize=batch):
+        changes(result, op.process_batch(part))
+    op.close()
+    good = [v for v in vs if v % 10 != 5]
+    sums = {k: [v for v in good if v % 3 == k] for k in {v % 3 for v in good}}
+    assert result == Counter({(k, sum(g), sum(g), len(g), sum(g)): 1 for k, g in sums.items()})
+    listed = bad_rows_of(ctx)
+    assert [row["v"] for _, row in listed] == [v for v in vs if v % 10 == 5]
+    assert {function for function, _ in listed} <= {"picky (accumulate)", "pickya (accumulate)"}
+
+
+def test_over_an_updating_input_accumulate_still_fails_the_job_naming_the_row_and_the_key():
+    op, _ = operator(planned(GROUPED), "s.group_aggregate", append_only_input=False)
+    kinds = pa.array([INSERT, UPDATE_AFTER], pa.int8())
+    with pytest.raises(UdfError) as raised:
+        op.process_batch(rows_of([1, 1], [3, 25], **{ROW_KIND: kinds}).to_batches()[0])
+    op.close()
+    assert "(accumulate) failed on the row (25) of the group with the key (1): ValueError: no 25" \
+        in raised.value.message
+
+
+def test_get_value_raising_fails_the_job_naming_the_function_the_accumulator_the_key_and_the_traceback():
+    op, _ = operator(planned("CREATE MATERIALIZED VIEW s AS SELECT k, picky(v) AS p FROM a GROUP BY k;"),
+                     "s.group_aggregate")
+    with pytest.raises(UdfError) as raised:
+        op.process_batch(rows_of([2, 2], [600, 700]).to_batches()[0])
+    op.close()
+    error = raised.value
+    assert error.message == ("the Python function picky (get_value) failed on the accumulator ([1300, 2]) of the "
+                             "group with the key (2): OverflowError: 1300 is too much")
+    assert "fails the job even with 'python.udf.bad-rows.table'" in error.hint
+    assert 'raise OverflowError(f"{acc[0]} is too much")' in error.hint  # the traceback
+
+
+def test_in_a_window_accumulate_still_fails_the_job_naming_the_row_and_the_key():
+    graph = planned("CREATE MATERIALIZED VIEW s AS SELECT k, window_start, picky(v) AS p FROM "
+                    "TABLE(TUMBLE(TABLE a, DESCRIPTOR(ts), INTERVAL '10' SECOND)) GROUP BY k, window_start, window_end;")
+    op, _ = operator(graph, "s.window_aggregate")
+    with pytest.raises(UdfError) as raised:
+        op.process_batch(rows_of([0, 1], [3, 15]).to_batches()[0])
+        op.process_watermark(60_000_000)
+    op.close()
+    assert "picky (accumulate) failed on the row (15) of the group with the key (1): ValueError: no 15" \
+        in raised.value.message
