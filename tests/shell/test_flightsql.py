@@ -220,7 +220,12 @@ def test_weir_serve_and_run_flight_answer_adbc(db, oracle, command):
             assert cur.fetch_arrow_table().equals(oracle)
     finally:
         process.send_signal(signal.SIGINT)
-        process.communicate(timeout=60)
+        try:
+            process.communicate(timeout=60)
+        finally:
+            if process.poll() is None:  # it hung: fail, but leave no server behind the test
+                process.kill()
+                process.communicate()
     assert process.returncode == 0
 
 
