@@ -192,7 +192,8 @@ class LocalExecutor:
             idle = config.options.get("source.idle-timeout") or config.idle_timeout
             return None, SourceReader(source, config.watermark, bounded=config.watermark_bounded,
                                       idle_timeout=parse_duration_seconds("source.idle-timeout", idle) if idle else None,
-                                      subtask=ctx.subtask_index, parallelism=ctx.parallelism)
+                                      subtask=ctx.subtask_index, parallelism=ctx.parallelism,
+                                      merge_bytes=config.merge_bytes)
         if kind.commits_output:
             sink = create_sink(node.connector_options(), node.output_schema, subtask_index=ctx.subtask_index)
             return SinkWriter(sink, ctx), None
