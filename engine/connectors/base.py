@@ -110,6 +110,11 @@ class Source(ABC):
         so every subtask agrees without coordination."""
         return zlib.crc32(split.encode()) % parallelism
 
+    def project(self, columns: list[str]) -> None:
+        """Only ``columns`` of the schema are read downstream: a source whose format can skip
+        the others may (its batches then hold just these, in schema order). By default it
+        reads every column."""
+
     def checkpoint_complete(self, offsets: dict[str, Any]) -> None:
         """A checkpoint that recorded these split offsets (this reader's) is complete: for
         information only (Kafka commits them to its consumer group); reading never uses it."""
