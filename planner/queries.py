@@ -53,11 +53,11 @@ def _idle_timeout(settings: dict[str, str]) -> str | None:
 
 
 def _merge_bytes(settings: dict[str, str]) -> int:
-    """'weir.source.merge-bytes' (default 16MB); 0 when 'weir.source.batch-size' is set and it is
+    """'weir.source.merge-bytes' (default 8MB); 0 when 'weir.source.batch-size' is set and it is
     not: a batch size set on purpose (small batches for tests, low latency) is kept as it is."""
     value = settings.get("weir.source.merge-bytes")
     if value is None:
-        return 0 if "weir.source.batch-size" in settings else 16 << 20
+        return 0 if "weir.source.batch-size" in settings else 8 << 20
     return parse_size("weir.source.merge-bytes", value)
 
 

@@ -62,7 +62,7 @@ class SourceConfig(OperatorConfig):
     #: The job-wide 'table.exec.source.idle-timeout', or None (never idle).
     idle_timeout: str | None = None
     #: Bytes up to which consecutive batches of a bounded source are merged ('weir.source.merge-bytes'; 0: never).
-    merge_bytes: int = 16 << 20
+    merge_bytes: int = 8 << 20
 
 
 class MergedSteps:
