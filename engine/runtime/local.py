@@ -9,6 +9,7 @@ a barrier reaches every task at a batch boundary (nothing is in flight there).
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from pathlib import Path
@@ -212,7 +213,8 @@ class LocalExecutor:
         watermark = task.node.typed_config().watermark or ""
         keep = {name for name in schema.names if name in watermark or name == ROW_KIND}
         for consumer, index in task.consumers:
-            needed = needed_columns(consumer.node, schema)
+            # (typed: a graph built by hand may hold its configs as JSON dicts)
+            needed = needed_columns(dataclasses.replace(consumer.node, config=consumer.node.typed_config()), schema)
             keys = consumer.node.inputs[index].keys or ()
             if needed is None:
                 return None
