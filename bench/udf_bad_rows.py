@@ -1,5 +1,5 @@
 """The cost of the bad-rows setting ('python.udf.bad-rows.table') on one batch of 65,536 rows with
-0, 1, 10 and 66 rows a row-at-a-time Python UDF raises on: a Calc driven directly, best of 3.
+0, 1, 10 and 66 rows a row-at-a-time Python UDF raises on: a Calc driven directly, best of 5.
 
     .venv/bin/python bench/udf_bad_rows.py
 """
@@ -33,7 +33,7 @@ def main() -> None:
             BAD.clear()
             BAD.update(7 + i * (ROWS // k) for i in range(k))
             best = None
-            for _ in range(3):
+            for _ in range(5):
                 ctx = OperatorContext("c", pa.schema([("v", pa.int64()), ("tv", pa.int64())]))
                 calc = Calc(CalcConfig((("v", '"v"'), ("tv", 'tenth_or_raise("v")')), bad_rows=True), ctx)
                 calc.open()

@@ -42,6 +42,11 @@ How the operators keep a UDAF (``PythonAccumulator``, beside the built-in ``Accu
    values, its group key (the operators pass ``key_sql`` of their key columns as a last argument
    of ``<accumulate>`` and ``<apply>``) and the traceback (``udfs.record_failure``); the operator's DuckDB error becomes an
    ``EngineError`` saying so, as for scalar UDFs.
+6. The OVER aggregate keeps one pickled accumulator per partition key (``over_accumulators``)
+   and slides it over each firing's frames in ``over_frames`` (no DuckDB function: the operator
+   reads the rows of its keys as Arrow lists, one list per key): per frame it retracts the rows
+   leaving it, accumulates the rows entering it (array slices to the ``_batch`` methods) and
+   calls ``get_value``.
 """
 from __future__ import annotations
 
@@ -347,6 +352,10 @@ class PythonAggregate:
         for blob in _combined(blobs).to_pylist():
             acc = pickle.loads(blob) if blob is not None else self._call("create_accumulator", self._create)
             out.append(self._call("get_value", self.instance.get_value, acc))
+        return self._result_array(out)
+
+    def _result_array(self, out: list) -> pa.Array:
+        """``get_value``'s results as an array of the result type (a UdfError naming a bad one)."""
         try:
             return pa.array(out, type=self.result)
         except (pa.ArrowException, TypeError, ValueError) as exc:
@@ -383,6 +392,71 @@ class PythonAggregate:
                         raise
             out.append(_dumps(acc))
         return pa.array(out, pa.binary())
+
+    def over_frames(self, blobs: list, values: pa.Array | None, offsets: np.ndarray, history: np.ndarray,
+                    lows: np.ndarray, highs: np.ndarray, ready: np.ndarray, drops: np.ndarray,
+                    keys: list[tuple] | None = None) -> tuple[list, pa.Array]:
+        """An OVER window's frames, slid key by key (``engine.operators.over_aggregate``).
+
+        Key ``i``'s rows, in the window's order, are ``values[offsets[i]:offsets[i + 1]]`` (the
+        argument, a struct of several, or None for a function of no argument);
+        its accumulator ``blobs[i]`` (None: a new one) holds the first ``history[i]`` of them.
+        Each later row ``r`` (its frame ``lows[r]:highs[r]``, positions within the key, for the
+        rows ``ready[i]:ready[i + 1]`` of ``lows``) retracts the rows leaving the frame, then
+        accumulates the rows entering it (Flink's order), and takes ``get_value``; rows of one
+        frame (RANGE peers) share one call. Then the rows before ``drops[i]`` (which leave the
+        state) are retracted. Returns each key's accumulator pickled and the values, in row order."""
+        arguments = self._arguments(values) if values is not None else []
+        rows = [a.to_pylist() for a in arguments] if any(self._row.values()) else None
+        accumulate, retract = self._folder("accumulate", arguments, rows), self._folder("retract", arguments, rows)
+        get_value = self.instance.get_value
+        offsets, history, drops = offsets.tolist(), history.tolist(), drops.tolist()
+        lows, highs, ready = lows.tolist(), highs.tolist(), ready.tolist()
+        out_blobs, results = [], []
+        for i, blob in enumerate(blobs):
+            acc = pickle.loads(blob) if blob is not None else self._call("create_accumulator", self._create)
+            base, key = offsets[i], keys[i] if keys else None
+            low, high, frame, value = base, base + history[i], None, None
+            for r in range(ready[i], ready[i + 1]):
+                if (lows[r], highs[r]) != frame:  # a new frame (RANGE peers share theirs)
+                    frame = lows[r], highs[r]
+                    if base + frame[0] > low:
+                        retract(acc, low, base + frame[0], key)
+                        low = base + frame[0]
+                    if base + frame[1] > high:
+                        accumulate(acc, high, base + frame[1], key)
+                        high = base + frame[1]
+                    try:
+                        value = get_value(acc)
+                    except Exception as exc:
+                        record_failure(f"{self.spec.name} (get_value)", (acc,), exc, key)
+                        raise
+                results.append(value)
+            if base + drops[i] > low:
+                retract(acc, low, base + drops[i], key)
+            out_blobs.append(_dumps(acc))
+        return out_blobs, self._result_array(results)
+
+    def _folder(self, method: str, arguments: list[pa.Array], rows: list[list] | None) -> Callable:
+        """``fold(acc, start, stop, key)``: ``method`` of rows ``start:stop`` into ``acc`` (``rows``:
+        the arguments as Python lists, where the class has a row method), a failure recorded with
+        the row and the ``key``. As ``_fold``, but a class with both forms gets a single row (a
+        frame sliding by one) by its row method, without making an array of one."""
+        row, batch = self._row[method], self._batch[method]
+        values = rows if batch is None else None
+        column = rows[0] if row is not None and len(arguments) == 1 else None
+
+        def fold(acc, start, stop, key):
+            try:
+                if column is not None and (batch is None or stop - start == 1):
+                    for v in column[start:stop]:
+                        row(acc, v)
+                else:
+                    self._fold(method, acc, arguments, start, stop, values)
+            except Exception as exc:  # noqa: BLE001
+                self._fail_in_rows(method, arguments, start, stop, exc, key)
+                raise
+        return fold
 
     # -- failing -----------------------------------------------------------------------------------
     def _call(self, method: str, fn: Callable, *args):

@@ -31,6 +31,7 @@ import contextvars
 import importlib
 import inspect
 import itertools
+import json
 import os
 import re
 import sys
@@ -518,8 +519,8 @@ def record_failure(name: str, values: tuple, exc: BaseException, key: tuple | No
 # -- catching: every raising row of a batch in one statement (the bad-rows setting) ----------------
 
 CATCH_PREFIX = "__weir_catch_"
-#: SQL text: a string literal, a quoted identifier, or a name followed by "(" (not after a dot).
-_SQL_PIECES = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|(?<![\w.$])([A-Za-z_][\w$]*)(\s*\()")
+#: Statements rewritten by ``catching``: (sql, row column, UDF names) -> the rewritten SQL.
+_CAUGHT: dict[tuple[str, str, frozenset], str] = {}
 
 
 def catching(con: duckdb.DuckDBPyConnection, sql: str, row_column: str) -> tuple[str, dict[int, UdfFailure]]:
@@ -527,16 +528,11 @@ def catching(con: duckdb.DuckDBPyConnection, sql: str, row_column: str) -> tuple
     registered on ``con``: the function called row by row where a chunk raised, NULL where a row raised,
     each raising row's first failure kept by its number (``row_column``, the input row's) in the dict
     returned beside the SQL. One statement then finds every raising row of a batch
-    (``engine.operators.late_rows.BadRows``). weir's own complaint (a result of the wrong type) still raises."""
+    (``engine.operators.late_rows.BadRows``). weir's own complaint (a result of the wrong type) still raises.
+    The calls are found in DuckDB's own parse tree of the statement (``caught_sql``), never in its text."""
     entries = dict(current().entries)
     failures: dict[int, UdfFailure] = {}
-
-    def rewrite(match: re.Match) -> str:
-        name = match.group(1)
-        if name is None or name.lower() not in entries:
-            return match.group(0)
-        return f"{CATCH_PREFIX}{name.lower()}{match.group(2)}{quote(row_column)}, "
-
+    rewritten = caught_sql(con, sql, row_column, frozenset(entries))
     for key, entry in entries.items():
         spec = entry.spec
         params = ["BIGINT", *spec.input_types] if spec.input_types is not None else None
@@ -547,7 +543,53 @@ def catching(con: duckdb.DuckDBPyConnection, sql: str, row_column: str) -> tuple
         con.create_function(CATCH_PREFIX + key, _catching_callback(spec, entry.function, failures), params,
                             spec.result_type, type="arrow", null_handling="special",
                             side_effects=not spec.deterministic)
-    return _SQL_PIECES.sub(rewrite, sql), failures
+    return rewritten, failures
+
+
+def caught_sql(con: duckdb.DuckDBPyConnection, sql: str, row_column: str, names: frozenset) -> str:
+    """The SELECT ``sql`` with every call of a function in ``names`` (lower case, unqualified)
+    given the catching name and ``row_column`` as its first argument: DuckDB parses it
+    (``json_serialize_sql``), the tree's FUNCTION nodes are rewritten, and DuckDB writes it back
+    (``json_deserialize_sql``), so that string literals, quoted names, comments and lambdas are
+    DuckDB's to read. A UdfError when DuckDB cannot parse it (``BadRows`` then splits the batch)."""
+    key = (sql, row_column, names)
+    if key not in _CAUGHT:
+        tree = _parsed(con, sql)
+        column = _parsed(con, f"SELECT {quote(row_column)}")["statements"][0]["node"]["select_list"][0]
+        _rewrite_calls(tree, names, column)
+        if len(_CAUGHT) > 256:
+            _CAUGHT.clear()
+        _CAUGHT[key] = con.execute("SELECT json_deserialize_sql(?)", [json.dumps(tree)]).fetchall()[0][0]
+    return _CAUGHT[key]
+
+
+def _parsed(con: duckdb.DuckDBPyConnection, sql: str) -> dict:
+    tree = json.loads(con.execute("SELECT json_serialize_sql(?)", [sql]).fetchall()[0][0])
+    if tree.get("error"):
+        raise UdfError(f"cannot find the Python UDF calls of a statement DuckDB does not parse as a SELECT: "
+                       f"{tree.get('error_message')}")
+    return tree
+
+
+def _rewrite_calls(node: Any, names: frozenset, column: dict) -> None:
+    if isinstance(node, list):
+        for item in node:
+            _rewrite_calls(item, names, column)
+        return
+    if not isinstance(node, dict):
+        return
+    if (node.get("class") == "FUNCTION" and not node.get("is_operator") and not node.get("schema")
+            and not node.get("catalog") and str(node.get("function_name", "")).lower() in names):
+        name = CATCH_PREFIX + node["function_name"].lower()
+        node["function_name"] = name
+        if "qualified_name" in node:
+            node["qualified_name"] = {**node["qualified_name"], "path": [name]}
+        if "arguments" in node:  # DuckDB 2.0: named arguments
+            node["arguments"] = [{"name": "", "expression": dict(column)}, *node["arguments"]]
+        else:
+            node["children"] = [dict(column), *node["children"]]
+    for value in node.values():
+        _rewrite_calls(value, names, column)
 
 
 def quote(name: str) -> str:

@@ -8,7 +8,8 @@ renames them (``AS T(word, n)``). Two forms:
 - ``func_type="general"`` (the default, as PyFlink's ``@udtf``): a function of one row's Python
   values (``None`` for NULL) that yields (or returns an iterable of) rows: a tuple (or list,
   or PyFlink-style ``Row``) of one value per result type, or a bare value when there is one
-  result type. Returning ``None`` yields nothing. weir calls it once per input row.
+  result type. Returning ``None`` yields nothing. weir calls it once per input row (rows of
+  tuples of two or more values reach Arrow in one struct conversion: ``_struct_rows``).
 - ``func_type="arrow"``: a function of ``pyarrow.Array`` arguments (one chunk of input rows)
   returning a ``pyarrow.Table`` or ``RecordBatch`` whose first column is the input row index
   (0-based, within the chunk) each output row belongs to, then one column per result type.
@@ -37,12 +38,13 @@ import sys
 import threading
 import traceback
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, repeat
 from operator import itemgetter
 from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from weir.engine import udfs
 from weir.engine.operators.config import OperatorConfig
@@ -217,24 +219,69 @@ def _failure(name: str, values: tuple, exc: BaseException) -> UdfError:
 def _apply_rows(function: TableFunction, arguments: list[pa.Array], rows: int):
     # The garbage collector is paused while the rows' outputs are built: the many small tuples
     # would otherwise start a collection every few hundred rows (a third of the time); it runs
-    # again, as usual, once they are arrays.
+    # again, as usual, once they are arrays and the Python lists are gone (a collection would
+    # otherwise walk every tuple still alive).
     collecting = gc.isenabled()
     gc.disable()
     try:
+        fast = _struct_rows(function, arguments, rows)
+        if fast is not None:
+            return fast
         index, columns = _rows_of(function, arguments, rows)
+        arrays = [_typed(function, j, column) for j, column in enumerate(columns)]
+        del columns
     finally:
         if collecting:
             gc.enable()
-    return index, [_typed(function, j, column) for j, column in enumerate(columns)]
+    return index, arrays
+
+
+#: What ``_struct_rows`` puts after each input row's outputs: a NULL struct, which no row of two
+#: or more values is.
+_END = (None,)
+
+
+def _struct_rows(function: TableFunction, arguments: list[pa.Array], rows: int):
+    """The general form with two or more result types, as pyarrow converts it: every input row's
+    output tuples, then ``_END``, in one flat list that ``pyarrow.array`` makes one struct array
+    of (no Python list per row, nor a pass per column); the NULLs (``_END``) say which input row
+    each output row belongs to. None when anything is not so (the user's exception, a function
+    returning None, a row that is no tuple or of the wrong width or types): ``_rows_of`` then runs
+    the rows again and says what is wrong."""
+    if len(function.result_types) < 2 or not arguments:
+        return None
+    struct = pa.struct([pa.field(f"f{j}", arrow_type(t)) for j, t in enumerate(function.result_types)])
+    try:
+        out = list(chain.from_iterable(map(chain, map(function.fn, *(a.to_pylist() for a in arguments)),
+                                           repeat(_END))))
+        if len(out) > rows and not isinstance(next(v for v in out if v is not None), tuple):
+            return None  # a dict would convert, by field name: not a row weir takes
+        table = pa.array(out, type=struct)
+    except Exception:  # noqa: BLE001 - _rows_of tells the user's exception from weir's complaint
+        return None
+    del out
+    ends = table.is_null()
+    if table.null_count != rows:  # a row that was None: _rows_of names it
+        return None
+    mask = ends.to_numpy(zero_copy_only=False)
+    index = (np.cumsum(mask, dtype=np.int64) - mask)[~mask]
+    return index, table.filter(pc.invert(ends)).flatten()
 
 
 def _rows_of(function: TableFunction, arguments: list[pa.Array], rows: int) -> tuple[np.ndarray, list[list]]:
-    fn, width = function.fn, len(function.result_types)
+    fn = function.fn
     values = [a.to_pylist() for a in arguments]
     try:  # each row's outputs as a list: a comprehension over map, no Python loop of weir's own
         produced = [[*p] if p is not None else () for p in (map(fn, *values) if values else (fn() for _ in range(rows)))]
     except Exception as exc:  # noqa: BLE001 - the user's function failed: find the row, say where
         raise _first_failing_row(function, values, rows, exc) from exc
+    return _columns_of(function, produced, rows)
+
+
+def _columns_of(function: TableFunction, produced: list, rows: int) -> tuple[np.ndarray, list[list]]:
+    """Each input row's outputs (``produced``, a list per row) as the index of each output row's
+    input row and the result columns (Python lists); a row of the wrong width is refused."""
+    width = len(function.result_types)
     counts = np.fromiter(map(len, produced), dtype=np.int64, count=rows)
     index = np.repeat(np.arange(rows, dtype=np.int64), counts)
     out = list(chain.from_iterable(produced))
@@ -312,12 +359,14 @@ def _cast(values, target: pa.DataType) -> pa.Array:
     return values if values.type == target else values.cast(target)
 
 
-def _apply_arrow(function: TableFunction, arguments: list[pa.Array], rows: int):
+def _apply_arrow(function: TableFunction, arguments: list[pa.Array], rows: int, narrow: bool = True):
     width = len(function.result_types)
     try:
         out = function.fn(*arguments)
-    except Exception as exc:  # noqa: BLE001 - narrowed to the first failing row:
-        raise _first_failure(function, arguments, rows, exc) from exc
+    except Exception as exc:  # noqa: BLE001 - narrowed to the first failing row (or a single row's):
+        if narrow or rows == 1:
+            raise _first_failure(function, arguments, rows, exc) from exc
+        raise _failure(function.name, (), exc) from exc
     if isinstance(out, pa.RecordBatch):
         out = pa.Table.from_batches([out])
     if not isinstance(out, pa.Table):
@@ -357,11 +406,68 @@ def _first_failure(function: TableFunction, arguments: list[pa.Array], rows: int
     return _failure(function.name, (), exc)
 
 
-def left_outer(positions: np.ndarray, columns: list[pa.Array], rows: int) -> tuple[np.ndarray, list[pa.Array]]:
+def apply_catching(function: TableFunction, arguments: list[pa.Array],
+                   rows: int) -> tuple[np.ndarray, list[pa.Array], dict[int, UdfFailure]]:
+    """``apply``, but a row the function raises on gives no output and its failure, kept by its
+    index in the dict returned (the bad-rows setting: ``engine.operators.table_function``). The
+    general form calls the function once per row, as ``apply`` does; the arrow form is called
+    over halves of the chunk, down to the single rows that raise (a few vectorised calls per
+    raising row). weir's own complaint (a row of the wrong width or type) still raises."""
+    failures: dict[int, UdfFailure] = {}
+    if function.func_type == "arrow":
+        parts = _arrow_halves(function, arguments, 0, rows, failures)
+        positions = np.concatenate([p for p, _ in parts]) if parts else np.zeros(0, np.int64)
+        columns = [pa.concat_arrays([c[j] for _, c in parts]) if parts else pa.array([], t)
+                   for j, t in enumerate(map(arrow_type, function.result_types))]
+        return positions, columns, failures
+    fn, values = function.fn, [a.to_pylist() for a in arguments]
+    produced = []
+    for i, row in enumerate(zip(*values) if values else ((),) * rows):
+        try:
+            out = fn(*row)
+            produced.append([*out] if out is not None else ())
+        except Exception as exc:  # noqa: BLE001 - the user's exception: the row is bad
+            failures[i] = _failure(function.name, row, exc).failure
+            produced.append(())
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        index, columns = _columns_of(function, produced, rows)
+    finally:
+        if collecting:
+            gc.enable()
+    return index, [_typed(function, j, column) for j, column in enumerate(columns)], failures
+
+
+def _arrow_halves(function: TableFunction, arguments: list[pa.Array], start: int, stop: int,
+                  failures: dict[int, UdfFailure]) -> list[tuple[np.ndarray, list[pa.Array]]]:
+    """The arrow function over rows ``start:stop`` (positions within the whole chunk), split in
+    halves where it raises the user's exception, down to the rows that do (kept in ``failures``)."""
+    if start == stop:
+        return []
+    try:
+        positions, columns = _apply_arrow(function, [a.slice(start, stop - start) for a in arguments], stop - start,
+                                          narrow=False)
+    except UdfError as error:
+        if error.failure is None or error.failure.raised is not None:
+            raise  # weir's complaint about what it returned: no bad row
+        if stop - start == 1:
+            failures[start] = error.failure
+            return []
+        middle = (start + stop) // 2
+        return (_arrow_halves(function, arguments, start, middle, failures)
+                + _arrow_halves(function, arguments, middle, stop, failures))
+    return [(positions + start, columns)]
+
+
+def left_outer(positions: np.ndarray, columns: list[pa.Array], rows: int,
+               excluded=()) -> tuple[np.ndarray, list[pa.Array]]:
     """``LEFT JOIN LATERAL ... ON TRUE``: each input row without output gets one row of NULLs,
-    in input order."""
+    in input order; the ``excluded`` rows (bad rows: ``apply_catching``) get none."""
     counts = np.bincount(positions, minlength=rows) if len(positions) else np.zeros(rows, np.int64)
     missing = np.flatnonzero(counts == 0)
+    if len(excluded):
+        missing = np.setdiff1d(missing, np.asarray(excluded, np.int64), assume_unique=True)
     if not len(missing):
         return positions, columns
     merged = np.concatenate([positions, missing])

@@ -13,7 +13,6 @@ from sqlglot import exp
 from weir.engine.operators.accumulators import FUNCTIONS, MERGE_HINT, AggregateCall
 from weir.engine.udafs import AggregateUdf
 from weir.engine.sql_eval import INPUT
-from weir.planner.errors import PlanError
 from weir.planner.expressions import AGGREGATES, Scope, bind, position, to_duckdb
 from weir.planner.planning import QueryPlanning
 from weir.sql.dialect import Weir
@@ -36,13 +35,6 @@ def python_aggregates(query: exp.Expression, catalog) -> exp.Expression:
 
     if not catalog.functions or not any(isinstance(n, exp.Anonymous) and aggregate(n.name) for n in query.walk()):
         return query
-
-    for node in query.walk():
-        if isinstance(node, exp.Window) and isinstance(node.this, exp.Anonymous) and aggregate(node.this.name):
-            raise PlanError(Problem(f"the Python aggregate function {node.this.name} in an OVER window is not "
-                                    "supported yet", *position(node.this),
-                                    "aggregate it in a GROUP BY or a window table function (TUMBLE, HOP, "
-                                    "CUMULATE, SESSION), or use a built-in aggregate OVER the window"))
 
     def replace(node: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.Anonymous) and aggregate(node.name) is not None:

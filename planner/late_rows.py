@@ -34,6 +34,7 @@ from weir.planner.catalog import Catalog, TableDef
 from weir.planner.expressions import quote
 from weir.planner.graph_builder import GraphBuilder
 from weir.planner.locate import locate, quoted
+from weir.planner.udfs import compute_udf_arguments
 from weir.sql.errors import Problem, WeirSqlError
 
 OPTION = "source.late-rows.table"
@@ -114,8 +115,9 @@ def plan_bad_rows_table(builder: GraphBuilder, catalog: Catalog, db_path: str, s
     rows (its config has ``bad_rows``: a projection and filter) and whose SQL calls one of the
     catalog's Python UDFs keeps the rows a UDF raised on out of its output and sends them, from
     its late-rows port, to one ``duckdb`` sink of that table, exactly-once like a view's (columns:
-    ``engine.operators.late_rows.BAD_ROWS_SCHEMA``). A UDF called elsewhere (a join condition, an
-    aggregate's argument) still fails the job. The table's name, or None when the job has none."""
+    ``engine.operators.late_rows.BAD_ROWS_SCHEMA``): a projection and filter, a table function, an
+    outer join's condition, and an aggregate's argument or FILTER (computed by a calc before the
+    aggregate: ``planner.udfs.compute_udf_arguments``). The table's name, or None when the job has none."""
     name = (settings.get(BAD_ROWS_SETTING) or "").strip()
     if not name or not catalog.functions:
         return None
@@ -126,12 +128,13 @@ def plan_bad_rows_table(builder: GraphBuilder, catalog: Catalog, db_path: str, s
     if any(n.id == f"{name}.sink" for n in graph.nodes):  # planned already (script() asked twice)
         return name
     calls = re.compile("|".join(rf"(?<![\w.]){re.escape(key)}\s*\(" for key in catalog.functions), re.IGNORECASE)
+    compute_udf_arguments(builder, calls)  # an aggregate's argument: diverted before the aggregate
     readers = []
     for node in graph.nodes:
-        config = operator_class(node.kind).Config
-        if config is None or "bad_rows" not in {f.name for f in dataclasses.fields(config)}:
+        kind = operator_class(node.kind)
+        if kind.Config is None or "bad_rows" not in {f.name for f in dataclasses.fields(kind.Config)}:
             continue
-        if calls.search(json.dumps(node.config_json())):
+        if getattr(kind, "calls_python", False) or calls.search(json.dumps(node.config_json())):
             node.config = dataclasses.replace(node.config, bad_rows=True)
             readers.append(Edge(node.id, "forward", (), LATE_ROWS_PORT))
     if not readers:

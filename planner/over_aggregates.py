@@ -13,6 +13,8 @@ PRECEDING`` is short for the first. ORDER BY must be one time attribute,
 ascending. Several aggregates (COUNT, SUM, MIN, MAX, AVG, with FILTER) may
 appear, also inside expressions and through ``WINDOW w AS (...)``, but they
 must all use the same window, as in Flink. WHERE filters rows before.
+Python aggregate functions (``CREATE FUNCTION ... LANGUAGE PYTHON`` of a UDAF) may appear beside
+them, without FILTER; a bounded frame (ROWS n, RANGE interval) needs the function's ``retract``.
 
 Plan: WHERE, computed partition keys and aggregate arguments become a ``calc``;
 an ``over_aggregate`` node on a hash edge by the partition keys adds one
@@ -27,11 +29,11 @@ import pyarrow as pa
 from sqlglot import exp
 
 from weir.engine.graph import Edge
-from weir.engine.operators.over_aggregate import OverAggregateConfig, OverCall, OverFrame
+from weir.engine.operators.over_aggregate import RETRACT_HINT, OverAggregateConfig, OverCall, OverFrame
 from weir.engine.operators.accumulators import FUNCTIONS
 from weir.engine.sql_eval import INPUT
 from weir.planner.errors import PlanError
-from weir.planner.aggregate_calls import typed
+from weir.planner.aggregate_calls import PythonAggregateCall, typed
 from weir.planner.expressions import AGGREGATES, Scope, bind, quote, to_duckdb
 from weir.planner.graph_builder import Stream
 from weir.planner.planning import QueryPlanning
@@ -51,7 +53,8 @@ def _aggregate_of(window: exp.Window) -> exp.Expression:
 
 
 def _is_over_aggregate(window: exp.Window) -> bool:
-    return type(_aggregate_of(window)) in AGGREGATES
+    call = _aggregate_of(window)
+    return type(call) in AGGREGATES or isinstance(call, PythonAggregateCall)
 
 
 def _windows(select: exp.Select) -> list[exp.Window]:
@@ -151,8 +154,41 @@ class _OverPlanner:
         return bound.name
 
 
+    def python_call(self, call: PythonAggregateCall, condition: exp.Expression | None, frame: dict,
+                    scope: Scope, stream: Stream, computed: list[list[str]], name: str) -> dict | None:
+        """A call of a Python aggregate function OVER the window: its argument a column (several:
+        a struct a0, a1, ... computed before), its spec; refused without ``retract`` in a bounded frame."""
+        function = self.qp.catalog.functions[call.this.lower()].function
+        arguments = list(call.expressions)
+        label = f"{call.this}({', '.join(a.sql(dialect=Weir) for a in arguments)})"
+        if condition is not None:
+            self.problem(f"FILTER on the Python aggregate function {call.this} OVER a window is not supported",
+                         call, "filter the rows with WHERE, or pass the argument as CASE WHEN ... THEN v END "
+                               "and skip NULLs in the function")
+            return None
+        if any(isinstance(a, (exp.Distinct, exp.Star)) for a in arguments):
+            self.problem(f"{label}: a Python aggregate function OVER a window takes columns or expressions", call,
+                         f"call it with no argument, {call.this}(), to aggregate rows")
+            return None
+        if frame and frame["kind"] != "unbounded" and not function.retracts:
+            self.problem(f"the Python aggregate function {call.this} has no retract method, which a bounded "
+                         "OVER frame needs (each row leaving the frame is retracted)", call, RETRACT_HINT)
+        bound = [bind(a, scope, self.problems) for a in arguments]
+        if len(bound) == 1 and isinstance(bound[0], exp.Column):
+            argument = bound[0].name
+        elif not bound:
+            argument = None
+        else:
+            argument = f"_arg{name[len('_over'):]}"
+            sqls = [to_duckdb(b, stream.schema) for b in bound]
+            computed.append([argument, sqls[0] if len(sqls) == 1 else
+                             "{" + ", ".join(f"'a{i}': {sql}" for i, sql in enumerate(sqls)) + "}"])
+        spec = function.spec(call.this.lower(), arity=len(bound))
+        return {"name": name, "function": spec.name, "argument": argument, "label": label,
+                "result_type": spec.result_type, "python": spec}
+
     def aggregates(self, windows: list[exp.Window], scope: Scope, stream: Stream,
-                   computed: list[list[str]]) -> tuple[list[dict], dict[str, str], list[str]]:
+                   computed: list[list[str]], frame: dict) -> tuple[list[dict], dict[str, str], list[str]]:
         """The distinct aggregate calls (``_over0``, ...), each window's SQL -> its name, and their
         EXPLAIN text; arguments that are expressions are added to ``computed``."""
         aggregates: list[dict] = []
@@ -161,6 +197,16 @@ class _OverPlanner:
         for window in windows:
             call = _aggregate_of(window)
             condition = window.this.expression.this if isinstance(window.this, exp.Filter) else None
+            if isinstance(call, PythonAggregateCall):
+                text = window.sql()
+                if text in names:
+                    continue
+                python = self.python_call(call, condition, frame, scope, stream, computed, f"_over{len(aggregates)}")
+                if python is not None:
+                    names[text] = python["name"]
+                    aggregates.append(python)
+                    described.append(f"{python['name']}={python['function']}({python['argument'] or ''}) [Python]")
+                continue
             argument = call.this
             if isinstance(argument, exp.Distinct):
                 self.problem(f"{call.sql_name()}(DISTINCT ...) OVER is not supported", call,
@@ -242,7 +288,7 @@ def plan_over_aggregate(qp: QueryPlanning, select: exp.Select, pipeline: str) ->
             computed.append([name, to_duckdb(bound, stream.schema)])
             keys.append(name)
 
-    aggregates, names, described = planner.aggregates(windows, scope, stream, computed)
+    aggregates, names, described = planner.aggregates(windows, scope, stream, computed, frame)
 
     where = select.args.get("where")
     filter_sql = to_duckdb(bind(where.this, scope, planner.problems), stream.schema) if where is not None else None
@@ -254,6 +300,10 @@ def plan_over_aggregate(qp: QueryPlanning, select: exp.Select, pipeline: str) ->
         stream = qp.plan_pre_aggregate(stream, filter_sql, computed, pipeline, select)
     fields = list(stream.schema)
     for agg in aggregates:
+        if agg.get("python") is not None:  # get_value's result type
+            fields.append(qp.describe(f"SELECT CAST(NULL AS {agg['result_type']}) AS {quote(agg['name'])} "
+                                      f"FROM {INPUT}", stream.schema, select).field(0).with_name(agg["name"]))
+            continue
         arg = quote(agg["argument"]) if agg["argument"] else "*"
         argument_type = stream.schema.field(agg["argument"]).type if agg["argument"] else None
         kind = FUNCTIONS[agg["function"]].result_type(argument_type)  # Flink's, as in every aggregate

@@ -54,12 +54,14 @@ def _parser() -> argparse.ArgumentParser:
                      help="answer Postgres clients (psql, psycopg, JDBC) from the job's results while it runs, "
                           "and after it ends until Ctrl-C")
     _serve_options(run)
+    _flight_option(run)
     run.set_defaults(handler="run")
 
     serve = sub.add_parser("serve", help="answer Postgres clients (psql, psycopg, JDBC, BI tools) from the "
                                          "job database: SELECT, SHOW JOBS, SUBSCRIBE")
     serve.add_argument("--db", default=DEFAULT_DB, help=f"the job database (default {DEFAULT_DB})")
     _serve_options(serve)
+    _flight_option(serve)
     serve.set_defaults(handler="serve")
 
     for name, handler, text in (("savepoint", "savepoint", "take a savepoint of a running job"),
@@ -108,6 +110,12 @@ def _job_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="a job setting, as SET 'key' = 'value' (repeatable)")
 
+
+
+def _flight_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--flight", metavar="HOST:PORT",
+                   help="also answer Arrow Flight SQL clients (ADBC, polars, pandas, DuckDB) with Arrow columns, "
+                        "e.g. --flight 127.0.0.1:8815; beyond localhost only with a password")
 
 
 def _serve_options(p: argparse.ArgumentParser) -> None:

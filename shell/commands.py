@@ -89,7 +89,18 @@ def cmd_shell(args) -> int:
 def cmd_serve(args) -> int:
     from weir.shell.pgwire import launch  # asyncio and the protocol load only for the endpoint
 
-    return launch.serve(args)
+    if not args.flight:
+        return launch.serve(args)
+    from weir.shell.flightsql import launch as flight_launch  # pyarrow.flight (gRPC) loads only for --flight
+
+    try:
+        flight = flight_launch.start(args)
+    except launch.ServeError as error:
+        return launch.report(error)
+    try:
+        return launch.serve(args)
+    finally:
+        flight.stop()
 
 
 def cmd_query(args) -> int:

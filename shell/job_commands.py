@@ -90,11 +90,14 @@ def run(args, script: Script) -> int:
         job = connection.start_script(script, state_dir=job_state,
                                       from_savepoint=args.from_savepoint, fresh=getattr(args, "fresh", False),
                                       warn=warn)
-        if getattr(args, "serve", False):  # after the job has started, so that a client's first SHOW JOBS lists it
-            from weir.shell.pgwire import launch  # asyncio and the protocol load only for the endpoint
+        if getattr(args, "serve", False) or getattr(args, "flight", None):
+            # after the job has started, so that a client's first SHOW JOBS lists it
+            from weir.shell.pgwire import launch  # asyncio and the protocol load only for an endpoint
+            server = _Endpoints()
             try:
-                server = launch.start_beside(connection, args)
+                server.start(connection, args)
             except launch.ServeError as error:
+                server.stop()
                 job.stop(savepoint=False)
                 return launch.report(error)
         try:
@@ -143,10 +146,45 @@ def run(args, script: Script) -> int:
             print(f"run the same command again to resume the job from checkpoint {result.stopped_with.checkpoint_id}")
         return stopper.exit_code
     if server is not None:
-        from weir.shell.pgwire import launch
         sys.stdout.flush()
-        launch.keep_serving(server)
+        server.keep_serving()
     return 0
+
+
+class _Endpoints:
+    """`weir run --serve` / `--flight`: the Postgres and Arrow Flight SQL endpoints started beside
+    the job, stopped together."""
+
+    def __init__(self) -> None:
+        self.postgres = self.flight = None
+
+    def start(self, connection: Connection, args) -> None:
+        if getattr(args, "serve", False):
+            from weir.shell.pgwire import launch
+            self.postgres = launch.start_beside(connection, args)
+        if getattr(args, "flight", None):
+            from weir.shell.flightsql import launch as flight_launch  # gRPC loads only for --flight
+            self.flight = flight_launch.start(args)
+
+    def stop(self) -> None:
+        for server in (self.postgres, self.flight):
+            if server is not None:
+                server.stop()
+
+    def keep_serving(self) -> None:
+        """After the job has ended: serve its results until Ctrl-C."""
+        if self.postgres is not None:
+            from weir.shell.pgwire import launch
+            launch.keep_serving(self.postgres)  # stops the Postgres server at Ctrl-C
+            self.stop()
+            return
+        print("the job has ended; still serving Arrow Flight SQL clients (Ctrl-C stops)", file=sys.stderr, flush=True)
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            self.stop()
 
 
 def _progress_line(job) -> str:

@@ -8,10 +8,13 @@
 
 In the full-screen views `q` leaves, the arrows and PgUp/PgDn scroll, and
 Ctrl-C leaves too; in tableau mode Ctrl-C stops. Leaving stops the query's
-job. Each view returns one line that says how it ended.
+job. A job that fails ends its view at once (as psql prints an ERROR when it
+arrives), so that the shell shows the error without waiting for a key. Each
+view returns one line that says how it ended.
 """
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Callable, TextIO
 
@@ -21,7 +24,7 @@ from prompt_toolkit.key_binding import KeyBindings
 from prompt_toolkit.layout import HSplit, Layout, Window
 from prompt_toolkit.layout.controls import FormattedTextControl
 
-from weir.shell.jobs import Job
+from weir.shell.jobs import FAILED, Job
 from weir.shell.live import LiveResult
 
 REFRESH_SECONDS = 0.2
@@ -193,5 +196,13 @@ def _full_screen(result: LiveResult, job: Job, mode: str) -> tuple[int, bool]:
         Window(FormattedTextControl(lambda: [("reverse", screen.status())]), height=1),
     ]))
     app = Application(layout=layout, key_bindings=keys, full_screen=True, refresh_interval=REFRESH_SECONDS)
-    app.run()
+
+    async def _leave_if_failed() -> None:
+        """End the view as soon as the job fails: the shell then prints its error."""
+        while not job.done.is_set():
+            await asyncio.sleep(REFRESH_SECONDS)
+        if job.status == FAILED:
+            app.exit()
+
+    app.run(pre_run=lambda: app.create_background_task(_leave_if_failed()))
     return result.received, screen.left

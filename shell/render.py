@@ -1,17 +1,16 @@
 """Rendering for people: errors with a caret, aligned tables, the progress line, the summary."""
 from __future__ import annotations
 
-import csv
-import io
-import json
 from datetime import datetime, timezone
 from typing import Iterator
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from weir.engine.errors import EngineError
 from weir.engine.messages import MAX_WATERMARK, MIN_WATERMARK
+from weir.engine.operators.duckdb_sql import quote_ident, string_literal
 from weir.engine.operators.registry import operator_class
 from weir.engine.runtime.local import JobResult, Progress
 from weir.sql.errors import WeirSqlError
@@ -163,17 +162,69 @@ DEFAULT_MAX_ROWS = 40
 #: The output formats (psql's `\pset format`; `aligned` is psql's name for table).
 FORMATS = ("table", "csv", "json", "markdown", "line")
 FORMAT_ALIASES = {"aligned": "table", "unaligned": "csv"}
+#: Field metadata asking for thousands separators in text (SHOW JOBS's counts): 1,234,567.
+THOUSANDS = {b"weir.format": b"thousands"}
 
 
-class TableAnswer:
-    """An answer held as an Arrow table (SHOW, DESCRIBE, SET): ``rows_at`` slices it (no copy)."""
+class _InDuckDB:
+    """What both kinds of answer share: their rows are a table ``NAME`` of ``connection``, so
+    that DuckDB turns them into text (``text_batches``), a whole column at a time."""
+
+    NAME = "__weir_answer"
+    connection: duckdb.DuckDBPyConnection
+    schema: pa.Schema
+    rows: int
+    #: Rows handed to the renderer so far (what a capped render read).
+    fetched: int
+
+    def text_batches(self, columns: list[str], offset: int = 0, count: int | None = None) -> Iterator[pa.RecordBatch]:
+        """The rows ``offset`` to ``offset + count`` (all: None) as the SQL expressions
+        ``columns`` over them make them, batch by batch, in the answer's order."""
+        sql = f"SELECT {', '.join(columns)} FROM {self.NAME}"
+        if count is not None:
+            sql += f" LIMIT {int(count)} OFFSET {int(offset)}"
+        return self.batches_of(sql)
+
+    def rows_at(self, offset: int, count: int) -> pa.Table:
+        """Rows ``offset`` to ``offset + count`` as they are (typed Arrow columns)."""
+        return pa.Table.from_batches(list(self.text_batches(["*"], offset, count)), self.schema)
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        """Every row as it is, batch by batch."""
+        return self.text_batches(["*"])
+
+    def batches_of(self, sql: str) -> Iterator[pa.RecordBatch]:
+        """The answer of ``sql`` (a query over ``NAME``, a row for each of its rows) in batches."""
+        for batch in self.connection.sql(sql).to_arrow_reader(BATCH_ROWS):
+            self.fetched += batch.num_rows
+            yield batch
+
+
+class TableAnswer(_InDuckDB):
+    """An answer held as an Arrow table (SHOW, DESCRIBE, SET); shown through an in-memory DuckDB
+    connection of its own that scans the table where it is (no copy)."""
 
     def __init__(self, table: pa.Table):
-        self.table_ = table
-        self.schema = table.schema
+        names, seen = [], set()
+        for name in table.schema.names:  # a name twice: the second is name_1, as DuckDB names it
+            unique, n = name, 0
+            while unique in seen:
+                n += 1
+                unique = f"{name}_{n}"
+            seen.add(unique)
+            names.append(unique)
+        self.table_ = table if names == table.schema.names else table.rename_columns(names)
+        self.schema = self.table_.schema
         self.rows = table.num_rows
-        #: Rows handed to the renderer so far (what a capped render read).
         self.fetched = 0
+        self._connection = None
+
+    @property
+    def connection(self) -> duckdb.DuckDBPyConnection:
+        if self._connection is None:
+            self._connection = duckdb.connect()
+            self._connection.register(self.NAME, self.table_)
+        return self._connection
 
     def rows_at(self, offset: int, count: int) -> pa.Table:
         part = self.table_.slice(offset, count)
@@ -189,16 +240,16 @@ class TableAnswer:
         return self.table_
 
     def close(self) -> None:
-        pass
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
 
 
-class DuckAnswer:
+class DuckAnswer(_InDuckDB):
     """A query's answer kept inside DuckDB, in a temporary table of the query's own connection:
     the query runs once; a capped render then fetches only the rows it shows (LIMIT/OFFSET over
     the temporary table, which keeps the query's order) and the count; csv or json of all of it
     streams batch by batch. Owns ``connection``: ``close()`` it when done."""
-
-    NAME = "__weir_answer"
 
     def __init__(self, connection, sql: str):
         self.connection = connection
@@ -207,18 +258,8 @@ class DuckAnswer:
         self.schema = connection.sql(f"SELECT * FROM {self.NAME} LIMIT 0").to_arrow_table().schema
         self.fetched = 0
 
-    def rows_at(self, offset: int, count: int) -> pa.Table:
-        part = self.connection.sql(f"SELECT * FROM {self.NAME} LIMIT {int(count)} OFFSET {int(offset)}").to_arrow_table()
-        self.fetched += part.num_rows
-        return part
-
-    def batches(self) -> Iterator[pa.RecordBatch]:
-        for batch in self.connection.sql(f"SELECT * FROM {self.NAME}").to_arrow_reader(BATCH_ROWS):
-            self.fetched += batch.num_rows
-            yield batch
-
     def all(self) -> pa.Table:
-        return pa.Table.from_batches(list(self.batches()), self.schema)
+        return self.connection.sql(f"SELECT * FROM {self.NAME}").to_arrow_table()
 
     def close(self) -> None:
         self.connection.close()
@@ -244,32 +285,98 @@ def _numeric(t: pa.DataType) -> bool:
     return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
 
 
-#: Field metadata asking for thousands separators in text (SHOW JOBS's counts): 1,234,567.
-THOUSANDS = {b"weir.format": b"thousands"}
+# -- cells as text, in DuckDB ------------------------------------------------------------
+def _timestamp_text(column: str, tz: str | None) -> str:
+    """A timestamp as ``cell`` writes one: milliseconds, or microseconds when it has them; one
+    with a time zone as the wall clock of its zone and the offset (+01:00)."""
+    ts = f"timezone({string_literal(tz)}, {column})" if tz else f"CAST({column} AS TIMESTAMP)"
+    text = (f"CASE WHEN epoch_us({ts}) % 1000 = 0 THEN strftime({ts}, '%Y-%m-%d %H:%M:%S.%g') "
+            f"ELSE strftime({ts}, '%Y-%m-%d %H:%M:%S.%f') END")
+    if not tz:
+        return f"({text})"
+    offset = f"CAST(epoch({ts}) - epoch({column}) AS BIGINT)"  # seconds east of UTC
+    return (f"({text} || CASE WHEN {offset} < 0 THEN '-' ELSE '+' END || "
+            f"lpad(CAST(abs({offset}) // 3600 AS VARCHAR), 2, '0') || ':' || "
+            f"lpad(CAST(abs({offset}) % 3600 // 60 AS VARCHAR), 2, '0'))")
 
 
-def _texts(part: pa.Table | pa.RecordBatch) -> list[list[str]]:
-    """The cells of a few rows as text, column by column from the Arrow columns."""
-    out = []
-    for field, column in zip(part.schema, part.columns):
-        separated = (field.metadata or {}).get(b"weir.format") == b"thousands"
-        out.append([f"{v:,}" if separated and v is not None else cell(v) for v in column.to_pylist()])
-    return out
+def _text(field: pa.Field, for_people: bool = True) -> str:
+    """The SQL that spells a column's cells as the table, line and csv formats show them (NULL
+    stays NULL): DuckDB's text of a value (a DOUBLE as Python's repr writes it, true/false),
+    timestamps as ``cell`` writes them; ``for_people`` (not csv), SHOW JOBS's counts with
+    thousands separators."""
+    column = quote_ident(field.name)
+    if for_people and (field.metadata or {}).get(b"weir.format") == b"thousands":
+        return f"format('{{:,}}', {column})"
+    if pa.types.is_timestamp(field.type):
+        return _timestamp_text(column, field.type.tz)
+    return f"CAST({column} AS VARCHAR)"
 
 
+def _json_value(field: pa.Field) -> str:
+    """The SQL of a column as JSON holds it: a timestamp as its text, anything else as it is."""
+    column = quote_ident(field.name)
+    return f"{_text(field)} AS {column}" if pa.types.is_timestamp(field.type) else column
+
+
+def _csv_field(text: str) -> str:
+    """A csv field as DuckDB's and psql's csv writers make one: NULL empty; quoted when it is
+    empty or holds a comma, a quote or a line break, inner quotes doubled."""
+    return (f"CASE WHEN {text} IS NULL THEN '' WHEN {text} = '' OR regexp_matches({text}, '[\",\\n\\r]') "
+            f"THEN '\"' || replace({text}, '\"', '\"\"') || '\"' ELSE {text} END")
+
+
+def _csv_header(name: str) -> str:
+    if name == "" or any(c in name for c in ',"\n\r'):
+        return '"' + name.replace('"', '""') + '"'
+    return name
+
+
+def _lines(texts: pa.Array, end: str = "\n") -> str:
+    """Every string of ``texts`` followed by ``end``, as one text: the data buffer Arrow builds
+    for the joined strings, decoded once (no Python string per row)."""
+    joined = pc.binary_join_element_wise(texts, "", end)
+    if isinstance(joined, pa.ChunkedArray):
+        joined = joined.combine_chunks()
+    if not (pa.types.is_string(joined.type) or pa.types.is_large_string(joined.type)):
+        joined = joined.cast(pa.large_string())
+    if len(joined) == 0:
+        return ""
+    offset_type = pa.int64() if pa.types.is_large_string(joined.type) else pa.int32()
+    offsets = pa.Array.from_buffers(offset_type, len(joined) + 1, [None, joined.buffers()[1]], offset=joined.offset)
+    start, stop = offsets[0].as_py(), offsets[-1].as_py()
+    if stop == start:
+        return ""
+    return joined.buffers()[2].slice(start, stop - start).to_pybytes().decode()
+
+
+# -- the formats -------------------------------------------------------------------------
 def _count_line(shown: int, rows: int) -> str:
     line = f"({rows:,} row{'s' if rows != 1 else ''}"
     return line + (f", {shown:,} shown)" if shown < rows else ")")
 
 
-def shown_parts(answer, max_rows: int) -> tuple[list[pa.Table], int]:
-    """The parts of ``answer`` a capped render shows: all its rows when they are at most
-    ``max_rows`` (0: no cap), else the first and the last ``max_rows // 2``."""
+def _shown_columns(schema: pa.Schema) -> list[str]:
+    """The SQL of the cells the table, markdown and line formats show: text, NULL spelled NULL."""
+    return [f"coalesce({_text(field)}, 'NULL') AS c{i}" for i, field in enumerate(schema)]
+
+
+def shown_parts(answer, max_rows: int) -> tuple[list[pa.RecordBatch], int]:
+    """The parts of ``answer`` a capped render shows, as text (NULL spelled NULL): all its rows
+    when they are at most ``max_rows`` (0: no cap), else the first and the last ``max_rows // 2``."""
+    columns = _shown_columns(answer.schema)
+
+    def part(offset: int, count: int) -> pa.Table:
+        batches = list(answer.text_batches(columns, offset, count))
+        if batches:
+            return pa.Table.from_batches(batches)
+        return pa.table({f"c{i}": pa.array([], pa.string()) for i in range(len(columns))})
+
     if not max_rows or answer.rows <= max_rows:
-        return [answer.rows_at(0, answer.rows)], answer.rows
+        return [part(0, answer.rows)], answer.rows
     head = max_rows - max_rows // 2
     tail = max_rows // 2
-    return [answer.rows_at(0, head), answer.rows_at(answer.rows - tail, tail)], head + tail
+    return [part(0, head), part(answer.rows - tail, tail)], head + tail
 
 
 def render(result, fmt: str = "table", *, max_rows: int = 0, expanded: bool = False) -> str:
@@ -280,100 +387,129 @@ def render(result, fmt: str = "table", *, max_rows: int = 0, expanded: bool = Fa
 
 
 def write(result, fmt: str = "table", *, max_rows: int = 0, expanded: bool = False) -> Iterator[str]:
-    """``render``'s text in pieces, as it is made: a whole csv or json answer streams batch by
-    batch; an uncapped table is aligned batch by batch (as psql's FETCH_COUNT does)."""
-    answer = answer_of(result)
+    """``render``'s text in pieces, as it is made: a whole answer streams batch by batch (an
+    uncapped table is aligned batch by batch, as psql's FETCH_COUNT does). DuckDB spells the
+    cells and pyarrow.compute pads and joins them, a column at a time."""
     fmt = FORMAT_ALIASES.get(fmt, fmt)
-    header = answer.schema.names
-    numeric = [_numeric(t) for t in answer.schema.types]
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
+    answer = answer_of(result)
+    try:
+        yield from _pieces(answer, fmt, max_rows, expanded)
+    finally:
+        if answer is not result:  # made here for an Arrow table: its DuckDB connection goes
+            answer.close()
+
+
+def _pieces(answer, fmt: str, max_rows: int, expanded: bool) -> Iterator[str]:
+    if not answer.schema.names:  # a statement's empty answer: no columns to show
+        yield {"csv": "", "json": "[]\n"}.get(fmt, "\n\n" + _count_line(answer.rows, answer.rows) + "\n")
+        return
     if fmt == "csv":
-        yield from _csv(answer, header)
+        yield from _csv(answer)
         return
     if fmt == "json":
         yield from _json(answer)
         return
-    if fmt not in FORMATS:
-        raise ValueError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
-    if max_rows or answer.rows <= BATCH_ROWS:
+    header = answer.schema.names
+    numeric = [_numeric(t) for t in answer.schema.types]
+    capped = bool(max_rows) and answer.rows > max_rows
+    if capped or answer.rows <= BATCH_ROWS:
         parts, shown = shown_parts(answer, max_rows)
     else:
-        parts, shown = answer.batches(), answer.rows
+        parts, shown = answer.text_batches(_shown_columns(answer.schema)), answer.rows
     if expanded or fmt == "line":
         yield from _expanded(parts, header, answer.rows, shown, line_mode=not expanded)
         return
-    if max_rows or answer.rows <= BATCH_ROWS:
-        yield from _aligned([_texts(part) for part in parts], header, numeric, fmt, answer.rows > shown)
+    if capped or answer.rows <= BATCH_ROWS:
+        yield from _aligned(parts, header, numeric, fmt, capped)
     else:  # everything, batch by batch, each aligned on its own (psql's FETCH_COUNT)
         for index, part in enumerate(parts):
-            yield from _aligned([_texts(part)], header, numeric, fmt, False, header_line=index == 0)
+            yield from _aligned([part], header, numeric, fmt, False, header_line=index == 0)
     if fmt == "table" or shown < answer.rows:
         yield _count_line(shown, answer.rows) + "\n"
 
 
-def _aligned(texts_by_part, header, numeric, fmt, gap, header_line=True) -> Iterator[str]:
-    """Rows (the cells of each part, column by column) as aligned text; numbers to the right;
-    a row of … between the parts when rows were left out (``gap``)."""
-    widths = [max([len(h), *(len(v) for texts in texts_by_part for v in texts[i])]) for i, h in enumerate(header)]
+def _aligned(parts, header, numeric, fmt, gap, header_line=True) -> Iterator[str]:
+    """Rows (parts of text columns) as aligned text; numbers to the right; a row of … between
+    the parts when rows were left out (``gap``)."""
+    widths = [max([len(h), *(pc.max(pc.utf8_length(part.column(i))).as_py() or 0 for part in parts)])
+              for i, h in enumerate(header)]
+
+    def pad(texts, width: int, number: bool):
+        return pc.utf8_lpad(texts, width=width) if number else pc.utf8_rpad(texts, width=width)
+
+    def line(cells: list[str]) -> str:  # the header, the gap: as ``lines`` makes the rows
+        text = " | ".join(c.rjust(w) if n else c.ljust(w) for c, w, n in zip(cells, widths, numeric))
+        return f"| {text} |" if fmt == "markdown" else text.rstrip()
+
+    def lines(part) -> pa.Array:
+        joined = pc.binary_join_element_wise(
+            *(pad(part.column(i), w, n) for i, (w, n) in enumerate(zip(widths, numeric))), " | ")
+        return pc.binary_join_element_wise("| ", joined, " |", "") if fmt == "markdown" \
+            else pc.utf8_rtrim_whitespace(joined)
+
     if fmt == "markdown":
-        def line(cells):
-            return "| " + " | ".join(c.rjust(w) if n else c.ljust(w) for c, w, n in zip(cells, widths, numeric)) + " |"
         rule = "|" + "|".join(("-" * (w + 1) + ":") if n else ("-" * (w + 2)) for w, n in zip(widths, numeric)) + "|"
     else:
-        def line(cells):
-            return " | ".join(c.rjust(w) if n else c.ljust(w) for c, w, n in zip(cells, widths, numeric)).rstrip()
         rule = "-+-".join("-" * w for w in widths)
     if header_line:
         yield line(header) + "\n" + rule + "\n"
-    for index, texts in enumerate(texts_by_part):
+    for index, part in enumerate(parts):
         if index and gap:
             yield line(["…"] * len(header)) + "\n"
-        for row in zip(*texts):
-            yield line(row) + "\n"
+        yield _lines(lines(part))
 
 
 def _expanded(parts, header, rows, shown, line_mode) -> Iterator[str]:
     """psql's expanded display (`\\x`): one block per row, a column a line; or the DuckDB CLI's
     `.mode line` (``line_mode``): `name = value` lines, a blank line between rows."""
     width = max((len(h) for h in header), default=0)
-    number = 0
+    number = 0  # rows before this part
     for index, part in enumerate(parts):
-        texts = _texts(part)
         if index and shown < rows:
             number = rows - part.num_rows
             yield "…\n"
-        for row in zip(*texts):
-            number += 1
-            if line_mode:
-                yield ("\n" if number > 1 else "") + "".join(
-                    f"{name.rjust(width)} = {value}\n" for name, value in zip(header, row))
-                continue
-            yield f"-[ RECORD {number} ]" + "\n"
-            for name, value in zip(header, row):
-                yield f"{name.ljust(width)} | {value}" + "\n"
+        if not part.num_rows:
+            continue
+        if line_mode:  # a blank line before every row but the first
+            before = pa.concat_arrays([pa.array(["" if number == 0 else "\n"]),
+                                       pa.repeat(pa.scalar("\n"), part.num_rows - 1)])
+            pieces = [before]
+            for i, name in enumerate(header):
+                pieces += [f"{name.rjust(width)} = ", part.column(i), "\n"]
+        else:
+            numbers = pa.array(range(number + 1, number + part.num_rows + 1), pa.int64()).cast(pa.string())
+            pieces = ["-[ RECORD ", numbers, " ]\n"]
+            for i, name in enumerate(header):
+                pieces += [f"{name.ljust(width)} | ", part.column(i), "\n"]
+        yield _lines(pc.binary_join_element_wise(*pieces, ""), "")
+        number += part.num_rows
     yield _count_line(shown, rows) + "\n"
 
 
-def _csv(answer, header) -> Iterator[str]:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(header)
-    for batch in answer.batches():
-        columns = [["" if v is None else cell(v) for v in column.to_pylist()] for column in batch.columns]
-        writer.writerows(zip(*columns))
-        yield buffer.getvalue()
-        buffer.seek(0)
-        buffer.truncate()
-    yield buffer.getvalue()
+def _csv(answer) -> Iterator[str]:
+    """The DuckDB CLI's `.mode csv` (psql's `\\pset format csv`): a header line, then every row;
+    each row's line is made by DuckDB."""
+    yield ",".join(_csv_header(name) for name in answer.schema.names) + "\n"
+    texts = [f"{_text(field, for_people=False)} AS c{i}" for i, field in enumerate(answer.schema)]
+    row = " || ',' || ".join(_csv_field(f"c{i}") for i in range(len(texts)))
+    inner = f"(SELECT {', '.join(texts)} FROM {answer.NAME})"
+    for batch in answer.batches_of(f"SELECT {row} FROM {inner}"):
+        yield _lines(batch.column(0))
 
 
 def _json(answer) -> Iterator[str]:
-    yield "["
-    first = True
-    for batch in answer.batches():
-        for row in batch.to_pylist():
-            yield ("" if first else ", ") + json.dumps(row, default=cell)
-            first = False
-    yield "]\n"
+    """The DuckDB CLI's `.mode json`: an array of objects, one row a line, each made by DuckDB's
+    ``to_json`` (timestamps as the other formats write them)."""
+    values = ", ".join(_json_value(field) for field in answer.schema)
+    before = "["
+    for batch in answer.batches_of(f"SELECT to_json(r) FROM (SELECT {values} FROM {answer.NAME}) r"):
+        text = _lines(batch.column(0), ",\n")
+        if text:
+            yield before + text[:-2]
+            before = ",\n"
+    yield ("]\n" if before != "[" else "[]\n")
 
 
 def table(result: pa.Table) -> str:

@@ -6,7 +6,7 @@ declared columns in declared order, with their declared Arrow types
 """
 from __future__ import annotations
 
-import zlib
+import hashlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -63,6 +63,11 @@ def option_value(options: dict[str, str], spec: ConnectorSpec, key: str) -> str 
     return found.default if found is not None else None
 
 
+def split_hash(text: str) -> int:
+    """A stable 64-bit hash of a split id (or a part of one), the same in every process."""
+    return int.from_bytes(hashlib.md5(text.encode()).digest()[:8], "little")
+
+
 class Source(ABC):
     """A bounded or unbounded source of Arrow batches, split into splits.
 
@@ -106,9 +111,20 @@ class Source(ABC):
         return None
 
     def owner(self, split: str, parallelism: int) -> int:
-        """The subtask that reads a split found by re-listing: a function of the split alone,
-        so every subtask agrees without coordination."""
-        return zlib.crc32(split.encode()) % parallelism
+        """The subtask of ``parallelism`` that reads ``split``, whether listed at the start or
+        found by re-listing: a function of the split alone, so every subtask agrees without
+        coordination. By default a numbered split ('0', '1', ...: a generator's) goes to its
+        number mod ``parallelism``, another to a stable hash of its id (MD5: crc32 mod a small
+        number puts ids that differ in one character, 'part-0.csv' ... 'part-4.csv', together)."""
+        if split.isdigit():
+            return int(split) % parallelism
+        return split_hash(split) % parallelism
+
+    def snapshot_offset(self, split: str, offset: Any) -> Any:
+        """The JSON form of a split's offset, for a checkpoint (``read`` resumes from it). By
+        default the offset itself; an offset that holds state in memory (upsert-kafka's last
+        row per key) is written out here, once a checkpoint rather than after every batch."""
+        return offset
 
     def project(self, columns: list[str]) -> None:
         """Only ``columns`` of the schema are read downstream: a source whose format can skip

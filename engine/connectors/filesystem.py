@@ -29,13 +29,14 @@ that is not JSON) fail the job with the file and line, unless
 from __future__ import annotations
 
 import os
+import re
 import time
 from typing import Any, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from weir.engine.connectors.base import ConnectorSpec, OptionSpec, Source, option_value
+from weir.engine.connectors.base import ConnectorSpec, OptionSpec, Source, option_value, split_hash
 from weir.engine.connectors.file_readers import READERS, Block, FileReader, refuse_misread_types
 from weir.engine.connectors.filesystem_sink import FileSystemSink
 from weir.engine.connectors.options import parse_bool, parse_char, parse_duration_seconds
@@ -55,6 +56,9 @@ EXTENSIONS = {
     "json": (".json", ".jsonl", ".ndjson"),
     "parquet": (".parquet", ".pq"),
 }
+
+# A file name's last run of digits (outside its folders): "data/part-0003.csv" -> ("data/part-", "0003", ".csv").
+_LAST_NUMBER = re.compile(r"(?P<head>.*?)(?P<number>\d+)(?P<tail>[^/\d]*)$", re.DOTALL)
 
 
 class FileSystemSource(Source):
@@ -100,6 +104,20 @@ class FileSystemSource(Source):
 
     def chain(self, split: str) -> str:
         return split.rpartition(ROW_GROUP_MARK)[0] or split
+
+    def owner(self, split: str, parallelism: int) -> int:
+        """A file goes to a stable hash of its path with its last number taken out, plus that
+        number: numbered files (part-0.csv, part-1.csv, ...; 2024-01-01.csv, 2024-01-02.csv)
+        go round-robin as their numbers count up. A parquet file's row groups go round-robin
+        from the file's place, so every subtask reads a share of one big file."""
+        path, mark, group = split.rpartition(ROW_GROUP_MARK)
+        if mark:
+            return (split_hash(path) + int(group)) % parallelism
+        numbered = _LAST_NUMBER.match(split)
+        if numbered is None:
+            return super().owner(split, parallelism)
+        stem = numbered["head"] + "#" + numbered["tail"]
+        return (split_hash(stem) + int(numbered["number"][-9:])) % parallelism
 
     def read(self, split: str, offset: Any = None) -> Iterator[tuple[pa.RecordBatch, Any]]:
         """Batches of ``split`` after its first ``offset`` emitted rows (a watched path: see

@@ -171,10 +171,8 @@ class KafkaSource(Source):
         seconds = parse_duration_seconds(DISCOVERY_INTERVAL, interval)
         #: Flink's rule: a bounded source, or an interval of 0, discovers nothing.
         self.discovery_interval = seconds if seconds > 0 and not self.bounded else None
-        #: For upsert-kafka: the latest row per key seen by this reader (to emit -U/+U): the keys'
-        #: bytes and, in the same order, their rows.
-        self._upsert_keys: pa.Array | None = None
-        self._upsert_rows: pa.Table | None = None
+        #: For upsert-kafka: per split, the last row per key read from it (to emit -U/+U and -D).
+        self._last_rows: dict[str, LastRows] = {}
 
     @property
     def bounded(self) -> bool:
@@ -208,7 +206,16 @@ class KafkaSource(Source):
         return _client().OFFSET_BEGINNING
 
     def owner(self, split: str, parallelism: int) -> int:
-        return int(split.rpartition(":")[2]) % parallelism
+        """Flink's rule (``KafkaSourceEnumerator.getSplitOwner``): a topic's partitions go
+        round-robin from a subtask its name's hash picks, so several topics spread out."""
+        topic, partition = _split_parts(split)
+        start = ((_java_hash(topic) * 31) & 0x7FFFFFFF) % parallelism
+        return (start + partition) % parallelism
+
+    def snapshot_offset(self, split: str, offset: Any) -> Any:
+        """An upsert-kafka split's offset carries its last row per key (``LastRows``): written
+        out here as {"offset": n, "last_rows": <base64 Arrow IPC, zstd>}, once a checkpoint."""
+        return offset.to_json() if isinstance(offset, LastRows) else offset
 
     def checkpoint_complete(self, offsets: dict[str, Any]) -> None:
         """Commit a completed checkpoint's offsets to 'properties.group.id', for monitoring and
@@ -217,8 +224,9 @@ class KafkaSource(Source):
         if "group.id" not in self.properties or self._consumer is None:
             return
         kafka = _client()
-        parts = [kafka.TopicPartition(*_split_parts(split), int(offset))
-                 for split, offset in sorted(offsets.items()) if offset is not None and int(offset) >= 0]
+        offsets = {split: _kafka_offset(offset) for split, offset in offsets.items()}
+        parts = [kafka.TopicPartition(*_split_parts(split), offset)
+                 for split, offset in sorted(offsets.items()) if offset is not None and offset >= 0]
         if parts:
             try:
                 self._consumer.commit(offsets=parts, asynchronous=False)
@@ -232,7 +240,10 @@ class KafkaSource(Source):
         part = _Partition(topic, int(number))
         self._partitions[split] = part
         consumer = self._metadata_consumer()
-        start = int(offset) if offset is not None else self._startup_offset(part)
+        if self.upsert:  # the partition's last rows as the checkpoint left them (none: from the start)
+            self._last_rows[split] = LastRows.restored(offset, split, self._row_schema())
+        offset = _kafka_offset(offset)
+        start = offset if offset is not None else self._startup_offset(part)
         part.stop = self._stop_offset(part)
         part.start = start
         next_offset = start if start >= 0 else None
@@ -265,11 +276,11 @@ class KafkaSource(Source):
                 if messages:
                     next_offset = messages[-1].offset() + 1
                     batch = self._decode(messages, split)
-                    yield batch, next_offset
+                    yield batch, self._offset(split, next_offset)
                 elif not done:
                     if part.at_end and self.bounded:
                         return
-                    yield _empty(self.schema), next_offset if next_offset is not None else offset
+                    yield _empty(self.schema), self._offset(split, next_offset if next_offset is not None else offset)
                 if done:
                     return
         finally:
@@ -278,6 +289,17 @@ class KafkaSource(Source):
             except Exception:  # the consumer may be closed already
                 pass
             self._partitions.pop(split, None)
+
+    def _offset(self, split: str, offset: int | None) -> Any:
+        """What the reader records after a batch of ``split``: the next Kafka offset, and for
+        upsert-kafka the partition's last rows with it (references to immutable Arrow data)."""
+        if not self.upsert or offset is None:
+            return offset
+        last = self._last_rows[split]
+        return LastRows(offset, last.keys, last.rows)
+
+    def _row_schema(self) -> pa.Schema:
+        return pa.schema([f for f in self.schema if f.name != ROW_KIND])
 
     def _fetch(self) -> None:
         """Poll the consumer once and hand the messages to their partitions' buffers."""
@@ -383,8 +405,9 @@ class KafkaSource(Source):
 
     def _upsert_batch(self, messages, keys, values: pa.Array, present: pa.Array, split: str) -> pa.RecordBatch:
         """upsert-kafka: a value is an insert or an update of its key's row, a tombstone a delete.
-        Each reader keeps the latest row per key it has read (a key's messages are all in one
-        partition), and emits -U/+U for an update and -D with the old row for a tombstone.
+        Each split (partition) keeps the last row per key read from it (a key's messages are all
+        in one partition, in order), and emits -U/+U for an update and -D with the old row for a
+        tombstone; that state is part of the split's checkpointed offset (``LastRows``).
 
         Vectorised: a message's old row is the previous message of its key in the batch (found
         by sorting the keys' codes), or else the key's row in the kept state (``index_in``);
@@ -395,7 +418,7 @@ class KafkaSource(Source):
             reason = decoded.bad[0][1]
             raise SourceError(f"malformed message in an upsert-kafka topic: {reason}",
                               hint="fix the producer; upsert-kafka cannot skip a row of a key")
-        physical = pa.schema([f for f in self.schema if f.name != ROW_KIND])
+        physical = self._row_schema()
         key_array = pa.array(keys, pa.binary())
         key_rows = lay.key_format.decode(key_array).rows
         has_value = present.to_numpy(zero_copy_only=False)
@@ -407,8 +430,7 @@ class KafkaSource(Source):
             columns.setdefault(name, key_rows.column(name))
         self._metadata_columns(columns, messages)
         rows = pa.table([_cast(_one_chunk(columns[f.name]), f.type) for f in physical], schema=physical)
-        if self._upsert_rows is None:
-            self._upsert_keys, self._upsert_rows = pa.array([], pa.binary()), rows.slice(0, 0)
+        state = self._last_rows[split]
         # previous message of the same key in this batch (-1: none), and each key's last message
         codes = pc.dictionary_encode(key_array).indices.to_numpy(zero_copy_only=False)
         order = np.lexsort((np.arange(n), codes))
@@ -417,7 +439,7 @@ class KafkaSource(Source):
         prev[order[1:][same]] = order[:-1][same]
         last = np.ones(n, bool)
         last[order[:-1][same]] = False
-        kept = pc.index_in(key_array, value_set=self._upsert_keys)
+        kept = pc.index_in(key_array, value_set=state.keys)
         in_state = pc.is_valid(kept).to_numpy(zero_copy_only=False)
         kept = pc.fill_null(kept, 0).to_numpy(zero_copy_only=False).astype(np.int64)
         # old rows index into rows + state rows: a message's previous one, else its key's state row
@@ -427,13 +449,14 @@ class KafkaSource(Source):
         kinds = np.stack([np.where(has_value, UPDATE_BEFORE, DELETE),
                           np.where(old_exists, UPDATE_AFTER, INSERT)], axis=1).ravel().astype(np.int8)
         emit = np.stack([old_exists, has_value], axis=1).ravel()
-        both = pa.concat_tables([rows, self._upsert_rows])
+        both = pa.concat_tables([rows, state.rows])
         out = both.take(pa.array(take[emit]))
-        stays = pc.invert(pc.is_in(self._upsert_keys, value_set=key_array))
+        stays = pc.invert(pc.is_in(state.keys, value_set=key_array))
         latest = pa.array(np.flatnonzero(last & has_value))
-        self._upsert_keys = pa.concat_arrays([_one_chunk(self._upsert_keys.filter(stays)),
-                                              _one_chunk(key_array.take(latest))])
-        self._upsert_rows = pa.concat_tables([self._upsert_rows.filter(stays), rows.take(latest)]).combine_chunks()
+        self._last_rows[split] = LastRows(
+            state.offset,
+            pa.concat_arrays([_one_chunk(state.keys.filter(stays)), _one_chunk(key_array.take(latest))]),
+            pa.concat_tables([state.rows.filter(stays), rows.take(latest)]).combine_chunks())
         return pa.RecordBatch.from_arrays(
             [*(_one_chunk(c) for c in out.columns), pa.array(kinds[emit], ROW_KIND_TYPE)], schema=self.schema)
 
@@ -499,6 +522,63 @@ class KafkaSource(Source):
 def _split_parts(split: str) -> tuple[str, int]:
     topic, _, number = split.rpartition(":")
     return topic, int(number)
+
+
+def _java_hash(text: str) -> int:
+    """Java's ``String.hashCode`` (32-bit, over UTF-16 code units), for Flink's split owner."""
+    data = text.encode("utf-16-be")
+    value = 0
+    for i in range(0, len(data), 2):
+        value = (31 * value + int.from_bytes(data[i:i + 2], "big")) & 0xFFFFFFFF
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def _kafka_offset(offset: Any) -> int | None:
+    """The next Kafka offset of a split's recorded offset (an int, or upsert-kafka's offset with
+    its last rows, in memory or as a checkpoint wrote it)."""
+    if isinstance(offset, LastRows):
+        return offset.offset
+    if isinstance(offset, dict):
+        return int(offset["offset"])
+    return None if offset is None else int(offset)
+
+
+@dataclass(frozen=True)
+class LastRows:
+    """An upsert-kafka split's offset: the next Kafka offset, and the last row per key read
+    before it (the keys' bytes and, in the same order, their rows). Arrow data is immutable, so
+    the reader holds it after every batch without a copy; a checkpoint writes it out
+    (``to_json``), and a restore reads it back (``restored``). Being per partition, it moves
+    with its partition when a savepoint restores at another parallelism."""
+
+    offset: int | None
+    keys: pa.Array
+    rows: pa.Table
+
+    def to_json(self) -> dict[str, Any]:
+        table = self.rows.append_column(_KEY_COLUMN, self.keys)
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as writer:
+            writer.write_table(table)
+        return {"offset": self.offset, "last_rows": base64.b64encode(sink.getvalue().to_pybytes()).decode()}
+
+    @classmethod
+    def restored(cls, offset: Any, split: str, schema: pa.Schema) -> "LastRows":
+        if isinstance(offset, LastRows):
+            return offset
+        if not isinstance(offset, dict):  # a fresh split, or an offset of a checkpoint without state
+            return cls(offset, pa.array([], pa.binary()), schema.empty_table())
+        table = pa.ipc.open_stream(base64.b64decode(offset["last_rows"])).read_all()
+        rows = table.drop_columns([_KEY_COLUMN])
+        if rows.schema != schema:
+            raise SourceError(f"the checkpoint's upsert-kafka state of split '{split}' has the columns "
+                              f"{rows.schema.names}, the table now has {schema.names}",
+                              hint="restore with the table as it was declared, or start afresh (--fresh)")
+        return cls(int(offset["offset"]), table.column(_KEY_COLUMN).combine_chunks(), rows.combine_chunks())
+
+
+#: The column of a ``LastRows`` snapshot that holds the message keys.
+_KEY_COLUMN = "_kafka_key"
 
 
 def _empty(schema: pa.Schema) -> pa.RecordBatch:

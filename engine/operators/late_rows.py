@@ -139,7 +139,7 @@ class BadRows:
             table, failures = caught
             bad = pa.array(sorted(failures), pa.int64())
             if len(bad):
-                self._keep(batch.take(bad), [failures[i] for i in bad.to_pylist()])
+                self.keep(batch.take(bad), [failures[i] for i in bad.to_pylist()])
             return table.filter(pc.invert(pc.is_in(table[ROW_NUMBER], value_set=bad))).drop_columns([ROW_NUMBER])
         parts = self._split(run, batch) or [run(batch.slice(0, 0))]  # every row bad: no rows, the schema
         return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
@@ -165,12 +165,12 @@ class BadRows:
         except UdfError as error:
             self._check(error)
             if batch.num_rows == 1:
-                self._keep(batch, [error.failure])
+                self.keep(batch, [error.failure])
                 return []
             half = batch.num_rows // 2
             return self._split(run, batch.slice(0, half)) + self._split(run, batch.slice(half))
 
-    def _keep(self, rows: pa.RecordBatch, failures: list[UdfFailure]) -> None:
+    def keep(self, rows: pa.RecordBatch, failures: list[UdfFailure]) -> None:
         if self._con is None:
             self._con = duckdb.connect(":memory:")
         self._con.register(BAD_INPUT, without_arrival(rows))

@@ -21,6 +21,9 @@ The table is read through its connector:
 Per batch one SQL statement joins the batch with the table on the keys (and
 the residual condition); rows keep their order, an updating stream's
 ``_row_kind`` rides along. The operator keeps no state.
+With ``bad_rows`` ('python.udf.bad-rows.table') a pair on which a Python UDF of the residual raises
+does not match (a LEFT join's row may then be padded) and goes to the job's bad-rows table
+(``engine.operators.bad_pairs``).
 """
 from __future__ import annotations
 
@@ -31,8 +34,10 @@ import pyarrow as pa
 
 from weir.engine.changelog import ROW_KIND
 from weir.engine.errors import EngineError
-from weir.engine.operators.config import OperatorConfig
+from weir.engine.operators.bad_pairs import BadPairs
+from weir.engine.operators.config import OperatorConfig, optional
 from weir.engine.schemas import schema_from_json
+from weir.engine.udfs import UdfError
 from weir.engine.operators.base import OperatorContext, StateOperator, explain_lines
 from weir.engine.operators.batches import conform, positions
 from weir.engine.operators.duckdb_sql import execute, query_arrow, quote_ident
@@ -67,6 +72,9 @@ class LookupJoinConfig(OperatorConfig):
     lookup: LookupTable
     #: SQL over the output names, or None.
     residual: str | None = None
+    #: A pair a Python UDF of the residual raises on is no match, kept in the job's bad-rows table
+    #: (``engine.operators.bad_pairs``; 'python.udf.bad-rows.table').
+    bad_rows: bool = optional(False)
 
 
 class LookupJoin(StateOperator):
@@ -96,6 +104,8 @@ class LookupJoin(StateOperator):
             raise EngineError(f"a lookup join is INNER or LEFT, not {self.join_type!r}", operator_id=oid)
         self.residual = config.residual or None
         self.connector = self.options.get("connector")
+        self._bad_pairs = BadPairs(ctx, [*self.names, *self.lookup_names]) \
+            if config.bad_rows and self.residual else None
 
     def create_state(self) -> None:
         """A file is read once, as a side input; a duckdb table is queried per batch."""
@@ -133,30 +143,55 @@ class LookupJoin(StateOperator):
         named = ", ".join(f"{quote_ident(c)} AS {quote_ident(n)}" for c, n in zip(stream_columns, self.names))
         ordered = pa.RecordBatch.from_arrays([positions(batch.num_rows), *batch.columns],
                                              names=["_ord", *batch.schema.names])
-        condition = " AND ".join(
+        keys = " AND ".join(
             f"s.{quote_ident(self.names[stream_columns.index(k)])} = t.{quote_ident(self.lookup_names[self.schema.names.index(lk)])}"
             for k, lk in zip(self.keys, self.lookup_keys))
-        if self.residual:
-            condition += f" AND ({self.residual})"
+        condition = f"{keys} AND ({self.residual})" if self.residual else keys
         outputs = ", ".join([*(f"s.{quote_ident(n)}" for n in self.names), *(f"t.{quote_ident(n)}" for n in self.lookup_names)]
                             + ([f"s.{ROW_KIND}"] if changelog else []))
         kind = ", " + ROW_KIND if changelog else ""
-        sql = (f"SELECT {outputs} FROM (SELECT _ord, {named}{kind} FROM {BATCH}) s "
-               f"{'LEFT ' if self.join_type == 'left' else ''}JOIN ({self._lookup_relation()}) t ON {condition} "
-               f"ORDER BY s._ord")
+        stream = f"(SELECT _ord, {named}{kind} FROM {BATCH}) s"
+        join = "LEFT JOIN" if self.join_type == "left" else "JOIN"
+        sql = f"SELECT {outputs} FROM {stream} {join} ({self._lookup_relation()}) t ON {condition} ORDER BY s._ord"
         self.con.register(BATCH, ordered)
         attached = False
         try:
             if self.connector == "duckdb":
                 self._attach()
                 attached = True
-            out = query_arrow(self.con, sql, self.ctx.operator_id)
+            try:
+                out = query_arrow(self.con, sql, self.ctx.operator_id)
+            except UdfError as error:
+                if self._bad_pairs is None:
+                    raise
+                self._bad_pairs.raised(error)
+                out = self._caught(stream, join, keys, outputs, changelog)
         finally:
             if attached:
                 execute(self.con, f"DETACH {DATABASE}", self.ctx.operator_id)
             self.con.unregister(BATCH)
         self.ctx.count("rows_out", out.num_rows)
         return conform(out, self.ctx.output_schema, self.ctx.operator_id)
+
+    def _caught(self, stream: str, join: str, keys: str, outputs: str, changelog: bool) -> pa.Table:
+        """The join with each pair a UDF of the residual raised on as no match (``bad_pairs``): the
+        pairs of equal keys, the residual over them with its UDF calls caught, then the join again."""
+        oid = self.ctx.operator_id
+        candidates = query_arrow(self.con, f"SELECT s._ord, {outputs} FROM {stream} JOIN ({self._lookup_relation()}) t "
+                                           f"ON {keys}", oid)
+        self.con.register("matched_pairs", self._bad_pairs.matches(self.con, candidates, self.residual))
+        try:
+            kept = ", ".join([*(f"s.{quote_ident(n)}" for n in self.names),
+                              *(f"m.{quote_ident(n)}" for n in self.lookup_names)] + ([f"s.{ROW_KIND}"] if changelog else []))
+            return query_arrow(self.con, f"SELECT {kept} FROM {stream} {join} matched_pairs m ON s._ord = m._ord "
+                                         "ORDER BY s._ord", oid)
+        finally:
+            self.con.unregister("matched_pairs")
+
+    def close(self) -> None:
+        if self._bad_pairs is not None:
+            self._bad_pairs.close()
+        super().close()
 
     def _attach(self) -> None:
         path = self.options.get("path")

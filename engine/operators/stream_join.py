@@ -35,6 +35,9 @@ join is an INNER join of two append-only inputs, whose output is append-only.
 The changes of one batch are emitted in the order of the delta's rows; a
 batch is the join's mini-batch.
 
+With ``bad_rows`` ('python.udf.bad-rows.table') a pair on which a Python UDF of the residual
+raises does not match and goes to the job's bad-rows table (``engine.operators.bad_pairs``).
+
 State retention: with ``ttl_ms`` > 0 a row is dropped ``ttl_ms`` after it
 arrived (processing time, Flink's ``table.exec.state.ttl``), without
 retracting what it produced.
@@ -49,15 +52,17 @@ import pyarrow.compute as pc
 
 from weir.engine.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER
 from weir.engine.errors import EngineError
+from weir.engine.operators.bad_pairs import BadPairs
 from weir.engine.operators.base import OperatorContext, StateOperator, explain_lines, without_output_names
 from weir.engine.operators.batches import conform, positions
 from weir.engine.operators.clock import now_ms
-from weir.engine.operators.config import OperatorConfig
+from weir.engine.operators.config import OperatorConfig, optional
 from weir.engine.operators.duckdb_sql import (create_table_from_arrow, duckdb_name, int_literal, query_arrow, quote_ident,
                                              snapshot_tables)
 from weir.engine.schemas import schema_from_json
 from weir.engine.state.key_groups import key_groups
 from weir.engine.state.keyed_tables import merge_snapshots, owned_tables
+from weir.engine.udfs import UdfError
 
 JOIN_TYPES = ("inner", "left", "right", "full", "semi", "anti")
 SIDES = ("left", "right")
@@ -95,6 +100,9 @@ class StreamJoinConfig(OperatorConfig):
     changelog: bool = True
     #: State retention per side ({"left": ms, "right": ms}, or one for both); 0 keeps rows for ever.
     ttl_ms: dict[str, int] | int = 0
+    #: A pair a Python UDF of the residual raises on is no match, kept in the job's bad-rows table
+    #: (``engine.operators.bad_pairs``; 'python.udf.bad-rows.table').
+    bad_rows: bool = optional(False)
 
 
 class _Side:
@@ -177,6 +185,8 @@ class StreamJoin(StateOperator):
         ttl = config.ttl_ms or 0
         self.ttl_ms = [int(ttl.get(s, 0) if isinstance(ttl, dict) else ttl) for s in SIDES]
         self._last_expiry: int | None = None
+        self._bad_pairs = BadPairs(ctx, [n for s in self.sides for n in s.names]) \
+            if config.bad_rows and self.residual else None
 
     def preserved(self, side: _Side) -> bool:
         """Whether the side's rows appear without a partner (NULL-padded, or alone for SEMI/ANTI)."""
@@ -208,7 +218,7 @@ class StreamJoin(StateOperator):
         delta = self._delta(batch, side)
         self.con.register(DELTA, delta)
         try:
-            self._run(f"CREATE OR REPLACE TEMP TABLE pairs AS {self._pairs_sql(side, other)}")
+            self._pairs(side, other)
             out = query_arrow(self.con, self._output_sql(side, other), self.ctx.operator_id)
             self._update_state(side, other, delta, now)
         finally:
@@ -236,19 +246,39 @@ class StreamJoin(StateOperator):
         return pa.RecordBatch.from_arrays([order, sign, groups, *data],
                                           names=["_ord", "_sign", "key_group", *side.data()])
 
+    def _pairs(self, side: _Side, other: _Side) -> None:
+        """The temp table ``pairs`` (``_pairs_sql``); with bad rows kept, a pair a UDF raised on is none."""
+        try:
+            self._run(f"CREATE OR REPLACE TEMP TABLE pairs AS {self._pairs_sql(side, other)}")
+            return
+        except UdfError as error:
+            if self._bad_pairs is None:
+                raise
+            self._bad_pairs.raised(error)
+        candidates = query_arrow(self.con, self._candidates_sql(side, other), self.ctx.operator_id)
+        self.con.register("caught_pairs", self._bad_pairs.matches(self.con, candidates, self.residual))
+        try:
+            self._run("CREATE OR REPLACE TEMP TABLE pairs AS SELECT * FROM caught_pairs")
+        finally:
+            self.con.unregister("caught_pairs")
+
     def _pairs_sql(self, side: _Side, other: _Side) -> str:
         """Every (delta row, other-side row) pair that matches: keys equal and the residual true.
         Columns: _ord, _sign, _orid, _omatches, then both sides' columns under their output names."""
+        candidates = self._candidates_sql(side, other)
+        if self.residual is None:
+            return candidates
+        return f"SELECT * FROM ({candidates}) WHERE ({self.residual})"
+
+    def _candidates_sql(self, side: _Side, other: _Side) -> str:
+        """The pairs whose keys are equal (``_pairs_sql`` before the residual)."""
         keys = []
         for sk, ok in zip(side.keys, other.keys):
             a, b = f"d.{side.column(sk)}", f"o.{other.column(ok)}"
             keys.append(f"({a} = {b} OR {a} IS NULL OR {b} IS NULL)" if self.null_aware else f"{a} = {b}")
         columns = ", ".join(side.as_named("d") + other.as_named("o"))
-        candidates = (f"SELECT d._ord, d._sign, o._rid AS _orid, o._matches AS _omatches, {columns} "
-                      f"FROM {DELTA} d JOIN {other.table} o ON {' AND '.join(keys) or 'true'}")
-        if self.residual is None:
-            return candidates
-        return f"SELECT * FROM ({candidates}) WHERE ({self.residual})"
+        return (f"SELECT d._ord, d._sign, o._rid AS _orid, o._matches AS _omatches, {columns} "
+                f"FROM {DELTA} d JOIN {other.table} o ON {' AND '.join(keys) or 'true'}")
 
     def _output(self, left: list[str], right: list[str]) -> str:
         return ", ".join(left if self.left_only else left + right)
@@ -329,6 +359,11 @@ class StreamJoin(StateOperator):
             if expired:
                 self._run(f"DELETE FROM {side.table} WHERE _t < {cutoff}")
                 self.ctx.count("state_rows_expired", expired)
+
+    def close(self) -> None:
+        if self._bad_pairs is not None:
+            self._bad_pairs.close()
+        super().close()
 
     def state_rows(self) -> int:
         """Rows held by both sides (for tests and benchmarks of state size)."""

@@ -3,9 +3,11 @@
 Reading one batch from each chain of splits in turn keeps the splits' event
 times close together, so that the minimum of their watermarks advances
 steadily; the splits of one chain (the row groups of a parquet file) are read
-one after another. In a parallel job subtask i of N reads the splits whose
-position in the source's split list is i modulo N; offsets are per split, so
-a checkpoint restores at any parallelism.
+one after another. In a parallel job subtask i of N reads the splits that
+``Source.owner(split, N)`` gives to i, those listed at the start and those
+discovered later alike; offsets are per split (a checkpoint records no
+assignment), so a checkpoint restores at any parallelism: each split's offset
+goes to whichever subtask owns it now.
 
 A source with a WATERMARK appends to every batch each row's arrival
 watermark (``engine.watermarks.ARRIVAL_WATERMARK``): the running maximum over
@@ -15,8 +17,7 @@ splits of one chain may be read by different workers, so carrying it over
 would make lateness depend on the parallelism.
 
 An unbounded source with a ``discovery_interval`` is re-listed at that interval while it
-runs; a split not listed before is read by the subtask ``Source.owner`` names (the same
-answer in every subtask) from ``Source.discovered_offset``. The reader remembers its offsets
+runs; a split not listed before is read by its owner from ``Source.discovered_offset``. The reader remembers its offsets
 at each barrier and hands them to ``Source.checkpoint_complete`` when that checkpoint
 completes (Kafka commits them to its consumer group, for information).
 
@@ -126,7 +127,7 @@ class SourceReader(OperatorKind):
         #: The column the watermark is a bounded delay on; None: no watermark, or computed by SQL.
         self._time_column = bounded[0] if bounded else None
         listed = source.splits()
-        self.splits = [s for k, s in enumerate(listed) if k % parallelism == subtask]
+        self.splits = [s for s in listed if source.owner(s, parallelism) == subtask]
         self.subtask, self.parallelism = subtask, parallelism
         #: Every split listed so far (all subtasks'), so a re-listing knows which are new.
         self._known = set(listed)
@@ -156,7 +157,8 @@ class SourceReader(OperatorKind):
     def position(self) -> dict[str, Any]:
         """Where the source is, for a checkpoint: split offsets and split watermarks, and with
         discovery the splits listed so far (so a restore knows which ones appeared since)."""
-        position = {"offsets": dict(self.offsets), **self.watermarks.state()}
+        offsets = {split: self.source.snapshot_offset(split, o) for split, o in self.offsets.items()}
+        position = {"offsets": offsets, **self.watermarks.state()}
         if self._next_discovery is not None:
             position["listed"] = sorted(self._known)
         return position

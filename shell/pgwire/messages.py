@@ -40,6 +40,9 @@ class MessageReader:
         """Keep what the finished read got; False when the client has hung up."""
         data = self._pending.result()
         self._pending = None
+        return self._keep(data)
+
+    def _keep(self, data: bytes) -> bool:
         if not data:
             self.closed = True
             return False
@@ -50,7 +53,9 @@ class MessageReader:
 
     async def fill(self) -> bool:
         """Read what the client has sent into the buffer; False when it has hung up."""
-        await self.reading()
+        if self._pending is None:  # read here, without a task for it (one per query otherwise)
+            return self._keep(await self._stream.read(65536))
+        await self._pending
         return self.took()
 
     async def _take(self, count: int) -> bytes:

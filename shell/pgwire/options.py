@@ -17,6 +17,9 @@ class ServeOptions:
     max_connections: int = 64
     #: Seconds between reads of a view that no job of this process maintains (SUBSCRIBE).
     subscribe_interval: float = 1.0
+    #: Answer ``SELECT cols FROM table WHERE key = $1`` from an in-memory index of the
+    #: snapshot (``lookup.py``) instead of DuckDB; off only to compare the two.
+    point_lookups: bool = True
 
 
 class ServeError(Exception):

@@ -35,6 +35,12 @@ class ResultReader:
     @contextlib.contextmanager
     def cursor(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """A cursor for one query, on the snapshot that is the latest as it starts."""
+        with self.stamped() as (_, cursor):
+            yield cursor
+
+    @contextlib.contextmanager
+    def stamped(self) -> Iterator[tuple[tuple | None, duckdb.DuckDBPyConnection]]:
+        """``cursor()`` with the stamp of the file it was made for (its snapshot is that one or newer)."""
         stamp = _stamp(self.latest.path)
         held = getattr(self._local, "held", None)
         if held is not None and held[0] != stamp:
@@ -46,7 +52,7 @@ class ResultReader:
             held = (stamp, self.latest.cursor())
         self._local.held = None  # not shared with a query that runs inside this one
         try:
-            yield held[1]
+            yield held
         except BaseException:
             held[1].close()
             raise

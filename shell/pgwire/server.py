@@ -16,6 +16,7 @@ from typing import Callable
 
 from weir.shell.api import Connection
 from weir.shell.pgwire.client import Client
+from weir.shell.pgwire.lookup import PointLookups
 from weir.shell.pgwire.options import ServeError, ServeOptions, check_listen
 from weir.shell.pgwire.results import ResultReader
 from weir.shell.pgwire.scram import Verifier
@@ -28,6 +29,7 @@ class Server:
         check_listen(options.host, options.password)
         self.connection = connection
         self.reader = reader
+        self.lookups = PointLookups(reader)
         self.options = options
         self.verifier = Verifier(options.password) if options.password else None
         self.queries = concurrent.futures.ThreadPoolExecutor(8, thread_name_prefix="weir-pg-query")
@@ -119,6 +121,8 @@ class Server:
         self._tasks.add(task)
         try:
             await client.run()
+        except asyncio.CancelledError:
+            pass  # the server stops: the connection's task ends quietly (asyncio logs it otherwise)
         finally:
             self._tasks.discard(task)
 

@@ -4,7 +4,8 @@
 
 - reads (SELECT, WITH, VALUES, TABLE, FROM ...) go to DuckDB over the result
   database, after DuckDB's own parser has checked that each is a SELECT;
-- weir's statements (SHOW JOBS / TABLES / VIEWS, EXPLAIN; and, when writes are
+- weir's statements (SHOW JOBS / TABLES / VIEWS / [USER] FUNCTIONS / CATALOGS /
+  DATABASES / CURRENT CATALOG / CREATE TABLE t / CREATE VIEW v, EXPLAIN; and, when writes are
   allowed, CREATE, INSERT INTO, DROP, STOP JOB, SET 'key' = 'value') go to the
   weir session, as the shell answers them;
 - ``SUBSCRIBE [TO] view``, ``SUBSCRIBE (SELECT ...)`` and ``COPY (SUBSCRIBE ...) TO
@@ -15,6 +16,7 @@
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -24,13 +26,14 @@ READ, WEIR_READ, WEIR_WRITE, SUBSCRIBE, COPY_SUBSCRIBE, TRANSACTION, SET, SHOW, 
 _COMMENTS = re.compile(r"\s*(--[^\n]*(\n|$)|/\*.*?\*/)", re.S)
 _WORDS = re.compile(r"[A-Za-z_]+|'|\(|\*")
 _READ_WORDS = {"select", "with", "values", "table", "from", "(", "describe", "desc", "summarize"}
-_WEIR_SHOW = {"jobs", "tables", "views"}
+#: SHOW's second word for weir's (Flink's) SHOW statements; any other SHOW names a Postgres setting.
+_WEIR_SHOW = {"jobs", "tables", "views", "functions", "user", "catalogs", "databases", "current", "create"}
 _WEIR_WRITE_WORDS = {"create", "insert", "drop", "stop"}
 _TRANSACTION_WORDS = {"begin", "start", "commit", "end", "rollback", "abort", "savepoint", "release"}
 _NO_OP_WORDS = {"discard", "deallocate", "listen", "unlisten", "close"}
 
 
-@dataclass
+@dataclass(frozen=True)
 class Statement:
     sql: str
     kind: str
@@ -52,6 +55,7 @@ def strip_comments(sql: str) -> str:
         text = text[match.end():]
 
 
+@functools.lru_cache(maxsize=4096)  # a client sends the same texts again and again; Statement is never changed
 def classify(sql: str) -> Statement:
     text = strip_comments(sql).rstrip(";").strip()
     words = [w.lower() for w in _WORDS.findall(text[:200])[:4]]

@@ -15,6 +15,7 @@ import pytest
 from weir.shell.api import Connection
 from weir.shell.pgwire.results import ResultReader
 from weir.shell.pgwire.server import ServeError, ServeOptions, Server, check_listen
+from weir.sql import parse
 
 PSQL = "/usr/bin/psql"
 TYPES_TABLE = """
@@ -129,6 +130,33 @@ def test_allow_writes_runs_weir_statements(db, tmp_path):
         with psycopg.connect(dsn(server), autocommit=True) as con:
             con.execute("CREATE TABLE bids (auction BIGINT) WITH ('connector' = 'datagen')")
             assert [row[0] for row in con.execute("SHOW TABLES").fetchall()] == ["bids"]
+    finally:
+        server.stop()
+
+
+def test_show_functions_catalogs_and_create_answer_as_the_shell_does(db, tmp_path):
+    server = serving(db, tmp_path, allow_writes=True)
+    try:
+        with psycopg.connect(dsn(server), autocommit=True) as con:
+            con.execute("CREATE TABLE bids (auction BIGINT) WITH ('connector' = 'datagen')")
+            for sql in ("SHOW FUNCTIONS", "SHOW USER FUNCTIONS", "SHOW CATALOGS", "SHOW DATABASES",
+                        "SHOW CURRENT CATALOG", "SHOW CURRENT DATABASE"):
+                shell = server.connection.reply(parse(sql)[0]).table
+                assert con.execute(sql).fetchall() == list(zip(*shell.to_pydict().values())), sql
+            functions = [row[0] for row in con.execute("SHOW FUNCTIONS").fetchall()]
+            assert {"tumble", "count", "upper"} <= {f.lower() for f in functions}
+            for sql, start in (("SHOW CREATE TABLE bids", "CREATE TABLE bids (auction BIGINT)"),
+                               ("SHOW CREATE TABLE minutes", "CREATE TABLE \"minutes\"(id BIGINT")):
+                shell = server.connection.reply(parse(sql)[0]).text
+                assert shell.startswith(start)
+                cur = con.execute(sql)
+                assert [d.name for d in cur.description] == ["result"]
+                assert cur.fetchall() == [(shell,)]
+            with pytest.raises(psycopg.errors.SyntaxError, match="`bids` is a table"):
+                con.execute("SHOW CREATE VIEW bids")
+        shown = psql(server, "-A", "-t", "-c", "SHOW CREATE TABLE bids")
+        assert shown.returncode == 0, shown.stderr
+        assert shown.stdout.strip() == server.connection.reply(parse("SHOW CREATE TABLE bids")[0]).text
     finally:
         server.stop()
 

@@ -90,7 +90,9 @@ def test_drop_refuses_a_view_whose_job_runs_then_drops_its_table(session):
 def test_stop_with_savepoint_then_resume_from_it(session, tmp_path):
     """STOP JOB ... WITH SAVEPOINT takes a real savepoint; SET 'execution.savepoint.path'
     starts the same statement from it, and the output ends as an uninterrupted run's would."""
-    run(session, BIDS + "WITH ('connector' = 'nexmark', 'first-event.rate' = '1000');")  # unbounded
+    # Unbounded and held to 2,000 events a second of wall time, so that however slowly the STOP
+    # comes on a loaded machine, the savepoint is well inside the 200,000 events read after it.
+    run(session, BIDS + "WITH ('connector' = 'nexmark', 'first-event.rate' = '1000', 'rate' = '2000');")
     run(session, f"CREATE TABLE counts (channel VARCHAR, n BIGINT) WITH ('connector' = 'filesystem', "
                  f"'path' = '{tmp_path / 'counts'}', 'format' = 'csv');")
     insert = ("INSERT INTO counts SELECT channel, COUNT(*) FROM TUMBLE(bids, date_time, INTERVAL '10' SECOND) "
@@ -155,7 +157,9 @@ def test_the_stop_with_savepoint_recipe_resumes_a_view_as_printed_and_keeps_its_
     """STOP JOB ... WITH SAVEPOINT prints a recipe; typed as printed it maintains the same
     materialized view again from the savepoint, keeping the rows it had, and the savepoint
     path is used up by that one job."""
-    run(session, BIDS + "WITH ('connector' = 'nexmark', 'first-event.rate' = '1000');")  # unbounded
+    # Unbounded and held to 2,000 events a second of wall time, so that however slowly the STOP
+    # comes on a loaded machine, the savepoint is well inside the 200,000 events read after it.
+    run(session, BIDS + "WITH ('connector' = 'nexmark', 'first-event.rate' = '1000', 'rate' = '2000');")
     run(session, "SET 'weir.checkpointing.interval-batches' = '1';")
     run(session, PER_CHANNEL)
     reply = run(session, "STOP JOB 'j1' WITH SAVEPOINT;")
@@ -174,7 +178,8 @@ def test_the_stop_with_savepoint_recipe_resumes_a_view_as_printed_and_keeps_its_
     job.thread.join()
     assert job.status == FINISHED, job.error
     after = rows(run(session, "SELECT * FROM per_channel ORDER BY channel, window_start;"))
-    assert all(row in after for row in before)  # the rows the view had are kept
+    kept = {tuple(row.values()) for row in after}
+    assert all(tuple(row.values()) in kept for row in before)  # the rows the view had are kept
     assert rows(run(session, "SELECT SUM(n) AS total, COUNT(*) = COUNT(DISTINCT (channel, window_start)) AS once "
                              "FROM per_channel;")) == [{"total": 184_000, "once": True}]
     assert "execution.savepoint.path" not in session.settings  # one job, not every later one

@@ -278,3 +278,28 @@ def test_with_expand_a_row_is_bad_when_any_of_its_copies_raises_as_splitting_in_
     assert outputs[0] == outputs[1]
     assert sorted(outputs[0][0]["v"]) == sorted([v for v in values if v % 5] * 2)
     assert [json.loads(row["weir_row"])["v"] for row in outputs[0][1]] == [v for v in values if v % 5 == 0]
+
+
+def test_catching_finds_the_calls_in_duckdbs_parse_tree_quoted_in_a_lambda_or_not_a_call_at_all():
+    """A quoted function name, a call inside a lambda, the name in a string literal and as a column:
+    DuckDB's own parse tree says which are calls, so one caught statement finds every raising row
+    (the batch is never split in halves)."""
+    install(tenth_of, "tenth_of_s")
+    try:
+        ctx = OperatorContext("c", pa.schema([("tenth_of_s", pa.int64()), ("tv", pa.int64()), ("lv", pa.int64()),
+                                              ("s", pa.string())]))
+        calc = Calc(CalcConfig((("tenth_of_s", '"tenth_of_s"'), ("tv", '"tenth_of_s"("tenth_of_s")'),
+                                ("lv", 'list_transform(["tenth_of_s" + 1], lambda x: tenth_of_s(x))[1]'),
+                                ("s", "'tenth_of_s(' || \"tenth_of_s\"")), bad_rows=True), ctx)
+        calc._bad_rows._split = lambda run, rows: pytest.fail("split in halves: catching failed")
+        values = list(range(0, 30))
+        out = calc.process_batch(pa.record_batch({"tenth_of_s": pa.array(values, pa.int64())}))
+        calc.close()
+    finally:
+        uninstall("tenth_of_s")
+    good = [v for v in values if v % 10 != 5 and (v + 1) % 10 != 5]
+    assert pa.Table.from_batches(out).to_pydict() == {"tenth_of_s": good, "tv": [v // 10 for v in good],
+                                                      "lv": [(v + 1) // 10 for v in good],
+                                                      "s": [f"tenth_of_s({v}" for v in good]}
+    assert [json.loads(b.column(3)[0].as_py()) for b in ctx.late_output] == [
+        [v] if v % 10 == 5 else [v + 1] for v in values if v not in good]

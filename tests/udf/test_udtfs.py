@@ -276,3 +276,30 @@ def test_a_worker_refuses_a_function_that_changed_since_planning():
     spec = udtfs.TableFunctionSpec("split_words", "udtf_functions", "split_words", ("VARCHAR",))
     with pytest.raises(UdfError, match="changed since the job was planned"):
         udtfs.function_for(spec)
+
+
+@weir.udtf(result_types=["STRING", "BIGINT"])
+def words_in_shapes(s):
+    """split_words, but a row's words as a list of lists when it has an odd number of them, and None
+    (no output) for NULL: rows pyarrow's struct conversion does not take."""
+    if s is None:
+        return None
+    words = [w for w in s.split(" ") if w]
+    return [[w, len(w)] for w in words] if len(words) % 2 else [(w, len(w)) for w in words]
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows=lines, batch=st.integers(1, 9))
+def test_the_general_forms_fast_path_and_its_fallback_give_the_same_rows(rows, batch):
+    """Tuples go through one struct conversion (``udtfs._struct_rows``: never the per-row lists
+    of ``_rows_of``); a batch holding a list row or a None falls back to ``_rows_of``: both give the oracle."""
+    dicts = [{"k": k, "s": s} for k, s in rows]
+    table = pa.Table.from_pylist(dicts, schema=SCHEMA)
+    batches = table.to_batches(max_chunksize=batch)
+    assert run(operator(words_in_shapes), batches) == expected_words(rows, outer=False)
+    rows_of = udtfs._rows_of
+    udtfs._rows_of = lambda *a: pytest.fail("the fast path fell back")
+    try:
+        assert run(operator(udtf_functions.split_words), batches) == expected_words(rows, outer=False)
+    finally:
+        udtfs._rows_of = rows_of

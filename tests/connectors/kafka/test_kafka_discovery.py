@@ -14,6 +14,7 @@ import uuid
 import pyarrow as pa
 import pytest
 
+from weir.engine.connectors.kafka import KafkaSource
 from weir.engine.connectors.registry import create_source
 from weir.engine.runtime.source_reader import SourceReader
 
@@ -81,6 +82,16 @@ def test_a_topic_that_appeared_after_the_checkpoint_is_read_from_its_start_on_re
     assert sorted(collect([iter(restarted)], 2)[0]) == [7, 8]
 
 
+def test_partitions_go_round_robin_from_a_subtask_the_topics_hash_picks_as_in_flink():
+    """Flink's KafkaSourceEnumerator.getSplitOwner: partition 0 of a topic goes to subtask
+    ((topic.hashCode() * 31) & 0x7FFFFFFF) % N, the next ones round-robin. The values were
+    computed with Java (jshell): "abc".hashCode() is 96354, "orders" overflows to -1008770331."""
+    owner = KafkaSource.owner
+    assert [owner(None, f"abc:{p}", 4) for p in range(4)] == [2, 3, 0, 1]  # 96354 * 31 % 4 = 2
+    assert [owner(None, f"orders:{p}", 3) for p in range(4)] == [0, 1, 2, 0]  # jshell: start 0
+    assert owner(None, "a:b:1", 2) == 1 - owner(None, "a:b:0", 2)  # the partition follows the last colon
+
+
 def test_workers_divide_discovered_partitions_by_partition_number(broker):
     prefix = f"disc-{uuid.uuid4().hex[:8]}-"
     broker.create_topic(prefix + "a")
@@ -91,8 +102,9 @@ def test_workers_divide_discovered_partitions_by_partition_number(broker):
     broker.produce(new, rows([10, 11]), partition=0)
     broker.produce(new, rows([20, 21, 22]), partition=1)
     found = collect(steps, 5)
-    assert sorted(found[0]) == [10, 11] and sorted(found[1]) == [20, 21, 22]  # partition p: subtask p % 2
-    assert f"{new}:0" in readers[0].splits and f"{new}:1" in readers[1].splits
+    first = readers[0].source.owner(f"{new}:0", 2)  # then partition 1 on the other subtask
+    assert sorted(found[first]) == [10, 11] and sorted(found[1 - first]) == [20, 21, 22]
+    assert f"{new}:0" in readers[first].splits and f"{new}:1" in readers[1 - first].splits
 
 
 def test_discovery_is_off_for_a_bounded_source_and_for_interval_zero(broker):

@@ -1,0 +1,1 @@
+"""The Arrow Flight SQL endpoint (`weir serve --flight`): query results as Arrow columns."""
