@@ -135,8 +135,11 @@ class Job:
             known = figures.get(m.id) or OperatorFigures(m.id, m.kind, 0, 0, 0)
             figures[m.id] = OperatorFigures(m.id, m.kind, known.rows_in + m.rows_in, known.rows_out + m.rows_out,
                                             known.late_rows + sum(m.late_by_source.values()))
+        # The watermark as the run ended: a job shorter than the metrics interval published none.
+        progress = getattr(self.executor, "progress", None)
+        watermark = max(self.metrics.watermark, progress().watermark) if progress is not None else self.metrics.watermark
         self._publish(replace(
-            self.metrics, rows_in=result.rows_read,
+            self.metrics, rows_in=result.rows_read, watermark=watermark,
             rows_out=sum(m.rows_in for m in result.operators if operator_class(m.kind).commits_output),
             last_checkpoint=str(checkpoints[-1].checkpoint_id) if checkpoints else self.metrics.last_checkpoint,
             operators=tuple(figures.values()) or self.metrics.operators,

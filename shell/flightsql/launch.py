@@ -18,7 +18,7 @@ def start(args) -> FlightSqlServer:
         raise ServeError(f"--flight {args.flight!r}: the port must be a number below 65536",
                          f"e.g. --flight 127.0.0.1:{DEFAULT_PORT}") from None
     server = FlightSqlServer(args.db, FlightOptions(host=host, port=port, password=password(args)))
-    port = server.start_in_thread()
+    port = server.start()
     url = f"grpc://{f'[{host}]' if ':' in host else host}:{port}"
     auth = "password" if server.options.password else "no password"
     print(f"serving {args.db} to Arrow Flight SQL clients on {url} ({auth}, read-only); "

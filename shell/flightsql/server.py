@@ -82,19 +82,22 @@ class FlightSqlServer(flight.FlightServerBase):
         self.latest = LatestResults(db_path, sealed=True)
         self._prepared: collections.OrderedDict[bytes, Prepared] = collections.OrderedDict()
         self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
+        self._stopped = False
 
     # -- lifecycle --------------------------------------------------------------------
-    def start_in_thread(self) -> int:
-        """Serve from a daemon thread (the server listens from construction); return the port."""
-        self._thread = threading.Thread(target=self.serve, name="weir-flight-sql", daemon=True)
-        self._thread.start()
+    def start(self) -> int:
+        """The port clients reach: gRPC's own threads answer them from construction on. Not
+        ``serve()``: it installs C++ SIGINT/SIGTERM handlers over Python's, so Ctrl-C would shut the
+        server down from a gRPC thread and never reach `weir run`'s main thread, which then waits
+        for ever."""
         return self.port
 
     def stop(self) -> None:
-        self.shutdown()
-        if self._thread is not None:
-            self._thread.join(10)
+        """Shut down once (pyarrow's ``shutdown`` must not be called twice), waiting for the RPCs
+        under way."""
+        if not self._stopped:
+            self._stopped = True
+            self.shutdown()
 
     # -- Flight RPCs ------------------------------------------------------------------
     def get_flight_info(self, context, descriptor):

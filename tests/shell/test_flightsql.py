@@ -56,7 +56,7 @@ def oracle(db) -> pa.Table:
 @pytest.fixture(scope="module")
 def server(db):
     server = FlightSqlServer(db, FlightOptions(port=0))
-    server.start_in_thread()
+    server.start()
     yield server
     server.stop()
 
@@ -171,7 +171,7 @@ def test_garbage_is_an_error_of_its_call_and_the_server_serves_on(server, oracle
 
 def test_a_password_is_asked_of_every_client(db, oracle):
     server = FlightSqlServer(db, FlightOptions(port=0, password="s3cret"))
-    server.start_in_thread()
+    server.start()
     try:
         for credentials in ({}, {"username": "me", "password": "wrong"}):
             with pytest.raises(adbc_driver_manager.Error, match="needs its password|Unauthenticated"):

@@ -3,6 +3,7 @@ keyed window job over csv files with its DuckDB oracle."""
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Any, Callable
 
 PARQUET_SOURCE = "WITH ('connector' = 'filesystem', 'path' = 'data/bids.parquet', 'format' = 'parquet');"
@@ -73,3 +74,40 @@ def outcome_within(seconds: float, call: Callable[[], Any], hung: str) -> Any:
     thread.join(seconds)
     assert not thread.is_alive(), hung
     return outcome[0]
+
+
+#: Two workers, a checkpoint after every 2-row batch, one restart at once: for a worker killed
+#: mid-run whose job must resume from its latest checkpoint.
+KILL_SETTINGS = {"parallelism.default": "2", "weir.source.batch-size": "2", "weir.checkpointing.interval-batches": "1",
+                 "restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": "1",
+                 "restart-strategy.fixed-delay.delay": "0s"}
+
+
+def stop_after_first_checkpoint(state_dir: Path) -> Callable:
+    """An ``on_checkpoint`` that asks the job under ``state_dir`` to stop with a savepoint once,
+    after its first checkpoint, so the savepoint comes part-way (a request left over would stop
+    the restored run too)."""
+    def ask(event) -> None:
+        if event.checkpoint_id == 1:
+            (state_dir / "control").mkdir(parents=True, exist_ok=True)
+            (state_dir / "control" / "stop-test.request").write_text('{"kind": "stop", "path": null}')
+    return ask
+
+
+def run_with_worker_1_killed(tmp_path: Path, monkeypatch, sql: str, seconds: float = 240) -> list[str]:
+    """Plan ``sql`` at KILL_SETTINGS (results in ``tmp_path / "v.duckdb"``) and run it with
+    worker 1 killed by SIGKILL after its 3rd source batch, once; asserts it ended and the fault
+    fired, and returns the job's warnings."""
+    from weir.engine.runtime.job import JobOptions, run_job
+    from weir.planner.planner import plan_script
+    from weir.sql import parse
+
+    monkeypatch.setenv("WEIR_FAULT", "batch:3@1")
+    monkeypatch.setenv("WEIR_FAULT_ONCE", str(tmp_path / "fired"))
+    graph = plan_script(parse(sql), db_path=str(tmp_path / "v.duckdb"), settings=KILL_SETTINGS).graph
+    warnings: list[str] = []
+    outcome = outcome_within(seconds, lambda: run_job(graph, JobOptions(state_dir=tmp_path / "state",
+                                                                        warn=warnings.append)), "the job hung")
+    assert not isinstance(outcome, BaseException), outcome
+    assert (tmp_path / "fired").exists(), "the fault never fired"
+    return warnings

@@ -28,7 +28,7 @@ from weir.sql import parse
 from weir.sql.errors import WeirSqlError
 
 import udaf_functions
-from jobs import outcome_within
+from jobs import run_with_worker_1_killed
 
 
 @weir.udaf(result_type="BIGINT")
@@ -245,9 +245,6 @@ ORACLES = {
     "counted": "SELECT k, ts, v, SUM(v) OVER (PARTITION BY k ORDER BY ts, k, v ROWS 2 PRECEDING) "
                "FROM read_csv('{files}', header = true) ORDER BY ALL",
 }
-KILL_SETTINGS = {"parallelism.default": "2", "weir.source.batch-size": "2", "weir.checkpointing.interval-batches": "1",
-                 "restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": "1",
-                 "restart-strategy.fixed-delay.delay": "0s"}
 
 
 def test_accumulators_survive_a_killed_worker_at_parallelism_2_with_exact_output(tmp_path: Path, monkeypatch):
@@ -256,15 +253,7 @@ def test_accumulators_survive_a_killed_worker_at_parallelism_2_with_exact_output
         rows = "".join(f"2024-01-01 00:00:{i:02d},{'abc'[i * 7 % 3]},{i * 5 % 11 - 3}\n" for i in range(part, 28, 2)
                        for _ in range(1 + (i % 4 == 0)))
         (tmp_path / "events" / f"part-{part}.csv").write_text("ts,k,v\n" + rows)
-    monkeypatch.setenv("WEIR_FAULT", "batch:3@1")  # worker 1 dies after its 3rd source batch
-    monkeypatch.setenv("WEIR_FAULT_ONCE", str(tmp_path / "fired"))
-    graph = plan_script(parse(KILLED_JOB.format(data=tmp_path / "events")), db_path=str(tmp_path / "v.duckdb"),
-                        settings=KILL_SETTINGS).graph
-    warnings: list[str] = []
-    outcome = outcome_within(240, lambda: run_job(graph, JobOptions(state_dir=tmp_path / "state",
-                                                                    warn=warnings.append)), "the job hung")
-    assert not isinstance(outcome, BaseException), outcome
-    assert (tmp_path / "fired").exists(), "the fault never fired"
+    warnings = run_with_worker_1_killed(tmp_path, monkeypatch, KILLED_JOB.format(data=tmp_path / "events"), 240)
     assert len(warnings) == 1 and "restarting" in warnings[0]
     found = views(tmp_path / "v.duckdb", ORACLES)
     files = f"{tmp_path / 'events'}/*.csv"

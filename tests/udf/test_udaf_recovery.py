@@ -11,7 +11,7 @@ import duckdb
 from weir.engine.runtime.job import JobOptions, run_job
 from weir.planner.planner import plan_script
 from weir.sql import parse
-from jobs import outcome_within
+from jobs import run_with_worker_1_killed
 
 FUNCTIONS = """
 CREATE FUNCTION pysum AS 'udaf_functions.PySum' LANGUAGE PYTHON;
@@ -31,9 +31,6 @@ ORACLES = {
     "moved": "SELECT s, SUM(c), SUM(c) FROM (SELECT k, COUNT(*) % 3 AS s, COUNT(*) AS c "
              "FROM read_csv('{files}', header = true) GROUP BY k) GROUP BY s ORDER BY ALL",
 }
-KILL_SETTINGS = {"parallelism.default": "2", "weir.source.batch-size": "2", "weir.checkpointing.interval-batches": "1",
-                 "restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": "1",
-                 "restart-strategy.fixed-delay.delay": "0s"}
 GUARD_SECONDS = 240
 
 
@@ -47,15 +44,7 @@ def test_accumulators_survive_a_killed_worker_at_parallelism_2_with_exact_output
     for part in range(2):  # two splits: each worker reads one
         rows = "".join(f"2024-01-01 00:00:{2 * i:02d},{'abcd'[i * 7 % 4]},{i * 5 % 11}\n" for i in range(part, 26, 2))
         (tmp_path / "events" / f"part-{part}.csv").write_text("ts,k,v\n" + rows)
-    monkeypatch.setenv("WEIR_FAULT", "batch:3@1")  # worker 1 dies after its 3rd source batch
-    monkeypatch.setenv("WEIR_FAULT_ONCE", str(tmp_path / "fired"))
-    graph = plan_script(parse(KILLED_JOB.format(data=tmp_path / "events")), db_path=str(tmp_path / "v.duckdb"),
-                        settings=KILL_SETTINGS).graph
-    warnings: list[str] = []
-    outcome = outcome_within(GUARD_SECONDS, lambda: run_job(graph, JobOptions(state_dir=tmp_path / "state",
-                                                                              warn=warnings.append)), "the job hung")
-    assert not isinstance(outcome, BaseException), outcome
-    assert (tmp_path / "fired").exists(), "the fault never fired"
+    warnings = run_with_worker_1_killed(tmp_path, monkeypatch, KILLED_JOB.format(data=tmp_path / "events"), GUARD_SECONDS)
     assert len(warnings) == 1 and "worker 1 of job" in warnings[0] and "restarting" in warnings[0]
     found = views(tmp_path / "v.duckdb", ORACLES)
     files = f"{tmp_path / 'events'}/*.csv"

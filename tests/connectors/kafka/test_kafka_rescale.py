@@ -14,6 +14,8 @@ from weir.engine.runtime.job import JobOptions, run_job
 from weir.planner.planner import plan_script
 from weir.sql import parse
 
+from jobs import stop_after_first_checkpoint
+
 EVENTS = 300  # 100 batches of 2 per partition at parallelism 2: the stop comes part-way
 
 
@@ -52,12 +54,8 @@ def run(broker, topics, tmp, parallelism: int, *, savepoint=None, stop: bool = F
                 "weir.checkpointing.interval-batches": "3"}
     script = plan_script(parse(sql), db_path=str(tmp / "v.duckdb"), settings=settings)
 
-    def ask_for_stop(event) -> None:  # once, after the first checkpoint: the savepoint comes part-way
-        if event.checkpoint_id == 1:  # (a request left over would stop the restored run)
-            (tmp / "state" / "control").mkdir(parents=True, exist_ok=True)
-            (tmp / "state" / "control" / "stop-test.request").write_text('{"kind": "stop", "path": null}')
-
-    options = JobOptions(state_dir=tmp / "state", from_savepoint=savepoint, on_checkpoint=ask_for_stop if stop else None)
+    options = JobOptions(state_dir=tmp / "state", from_savepoint=savepoint,
+                         on_checkpoint=stop_after_first_checkpoint(tmp / "state") if stop else None)
     return run_job(script.graph, options)
 
 

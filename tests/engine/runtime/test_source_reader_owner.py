@@ -18,7 +18,7 @@ from weir.engine.runtime.source_reader import SourceReader
 from weir.planner.planner import plan_script
 from weir.sql import parse
 
-from jobs import KEY_WINDOWS_JOB, KEY_WINDOWS_ORACLE
+from jobs import KEY_WINDOWS_JOB, KEY_WINDOWS_ORACLE, stop_after_first_checkpoint
 
 
 class Numbered(Source):
@@ -97,12 +97,8 @@ def run(tmp: Path, parallelism: int, *, savepoint: Path | None = None, stop: boo
         settings["weir.checkpointing.interval-batches"] = "3"
     script = plan_script(parse(sql), db_path=str(tmp / "v.duckdb"), settings=settings)
 
-    def ask_for_stop(event) -> None:  # once, after the first checkpoint: the savepoint comes part-way
-        if event.checkpoint_id == 1:  # (a request left over would stop the restored run)
-            (tmp / "state" / "control").mkdir(parents=True, exist_ok=True)
-            (tmp / "state" / "control" / "stop-test.request").write_text('{"kind": "stop", "path": null}')
-
-    options = JobOptions(state_dir=tmp / "state", from_savepoint=savepoint, on_checkpoint=ask_for_stop if stop else None)
+    options = JobOptions(state_dir=tmp / "state", from_savepoint=savepoint,
+                         on_checkpoint=stop_after_first_checkpoint(tmp / "state") if stop else None)
     return run_job(script.graph, options)
 
 
