@@ -102,6 +102,12 @@ class Source(ABC):
     def bounded(self) -> bool:
         return True
 
+    #: Whether the source's batch boundaries are arbitrary (sized by 'weir.source.batch-size', as
+    #: files and generators cut them), so the reader may merge consecutive batches of a bounded
+    #: source. False by default: a batch a user hands weir (a Python source) is theirs, and an
+    #: updating query's changelog follows it.
+    arbitrary_batches: bool = False
+
     #: Seconds between re-listings of ``splits()`` while an unbounded source runs: splits that
     #: appear are read from ``discovered_offset`` (Kafka partitions added to a topic). None: never.
     discovery_interval: float | None = None

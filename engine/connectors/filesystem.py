@@ -62,6 +62,9 @@ _LAST_NUMBER = re.compile(r"(?P<head>.*?)(?P<number>\d+)(?P<tail>[^/\d]*)$", re.
 
 
 class FileSystemSource(Source):
+    #: A file's batches are cut every 'weir.source.batch-size' rows (or row group): the reader may merge them.
+    arbitrary_batches = True
+
     def __init__(self, options: dict[str, str], schema: pa.Schema, **kwargs: Any):
         super().__init__(options, schema, **kwargs)
         self.path = options["path"]

@@ -21,8 +21,9 @@ runs; a split not listed before is read by its owner from ``Source.discovered_of
 at each barrier and hands them to ``Source.checkpoint_complete`` when that checkpoint
 completes (Kafka commits them to its consumer group, for information).
 
-A bounded source's consecutive batches (of one split or several) are merged into one of up to
-``merge_bytes`` ('weir.source.merge-bytes'), so that operators pay their per-batch costs (a
+A bounded source whose batch boundaries are arbitrary (``Source.arbitrary_batches``: files, not
+a Python source, whose batches are the user's) has its consecutive batches (of one split or
+several) merged into one of up to ``merge_bytes`` ('weir.source.merge-bytes'), so that operators pay their per-batch costs (a
 DuckDB statement each) once per merged batch. Only a batch none of whose rows is at or behind
 the watermark the merged ones would have advanced to joins them: no row of it could be late or
 meet a fired window whether it came after that watermark or with the batches before it, so
@@ -123,7 +124,7 @@ class SourceReader(OperatorKind):
                  subtask: int = 0, parallelism: int = 1, merge_bytes: int = 0):
         self.source = source
         #: Consecutive batches merged up to this many bytes (a bounded source only: see the module docstring).
-        self.merge_bytes = merge_bytes if source.bounded else 0
+        self.merge_bytes = merge_bytes if source.bounded and source.arbitrary_batches else 0
         #: The column the watermark is a bounded delay on; None: no watermark, or computed by SQL.
         self._time_column = bounded[0] if bounded else None
         listed = source.splits()

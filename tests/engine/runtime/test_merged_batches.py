@@ -16,10 +16,17 @@ from tests.engine.runtime.test_arrival_watermarks import SECOND, Rows
 DELAY = 2 * SECOND
 
 
-def steps(splits: dict[str, list[int | None]], batch_size: int, merge_bytes: int) -> list[tuple]:
+class FileLikeRows(Rows):
+    """Rows whose batch boundaries are arbitrary, as a file's are."""
+
+    arbitrary_batches = True
+
+
+def steps(splits: dict[str, list[int | None]], batch_size: int, merge_bytes: int,
+          source: type[Rows] = FileLikeRows) -> list[tuple]:
     """(rows as (ts, split number, arrival), the watermark in force before them, offsets after
     them) per step with a batch."""
-    reader = SourceReader(Rows(splits, batch_size), "ts - INTERVAL 2 SECOND", bounded=("ts", DELAY),
+    reader = SourceReader(source(splits, batch_size), "ts - INTERVAL 2 SECOND", bounded=("ts", DELAY),
                           merge_bytes=merge_bytes)
     out, watermark = [], MIN_WATERMARK
     for batch, advanced in reader:
@@ -63,3 +70,9 @@ def test_rows_in_order_merge_into_one_batch_and_a_row_behind_the_watermark_start
     assert [len(rows) for rows, _, _ in steps(behind, 2, merge_bytes=1 << 20)] == [4, 2]
     # and a limit in bytes cuts too
     assert len(steps(in_order, 2, merge_bytes=1)) == 3
+
+
+def test_a_source_whose_batches_are_its_own_is_never_merged():
+    # Rows does not declare arbitrary batches (as a Python source's are the user's)
+    in_order = {"a": [0, SECOND, 2 * SECOND, 3 * SECOND, 4 * SECOND, 5 * SECOND]}
+    assert [len(rows) for rows, _, _ in steps(in_order, 2, merge_bytes=1 << 20, source=Rows)] == [2, 2, 2]
