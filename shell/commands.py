@@ -23,6 +23,10 @@ def _settings(args) -> dict[str, str]:
         settings["execution.checkpointing.interval"] = args.checkpoint_interval
     if getattr(args, "parallelism", None):
         settings["parallelism.default"] = args.parallelism
+    if getattr(args, "executor", None):
+        settings["execution.target"] = args.executor
+    if getattr(args, "ray_address", None):
+        settings["ray.address"] = args.ray_address
     for item in args.set:
         key, sep, value = item.partition("=")
         if not sep:

@@ -26,11 +26,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from weir.engine.changelog import ROW_KIND, SHORT_NAMES, UPDATE_BEFORE, DELETE
+from weir.engine.changelog import ROW_KIND, SHORT_NAMES
 from weir.engine.connectors.base import ConnectorSpec, OptionSpec, Sink
 from weir.engine.connectors.registry import register_connector
 from weir.engine.graph import JobGraph
 from weir.engine.operators.registry import operator_class
+from weir.shell.current_rows import CurrentRows
 from weir.shell.render import cell
 
 RESULT_CONNECTOR = "weir-shell-result"
@@ -77,7 +78,8 @@ class LiveResult(_SinkTarget):
         #: An updating result's batches end with the row kind; it is shown apart.
         self.updating = ROW_KIND in schema.names
         self.names = [n for n in schema.names if n != ROW_KIND]
-        self._current: dict[tuple[str, ...], int] = {}  # an updating result's rows -> how many
+        #: An updating result's rows, as its changes leave them (in DuckDB: ``shell/current_rows.py``).
+        self._current = CurrentRows(schema) if self.updating else None
         self.max_rows = max_rows
         self.max_pending = max_pending
         self.received = 0  # rows received so far
@@ -92,28 +94,14 @@ class LiveResult(_SinkTarget):
                 self._changed.wait(0.1)
             if self.closed or batch.num_rows == 0:
                 return
+            if self.updating:
+                self._current.apply(batch, self.received)
             self._batches.append((self.received, batch))
             self.received += batch.num_rows
-            if self.updating:
-                self._apply(batch)
             while self._batches and self.received - (self._batches[0][0] + self._batches[0][1].num_rows) >= self.max_rows:
                 self._batches.popleft()
             self.first = self._batches[0][0] if self._batches else self.received
             self._changed.notify_all()
-
-    def _apply(self, batch: pa.RecordBatch) -> None:
-        """Apply a batch of changes to the current rows: +I/+U add a row, -U/-D remove one."""
-        kinds = batch.column(ROW_KIND).to_pylist()
-        for kind, row in zip(kinds, _cells(batch.drop_columns([ROW_KIND]))):
-            key = tuple(row)
-            if kind in (UPDATE_BEFORE, DELETE):
-                left = self._current.get(key, 0) - 1
-                if left > 0:
-                    self._current[key] = left
-                else:
-                    self._current.pop(key, None)
-            else:
-                self._current[key] = self._current.get(key, 0) + 1
 
     # -- the viewer's side ------------------------------------------------------
     def rows(self, start: int, stop: int) -> list[list[str]]:
@@ -142,16 +130,14 @@ class LiveResult(_SinkTarget):
     def current_count(self) -> int:
         """How many rows the table view has: the current rows of an updating result."""
         with self._changed:
-            return sum(self._current.values()) if self.updating else self.received
+            return self._current.count if self.updating else self.received
 
     def current_rows(self, start: int, stop: int) -> list[list[str]]:
         """The table view's rows ``start`` to ``stop``: of an updating result, the rows its
-        changes leave (in the order their keys first appeared); else the rows as received."""
+        changes leave (in the order they came: ``CurrentRows``); else the rows as received."""
         if not self.updating:
             return self.rows(start, stop)
-        with self._changed:
-            current = [list(row) for row, n in self._current.items() for _ in range(n)]
-        return current[start:stop]
+        return _cells(self._current.page(start, stop))
 
     def wait_for_rows(self, timeout: float) -> tuple[list[list[str]], bool]:
         """New rows since the last call (for the tableau view), and whether the result has ended."""

@@ -495,12 +495,19 @@ def _columns(schema: pa.Schema) -> pa.Table:
     return pa.table({"name": schema.names, "type": [sql_name(f.type) for f in schema]})
 
 
+def _checkpoint_id(text: str) -> int | None:
+    """A job's last checkpoint as its id (``Job.last_checkpoint`` spells it; "-" before the first)."""
+    return int(text) if text.isdigit() else None
+
+
 def jobs_table(jobs: list[Job]) -> pa.Table:
-    """SHOW JOBS: the counts are integers, shown with thousands separators (``render.THOUSANDS``)."""
+    """SHOW JOBS: the counts are integers, shown with thousands separators (``render.THOUSANDS``),
+    the last checkpoint's id an integer too (NULL before the first), so that every client
+    right-aligns them as numbers."""
     counted = pa.schema([("id", pa.string()), ("name", pa.string()), ("status", pa.string()),
                          pa.field("rows in", pa.int64(), metadata=THOUSANDS),
                          pa.field("rows out", pa.int64(), metadata=THOUSANDS),
-                         ("watermark", pa.string()), ("last checkpoint", pa.string())])
+                         ("watermark", pa.string()), ("last checkpoint", pa.int64())])
     return pa.table({
         "id": [j.id for j in jobs],
         "name": [j.name for j in jobs],
@@ -508,5 +515,5 @@ def jobs_table(jobs: list[Job]) -> pa.Table:
         "rows in": pa.array([j.rows_in() for j in jobs], pa.int64()),
         "rows out": pa.array([j.rows_out() for j in jobs], pa.int64()),
         "watermark": [timestamp(j.watermark()) for j in jobs],
-        "last checkpoint": [j.last_checkpoint() for j in jobs],
+        "last checkpoint": pa.array([_checkpoint_id(j.last_checkpoint()) for j in jobs], pa.int64()),
     }, schema=counted)

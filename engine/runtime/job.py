@@ -93,6 +93,18 @@ def _restart_policy(settings: dict[str, str]) -> tuple[int, float]:
     return attempts, delay
 
 
+#: Where a job's workers run ('execution.target'): processes of this machine, or Ray actors.
+EXECUTION_TARGETS = ("local", "ray")
+
+
+def execution_target(settings: dict[str, str]) -> str:
+    target = str(settings.get("execution.target") or "local").strip().lower()
+    if target not in EXECUTION_TARGETS:
+        raise EngineError(f"unknown execution target '{target}'",
+                          hint="use 'local' (processes of this machine) or 'ray' (actors of a Ray cluster)")
+    return target
+
+
 def _forget_other_history(config: CheckpointConfig) -> None:
     """A job started from a savepoint begins a new history: its checkpoints would be wrong to
     resume from later, so they go — except the one being resumed from, when the savepoint is a
@@ -152,6 +164,10 @@ def run_job(graph: JobGraph, options: JobOptions) -> JobResult:
     two_phase(graph.settings)  # a bad 'table.optimizer.agg-phase-strategy' fails before the job starts
     parallelism = parse_int("parallelism.default", graph.settings.get("parallelism.default", "1"), minimum=1)
     check_parallelism(graph, parallelism)
+    if execution_target(graph.settings) == "ray":  # Ray missing or unreachable fails here, not in a restart
+        from weir.engine.runtime.ray_executor import connect
+
+        connect(graph.settings.get("ray.address"))
     lock = lock_state_dir(options.state_dir)
     try:
         return _run_locked(graph, options, config, attempts, delay, backend, parallelism)
@@ -174,6 +190,7 @@ def _run_locked(graph: JobGraph, options: JobOptions, config: CheckpointConfig, 
         remove_directory(config.storage.directory)
     elif options.from_savepoint is not None:
         _forget_other_history(config)
+    target = execution_target(graph.settings)
     control = ControlChannel(options.state_dir / "control")
     control.open()
     try:
@@ -181,7 +198,12 @@ def _run_locked(graph: JobGraph, options: JobOptions, config: CheckpointConfig, 
             common = dict(on_progress=options.on_progress, progress_interval=options.progress_interval,
                           on_checkpoint=options.on_checkpoint, warn=options.warn, control=control,
                           state_backend=backend, spill_dir=str(options.state_dir / "spill"))
-            if parallelism > 1:
+            if target == "ray":
+                from weir.engine.runtime.ray_executor import RayExecutor  # imports Ray: only when chosen
+
+                executor = RayExecutor(graph, parallelism, checkpoints=config,
+                                       address=graph.settings.get("ray.address"), **common)
+            elif parallelism > 1:
                 executor = ProcessExecutor(graph, parallelism, checkpoints=config, **common)
             else:
                 executor = LocalExecutor(graph, checkpoints=config, **common)

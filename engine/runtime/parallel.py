@@ -100,6 +100,13 @@ def _worker(conn: Connection, graph_json: dict, subtask: int, parallelism: int, 
     # SIGINT was blocked from the start (``_start_workers``); from here it is ignored.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    run_subtask(conn, graph_json, subtask, parallelism, restore_from, backend, spill_dir, peers_in, peers_out)
+
+
+def run_subtask(conn: Connection, graph_json: dict, subtask: int, parallelism: int, restore_from: str | None,
+                backend: str, spill_dir: str | None, peers_in: dict, peers_out: dict) -> None:
+    """Worker ``subtask``'s life, whatever process it runs in (a spawned process, a Ray actor):
+    it reports to the coordinator over ``conn`` and to its peers over ``peers_out``."""
     faults.set_subtask(subtask)
     conn.send(("ready", subtask))  # the interpreter has started and imported the engine
     graph = JobGraph.from_json(graph_json)
@@ -189,6 +196,9 @@ class ProcessExecutor:
         finally:
             self.coordinator.settle()
             self._end_workers()
+            if len(self._results) < self.parallelism:  # failed: its sinks leave their database's
+                for sink in self._committers.values():  # group, whose next commits (a restart's)
+                    sink.abort()  # would otherwise wait for them while this executor is referenced
         return self._result()
 
     def _end_workers(self) -> None:

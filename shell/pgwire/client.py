@@ -455,8 +455,13 @@ class Client:
             pass
         if self.cancelled.is_set():
             raise QueryError("57014", "canceling statement due to user request")
+        limit = self.options.statement_timeout
+        if limit and self.timeout >= limit:
+            raise_it = "the server's --statement-timeout"
+        else:  # this connection's SET lowered it
+            raise_it = "this connection's SET statement_timeout" + (f" (the server allows {limit:g} s)" if limit else "")
         raise QueryError("57014", f"canceling statement due to statement timeout ({self.timeout:g} s)",
-                         "make the query cheaper (a LIMIT, a WHERE on the key), or raise --statement-timeout")
+                         f"make the query cheaper (a LIMIT, a WHERE on the key), or raise {raise_it}")
 
     def _read(self, sql: str, params: list[Any], holder: list, describe: bool = False) -> Answer:
         """A read of the result database (a query thread)."""

@@ -88,8 +88,24 @@ def test_show_jobs_counts_are_right_aligned_with_separators_for_people_and_plain
     assert markdown[2].split("|")[4:6] == [" 1,234,567 ", "       89 "]
     assert render.render(table, "line").splitlines()[3:5] == ["        rows in = 1,234,567", "       rows out = 89"]
     assert render.render(table, expanded=True).splitlines()[4:6] == ["rows in         | 1,234,567", "rows out        | 89"]
-    assert render.render(table, "csv").splitlines()[1] == "j1,per_channel,RUNNING,1234567,89,-,-"
+    assert render.render(table, "csv").splitlines()[1] == "j1,per_channel,RUNNING,1234567,89,-,"  # no checkpoint: NULL
     assert json.loads(render.render(table, "json"))[0]["rows in"] == 1_234_567
+
+
+def test_show_jobs_last_checkpoint_is_a_number_right_aligned_and_null_before_the_first():
+    from types import SimpleNamespace
+
+    from weir.engine.messages import MIN_WATERMARK
+    from weir.shell.session import jobs_table
+
+    jobs = [SimpleNamespace(id=f"j{n}", name="v", status="RUNNING", rows_in=lambda: 1, rows_out=lambda: 1,
+                            watermark=lambda: MIN_WATERMARK, last_checkpoint=lambda c=c: c)
+            for n, c in enumerate(["1042", "7", "-"], 1)]
+    table = jobs_table(jobs)
+    assert table.column("last checkpoint").to_pylist() == [1042, 7, None]
+    assert [line.split("|")[6] for line in render.render(table).splitlines()[2:5]] == [
+        "            1042", "               7", "            NULL"]
+    assert render.render(table, "markdown").splitlines()[1].split("|")[7] == "----------------:"
 
 
 def test_an_arrow_answer_with_a_name_twice_shows_both_columns():

@@ -49,6 +49,15 @@ def test_run_serve_answers_psql_while_and_after_the_job_runs(tmp_path):
         lines = answer.stdout.splitlines()
         assert lines[0] == f"{expected[0]}|{expected[1]}"
         assert any(line.startswith("main|channel_minutes|table") for line in lines[1:])
+        # SHOW JOBS's counts and checkpoint are numbers on the wire (int8), which psql right-aligns.
+        rows_in, rows_out, checkpoint = jobs[0][3], jobs[0][4], jobs[0][6]
+        assert all(isinstance(n, int) for n in (rows_in, rows_out, checkpoint)) and checkpoint > 0
+        shown = subprocess.run([PSQL, "-h", "127.0.0.1", "-p", str(port), "-U", "t", "-d", "weir", "-X", "-w",
+                                "-c", "SHOW JOBS"], capture_output=True, text=True, timeout=60)
+        header, _, row = shown.stdout.splitlines()[:3]
+        assert header.split("|")[6] == " last checkpoint "
+        assert row.split("|")[6] == f" {checkpoint:>15}"
+        assert row.split("|")[3] == f" {rows_in:>7} "
     finally:
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=60)

@@ -2,9 +2,10 @@
 barrier, exactly-once transactions (which are begun, pre-committed, committed, aborted and
 fenced, and when), upsert-kafka's tombstones, and the refusal of an updating input.
 
-tansu shows aborted records to read_committed consumers (see docs/architecture.md,
-Connectors), so the transactions are checked on weir's side: the sink's record of its
-transaction calls, and the broker's fencing of a zombie producer."""
+tansu shows aborted records to read_committed consumers (test_kafka_isolation.py), so the
+transactions are checked on weir's side (the sink's record of its transaction calls, the
+broker's fencing of a zombie producer) and in the broker's log, whose markers say which
+records a read_committed consumer is owed (``Broker.committed``)."""
 from __future__ import annotations
 
 import json
@@ -33,10 +34,6 @@ def rows(n: int, start: int = 0) -> pa.RecordBatch:
 def sink(broker, topic: str, schema: pa.Schema = SCHEMA, subtask: int = 0, **options: str):
     base = {"connector": "kafka", "topic": topic, "properties.bootstrap.servers": broker.bootstrap, "format": "json"}
     return create_sink({**base, **options}, schema, subtask_index=subtask)
-
-
-def values(broker, topic: str) -> list:
-    return [json.loads(v) for _, _, _, v in broker.read(topic)]
 
 
 def test_at_least_once_flushes_at_the_barrier_with_keys_and_csv(broker):
@@ -70,7 +67,7 @@ def test_exactly_once_one_transaction_per_checkpoint_committed_when_it_completes
     out.abort()  # the job fails: the open transaction is aborted, never committed
     assert out.transactions[5:] == [("pre-commit", tid, 2), ("commit", tid, 2), ("begin", tid, None),
                                     ("abort", tid, None)]
-    assert [m["v"] for m in values(broker, topic)][:4] == [0, 1, 2, 3]
+    assert [json.loads(v)["v"] for _, _, _, v in broker.committed(topic)] == [0, 1, 2, 3]
 
 
 def test_a_restarted_sink_fences_the_zombie_of_the_earlier_run(broker):
@@ -88,6 +85,7 @@ def test_a_restarted_sink_fences_the_zombie_of_the_earlier_run(broker):
     with pytest.raises(EngineError, match="was fenced"):
         zombie.pre_commit(1)
     assert [event for event, _, _ in zombie.transactions] == ["init", "begin"]  # never committed
+    assert broker.committed(topic) == []
     # Recovery initialises every transactional id a restored checkpoint's handles name, once.
     restored = sink(broker, topic, **options)
     restored.recover([{"transactional_id": tid, "checkpoint": 1, "rows": 2},
@@ -180,5 +178,7 @@ def test_a_completed_checkpoint_left_uncommitted_is_produced_again_once_on_recov
     third = sink(broker, topic, **options)
     third.recover([handle], checkpoint_id=2)
     assert third.transactions == [("init", tid, 2)]
-    # tansu shows the aborted first copy too; the replayed copy is the last three messages.
-    assert [m["v"] for m in values(broker, topic)][-3:] == [2, 3, 4]
+    # The first copy of checkpoint 2, flushed at its barrier, was aborted; the replay committed.
+    fates = broker.decided(topic)
+    assert [json.loads(v)["v"] for _, _, _, v in fates["committed"]] == [0, 1, 2, 3, 4]
+    assert [json.loads(v)["v"] for _, _, _, v in fates["aborted"]] == [2, 3, 4] and not fates["open"]

@@ -1,0 +1,215 @@
+"""Running a job at parallelism N on a Ray cluster: N Ray actors, one coordinator.
+
+The same job as ``parallel.ProcessExecutor``'s, driven the same way: this
+executor *is* that coordinator (its loop, checkpoints, commits and restore), and
+each actor runs ``parallel.run_subtask`` — subtask i of every operator, the
+worker a spawned process runs. Only where the workers run and how they are
+wired differ:
+
+- Ray places the N actors (``scheduling_strategy="SPREAD"``: over the nodes),
+  one Python process each, with ``max_restarts=0``: Ray restarts nothing. A
+  dead actor ends its connections, the coordinator fails the job
+  (``_died``), and weir's own restart strategy ('restart-strategy.type',
+  ``job.run_job``) runs it again from its latest checkpoint on new actors —
+  as for the process executor. An actor Ray reports dead without its sockets
+  ending (a node lost) is noticed by polling the actors' calls (``_checkpoints``).
+- The data plane is weir's, not Ray's object store: each actor listens on its
+  node's address (``multiprocessing.connection.Listener`` over TCP, with a
+  key of the job's), connects to every peer, and the driver connects to each
+  for its control connection. These are the same ``Connection`` objects the
+  process executor's pipes are, so ``subtask.py`` and ``exchange.py`` run
+  unchanged: Arrow IPC bodies go straight from node to node, one socket
+  write per batch, where a Ray actor call costs about 3 ms (measured here:
+  1.3-1.6M rows/s for 10,000-row batches between two actors).
+
+Ray is imported only when this executor is chosen (``connect``).
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from multiprocessing.connection import Client, Connection, Listener
+
+from weir.engine.errors import EngineError
+from weir.engine.runtime.parallel import JOIN_SECONDS, ProcessExecutor, run_subtask
+
+#: Seconds the cluster is given to place and start the N actors before the job fails.
+START_SECONDS = 120.0
+#: Seconds between two looks at whether Ray reports an actor dead (see ``_checkpoints``).
+POLL_SECONDS = 1.0
+#: What a connection's first message says of the side that opened it: the driver, or peer i.
+DRIVER = -1
+#: Environment variables a worker actor is given from the driver's (fault points, for tests).
+FORWARDED_PREFIX = "WEIR_"
+
+
+def connect(address: str | None):
+    """The ``ray`` module, connected to the cluster at ``address`` ('auto': the one started on
+    this machine with `ray start`; None: RAY_ADDRESS, else a new Ray on this machine). A driver
+    already connected keeps its connection."""
+    try:
+        import ray
+    except ImportError:
+        raise EngineError("'execution.target' is 'ray' but Ray is not installed",
+                          hint="pip install 'weir[ray]'") from None
+    if not ray.is_initialized():
+        try:
+            ray.init(address=address or None, include_dashboard=False, log_to_driver=True,
+                     configure_logging=False)
+        except ConnectionError as error:
+            raise EngineError(f"cannot connect to the Ray cluster at '{address}': {error}",
+                              hint="start one with `ray start --head` (then 'auto' finds it), give its "
+                                   "address as 'ray.address', or leave 'ray.address' unset for a Ray "
+                                   "on this machine") from None
+    return ray
+
+
+class SubtaskActor:
+    """One worker of a job, as a Ray actor (made remote by ``RayExecutor``): ``listen``,
+    then ``run`` until the subtask ends."""
+
+    def __init__(self) -> None:
+        self._listener: Listener | None = None
+
+    def listen(self, authkey: bytes) -> tuple[tuple[str, int], int, str]:
+        """Open this worker's listening socket on its node's address: that address, this
+        process's id and its Ray node's (asked now: once ``run`` runs, the actor answers no other call)."""
+        import ray
+
+        self._listener = Listener((ray.util.get_node_ip_address(), 0), authkey=authkey)
+        return self._listener.address, os.getpid(), ray.get_runtime_context().get_node_id()
+
+    def run(self, subtask: int, addresses: list, authkey: bytes, graph_json: dict, parallelism: int,
+            restore_from: str | None, backend: str, spill_dir: str | None, cwd: str) -> None:
+        """Connect to the peers and the driver, then run subtask ``subtask`` to its end.
+        Relative paths of the job mean the driver's working directory (shared storage)."""
+        if os.path.isdir(cwd):
+            os.chdir(cwd)
+        accepted: dict[int, Connection] = {}
+
+        def accept() -> None:  # the N-1 peers and the driver, while this worker connects to its peers
+            for _ in range(parallelism):
+                conn = self._listener.accept()
+                accepted[conn.recv()] = conn
+
+        acceptor = threading.Thread(target=accept, name=f"weir-accept-{subtask}", daemon=True)
+        acceptor.start()
+        peers_out = {}
+        for j, address in enumerate(addresses):
+            if j != subtask:
+                peers_out[j] = Client(tuple(address), authkey=authkey)
+                peers_out[j].send(subtask)
+        acceptor.join(START_SECONDS)
+        self._listener.close()
+        if DRIVER not in accepted or len(accepted) < parallelism:
+            raise EngineError(f"worker {subtask} was not reached by all of its peers and the driver "
+                              f"within {START_SECONDS:g} s")
+        control = accepted.pop(DRIVER)
+        run_subtask(control, graph_json, subtask, parallelism, restore_from, backend, spill_dir,
+                    accepted, peers_out)
+
+
+class RayExecutor(ProcessExecutor):
+    """``ProcessExecutor`` whose workers are Ray actors (see the module's text)."""
+
+    def __init__(self, graph, parallelism: int, *, address: str | None = None, **options):
+        super().__init__(graph, parallelism, **options)
+        self.address = address
+        self.actor_cpus = float(graph.settings.get("ray.actor.num-cpus", "1"))
+        self._ray = connect(address)
+        self._actors: list = []
+        self._calls: list = []  # each actor's ``run`` call (its ObjectRef)
+        self._next_poll = 0.0
+        #: Each worker actor's process id, once they have started (for tests that kill one).
+        self.worker_pids: list[int] = []
+        #: The Ray node each worker actor runs on.
+        self.worker_nodes: list[str] = []
+
+    def _start_workers(self, restore) -> None:
+        try:
+            self._place(restore)
+        except BaseException:  # (``run`` ends the workers only once they have started)
+            self._end_workers()  # no actor is left holding its CPUs for the restart
+            for sink in self._committers.values():
+                sink.abort()
+            raise
+
+    def _place(self, restore) -> None:
+        """Start the N actors, then connect them to each other and to this driver."""
+        ray = self._ray
+        restore_from = str(self.coordinator.restored.path.resolve()) if restore is not None else None
+        authkey = os.urandom(32)
+        options = dict(num_cpus=self.actor_cpus, max_restarts=0, max_task_retries=0, scheduling_strategy="SPREAD")
+        env = {k: v for k, v in os.environ.items() if k.startswith(FORWARDED_PREFIX)}
+        if env:
+            options["runtime_env"] = {"env_vars": env}
+        actor_class = ray.remote(SubtaskActor).options(**options)
+        self._actors = [actor_class.remote() for _ in range(self.parallelism)]
+        try:
+            listening = ray.get([actor.listen.remote(authkey) for actor in self._actors], timeout=START_SECONDS)
+        except ray.exceptions.GetTimeoutError:
+            raise EngineError(
+                f"the Ray cluster did not start {self.parallelism} worker actors of {self.actor_cpus:g} CPU "
+                f"each within {START_SECONDS:g} s (CPUs free: {ray.available_resources().get('CPU', 0):g})",
+                hint="lower 'parallelism.default', add nodes, or give each actor less with "
+                     "SET 'ray.actor.num-cpus' = '0.5'") from None
+        except ray.exceptions.RayError as error:  # e.g. weir cannot be imported on a node
+            first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise EngineError(f"the worker actors of job {self.graph.name} could not start on the Ray cluster: "
+                              f"{first}", hint="every node needs weir and its dependencies installed in the "
+                                               "same Python as the driver (pip install 'weir[ray]')") from None
+        addresses = [address for address, _, _ in listening]
+        self.worker_pids = [pid for _, pid, _ in listening]
+        self.worker_nodes = [node for _, _, node in listening]
+        graph_json, cwd = self.graph.to_json(), os.getcwd()
+        for subtask, actor in enumerate(self._actors):
+            spill = f"{self.spill_dir}/subtask-{subtask}" if self.spill_dir else None
+            self._calls.append(actor.run.remote(subtask, addresses, authkey, graph_json, self.parallelism,
+                                                restore_from, self.state_backend, spill, cwd))
+        for subtask, address in enumerate(addresses):
+            try:
+                conn = Client(tuple(address), authkey=authkey)
+                conn.send(DRIVER)
+            except (OSError, EOFError):
+                raise self._died(subtask) from None
+            self._conns.append(conn)
+
+    def _checkpoints(self) -> None:
+        super()._checkpoints()
+        if time.monotonic() < self._next_poll:
+            return
+        self._next_poll = time.monotonic() + POLL_SECONDS
+        ended, _ = self._ray.wait(self._calls, num_returns=len(self._calls), timeout=0)
+        for call in ended:
+            subtask = self._calls.index(call)
+            if subtask not in self._results and self._failure(subtask, timeout=0) is not None:
+                raise self._died(subtask)
+
+    def _failure(self, subtask: int, timeout: float) -> str | None:
+        """Why worker ``subtask``'s actor call failed, if Ray says it did within ``timeout`` seconds."""
+        ray = self._ray
+        try:
+            ray.get(self._calls[subtask], timeout=timeout)
+        except ray.exceptions.GetTimeoutError:
+            return None
+        except ray.exceptions.RayError as error:
+            return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        return None
+
+    def _died(self, subtask: int) -> EngineError:
+        how = self._failure(subtask, timeout=JOIN_SECONDS) if subtask < len(self._calls) else None
+        return EngineError(f"worker {subtask} of job {self.graph.name} (a Ray actor) died"
+                           + (f": {how}" if how else ""),
+                           hint="the job resumes from its latest checkpoint when run again")
+
+    def _end_workers(self) -> None:
+        """End every actor: one that reported its end has nothing left to do, any other failed
+        or was cancelled. Waited for, as the process executor joins its workers: a restart's
+        new actors must not meet the old ones in the state directory."""
+        for conn in self._conns:
+            conn.close()
+        for actor in self._actors:
+            self._ray.kill(actor, no_restart=True)
+        if self._calls:
+            self._ray.wait(self._calls, num_returns=len(self._calls), timeout=2 * JOIN_SECONDS)
