@@ -8,7 +8,16 @@ interactive shell and the command line. Importing ``weir`` loads none of them: t
 API's names below are looked up on first use (PEP 562), so ``weir --help`` stays fast.
 """
 
+import os as _os
+import sys as _sys
+
 __version__ = "0.2.0"
+
+# pyarrow's default allocator on Linux, mimalloc, kept ~30-50 MB more of a 10M-row job's freed
+# batches resident than jemalloc (bench/README.md, issue 17); Arrow reads the choice once, when
+# pyarrow is imported, so only an import of weir before pyarrow's makes it (the user's own setting wins).
+if _sys.platform == "linux" and "pyarrow" not in _sys.modules:
+    _os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
 
 #: The public names and the module that defines each, imported when first asked for.
 _EXPORTS = {

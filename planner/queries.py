@@ -13,6 +13,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from weir.engine.changelog import ROW_KIND, ROW_KIND_TYPE
+from weir.engine.connectors.options import parse_size
 from weir.engine.graph import Edge
 from weir.engine.operators.calc import CalcConfig
 from weir.engine.runtime.source_reader import SourceConfig
@@ -49,6 +50,15 @@ def _idle_timeout(settings: dict[str, str]) -> str | None:
     """The job-wide 'table.exec.source.idle-timeout'; '0' (the default) means never idle."""
     value = settings.get("table.exec.source.idle-timeout")
     return value if value and value.strip() not in ("0", "0s", "0 ms", "0ms") else None
+
+
+def _merge_bytes(settings: dict[str, str]) -> int:
+    """'weir.source.merge-bytes' (default 8MB); 0 when 'weir.source.batch-size' is set and it is
+    not: a batch size set on purpose (small batches for tests, low latency) is kept as it is."""
+    value = settings.get("weir.source.merge-bytes")
+    if value is None:
+        return 0 if "weir.source.batch-size" in settings else 8 << 20
+    return parse_size("weir.source.merge-bytes", value)
 
 
 def bounded_delay(watermark: exp.Expression | None, column: str | None) -> list | None:
@@ -144,6 +154,7 @@ class QueryPlanner:
             watermark_bounded=(bounded_delay(table.watermark, table.watermark_column)
                                if table.watermark_column not in table.computed else None),
             batch_size=int(self.settings.get("weir.source.batch-size", 65536)),
+            merge_bytes=_merge_bytes(self.settings),
             idle_timeout=_idle_timeout(self.settings),
         )
         description = f"Source(table=[{table.name}], connector=[{table.options.get('connector')}]"

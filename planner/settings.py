@@ -121,6 +121,9 @@ SETTINGS: dict[str, Setting] = {
                                               _duration(positive=False)),
     "sql-client.execution.result-mode": Setting("table", "'table', 'changelog' or 'tableau' (the shell checks it)"),
     "weir.source.batch-size": Setting("65536", "rows per batch read from a source", _integer(1)),
+    "weir.source.merge-bytes": Setting(
+        "8MB", "a bounded source's consecutive batches are merged up to this size (0: never; "
+                "default 0 when 'weir.source.batch-size' is set)", _size(0)),
     "weir.checkpointing.interval-batches": Setting(
         None, "checkpoint every this many source batches (deterministic, for tests)", _integer(1)),
     "weir.exchange.buffer-size": Setting(

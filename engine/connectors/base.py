@@ -102,6 +102,12 @@ class Source(ABC):
     def bounded(self) -> bool:
         return True
 
+    #: Whether the source's batch boundaries are arbitrary (sized by 'weir.source.batch-size', as
+    #: files and generators cut them), so the reader may merge consecutive batches of a bounded
+    #: source. False by default: a batch a user hands weir (a Python source) is theirs, and an
+    #: updating query's changelog follows it.
+    arbitrary_batches: bool = False
+
     #: Seconds between re-listings of ``splits()`` while an unbounded source runs: splits that
     #: appear are read from ``discovered_offset`` (Kafka partitions added to a topic). None: never.
     discovery_interval: float | None = None
@@ -125,6 +131,11 @@ class Source(ABC):
         default the offset itself; an offset that holds state in memory (upsert-kafka's last
         row per key) is written out here, once a checkpoint rather than after every batch."""
         return offset
+
+    def project(self, columns: list[str]) -> None:
+        """Only ``columns`` of the schema are read downstream: a source whose format can skip
+        the others may (its batches then hold just these, in schema order). By default it
+        reads every column."""
 
     def checkpoint_complete(self, offsets: dict[str, Any]) -> None:
         """A checkpoint that recorded these split offsets (this reader's) is complete: for

@@ -342,6 +342,8 @@ class ParquetReader(FileReader):
     row_group: int | None = None
     #: The file already opened (its footer read) for another row group of it, if any.
     file: pq.ParquetFile | None = None
+    #: Read only these declared columns (``FileSystemSource.project``), or all when None.
+    read_columns: list[str] | None = None
 
     def blocks(self, skip: int = 0) -> Iterator[Block]:
         file = self.file or pq.ParquetFile(self.path)
@@ -353,8 +355,11 @@ class ParquetReader(FileReader):
             self.rows_passed_over += file.metadata.row_group(groups.pop(0)).num_rows
         if not groups:
             return
-        for batch in file.iter_batches(batch_size=self.batch_size, row_groups=groups, columns=self.schema.names):
-            yield Block(conform(pa.Table.from_batches([batch]), self.schema, self.path))
+        schema = self.schema
+        if self.read_columns is not None:
+            schema = pa.schema([f for f in self.schema if f.name in self.read_columns], metadata=self.schema.metadata)
+        for batch in file.iter_batches(batch_size=self.batch_size, row_groups=groups, columns=schema.names):
+            yield Block(conform(pa.Table.from_batches([batch]), schema, self.path))
 
 
 def refuse_misread_types(path: str, schema: pa.Schema, found: pa.Schema) -> None:

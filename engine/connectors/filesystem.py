@@ -62,6 +62,9 @@ _LAST_NUMBER = re.compile(r"(?P<head>.*?)(?P<number>\d+)(?P<tail>[^/\d]*)$", re.
 
 
 class FileSystemSource(Source):
+    #: A file's batches are cut every 'weir.source.batch-size' rows (or row group): the reader may merge them.
+    arbitrary_batches = True
+
     def __init__(self, options: dict[str, str], schema: pa.Schema, **kwargs: Any):
         super().__init__(options, schema, **kwargs)
         self.path = options["path"]
@@ -70,6 +73,8 @@ class FileSystemSource(Source):
         self.ignore_parse_errors = parse_bool(ignore_key, option_value(options, SPEC, ignore_key) or "false")
         self.delimiter = parse_char("csv.field-delimiter", option_value(options, SPEC, "csv.field-delimiter"))
         self._open_file: tuple[str, pq.ParquetFile] | None = None
+        #: The columns read from a parquet file (``project``); None: every declared one.
+        self.read_columns: list[str] | None = None
         interval = options.get(MONITOR_INTERVAL)
         #: Seconds between listings of a watched path, or None (read what is there, then end).
         self.monitor_interval = parse_duration_seconds(MONITOR_INTERVAL, interval) if interval else None
@@ -93,6 +98,12 @@ class FileSystemSource(Source):
             groups = _row_groups(path, self.schema)
             out += [path] if groups <= 1 else [f"{path}{ROW_GROUP_MARK}{k}" for k in range(groups)]
         return out
+
+    def project(self, columns: list[str]) -> None:
+        """Parquet reads only ``columns`` (a columnar file skips the rest); the text formats
+        parse whole lines anyway, and check every column's values."""
+        if self.format == "parquet":
+            self.read_columns = columns
 
     def chain(self, split: str) -> str:
         return split.rpartition(ROW_GROUP_MARK)[0] or split
@@ -164,9 +175,12 @@ class FileSystemSource(Source):
             return READERS["csv"](split, self.schema, self.batch_size, delimiter=self.delimiter)
         path, mark, group = split.rpartition(ROW_GROUP_MARK)
         if not mark:
-            return READERS[self.format](split, self.schema, self.batch_size)
+            reader = READERS[self.format](split, self.schema, self.batch_size)
+            reader.read_columns = self.read_columns
+            return reader
         reader = READERS[self.format](path, self.schema, self.batch_size)
         reader.row_group = int(group)
+        reader.read_columns = self.read_columns
         if self._open_file is None or self._open_file[0] != path:
             self._open_file = (path, pq.ParquetFile(path))  # one footer read for all its row groups
         reader.file = self._open_file[1]

@@ -9,6 +9,7 @@ a barrier reaches every task at a batch boundary (nothing is in flight there).
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Callable
 
 import pyarrow as pa
 
+from weir.engine.changelog import ROW_KIND
 from weir.engine.connectors.options import parse_duration_seconds
 from weir.engine.connectors.registry import create_sink, create_source
 from weir.engine.errors import EngineError, JobCancelled
@@ -27,6 +29,7 @@ from weir.engine.operators.registry import build_operator, operator_class
 from weir.engine import faults
 from weir.engine.checkpoint.coordinator import CheckpointConfig, CheckpointEvent, Coordinator, RestorePoint
 from weir.engine.runtime.control import STOP_AT_CHECKPOINT, ControlChannel
+from weir.engine.runtime.exchange import needed_columns
 from weir.engine.runtime.sink_writer import SinkWriter
 from weir.engine.runtime.source_reader import SourceReader
 from weir.engine.runtime.task import OperatorMetrics, Task
@@ -179,6 +182,9 @@ class LocalExecutor:
             for index, edge in enumerate(task.node.inputs):
                 self.tasks[edge.source].consumers.append((task, index))
         for task in self.tasks.values():
+            if task.reader is not None and (columns := self._columns_read(task)) is not None:
+                task.reader.source.project(columns)
+        for task in self.tasks.values():
             if task.kind.commits_output:
                 task.operator.resuming = self.sinks_prepared
                 task.operator.sink.job = self.graph.name  # the job its commit log records
@@ -192,11 +198,28 @@ class LocalExecutor:
             idle = config.options.get("source.idle-timeout") or config.idle_timeout
             return None, SourceReader(source, config.watermark, bounded=config.watermark_bounded,
                                       idle_timeout=parse_duration_seconds("source.idle-timeout", idle) if idle else None,
-                                      subtask=ctx.subtask_index, parallelism=ctx.parallelism)
+                                      subtask=ctx.subtask_index, parallelism=ctx.parallelism,
+                                      merge_bytes=config.merge_bytes)
         if kind.commits_output:
             sink = create_sink(node.connector_options(), node.output_schema, subtask_index=ctx.subtask_index)
             return SinkWriter(sink, ctx), None
         return build_operator(node.kind, node.config, ctx), None
+
+    @staticmethod
+    def _columns_read(task: Task) -> list[str] | None:
+        """The columns of source ``task`` that its consumers read (``exchange.needed_columns``)
+        and its watermark names; None when some consumer may read any column."""
+        schema = task.node.output_schema
+        watermark = task.node.typed_config().watermark or ""
+        keep = {name for name in schema.names if name in watermark or name == ROW_KIND}
+        for consumer, index in task.consumers:
+            # (typed: a graph built by hand may hold its configs as JSON dicts)
+            needed = needed_columns(dataclasses.replace(consumer.node, config=consumer.node.typed_config()), schema)
+            keys = consumer.node.inputs[index].keys or ()
+            if needed is None:
+                return None
+            keep.update(needed, keys)
+        return [name for name in schema.names if name in keep] if task.consumers else None
 
     # -- data flow: an edge is a direct call -----------------------------------
     def _connect(self, task: Task) -> None:

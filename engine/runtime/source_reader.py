@@ -20,6 +20,14 @@ An unbounded source with a ``discovery_interval`` is re-listed at that interval 
 runs; a split not listed before is read by its owner from ``Source.discovered_offset``. The reader remembers its offsets
 at each barrier and hands them to ``Source.checkpoint_complete`` when that checkpoint
 completes (Kafka commits them to its consumer group, for information).
+
+A bounded source whose batch boundaries are arbitrary (``Source.arbitrary_batches``: files, not
+a Python source, whose batches are the user's) has its consecutive batches (of one split or
+several) merged into one of up to ``merge_bytes`` ('weir.source.merge-bytes'), so that operators pay their per-batch costs (a
+DuckDB statement each) once per merged batch. Only a batch none of whose rows is at or behind
+the watermark the merged ones would have advanced to joins them: no row of it could be late or
+meet a fired window whether it came after that watermark or with the batches before it, so
+what is late, and every result, stays the same (``MergedSteps``).
 """
 from __future__ import annotations
 
@@ -29,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from weir.engine.connectors.base import Source
 from weir.engine.messages import MAX_WATERMARK, Watermark
@@ -54,6 +63,50 @@ class SourceConfig(OperatorConfig):
     batch_size: int = 65536
     #: The job-wide 'table.exec.source.idle-timeout', or None (never idle).
     idle_timeout: str | None = None
+    #: Bytes up to which consecutive batches of a bounded source are merged ('weir.source.merge-bytes'; 0: never).
+    merge_bytes: int = 8 << 20
+
+
+class MergedSteps:
+    """The batches of consecutive steps being merged, and the watermark they advanced to."""
+
+    def __init__(self, limit: int, time_column: str | None):
+        self.limit, self.time_column = limit, time_column
+        self.batches: list[pa.RecordBatch] = []
+        self.watermark: int | None = None
+        self.nbytes = 0
+
+    def admits(self, batch: pa.RecordBatch, watermark: int) -> bool:
+        """Whether ``batch`` (as read, before its step is taken) may join: room is left, and
+        every row's time is after ``watermark``, the one the merged steps advanced the source
+        to (so no row of it is late, or in a window fired, under either watermark)."""
+        if not self.batches:
+            return True
+        if self.nbytes + batch.nbytes > self.limit:
+            return False
+        if self.time_column is None or self.watermark is None:
+            return True  # no watermark has come between them
+        times = batch.column(self.time_column)
+        if pa.types.is_timestamp(times.type) and times.type.unit != "us":
+            times = times.cast(pa.timestamp("us", times.type.tz))
+        earliest = pc.min(times.view(pa.int64()) if pa.types.is_timestamp(times.type) else times).as_py()
+        return earliest is None or earliest > watermark
+
+    def add(self, batch: pa.RecordBatch | None, watermark: int | None) -> None:
+        if batch is not None:
+            self.batches.append(batch)
+            self.nbytes += batch.nbytes
+        if watermark is not None:
+            self.watermark = watermark
+
+    def take(self) -> tuple[pa.RecordBatch | None, Watermark | None] | None:
+        """The merged step (None if nothing is pending), emptying it."""
+        if not self.batches and self.watermark is None:
+            return None
+        batches, watermark = self.batches, self.watermark
+        self.batches, self.watermark, self.nbytes = [], None, 0
+        batch = batches[0] if len(batches) == 1 else pa.concat_batches(batches) if batches else None
+        return batch, Watermark(watermark) if watermark is not None else None
 
 
 class SourceReader(OperatorKind):
@@ -68,8 +121,12 @@ class SourceReader(OperatorKind):
 
     def __init__(self, source: Source, watermark_sql: str | None, offsets: dict[str, Any] | None = None,
                  bounded: tuple[str, int] | None = None, idle_timeout: float | None = None,
-                 subtask: int = 0, parallelism: int = 1):
+                 subtask: int = 0, parallelism: int = 1, merge_bytes: int = 0):
         self.source = source
+        #: Consecutive batches merged up to this many bytes (a bounded source only: see the module docstring).
+        self.merge_bytes = merge_bytes if source.bounded and source.arbitrary_batches else 0
+        #: The column the watermark is a bounded delay on; None: no watermark, or computed by SQL.
+        self._time_column = bounded[0] if bounded else None
         listed = source.splits()
         self.splits = [s for s in listed if source.owner(s, parallelism) == subtask]
         self.subtask, self.parallelism = subtask, parallelism
@@ -166,6 +223,9 @@ class SourceReader(OperatorKind):
         The last step carries MAX_WATERMARK."""
         chains = {key: list(splits) for key, splits in self.chains.items()}
         readers: dict[str, Iterator] = {}
+        # Without a bounded-delay watermark only a source with no watermark at all merges.
+        merging = self.merge_bytes > 0 and (self._generator is None or self._time_column is not None)
+        pending = MergedSteps(self.merge_bytes, self._time_column)
         while chains or self._next_discovery is not None:
             self._discover(chains)
             if not chains:  # a subtask with no split yet, waiting for one to appear
@@ -184,6 +244,8 @@ class SourceReader(OperatorKind):
                         del chains[key]
                     batch, advanced = None, self.watermarks.finish(split)
                 else:
+                    if merging and step[0].num_rows and not pending.admits(step[0], self.watermarks.current):
+                        yield pending.take()  # before this step is taken: its barrier excludes it
                     batch, self.offsets[split] = step
                     if batch.num_rows == 0:  # nothing new (an unbounded source): still a boundary,
                         advanced = self._maybe_idle(split)  # where the job checkpoints and stops
@@ -197,7 +259,11 @@ class SourceReader(OperatorKind):
                     advanced = self.watermarks.observe(split, candidate)
                 if advanced is None or advanced == MAX_WATERMARK or not self._generator:
                     advanced = None
-                if batch is not None or advanced is not None:
+                if merging:
+                    pending.add(batch, advanced)
+                elif batch is not None or advanced is not None:
                     yield batch, Watermark(advanced) if advanced is not None else None
+        if merging and (last := pending.take()) is not None:
+            yield last
         self.watermarks.current = MAX_WATERMARK
         yield None, Watermark(MAX_WATERMARK)

@@ -1,0 +1,69 @@
+"""A parquet source reads only the columns its consumers read (``Source.project``, from the
+window aggregate's ``input_expressions``), with the same results; a consumer that may read
+any column gets them all, and a declared column missing from the file is still refused."""
+from __future__ import annotations
+
+import duckdb
+import pyarrow as pa
+import pytest
+
+from weir.engine.connectors.filesystem import FileSystemSource
+from weir.engine.errors import SourceError
+from weir.engine.runtime.local import LocalExecutor
+from weir.planner.planner import plan_script
+from weir.sql import parse
+
+SOURCE = """
+CREATE TABLE bids (auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR, date_time TIMESTAMP(3),
+  WATERMARK FOR date_time AS date_time - INTERVAL '2' SECOND)
+WITH ('connector' = 'filesystem', 'path' = '{bids}', 'format' = 'parquet');
+CREATE TABLE out ({columns}) WITH ('connector' = 'filesystem', 'path' = '{out}', 'format' = 'csv');
+"""
+WINDOW = """INSERT INTO out SELECT auction, window_start, COUNT(*), SUM(price)
+FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(date_time), INTERVAL '10' SECOND)) GROUP BY auction, window_start, window_end;"""
+
+
+@pytest.fixture
+def bids(tmp_path):
+    path = tmp_path / "bids.parquet"
+    duckdb.sql(f"""COPY (SELECT i % 7 AS auction, i % 13 AS bidder, i * 3 % 101 AS price, 'channel-' || (i % 5) AS channel,
+                          TIMESTAMP '2024-01-01' + to_milliseconds(i * 100 - (i % 9) * 150) AS date_time
+                   FROM range(3000) t(i)) TO '{path}' (FORMAT parquet, ROW_GROUP_SIZE 500)""")
+    return path
+
+
+def executor(tmp_path, bids, columns: str, insert: str) -> LocalExecutor:
+    text = SOURCE.format(bids=bids, out=tmp_path / "out", columns=columns) + insert
+    return LocalExecutor(plan_script(parse(text)).graph)
+
+
+def test_a_window_aggregate_over_parquet_reads_only_its_columns_with_the_same_result(tmp_path, bids):
+    job = executor(tmp_path, bids, "auction BIGINT, window_start TIMESTAMP(3), bids BIGINT, total BIGINT", WINDOW)
+    job.run()
+    (source,) = [t.reader.source for t in job.tasks.values() if t.reader]
+    assert source.read_columns == ["auction", "price", "date_time"]
+    got = duckdb.sql(f"SELECT * FROM read_csv('{tmp_path}/out/*.csv') ORDER BY ALL").fetchall()
+    expected = duckdb.sql(f"""SELECT auction, time_bucket(INTERVAL 10 SECOND, date_time), count(*), sum(price)::BIGINT
+                              FROM read_parquet('{bids}') GROUP BY ALL ORDER BY ALL""").fetchall()
+    assert got == expected and len(got) > 20
+
+
+def test_a_consumer_that_may_read_any_column_gets_every_column(tmp_path, bids):
+    job = executor(tmp_path, bids, "auction BIGINT, channel VARCHAR", "INSERT INTO out SELECT auction, channel FROM bids;")
+    job.run()
+    (source,) = [t.reader.source for t in job.tasks.values() if t.reader]
+    assert source.read_columns is None
+    assert duckdb.sql(f"SELECT count(*) FROM read_csv('{tmp_path}/out/*.csv')").fetchall() == [(3000,)]
+
+
+def test_a_projected_parquet_source_yields_those_columns_and_still_refuses_a_missing_one(bids):
+    schema = pa.schema([("auction", pa.int64()), ("price", pa.int64()), ("date_time", pa.timestamp("us"))])
+    source = FileSystemSource({"path": str(bids), "format": "parquet"}, schema)
+    source.project(["date_time", "auction"])
+    batch, _ = next(iter(source.read(source.splits()[0])))
+    assert batch.schema.names == ["auction", "date_time"]
+    missing = FileSystemSource({"path": str(bids), "format": "parquet"},
+                               pa.schema([*schema, ("nowhere", pa.int64())]))
+    missing.project(["auction"])
+    with pytest.raises(SourceError, match="no column 'nowhere'"):
+        next(iter(missing.read(missing.splits()[0])))
