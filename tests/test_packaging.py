@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import shutil
 import subprocess
 import sys
 import venv
@@ -15,11 +16,21 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS = ("engine", "planner", "sql", "shell")
 
 
+#: Not the source: virtual environments (CI's `.ci/venv`), build output, caches, benchmark data.
+NOT_SOURCE = shutil.ignore_patterns(".git", ".venv", "venv", "build", "*.egg-info", "__pycache__", ".hypothesis",
+                                    ".pytest_cache", ".data", ".weir", "*.duckdb")
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(out), str(ROOT)],
-                   check=True, capture_output=True)
+    """Built from a copy of the source: setuptools walks the tree it builds in, and in the checkout
+    other tests' processes (Ray's workers among them) write bytecode into `.ci/venv` meanwhile —
+    a file listed and gone a moment later failed the build."""
+    source, out = tmp_path_factory.mktemp("source") / "weir", tmp_path_factory.mktemp("wheel")
+    shutil.copytree(ROOT, source, ignore=NOT_SOURCE)
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(out),
+                            str(source)], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
     (found,) = out.glob("weir-*.whl")
     return found
 
