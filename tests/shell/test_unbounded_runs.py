@@ -153,7 +153,11 @@ def workers(pid: int) -> list[int]:
     """The worker processes (multiprocessing's spawn_main) among ``pid``'s children."""
     found = []
     for task in Path(f"/proc/{pid}/task").glob("*"):
-        for child in (task / "children").read_text().split():
+        try:
+            children = (task / "children").read_text().split()
+        except OSError:  # the thread has ended since the listing
+            continue
+        for child in children:
             try:
                 if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
                     found.append(int(child))

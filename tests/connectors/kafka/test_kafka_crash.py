@@ -115,7 +115,10 @@ def test_killed_at_fault_points_and_random_moments_the_view_and_the_topic_are_ex
                    for k, s, n, t in expected())
     assert written == rows
     fates = broker.decided(out)
-    assert fates["aborted"] and not fates["open"]  # killed runs left transactions that restarts aborted
+    # Every transaction the killed runs opened was decided (committed, or aborted by a restart's
+    # fencing). Whether a kill leaves one for a restart to abort depends on where it lands: a CI run
+    # had none aborted, so the test asserts only what holds for every landing.
+    assert not fates["open"]
 
 
 # -- upsert-kafka: the last row per key is part of each partition's checkpointed offset -------
