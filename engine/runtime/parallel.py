@@ -188,12 +188,12 @@ class ProcessExecutor:
             if restore.finished:
                 self.coordinator.mark_committed(restore.event)
                 return JobResult(self.graph.name, [], 0, 0.0, [], None, True)
-        self._start_workers(restore)
         try:
+            self._start_workers(restore)
             self._loop()
             if self._final_event is not None:  # every worker has committed its final output
                 self.coordinator.mark_committed(self._final_event)
-        finally:
+        finally:  # (also when the workers failed to start: none is left holding a CPU or a sink)
             self.coordinator.settle()
             self._end_workers()
             if len(self._results) < self.parallelism:  # failed: its sinks leave their database's

@@ -65,6 +65,12 @@ def connect(address: str | None):
     return ray
 
 
+def _first_line(error: BaseException) -> str:
+    """What a Ray error says first (its text goes on with the remote traceback), or its kind."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
 class SubtaskActor:
     """One worker of a job, as a Ray actor (made remote by ``RayExecutor``): ``listen``,
     then ``run`` until the subtask ends."""
@@ -127,16 +133,8 @@ class RayExecutor(ProcessExecutor):
         self.worker_nodes: list[str] = []
 
     def _start_workers(self, restore) -> None:
-        try:
-            self._place(restore)
-        except BaseException:  # (``run`` ends the workers only once they have started)
-            self._end_workers()  # no actor is left holding its CPUs for the restart
-            for sink in self._committers.values():
-                sink.abort()
-            raise
-
-    def _place(self, restore) -> None:
-        """Start the N actors, then connect them to each other and to this driver."""
+        """Start the N actors, then connect them to each other and to this driver (should this
+        fail, ``run`` ends the actors started)."""
         ray = self._ray
         restore_from = str(self.coordinator.restored.path.resolve()) if restore is not None else None
         authkey = os.urandom(32)
@@ -155,9 +153,8 @@ class RayExecutor(ProcessExecutor):
                 hint="lower 'parallelism.default', add nodes, or give each actor less with "
                      "SET 'ray.actor.num-cpus' = '0.5'") from None
         except ray.exceptions.RayError as error:  # e.g. weir cannot be imported on a node
-            first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise EngineError(f"the worker actors of job {self.graph.name} could not start on the Ray cluster: "
-                              f"{first}", hint="every node needs weir and its dependencies installed in the "
+                              f"{_first_line(error)}", hint="every node needs weir and its dependencies installed in the "
                                                "same Python as the driver (pip install 'weir[ray]')") from None
         addresses = [address for address, _, _ in listening]
         self.worker_pids = [pid for _, pid, _ in listening]
@@ -194,7 +191,7 @@ class RayExecutor(ProcessExecutor):
         except ray.exceptions.GetTimeoutError:
             return None
         except ray.exceptions.RayError as error:
-            return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            return _first_line(error)
         return None
 
     def _died(self, subtask: int) -> EngineError:
