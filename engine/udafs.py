@@ -399,30 +399,31 @@ class PythonAggregate:
                 bounds = [start, *changes.tolist(), stop]
                 for lo, hi in zip(bounds, bounds[1:]):
                     method = "accumulate" if signs[lo] > 0 else "retract"
-                    before = _dumps(acc) if catching and method == "accumulate" else None
+                    before = _dumps(acc) if catching else None
                     try:
                         self._fold(method, acc, arguments, lo, hi, rows[method])
                     except Exception as exc:  # noqa: BLE001
                         if before is not None:
-                            acc = self._accumulate_caught(pickle.loads(before), arguments, lo, hi, rows[method],
-                                                          values.field(2), keys and keys[i])
+                            acc = self._fold_caught(method, pickle.loads(before), arguments, lo, hi, rows[method],
+                                                    values.field(2), keys and keys[i])
                             continue
                         self._fail_in_rows(method, arguments, lo, hi, exc, keys and keys[i])
                         raise
             out.append(_dumps(acc))
         return pa.array(out, pa.binary())
 
-    def _accumulate_caught(self, acc: Any, arguments: list[pa.Array], start: int, stop: int, rows: list[list] | None,
-                           numbers: pa.Array, key: tuple | None) -> Any:
-        """``acc`` with rows ``start:stop`` accumulated one at a time, each on a copy: a row that raises
-        is left out and kept in ``catching`` by its number (``numbers``), with its failure."""
+    def _fold_caught(self, method: str, acc: Any, arguments: list[pa.Array], start: int, stop: int,
+                     rows: list[list] | None, numbers: pa.Array, key: tuple | None) -> Any:
+        """``acc`` with rows ``start:stop`` folded in by ``method`` ("accumulate" or "retract") one at
+        a time, each on a copy: a row that raises is left out and kept in ``catching`` by its number
+        (``numbers``), with its failure."""
         for j in range(start, stop):
             copy = pickle.loads(_dumps(acc))
             try:
-                self._fold("accumulate", copy, arguments, j, j + 1, rows)
+                self._fold(method, copy, arguments, j, j + 1, rows)
             except Exception as exc:  # noqa: BLE001
-                record_failure(f"{self.spec.name} (accumulate)", tuple(a[j].as_py() for a in arguments), exc, key,
-                               "accumulate")
+                record_failure(f"{self.spec.name} ({method})", tuple(a[j].as_py() for a in arguments), exc, key,
+                               method)
                 self.catching[numbers[j].as_py()] = take_failure()
                 continue
             acc = copy

@@ -148,9 +148,9 @@ class GroupAggregate(StateOperator):
             if call.python is not None and not self.append_only_input and not call.python.retracts:
                 raise EngineError(f"the Python aggregate function {call.python.name} has no retract method, "
                                   "and its input is an updating stream", hint=RETRACT_HINT, operator_id=oid)
-        #: Bad rows (``bad_rows``): only over an append-only input, where a row left out has no
-        #: retraction to come; over an updating one a failure fails the job.
-        self._bad_rows = BadRows(ctx) if config.bad_rows and self.python and self.append_only_input else None
+        #: Bad rows (``bad_rows``): a change row (+I, -U, +U or -D) a Python aggregate's accumulate
+        #: or retract raises on is left out of every aggregate of the query, as if it never arrived.
+        self._bad_rows = BadRows(ctx) if config.bad_rows and self.python else None
         # A global aggregate has one group: the constant key 0.
         self.key_sql = [sql for _, sql in self.keys] or ["0"]
         self.key_columns = [f"__k{i}" for i in range(len(self.key_sql))]
@@ -299,12 +299,15 @@ class GroupAggregate(StateOperator):
         return out
 
     def _apply_keeping_bad_rows(self, batch: pa.RecordBatch, signed: bool) -> list[pa.RecordBatch]:
-        """``_apply`` in a transaction. When a Python aggregate's ``accumulate`` raised, the batch is
-        rolled back and run once more, in another, with each failing group's rows accumulated one at
-        a time (``PythonAggregate.catching``) to learn which rows raise; rolled back again (the
-        built-in aggregates counted them), those rows go to the bad-rows table and the batch
-        without them is applied. A failure that is not accumulate's (retract, merge, get_value)
-        still fails the job."""
+        """``_apply`` in a transaction. When a Python aggregate's ``accumulate`` or ``retract`` raised,
+        the batch is rolled back and run once more, in another, with each failing group's rows of
+        the method that raised folded in one at a time (``PythonAggregate.catching``) to learn
+        which rows raise; rolled back again (the built-in aggregates counted them), those rows go
+        to the bad-rows table and the batch without them is applied: every aggregate of the query
+        is as if those change rows never arrived. Over an updating input that holds for each change
+        row by itself: a +I left out whose -D arrives later is retracted then (and listed too,
+        should retract raise on it). A failure of ``merge`` or ``get_value`` (an accumulator, no
+        input row to list) still fails the job."""
         try:
             return self._transaction(batch, signed)
         except UdfError as error:

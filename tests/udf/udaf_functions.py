@@ -138,3 +138,14 @@ class PickyArrow(ArrowSum):
         if any(x is not None and x % 10 == 5 for x in v.to_pylist()):
             raise ValueError("a value ending in 5 among them")
         super().accumulate_batch(acc, v)
+
+
+@weir.udaf(result_type="BIGINT")
+class PickyRetract(Picky):
+    """Picky that also raises in retract, on a value ending in 7: for the bad-rows tests of an
+    updating input."""
+
+    def retract(self, acc, v):
+        if v is not None and v % 10 == 7:
+            raise ValueError(f"cannot take back {v}")
+        super().retract(acc, v)
