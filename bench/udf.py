@@ -9,7 +9,7 @@ Writes N rows (x BIGINT, ts TIMESTAMP) to Parquet, then runs the job
 three ways: <e> as the built-in ``x * 2 + 1``, as ``plus(x)`` (an arrow UDF: two pyarrow.compute
 calls per chunk) and as ``plus_row(x)`` (a row-at-a-time ``general`` UDF), each with `weir run` in
 a child process. It prints, per variant, the engine's time from the job summary and the whole
-process's wall time, and the UDF variants' ratios to the built-in; then the same three
+process's wall time and CPU time (user + sys), and the UDF variants' ratios to the built-in; then the same three
 expressions in a plain DuckDB query over the file (``SELECT sum(<e>)``), which isolates the
 cost of the calls, and the row-at-a-time UDF's rows/s there.
 
@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -69,17 +70,23 @@ def run_job(directory: Path, name: str, expression: str, data: Path) -> tuple[fl
     return run_weir(directory, name, JOB.format(data=data, out=directory / f"out-{name}", e=expression))
 
 
+#: The CPU time (user + sys) of each `weir run` by name: on a loaded machine a fairer comparison
+#: than wall time.
+CPU_SECONDS: dict[str, float] = {}
+
+
 def run_weir(directory: Path, name: str, sql: str) -> tuple[float, float]:
     """(engine seconds from the summary, whole-process wall seconds) of `weir run` of ``sql``,
     with this folder importable (a worker imports the UDFs' module by name)."""
     job = directory / f"{name}.sql"
     job.write_text(sql)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
-    start = time.perf_counter()
+    start, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run([sys.executable, "-m", "weir.shell.cli", "run", str(job), "--db",
                            str(directory / f"{name}.duckdb"), "--no-progress"],
                           cwd=directory, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - start
+    wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU_SECONDS[name] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if done.returncode != 0:
         raise SystemExit(f"{name} failed:\n{done.stdout}{done.stderr}")
     found = re.search(r"in ([0-9.]+) ?s", done.stdout + done.stderr)
@@ -116,10 +123,13 @@ def main() -> None:
         for index, (name, expression) in enumerate(EXPRESSIONS.items()):
             figures[name] = run_job(directory, f"v{index}", expression, data)
         engine0, wall0 = figures["built-in"]
-        for name, (engine, wall) in figures.items():
-            ratios = f"  ({engine / engine0:.2f}x, {wall / wall0:.2f}x the built-in)" if name != "built-in" else ""
+        cpu0 = CPU_SECONDS["v0"]
+        for index, (name, (engine, wall)) in enumerate(figures.items()):
+            cpu = CPU_SECONDS[f"v{index}"]
+            ratios = (f"  ({engine / engine0:.2f}x, {wall / wall0:.2f}x, CPU {cpu / cpu0:.2f}x the built-in)"
+                      if name != "built-in" else "")
             print(f"  {name:<18} engine {engine:6.2f} s ({args.rows / engine / 1e6:5.2f} M rows/s), "
-                  f"process {wall:6.2f} s{ratios}")
+                  f"process {wall:6.2f} s, CPU {cpu:6.2f} s{ratios}")
         duckdb_only(data, args.rows)
 
 
