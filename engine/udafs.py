@@ -422,6 +422,7 @@ class PythonAggregate:
             try:
                 self._fold(method, copy, arguments, j, j + 1, rows)
             except Exception as exc:  # noqa: BLE001
+                exc.__suppress_context__ = True  # the row's traceback alone, not the group's before it
                 record_failure(f"{self.spec.name} ({method})", tuple(a[j].as_py() for a in arguments), exc, key,
                                method)
                 self.catching[numbers[j].as_py()] = take_failure()
@@ -516,5 +517,6 @@ class PythonAggregate:
             try:
                 call(self._create(), *values)
             except Exception as single:  # noqa: BLE001
+                single.__suppress_context__ = True  # its traceback alone: not the group's failure before it
                 record_failure(f"{self.spec.name} ({method})", tuple(values), single, key, method)
                 return

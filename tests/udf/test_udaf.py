@@ -235,6 +235,8 @@ def test_an_exception_inside_accumulate_fails_the_job_naming_the_function_the_ro
     assert "the Python function inverse (accumulate) failed on the row (0) of the group with the key ('b'): " \
         "ZeroDivisionError" in error.message
     assert "100 // v" in error.hint and "udaf_functions.py" in error.hint  # the traceback
+    assert error.hint.count("100 // v") == 1, "the row's traceback alone, not the group's chained before it"
+    assert "During handling" not in error.hint
     assert error.operator_id and "aggregate" in error.operator_id
 
 
