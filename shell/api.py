@@ -276,7 +276,8 @@ class Subscription:
     """A materialized view's committed changes (``Connection.subscribe``): first its rows as +I,
     then, each time its job commits, what changed: for a view with a key (GROUP BY, a PRIMARY
     KEY) -U/+U of a changed key's old and new row, +I of a new key, -D of one gone; for a view
-    without one, -D of each row gone and +I of each row come."""
+    without one, -D of each row gone and +I of each row come. When the view's job (of this
+    connection) fails, its last committed changes come first, then its error is raised."""
 
     def __init__(self, connection: "Connection", view: str, job: Job | None, interval: float):
         self._connection = connection
@@ -310,6 +311,8 @@ class Subscription:
                 return changes
             if ended:
                 self._closed = True
+                if self._job.error is not None:  # as a stream's: the view's job failed, not finished
+                    raise self._job.error
         raise StopIteration
 
     def _wait_for_commit(self) -> bool:

@@ -13,6 +13,7 @@ from weir.shell.api import _diff
 from weir.shell.live import LiveResult, redirect_to
 from weir.shell.render import cell
 from weir.sql import parse
+from weir.engine.errors import EngineError
 from weir.sql.errors import WeirSqlError
 
 from api_data import NEXMARK, WINDOWS, bids_table
@@ -93,6 +94,21 @@ def test_subscribe_yields_a_views_committed_changes(con):
     final = con.sql("SELECT * FROM per_auction").fetchall()
     assert sorted(k for k, n in rows.items() for _ in range(n)) == sorted(final)
     assert len(final) == 5 and kinds <= {"+I", "-D"}
+
+
+def test_subscribe_to_a_view_whose_job_fails_raises_its_error_after_the_committed_changes(con):
+    table = bids_table()
+    good, bad = table.slice(0, 4), table.slice(4).drop_columns(["price"])
+    con.register("bids", iter([*good.to_batches(max_chunksize=1), *bad.to_batches()]), watermark="date_time")
+    con.execute("SET 'weir.checkpointing.interval-batches' = '1'")
+    job = con.execute(WINDOWS)
+    seen = []
+    with pytest.raises(EngineError) as caught:
+        for batch in con.subscribe("per_auction", interval=0.05):
+            seen += batch.column("op").to_pylist()
+    assert job.status == "FAILED" and caught.value is job.error
+    assert caught.value.message.endswith("has no column price")
+    assert set(seen) <= {"+I", "-D"}  # what was committed before the failure (maybe nothing), then the error
 
 
 def test_subscribe_to_a_view_maintained_elsewhere_reads_its_committed_rows(con, tmp_path):
