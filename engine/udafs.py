@@ -275,6 +275,9 @@ class PythonAggregate:
         #: setting): ``<apply>`` accumulates a failing group's rows one at a time instead of raising,
         #: leaving out each row that raises, here by its arrival number (the rows' field ``q``).
         self.catching: dict[int, UdfFailure] | None = None
+        #: Set by an operator that keeps the rows accumulate or retract raise on with the bad-rows
+        #: setting (the group aggregate); elsewhere an error's hint says the job fails anyway.
+        self.keeps_rows = False
 
     def register(self, con: duckdb.DuckDBPyConnection) -> None:
         for name, fn, result in ((self.accumulate_fn, self._accumulate_lists, "BLOB"),
@@ -424,7 +427,7 @@ class PythonAggregate:
             except Exception as exc:  # noqa: BLE001
                 exc.__suppress_context__ = True  # the row's traceback alone, not the group's before it
                 record_failure(f"{self.spec.name} ({method})", tuple(a[j].as_py() for a in arguments), exc, key,
-                               method)
+                               method, self._keepable(method))
                 self.catching[numbers[j].as_py()] = take_failure()
                 continue
             acc = copy
@@ -466,7 +469,7 @@ class PythonAggregate:
                     try:
                         value = get_value(acc)
                     except Exception as exc:
-                        record_failure(f"{self.spec.name} (get_value)", (acc,), exc, key, "get_value")
+                        record_failure(f"{self.spec.name} (get_value)", (acc,), exc, key, "get_value", False)
                         raise
                 results.append(value)
             if base + drops[i] > low:
@@ -496,18 +499,22 @@ class PythonAggregate:
         return fold
 
     # -- failing -----------------------------------------------------------------------------------
+    def _keepable(self, method: str) -> bool:
+        return self.keeps_rows and method in ("accumulate", "retract")
+
     def _call(self, method: str, fn: Callable, *args, key: tuple | None = None):
         try:
             return fn(*args)
         except Exception as exc:
-            record_failure(f"{self.spec.name} ({method})", args[1:] if method != "get_value" else args, exc, key, method)
+            values = args if method in ("get_value", "merge") else args[1:]
+            record_failure(f"{self.spec.name} ({method})", values, exc, key, method, self._keepable(method))
             raise
 
     def _fail_in_rows(self, method: str, arguments: list[pa.Array], start: int, stop: int,
                       exc: BaseException, key: tuple | None = None) -> None:
         """Record the failure of ``method`` on rows ``start:stop`` (of the group ``key``), narrowed
         to the first row that fails alone (on a fresh accumulator); else the rows as a whole."""
-        record_failure(f"{self.spec.name} ({method})", (), exc, key, method)
+        record_failure(f"{self.spec.name} ({method})", (), exc, key, method, self._keepable(method))
         call = self._row[method]
         if call is None:  # only a batch method: its rows one at a time
             def call(acc, *values):
@@ -518,5 +525,6 @@ class PythonAggregate:
                 call(self._create(), *values)
             except Exception as single:  # noqa: BLE001
                 single.__suppress_context__ = True  # its traceback alone: not the group's failure before it
-                record_failure(f"{self.spec.name} ({method})", tuple(values), single, key, method)
+                record_failure(f"{self.spec.name} ({method})", tuple(values), single, key, method,
+                               self._keepable(method))
                 return

@@ -392,10 +392,13 @@ class UdfFailure:
     raised: UdfError | None = None
     #: The values of the group key of the row, for an aggregate function (``engine.udafs``).
     key: tuple | None = None
-    #: An aggregate function's method that raised (``engine.udafs``): only a row ``accumulate``
-    #: raises on can be kept as a bad row (by a GROUP BY over an append-only input); ``merge`` and
-    #: ``get_value`` fail on an accumulator, no row.
+    #: An aggregate function's method that raised (``engine.udafs``): a row ``accumulate`` or
+    #: ``retract`` raises on in a GROUP BY can be kept as a bad row; ``merge`` and ``get_value``
+    #: fail on accumulators, no row.
     method: str | None = None
+    #: False when 'python.udf.bad-rows.table' cannot keep this failure's row (``merge``,
+    #: ``get_value``; an aggregate in a window or OVER): the hint says the job fails anyway.
+    keepable: bool = True
 
     def engine_error(self, operator_id: str | None) -> "UdfError":
         """The error that fails the job; it carries this failure (``error.failure``), so that an
@@ -405,14 +408,16 @@ class UdfFailure:
             error = UdfError(self.raised.message, hint=self.raised.hint, operator_id=operator_id)
         else:
             values = ", ".join(repr(v) for v in self.values)
-            of = "the accumulator" if self.method in ("merge", "get_value") else "the row"
+            of = {"merge": "the accumulators", "get_value": "the accumulator"}.get(self.method, "the row")
             row = f"{of} ({values})" if self.values else "a chunk of rows (each row alone succeeds)"
             if self.key:
                 row += f" of the group with the key ({', '.join(repr(v) for v in self.key)})"
             keep = "keep such rows in a table with SET 'python.udf.bad-rows.table' = 'udf_bad_rows'"
-            if self.method is not None and self.method != "accumulate":
-                keep = (f"note that a failure in {self.method} fails the job even with "
-                        "'python.udf.bad-rows.table' (only a row accumulate raises on can be kept)")
+            if not self.keepable:
+                why = ("it fails on accumulators, not on an input row that could be kept"
+                       if self.method in ("create_accumulator", "merge", "get_value") else
+                       "only a GROUP BY's rows can be kept, not those of a window or OVER aggregate")
+                keep = f"note that a failure in {self.method} fails the job even with 'python.udf.bad-rows.table' ({why})"
             error = UdfError(f"the Python function {self.name} failed on {row}: {self.error}",
                              hint=f"fix the function or filter such rows out before calling it, or {keep}; "
                                   f"its traceback:\n{self.traceback.rstrip()}",
@@ -433,11 +438,11 @@ def take_failure() -> UdfFailure | None:
 
 
 def _record(name: str, values: tuple, exc: BaseException, key: tuple | None = None,
-            method: str | None = None) -> None:
+            method: str | None = None, keepable: bool = True) -> None:
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     with _LOCK:
         _FAILURES[:] = [UdfFailure(name, values, f"{type(exc).__name__}: {exc}", text,
-                                   exc if isinstance(exc, UdfError) else None, key, method)]
+                                   exc if isinstance(exc, UdfError) else None, key, method, keepable)]
 
 
 def _callback(spec: FunctionSpec, function: ScalarFunction) -> Callable:
@@ -520,10 +525,11 @@ def _conform(out, length: int | None, result: pa.DataType, name: str):
 
 
 def record_failure(name: str, values: tuple, exc: BaseException, key: tuple | None = None,
-                   method: str | None = None) -> None:
+                   method: str | None = None, keepable: bool = True) -> None:
     """Record a failure of the Python function ``name`` (a UDAF's ``method``: ``engine.udafs``) on the
-    row ``values`` (of the group ``key``), for ``take_failure``."""
-    _record(name, values, exc, key, method)
+    row ``values`` (of the group ``key``), for ``take_failure``; ``keepable``: whether the bad-rows
+    setting could keep its row."""
+    _record(name, values, exc, key, method, keepable)
 
 
 # -- catching: every raising row of a batch in one statement (the bad-rows setting) ----------------

@@ -61,12 +61,16 @@ from weir.engine.state.key_groups import KEY_GROUP_COLUMN, key_groups
 from weir.engine.state.keyed_tables import merge_snapshots, owned_tables
 from weir.engine.udafs import key_sql
 from weir.engine.udfs import UdfError
-from weir.engine.watermarks import without_arrival
+from weir.engine.watermarks import ARRIVAL_WATERMARK, without_arrival
 
 INPUT_VIEW = "group_input"
 #: The input rows' arrival order, appended to a batch with Python aggregate functions.
 SEQUENCE = "__weir_sequence"
 ACCUMULATORS = "group_accumulators"
+#: With the bad-rows setting over an updating input: the additions (+I/+U rows) a Python aggregate
+#: raised on and that were left out, as (key_group, r: the row's columns as a struct, __count), so
+#: that the retraction (-U/-D) of each, whenever it comes, is left out too. Checkpointed state.
+LEFT_OUT = "left_out_additions"
 SNAPSHOT_VERSION = 1
 #: The state column of aggregate i's signed partial of each kind: ``__c<i>``, ``__s<i>``, ``__m<i>``.
 _STATE_COLUMN = {"count": "__c{i}", "sum": "__s{i}", "min": "__m{i}", "max": "__m{i}"}
@@ -151,6 +155,8 @@ class GroupAggregate(StateOperator):
         #: Bad rows (``bad_rows``): a change row (+I, -U, +U or -D) a Python aggregate's accumulate
         #: or retract raises on is left out of every aggregate of the query, as if it never arrived.
         self._bad_rows = BadRows(ctx) if config.bad_rows and self.python else None
+        for function in self.python.values():
+            function.keeps_rows = True
         # A global aggregate has one group: the constant key 0.
         self.key_sql = [sql for _, sql in self.keys] or ["0"]
         self.key_columns = [f"__k{i}" for i in range(len(self.key_sql))]
@@ -169,7 +175,7 @@ class GroupAggregate(StateOperator):
             function.register(self.con)
 
     def _tables(self) -> list[str]:
-        return [ACCUMULATORS, *(v.table for v in self.value_sets)]
+        return [ACCUMULATORS, *(v.table for v in self.value_sets), *([LEFT_OUT] if self._bad_rows is not None else [])]
 
     def _exists(self, table: str) -> bool:
         return bool(self.con.execute(
@@ -292,6 +298,10 @@ class GroupAggregate(StateOperator):
             raise EngineError("group_aggregate was planned for append-only input but got a changelog",
                               hint="plan it with 'append_only_input' false", operator_id=self.ctx.operator_id)
         batch = batch.append_column(KEY_GROUP_COLUMN, self._key_groups(batch))
+        if signed and self._bad_rows is not None:
+            batch = self._without_retractions_of_left_out(batch)
+            if batch.num_rows == 0:
+                return []
         if self.python:
             batch = batch.append_column(SEQUENCE, pa.array(np.arange(batch.num_rows, dtype=np.int64)))
         out = self._apply(batch, signed) if self._bad_rows is None else self._apply_keeping_bad_rows(batch, signed)
@@ -327,12 +337,87 @@ class GroupAggregate(StateOperator):
                 function.catching = None
         if not failures:
             raise first
+        cancelled = self._pair_left_out(batch, failures) if signed else []
         numbers = sorted(failures)
         bad = pa.array(numbers, pa.int64())
         self._bad_rows.keep(without_arrival(batch.take(bad)).drop_columns([KEY_GROUP_COLUMN, SEQUENCE]),
                             [failures[n] for n in numbers])
-        kept = batch.filter(pc.invert(pc.is_in(batch[SEQUENCE], value_set=bad)))
+        dropped = pa.array(sorted([*numbers, *cancelled]), pa.int64())
+        kept = batch.filter(pc.invert(pc.is_in(batch[SEQUENCE], value_set=dropped)))
         return self._transaction(kept, signed) if kept.num_rows else []
+
+    # -- left-out additions and their retractions (bad rows over an updating input) ------------
+    def _row_struct(self, batch: pa.RecordBatch) -> str:
+        """A change row's own columns as one struct (not its kind, key group or arrival number)."""
+        skip = {ROW_KIND, KEY_GROUP_COLUMN, SEQUENCE, ARRIVAL_WATERMARK}
+        names = [n for n in batch.schema.names if n not in skip]
+        return "{" + ", ".join(f"'c{i}': {quote_ident(n)}" for i, n in enumerate(names)) + "}"
+
+    def _without_retractions_of_left_out(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """``batch`` without the -U/-D rows that retract an addition left out by an earlier batch
+        (``LEFT_OUT``), each cancelling one, in arrival order; those additions are forgotten."""
+        if not self._exists(LEFT_OUT):
+            return batch
+        numbered = batch.append_column("__weir_at", pa.array(np.arange(batch.num_rows, dtype=np.int64)))
+        self.con.register(INPUT_VIEW, numbered)
+        try:
+            self._run("CREATE OR REPLACE TEMP TABLE cancelled AS SELECT x.pos, x.key_group, x.r FROM ("
+                      f"SELECT __weir_at AS pos, CAST({quote_ident(KEY_GROUP_COLUMN)} AS BIGINT) AS key_group, "
+                      f"{self._row_struct(batch)} AS r, row_number() OVER (PARTITION BY "
+                      f"{quote_ident(KEY_GROUP_COLUMN)}, {self._row_struct(batch)} ORDER BY __weir_at) AS n "
+                      f"FROM {quote_ident(INPUT_VIEW)} WHERE {quote_ident(ROW_KIND)} IN ({UPDATE_BEFORE}, {DELETE})"
+                      f") AS x JOIN {LEFT_OUT} AS l ON x.key_group = l.key_group AND x.r IS NOT DISTINCT FROM l.r "
+                      "WHERE x.n <= l.__count")
+        finally:
+            self.con.unregister(INPUT_VIEW)
+        at = query_arrow(self.con, "SELECT pos FROM cancelled", self.ctx.operator_id).column(0)
+        if not len(at):
+            return batch
+        self._run(f"CREATE OR REPLACE TABLE {LEFT_OUT} AS SELECT l.key_group, l.r, "
+                  "CAST(l.__count - COALESCE(c.n, 0) AS BIGINT) AS __count "
+                  f"FROM {LEFT_OUT} AS l LEFT JOIN (SELECT key_group, r, count(*) AS n FROM cancelled GROUP BY ALL) "
+                  "AS c ON l.key_group = c.key_group AND l.r IS NOT DISTINCT FROM c.r "
+                  "WHERE l.__count > COALESCE(c.n, 0)")
+        return batch.filter(pc.invert(pc.is_in(pa.array(np.arange(batch.num_rows, dtype=np.int64)), value_set=at)))
+
+    def _pair_left_out(self, batch: pa.RecordBatch, failures: dict) -> list[int]:
+        """The additions among ``failures`` (arrival numbers), each paired with the first later -U/-D
+        of the same row in ``batch`` not yet paired: the numbers of those retractions, which are left
+        out too (and not listed, should they be among ``failures``); the additions left unpaired
+        are kept in ``LEFT_OUT`` for the retractions of later batches."""
+        kinds = batch[ROW_KIND].to_numpy(zero_copy_only=False)
+        adds = [n for n in sorted(failures) if kinds[n] in (INSERT, UPDATE_AFTER)]
+        if not adds:
+            return []
+        self.con.register(INPUT_VIEW, batch)
+        try:
+            struct, seq, kind = self._row_struct(batch), quote_ident(SEQUENCE), quote_ident(ROW_KIND)
+            self._run(f"CREATE OR REPLACE TEMP TABLE numbered AS SELECT {seq} AS q, "
+                      f"CAST({quote_ident(KEY_GROUP_COLUMN)} AS BIGINT) AS key_group, {struct} AS r, "
+                      f"{kind} IN ({UPDATE_BEFORE}, {DELETE}) AS retracts FROM {quote_ident(INPUT_VIEW)}")
+        finally:
+            self.con.unregister(INPUT_VIEW)
+        listed = ", ".join(map(str, adds))
+        pairs = query_arrow(self.con, "SELECT a.q AS a, d.q AS d FROM numbered AS a JOIN numbered AS d "
+                            "ON a.key_group = d.key_group AND a.r IS NOT DISTINCT FROM d.r AND d.q > a.q "
+                            f"WHERE a.q IN ({listed}) AND d.retracts ORDER BY d.q, a.q",
+                            self.ctx.operator_id).to_pylist()
+        paired: dict[int, int] = {}  # addition -> its retraction; only the few bad additions' rows
+        taken: set[int] = set()
+        for pair in pairs:
+            if pair["d"] not in taken and pair["a"] not in paired:
+                paired[pair["a"]] = pair["d"]
+                taken.add(pair["d"])
+        for d in taken:
+            failures.pop(d, None)
+        held = [a for a in adds if a not in paired]
+        if held:
+            self._run(f"CREATE TABLE IF NOT EXISTS {LEFT_OUT} AS SELECT key_group, r, CAST(1 AS BIGINT) AS __count "
+                      "FROM numbered LIMIT 0")
+            self._run(f"CREATE OR REPLACE TABLE {LEFT_OUT} AS SELECT key_group, r, CAST(sum(__count) AS BIGINT) "
+                      f"AS __count FROM (SELECT * FROM {LEFT_OUT} UNION ALL SELECT key_group, r, count(*) FROM "
+                      f"numbered WHERE q IN ({', '.join(map(str, held))}) GROUP BY ALL) GROUP BY ALL")
+        return sorted(taken)
 
     def _transaction(self, batch: pa.RecordBatch, signed: bool, *, commit: bool = True) -> list[pa.RecordBatch]:
         self.con.begin()

@@ -1,12 +1,13 @@
 """'python.udf.bad-rows.table' and exceptions inside a Python aggregate function's methods.
 
-A row ``accumulate`` raises on, in a GROUP BY over an append-only input, is the bad row: the
-group aggregate rolls the batch back, learns which rows raise (each failing group's rows
-accumulated one at a time) and applies the batch without them, so every aggregate of the query
-(built-in ones too) is as if the row never arrived. Whatever fails otherwise — accumulate over an
-updating input (the row's retraction would come later), retract, merge, get_value (an
-accumulator, no row), accumulate in a window — still fails the job naming the function, the method,
-the row or accumulator, the group key and the traceback.
+A change row ``accumulate`` (+I, +U) or ``retract`` (-U, -D) raises on in a GROUP BY is the bad
+row: the group aggregate rolls the batch back, learns which rows raise (each failing group's rows
+folded in one at a time) and applies the batch without them, so every aggregate of the query
+(built-in ones too) is as if the row never arrived; over an updating input an addition left out
+is remembered (checkpointed state) so that its retraction, whenever it comes, is left out too.
+What fails otherwise — merge, get_value (accumulators, no row), accumulate in a window — still
+fails the job naming the function, the method, the row or accumulators, the group key, the
+traceback and why the setting did not keep it.
 """
 from __future__ import annotations
 
@@ -78,18 +79,18 @@ def test_a_row_accumulate_raises_on_is_left_out_of_every_aggregate_and_kept_once
 
 @settings(max_examples=25, deadline=None)
 @given(script=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 40), st.sampled_from("IDU")), max_size=25),
-       batch=st.integers(1, 8))
-def test_over_an_updating_input_a_change_row_accumulate_or_retract_raises_on_is_left_out(script, batch):
-    """pickyr's accumulate raises on a v ending in 5, its retract on one ending in 7: over a changelog
-    (+I rows; -D and -U/+U of earlier rows added), whatever the batches, each group's results are those of
-    the change rows that did not raise (COUNT(*) and SUM too), and the bad rows are those change
-    rows, in order, each once, with their kind."""
+       batch=st.integers(1, 8), cut=st.integers(0, 4))
+def test_over_an_updating_input_a_change_row_accumulate_or_retract_raises_on_is_left_out(script, batch, cut):
+    """pickyr's accumulate raises on a v ending in 5, its retract on one ending in 7, over a changelog
+    (+I rows; -D and -U/+U of earlier rows). Whatever the batches: an addition that raises is listed
+    and left out, and so is its retraction, whenever it comes (unlisted: a changelog retracts only
+    what it added); a retraction that raises otherwise is listed and left out; each group's results
+    (COUNT(*) and SUM too) are those of the other change rows. A snapshot part-way, restored into
+    another operator, carries the additions left out whose retraction is still to come."""
     sql = ("CREATE FUNCTION pickyr AS 'udaf_functions.PickyRetract' LANGUAGE PYTHON; "
            "CREATE MATERIALIZED VIEW s AS SELECT k, pickyr(v) AS p, COUNT(*) AS n, SUM(v) AS b FROM a GROUP BY k;")
     op, ctx = operator(planned(sql), "s.group_aggregate", append_only_input=False)
-    # held: (k, v) of the rows added (their accumulate did not raise) and not yet taken back; a
-    # changelog takes back only what it added, so a row left out is never retracted
-    ks, vs, kinds, held = [], [], [], []
+    ks, vs, kinds, held = [], [], [], []  # held: (k, v) of the rows added and not yet taken back
     for k, v, what in script:
         kind = INSERT
         if what != "I" and held:
@@ -99,28 +100,41 @@ def test_over_an_updating_input_a_change_row_accumulate_or_retract_raises_on_is_
                 continue
             kind = UPDATE_AFTER
         ks.append(k), vs.append(v), kinds.append(kind)
-        if v % 10 != 5:
-            held.append((k, v))
+        held.append((k, v))
     adds = (INSERT, UPDATE_AFTER)
-    bad = [kind in adds and v % 10 == 5 or kind not in adds and v % 10 == 7 for v, kind in zip(vs, kinds)]
-    result = Counter()
-    rows = rows_of(ks, vs, **{ROW_KIND: pa.array(kinds, pa.int8())})
-    for part in rows.to_batches(max_chunksize=batch):
-        changes(result, op.process_batch(part))
-    op.close()
-    groups: dict[int, list] = {}
-    for k, v, kind, raised in zip(ks, vs, kinds, bad):
-        if not raised:
+    left_out, listed_model, groups = Counter(), [], {}
+    for k, v, kind in zip(ks, vs, kinds):  # the model: change rows one by one
+        if kind in adds and v % 10 == 5:
+            left_out[k, v] += 1
+            listed_model.append(("pickyr (accumulate)", v, kind))
+        elif kind not in adds and left_out[k, v]:
+            left_out[k, v] -= 1
+        elif kind not in adds and v % 10 == 7:
+            listed_model.append(("pickyr (retract)", v, kind))
+        else:
             group = groups.setdefault(k, [0, 0])
             sign = 1 if kind in adds else -1
             group[0] += sign * v
             group[1] += sign
+    # the batches, with a snapshot after the first ``cut`` restored into a new operator for the rest
+    result, listed = Counter(), []
+    parts = rows_of(ks, vs, **{ROW_KIND: pa.array(kinds, pa.int8())}).to_batches(max_chunksize=batch)
+    for part in parts[:cut]:
+        changes(result, op.process_batch(part))
+    snapshot = op.snapshot()
+    listed += bad_rows_of(ctx)
+    op.close()
+    op, ctx = operator(planned(sql), "s.group_aggregate", append_only_input=False)
+    op.restore(snapshot)
+    for part in parts[cut:]:
+        changes(result, op.process_batch(part))
+    listed += bad_rows_of(ctx)
     assert result == Counter({(k, s, n, s): 1 for k, (s, n) in groups.items() if n > 0})
-    listed = bad_rows_of(ctx)
-    assert [(row["v"], row[ROW_KIND]) for _, row in listed] == [(v, kind) for v, kind, raised in zip(vs, kinds, bad)
-                                                                 if raised]
-    assert [function for function, _ in listed] == ["pickyr (accumulate)" if kind in adds else "pickyr (retract)"
-                                                    for kind, raised in zip(kinds, bad) if raised]
+    assert [(f, row["v"], row[ROW_KIND]) for f, row in listed] == listed_model
+    # the additions left out whose retraction is yet to come are state
+    table = op.snapshot()["tables"].get("left_out_additions")
+    assert sum(table["__count"].to_pylist() if table is not None else []) == sum(left_out.values())
+    op.close()
 
 
 def test_get_value_raising_fails_the_job_naming_the_function_the_accumulator_the_key_and_the_traceback():
@@ -146,3 +160,23 @@ def test_in_a_window_accumulate_still_fails_the_job_naming_the_row_and_the_key()
     op.close()
     assert "picky (accumulate) failed on the row (15) of the group with the key (1): ValueError: no 15" \
         in raised.value.message
+    assert "fails the job even with 'python.udf.bad-rows.table' (only a GROUP BY's rows can be kept, not those of " \
+        "a window or OVER aggregate)" in raised.value.hint
+
+
+def test_merge_raising_in_a_window_fails_the_job_naming_the_accumulators_and_why_no_row_is_kept():
+    """Two batches of one key and window: two partial accumulators, merged as the window fires."""
+    graph = planned("CREATE FUNCTION mergefails AS 'udaf_functions.MergeFails' LANGUAGE PYTHON; "
+                    "CREATE MATERIALIZED VIEW s AS SELECT k, window_start, mergefails(v) AS m FROM "
+                    "TABLE(TUMBLE(TABLE a, DESCRIPTOR(ts), INTERVAL '10' SECOND)) GROUP BY k, window_start, window_end;")
+    op, _ = operator(graph, "s.window_aggregate")
+    with pytest.raises(UdfError) as raised:
+        op.process_batch(rows_of([1], [3]).to_batches()[0])
+        op.process_batch(rows_of([1], [4]).to_batches()[0])
+        op.process_watermark(60_000_000)
+    op.close()
+    error = raised.value
+    assert "the Python function mergefails (merge) failed on the accumulators (" in error.message
+    assert "RuntimeError: cannot merge 1 more into [" in error.message
+    assert "(it fails on accumulators, not on an input row that could be kept)" in error.hint
+    assert "raise RuntimeError" in error.hint  # the traceback

@@ -149,3 +149,11 @@ class PickyRetract(Picky):
         if v is not None and v % 10 == 7:
             raise ValueError(f"cannot take back {v}")
         super().retract(acc, v)
+
+
+@weir.udaf(result_type="BIGINT")
+class MergeFails(PySum):
+    """PySum whose merge raises: for the test of a failure on accumulators."""
+
+    def merge(self, acc, others):
+        raise RuntimeError(f"cannot merge {len(others)} more into {acc}")
