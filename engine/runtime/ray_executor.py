@@ -13,6 +13,13 @@ wired differ:
   ``job.run_job``) runs it again from its latest checkpoint on new actors —
   as for the process executor. An actor Ray reports dead without its sockets
   ending (a node lost) is noticed by polling the actors' calls (``_checkpoints``).
+  The actors are not detached: a dead driver's are ended by Ray.
+- How many actors: 'parallelism.default', or with 'jobmanager.scheduler' =
+  'adaptive' (Flink's adaptive scheduler) at most what the live nodes have room
+  for, decided at each start and restart (``_place``): a node lost for good
+  leaves the job running on the rest, the checkpoint's key groups spread over
+  fewer workers. Not adaptive, a lack of room fails the start after
+  'slot.request.timeout'.
 - The data plane is weir's, not Ray's object store: each actor listens on its
   node's address (``multiprocessing.connection.Listener`` over TCP, with a
   key of the job's), connects to every peer, and the driver connects to each

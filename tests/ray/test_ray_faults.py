@@ -28,6 +28,8 @@ except ImportError as missing:  # pragma: no cover - CI installs the test extra,
 from jobs import stop_after_first_checkpoint
 from ray_jobs import EVENTS, JOB, RESTARTS, output, restarts, run
 
+from ray._private.ray_constants import PROCESS_TYPE_RAYLET as RAYLET
+
 from weir.engine.checkpoint.storage import CheckpointStorage
 from weir.engine.errors import EngineError
 from weir.engine.runtime.ray_executor import RayExecutor
@@ -130,30 +132,34 @@ def test_a_node_killed_mid_job_restarts_on_the_rest_at_lower_parallelism_when_ad
 
 def test_a_node_lost_while_its_frozen_worker_keeps_its_sockets_open_is_noticed_by_asking_ray(
         cluster, third_node, tmp_path, one_worker):
-    """The worker on the third node is frozen (SIGSTOP: its sockets stay open, it sends nothing),
-    then the node is killed: only Ray knows the actor is gone (its node missed its health checks),
-    and the driver, asking Ray once a second, fails the run; the restart runs at parallelism 2."""
+    """The third node is frozen at checkpoint 2, as a machine cut off from the others: its raylet
+    and its worker stopped (SIGSTOP), the worker's sockets open but silent. Only Ray learns the
+    node is gone (it misses its health checks), and the driver, asking Ray about the actors once
+    a second, fails the run; the restart runs at parallelism 2 on the rest. (The node's raylet is
+    stopped, not killed: a raylet's death would orphan its stopped worker's process group, whose
+    members then get SIGHUP, ending the worker and its sockets.)"""
     expected, _ = one_worker
     executors: list[RayExecutor] = []
     frozen: list[int] = []
 
-    def freeze_then_kill_the_node(event) -> None:
+    def freeze_the_node(event) -> None:
         if not frozen and event.checkpoint_id == 2:
             executor = executors[-1]
+            frozen.append(third_node.all_processes[RAYLET][0].process.pid)
             frozen.append(executor.worker_pids[executor.worker_nodes.index(third_node.node_id)])
-            os.kill(frozen[0], signal.SIGSTOP)
-            cluster.remove_node(third_node, allow_graceful=False)
+            for pid in frozen:
+                os.kill(pid, signal.SIGSTOP)
 
     warnings: list[str] = []
     settings = {**EVERY_BATCH, **RESTARTS, **WHOLE_NODE, "jobmanager.scheduler": "adaptive"}
     try:
         run(tmp_path, 3, batch_size=200, settings=settings, on_executor=executors.append,
-            on_checkpoint=freeze_then_kill_the_node, warn=warnings.append)
+            on_checkpoint=freeze_the_node, warn=warnings.append)
         assert frozen, "the job ended before its second checkpoint"
-        os.kill(frozen[0], 0)  # the frozen worker still lives: nothing ended its sockets
+        os.kill(frozen[1], 0)  # the frozen worker still lives: nothing ended its sockets
     finally:
         if frozen:
-            os.kill(frozen[0], signal.SIGKILL)
+            os.kill(frozen[1], signal.SIGKILL)  # (the node's raylet: the fixture removes the node)
     died = restarts(warnings)
     assert len(died) == 1 and "(a Ray actor) died while its connections were open" in died[0], warnings
     assert [e.parallelism for e in executors] == [3, 2]
