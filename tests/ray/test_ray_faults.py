@@ -67,9 +67,9 @@ def third_node(cluster):
 @pytest.mark.parametrize("seed", [7])
 def test_worker_actors_killed_at_random_batches_and_checkpoints_restart_to_the_exact_output(
         cluster, tmp_path, one_worker, monkeypatch, seed):
-    """Three kills drawn from ``seed``: a worker dies in its n-th source batch (a WEIR_FAULT in
+    """Two kills drawn from ``seed``: a worker dies in its n-th source batch (a WEIR_FAULT in
     the actor, firing once: in the first run), then the driver SIGKILLs a random worker's process
-    at the k-th checkpoint of each of the next two runs. Every kill is one restart from the
+    at the k-th checkpoint of the next run. Every kill is one restart from the
     latest checkpoint, and nothing is lost or counted twice."""
     expected, _ = one_worker
     draw = random.Random(seed)
@@ -79,7 +79,7 @@ def test_worker_actors_killed_at_random_batches_and_checkpoints_restart_to_the_e
     fired = tmp_path / "fired"
     monkeypatch.setenv("WEIR_FAULT_ONCE", str(fired))
     # (A run resumed from a late checkpoint completes few more: the job has about 8 in all.)
-    at_checkpoint = [draw.randint(1, 2) for _ in range(2)]  # of the second and third runs
+    at_checkpoint = [draw.randint(1, 2)]  # of the second run
     executors: list[RayExecutor] = []
     completed: list[int] = []  # checkpoints each run completed
     killed: list[int] = []
@@ -99,8 +99,8 @@ def test_worker_actors_killed_at_random_batches_and_checkpoints_restart_to_the_e
     run(tmp_path, parallelism, batch_size=200, settings={**EVERY_BATCH, **RESTARTS},
         on_executor=start, on_checkpoint=kill_at_random, warn=warnings.append)
     assert fired.exists(), "the batch fault never fired"
-    assert len(killed) == 2, f"a run ended before its drawn checkpoint {at_checkpoint}: {completed}"
-    assert len(restarts(warnings)) == 3 == len(executors) - 1, warnings
+    assert len(killed) == 1, f"a run ended before its drawn checkpoint {at_checkpoint}: {completed}"
+    assert len(restarts(warnings)) == 2 == len(executors) - 1, warnings
     assert all("(a Ray actor) died" in w for w in restarts(warnings)), warnings
     assert not set(killed) & set(executors[-1].worker_pids)
     assert output(tmp_path) == expected
