@@ -146,6 +146,12 @@ SETTINGS: dict[str, Setting] = {
                                  "`ray start`), 'ray://host:10001' or host:port (unset: RAY_ADDRESS, else a "
                                  "new Ray on this machine)"),
     "ray.actor.num-cpus": Setting("1", "CPUs Ray reserves for each worker actor", _positive_number),
+    "jobmanager.scheduler": Setting(
+        "default", "'adaptive': a Ray job (re)starts at the parallelism its cluster's live nodes have room "
+                   "for, at most 'parallelism.default' (after a lost node: on the rest); 'default': at "
+                   "'parallelism.default' or not at all", _one_of("default", "adaptive")),
+    "slot.request.timeout": Setting("2min", "how long a Ray job waits for the cluster to place its worker actors",
+                                    _duration(positive=True)),
 }
 
 

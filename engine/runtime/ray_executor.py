@@ -13,6 +13,13 @@ wired differ:
   ``job.run_job``) runs it again from its latest checkpoint on new actors —
   as for the process executor. An actor Ray reports dead without its sockets
   ending (a node lost) is noticed by polling the actors' calls (``_checkpoints``).
+  The actors are not detached: a dead driver's are ended by Ray.
+- How many actors: 'parallelism.default', or with 'jobmanager.scheduler' =
+  'adaptive' (Flink's adaptive scheduler) at most what the live nodes have room
+  for, decided at each start and restart (``_place``): a node lost for good
+  leaves the job running on the rest, the checkpoint's key groups spread over
+  fewer workers. Not adaptive, a lack of room fails the start after
+  'slot.request.timeout'.
 - The data plane is weir's, not Ray's object store: each actor listens on its
   node's address (``multiprocessing.connection.Listener`` over TCP, with a
   key of the job's), connects to every peer, and the driver connects to each
@@ -31,10 +38,12 @@ import threading
 import time
 from multiprocessing.connection import Client, Connection, Listener
 
+from weir.engine.connectors.options import parse_duration_seconds
 from weir.engine.errors import EngineError
 from weir.engine.runtime.parallel import JOIN_SECONDS, ProcessExecutor, run_subtask
 
-#: Seconds the cluster is given to place and start the N actors before the job fails.
+#: Seconds the cluster is given to place and start the N actors before the job fails; and, unless
+#: 'slot.request.timeout' says otherwise (Flink's key), how long its live nodes may lack room for them.
 START_SECONDS = 120.0
 #: Seconds between two looks at whether Ray reports an actor dead (see ``_checkpoints``).
 POLL_SECONDS = 1.0
@@ -123,6 +132,11 @@ class RayExecutor(ProcessExecutor):
         super().__init__(graph, parallelism, **options)
         self.address = address
         self.actor_cpus = float(graph.settings.get("ray.actor.num-cpus", "1"))
+        #: The parallelism asked for; ``self.parallelism`` is the one run at (lower only when adaptive).
+        self.wanted_parallelism = parallelism
+        self.adaptive = graph.settings.get("jobmanager.scheduler", "default").strip() == "adaptive"
+        self.room_seconds = parse_duration_seconds(
+            "slot.request.timeout", graph.settings.get("slot.request.timeout", f"{START_SECONDS:g}s"))
         self._ray = connect(address)
         self._actors: list = []
         self._calls: list = []  # each actor's ``run`` call (its ObjectRef)
@@ -142,20 +156,7 @@ class RayExecutor(ProcessExecutor):
         env = {k: v for k, v in os.environ.items() if k.startswith(FORWARDED_PREFIX)}
         if env:
             options["runtime_env"] = {"env_vars": env}
-        actor_class = ray.remote(SubtaskActor).options(**options)
-        self._actors = [actor_class.remote() for _ in range(self.parallelism)]
-        try:
-            listening = ray.get([actor.listen.remote(authkey) for actor in self._actors], timeout=START_SECONDS)
-        except ray.exceptions.GetTimeoutError:
-            raise EngineError(
-                f"the Ray cluster did not start {self.parallelism} worker actors of {self.actor_cpus:g} CPU "
-                f"each within {START_SECONDS:g} s (CPUs free: {ray.available_resources().get('CPU', 0):g})",
-                hint="lower 'parallelism.default', add nodes, or give each actor less with "
-                     "SET 'ray.actor.num-cpus' = '0.5'") from None
-        except ray.exceptions.RayError as error:  # e.g. weir cannot be imported on a node
-            raise EngineError(f"the worker actors of job {self.graph.name} could not start on the Ray cluster: "
-                              f"{_first_line(error)}", hint="every node needs weir and its dependencies installed in the "
-                                               "same Python as the driver (pip install 'weir[ray]')") from None
+        listening = self._place(ray.remote(SubtaskActor).options(**options), authkey)
         addresses = [address for address, _, _ in listening]
         self.worker_pids = [pid for _, pid, _ in listening]
         self.worker_nodes = [node for _, _, node in listening]
@@ -172,6 +173,79 @@ class RayExecutor(ProcessExecutor):
                 raise self._died(subtask) from None
             self._conns.append(conn)
 
+    def _room(self) -> int:
+        """How many worker actors the cluster's live nodes have CPUs for (whatever runs there now:
+        a restart's actors take the place of the failed run's, which are ended first)."""
+        return sum(int(node["Resources"].get("CPU", 0) / self.actor_cpus + 1e-9)
+                   for node in self._ray.nodes() if node.get("Alive"))
+
+    def _fit(self) -> None:
+        """'jobmanager.scheduler' = 'adaptive': run at the parallelism the live nodes have room for,
+        at most the one asked for (Flink's adaptive scheduler; the state's key groups are spread
+        over however many workers restore it)."""
+        room = self._room()
+        if room < 1:
+            raise EngineError(f"no live node of the Ray cluster has {self.actor_cpus:g} CPU for a worker actor "
+                              f"of job {self.graph.name}", hint="add a node, or lower 'ray.actor.num-cpus'")
+        parallelism = min(self.wanted_parallelism, room)
+        if parallelism < self.wanted_parallelism and parallelism != self.parallelism:
+            self.warn(f"job {self.graph.name} runs at parallelism {parallelism}, not {self.wanted_parallelism}: "
+                      f"the Ray cluster's live nodes have room for {room} worker actors of {self.actor_cpus:g} CPU "
+                      "('jobmanager.scheduler' = 'adaptive')")
+        self.parallelism = parallelism
+
+    def _place(self, actor_class, authkey: bytes) -> list:
+        """Create the N actors and have each open its listening socket: what ``listen`` returns,
+        one per actor. Should the live nodes lack room for N: adaptive, N becomes what fits
+        (``_fit``) and the actors are placed again; else the job fails once they have lacked it
+        for 'slot.request.timeout' (a node may come back, an autoscaler add one). Placed actors
+        that start slowly (a loaded node) are waited for ``START_SECONDS``."""
+        ray = self._ray
+        deadline = time.monotonic() + START_SECONDS
+        short_since: float | None = None  # since when the live nodes have had no room for N
+        while True:
+            if self.adaptive:
+                self._fit()
+            self._actors = [actor_class.remote() for _ in range(self.parallelism)]
+            calls = [actor.listen.remote(authkey) for actor in self._actors]
+            while True:
+                ready, _ = ray.wait(calls, num_returns=len(calls), timeout=POLL_SECONDS)
+                if len(ready) == len(calls):
+                    try:
+                        return ray.get(calls)
+                    except ray.exceptions.RayError as error:  # e.g. weir cannot be imported on a node
+                        raise EngineError(
+                            f"the worker actors of job {self.graph.name} could not start on the Ray cluster: "
+                            f"{_first_line(error)}", hint="every node needs weir and its dependencies installed "
+                                                          "in the same Python as the driver (pip install "
+                                                          "'weir[ray]')") from None
+                now, room = time.monotonic(), self._room()
+                if room >= self.parallelism:
+                    short_since = None
+                elif self.adaptive:
+                    for actor in self._actors:
+                        ray.kill(actor, no_restart=True)
+                    break
+                else:
+                    short_since = now if short_since is None else short_since
+                    if now - short_since > self.room_seconds:
+                        raise self._no_room(room)
+                if now > deadline:
+                    raise EngineError(
+                        f"the {self.parallelism} worker actors of job {self.graph.name} did not start on the Ray "
+                        f"cluster within {START_SECONDS:g} s (CPUs free: {ray.available_resources().get('CPU', 0):g})",
+                        hint="see the Ray logs of the nodes (`ray logs`) for why the actors do not start")
+
+    def _no_room(self, room: int) -> EngineError:
+        timeout = self.graph.settings.get("slot.request.timeout", f"{START_SECONDS:g}s")
+        return EngineError(
+            f"the Ray cluster's live nodes have had room for {room} of the {self.parallelism} worker actors of job "
+            f"{self.graph.name} ({self.actor_cpus:g} CPU each) for 'slot.request.timeout' ({timeout}), and "
+            "'jobmanager.scheduler' is not 'adaptive'",
+            hint="SET 'jobmanager.scheduler' = 'adaptive' to run at the parallelism that fits (also after a node "
+                 "is lost), add nodes, lower 'parallelism.default', or give each actor less with "
+                 "SET 'ray.actor.num-cpus' = '0.5'")
+
     def _checkpoints(self) -> None:
         super()._checkpoints()
         if time.monotonic() < self._next_poll:
@@ -181,7 +255,7 @@ class RayExecutor(ProcessExecutor):
         for call in ended:
             subtask = self._calls.index(call)
             if subtask not in self._results and self._failure(subtask, timeout=0) is not None:
-                raise self._died(subtask)
+                raise self._died(subtask, connected=True)
 
     def _failure(self, subtask: int, timeout: float) -> str | None:
         """Why worker ``subtask``'s actor call failed, if Ray says it did within ``timeout`` seconds."""
@@ -194,9 +268,12 @@ class RayExecutor(ProcessExecutor):
             return _first_line(error)
         return None
 
-    def _died(self, subtask: int) -> EngineError:
+    def _died(self, subtask: int, connected: bool = False) -> EngineError:
+        """Worker ``subtask``'s connection ended, or (``connected``) Ray reports its actor dead
+        while its connections are still open: its process lives on a node Ray has lost."""
         how = self._failure(subtask, timeout=JOIN_SECONDS) if subtask < len(self._calls) else None
-        return EngineError(f"worker {subtask} of job {self.graph.name} (a Ray actor) died"
+        lost = " while its connections were open (its node lost?)" if connected else ""
+        return EngineError(f"worker {subtask} of job {self.graph.name} (a Ray actor) died{lost}"
                            + (f": {how}" if how else ""),
                            hint="the job resumes from its latest checkpoint when run again")
 

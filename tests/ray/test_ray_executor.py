@@ -2,94 +2,28 @@
 one worker — a tumble, a session window and an updating GROUP BY — also when a worker actor
 is killed mid-job, and a savepoint taken on Ray finishes on the process executor.
 
-The cluster (a head and a second node, each with CPUs of its own) is started here on this
-machine by Ray's own test utility, once for the module."""
+The cluster (a head and a second node, each with CPUs of its own) is conftest.py's."""
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
 import sys
-from pathlib import Path
-
-import duckdb
 import pytest
 
 try:
-    import ray
-    from ray.cluster_utils import Cluster
+    import ray  # noqa: F401
 except ImportError as missing:  # pragma: no cover - CI installs the test extra, which has Ray
     pytest.skip(f"Ray is not installed ({missing}): pip install 'weir[ray]'", allow_module_level=True)
 
 from jobs import stop_after_first_checkpoint
+from ray_jobs import EVENTS, JOB, output, run
 
-from weir.engine.runtime.job import JobOptions, run_job
 from weir.engine.runtime.ray_executor import RayExecutor
-from weir.planner.planner import plan_script
-from weir.sql import parse
 
-# One two-node cluster per module and worker process: under `-n 2` every test of this file runs in
-# one xdist worker (with `--dist loadgroup` in pyproject), so that CI starts a single cluster.
+# Every Ray test runs in one xdist worker (with `--dist loadgroup` in pyproject), so that CI
+# starts a single cluster (conftest.py's).
 pytestmark = pytest.mark.xdist_group("ray")
-
-JOB = """
-CREATE TABLE bids (auction BIGINT, bidder BIGINT, price BIGINT, date_time TIMESTAMP(3),
-  WATERMARK FOR date_time AS date_time - INTERVAL '1' SECOND)
-WITH ('connector' = 'nexmark', 'first-event.rate' = '2000', 'splits' = '2'{events});
-CREATE TABLE per_auction (auction BIGINT, window_start TIMESTAMP(3), n BIGINT, top BIGINT)
-WITH ('connector' = 'filesystem', 'path' = '{out}', 'format' = 'csv');
-INSERT INTO per_auction SELECT auction, window_start, COUNT(*), MAX(price)
-FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(date_time), INTERVAL '2' SECOND)) GROUP BY auction, window_start, window_end;
-CREATE MATERIALIZED VIEW sessions AS SELECT bidder, window_start, window_end, COUNT(*) AS bids, MAX(price) AS top
-FROM TABLE(SESSION(TABLE bids PARTITION BY bidder, DESCRIPTOR(date_time), INTERVAL '2' SECOND))
-GROUP BY bidder, window_start, window_end;
-CREATE MATERIALIZED VIEW per_auction_total AS SELECT auction, COUNT(*) AS n, MAX(price) AS top, SUM(price) AS total
-FROM bids GROUP BY auction;
-"""
-EVENTS = 8_000
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    """A head node and a second node, two CPUs each, on this machine; this process its driver."""
-    nodes = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
-    nodes.add_node(num_cpus=2)
-    ray.init(address=nodes.address, include_dashboard=False)
-    try:
-        yield nodes
-    finally:
-        ray.shutdown()
-        nodes.shutdown()
-
-
-def run(tmp: Path, parallelism: int, *, target: str = "ray", events: int | None = EVENTS, batch_size: int = 600,
-        settings: dict | None = None, **options):
-    sql = JOB.format(events=f", 'events' = '{events}'" if events else "", out=tmp / "out")
-    settings = {"parallelism.default": str(parallelism), "weir.source.batch-size": str(batch_size),
-                "weir.checkpointing.interval-batches": "4", "execution.target": target, **(settings or {})}
-    script = plan_script(parse(sql), db_path=str(tmp / "views.duckdb"), settings=settings)
-    return run_job(script.graph, JobOptions(state_dir=tmp / "state", **options))
-
-
-def output(tmp: Path) -> dict[str, list]:
-    con = duckdb.connect(str(tmp / "views.duckdb"), read_only=True)
-    try:
-        views = {view: con.sql(f"SELECT * FROM {view} ORDER BY ALL").fetchall()
-                 for view in ("sessions", "per_auction_total")}
-    finally:
-        con.close()
-    files = duckdb.sql(f"SELECT * FROM read_csv('{tmp / 'out'}/*.csv') ORDER BY ALL").fetchall()
-    return {"per_auction": files, **views}
-
-
-@pytest.fixture(scope="module")
-def one_worker(tmp_path_factory):
-    """The job's output from one worker (the local executor): what every parallel run must give."""
-    tmp = tmp_path_factory.mktemp("p1")
-    result = run(tmp, 1, target="local")
-    expected = output(tmp)
-    assert all(len(rows) > 100 for rows in expected.values())
-    return expected, result
 
 
 @pytest.mark.parametrize("parallelism", [2, 3])

@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from weir.engine.connectors.options import DURATION_EXAMPLES
 from weir.engine.errors import EngineError
 from weir.engine.runtime.job import JobOptions, run_job
 from weir.planner.planner import plan_script
@@ -22,6 +23,8 @@ INSERT INTO s SELECT a FROM t;"""
     ("execution.target", "yarn", "one of 'local', 'ray'"),
     ("ray.actor.num-cpus", "0", "a number greater than 0 such as '1' or '0.5'"),
     ("ray.actor.num-cpus", "many", "a number greater than 0 such as '1' or '0.5'"),
+    ("jobmanager.scheduler", "reactive", "one of 'default', 'adaptive'"),
+    ("slot.request.timeout", "0s", f"a duration greater than 0 such as {DURATION_EXAMPLES}"),
 ])
 def test_a_bad_ray_setting_is_refused_naming_the_values_it_takes(key, value, wanted):
     with pytest.raises(WeirSqlError) as error:
