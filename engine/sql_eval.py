@@ -5,13 +5,31 @@ without running it on data.
 """
 from __future__ import annotations
 
+import threading
+
 import duckdb
 import pyarrow as pa
 
-from weir.engine.udfs import register_functions
+from weir.engine.udfs import register_functions, version
 
 #: The name under which an input batch is visible to generated SQL.
 INPUT = "input_batch"
+
+_LOCAL = threading.local()
+
+
+def _connection() -> duckdb.DuckDBPyConnection:
+    """This thread's connection for ``describe``, with the Python UDFs the SQL may call as they
+    are now (registered again when the registry changed). One per thread, not one per call: a
+    new in-memory database costs tens of ms of CPU, and planning a small job describes several
+    expressions."""
+    con = getattr(_LOCAL, "con", None)
+    if con is None:
+        con = _LOCAL.con = duckdb.connect(":memory:")
+    if getattr(_LOCAL, "udfs", None) != version():
+        register_functions(con)
+        _LOCAL.udfs = version()
+    return con
 
 
 def describe(select_sql: str, input_schema: pa.Schema) -> pa.Schema:
@@ -19,10 +37,9 @@ def describe(select_sql: str, input_schema: pa.Schema) -> pa.Schema:
 
     Raises duckdb.Error with DuckDB's message when the SQL does not bind.
     """
-    con = duckdb.connect(":memory:")
+    con = _connection()
+    con.register(INPUT, input_schema.empty_table())
     try:
-        register_functions(con)  # Python UDFs the SQL may call
-        con.register(INPUT, input_schema.empty_table())
         return con.sql(f"SELECT * FROM ({select_sql}) LIMIT 0").to_arrow_table().schema
     finally:
-        con.close()
+        con.unregister(INPUT)

@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from weir.engine.messages import MAX_WATERMARK, MIN_WATERMARK
+from weir.engine.pandas_import import scalar
 from weir.engine.sql_eval import INPUT
 from weir.engine.udfs import register_functions
 
@@ -47,7 +48,7 @@ def arrival_watermarks(candidates: pa.Array, before: int) -> tuple[pa.Array, int
     if len(candidates) == 0:
         return pa.array([], pa.int64()), before
     filled = pc.fill_null(candidates, MIN_WATERMARK)
-    running = pc.max_element_wise(pc.cumulative_max(filled), before)
+    running = pc.max_element_wise(pc.cumulative_max(filled), scalar(before))
     shifted = pa.concat_arrays([pa.array([before], pa.int64()), running.slice(0, len(running) - 1)])
     return shifted, running[len(running) - 1].as_py()
 
@@ -120,7 +121,7 @@ class WatermarkGenerator:
         if self._bounded is not None:
             column, delay = self._bounded
             times = batch.column(column).cast(pa.timestamp("us")).view(pa.int64())
-            return pc.subtract(times, delay)
+            return pc.subtract(times, scalar(delay))
         self._con.register(INPUT, batch)
         try:
             result = self._con.sql(self._per_row).to_arrow_table()

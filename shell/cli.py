@@ -15,6 +15,9 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
         argv = ["shell", *argv]  # `weir`, `weir -f file.sql`, `weir -i init.sql`: the shell
     args = _parser().parse_args(argv)
+    from weir.engine.pandas_import import defer_pandas  # (pyarrow: not for --help)
+
+    defer_pandas()  # pyarrow imports pandas only once something that uses it does
     from weir.shell import commands  # the planner, DuckDB and sqlglot load only for a command that runs
 
     try:

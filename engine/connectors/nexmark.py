@@ -39,6 +39,7 @@ from weir.engine.connectors.options import parse_int, parse_timestamp_us
 from weir.engine.connectors.pacing import Pacer, paced_batch_size
 from weir.engine.errors import ConnectorOptionError
 from weir.engine.operators.batches import positions
+from weir.engine.pandas_import import scalar
 
 _TS = pa.timestamp("us")
 COLUMNS: dict[str, dict[str, pa.DataType]] = {
@@ -77,7 +78,7 @@ class SplitTimeline:
     def events(self, rows: pa.Array) -> pa.Array:
         """k (the index of the event within the split) for each row number."""
         count = len(self.residues)
-        return pc.add(pc.multiply(div(rows, count), self.period), self._residues.take(mod(rows, count)))
+        return pc.add(pc.multiply(div(rows, count), scalar(self.period)), self._residues.take(mod(rows, count)))
 
 
 class NexmarkSource(Source):
@@ -160,8 +161,8 @@ class NexmarkSource(Source):
 
     def timestamp_us(self, k) -> pa.Array:
         """base + k * n * 1e6 / rate, in whole µs (integer arithmetic)."""
-        scaled = pc.multiply_checked(k, self.split_count * 1_000_000)
-        return pc.add(div(scaled, self.rate), self.base_us)
+        scaled = pc.multiply_checked(k, scalar(self.split_count * 1_000_000))
+        return pc.add(div(scaled, self.rate), scalar(self.base_us))
 
 
 def milliseconds(us: pa.Array) -> pa.Array:
@@ -178,7 +179,7 @@ class _Columns:
         self.source = source
         self.kind = source.table
         self.k = k
-        self.event_ids = pc.add(pc.multiply(k, source.split_count), split)
+        self.event_ids = pc.add(pc.multiply(k, scalar(source.split_count)), scalar(split))
         self.draws = Draws(self.event_ids, source.seed)
         self._cache: dict[str, pa.Array] = {}
         self._builders: dict[str, Callable[[], pa.Array]] = getattr(self, f"_{self.kind}_columns")()
@@ -202,7 +203,7 @@ class _Columns:
         pool = self._pools.extra(average + average // 5 + 1)
         lengths = extra_lengths(self.draws, word, current_size, average)
         variant = self.draws.uniform(variant_word, StringPools.EXTRA_VARIANTS)
-        return pool.take(pc.add(pc.multiply(lengths, StringPools.EXTRA_VARIANTS), variant))
+        return pool.take(pc.add(pc.multiply(lengths, scalar(StringPools.EXTRA_VARIANTS)), variant))
 
     @property
     def _pools(self) -> StringPools:
@@ -214,19 +215,19 @@ class _Columns:
 
         def auction() -> pa.Array:
             last = self._last_auction()
-            hot = pc.multiply(div(last, HOT_BLOCK), HOT_BLOCK)
+            hot = pc.multiply(div(last, HOT_BLOCK), scalar(HOT_BLOCK))
             chosen = hot_or(d, 0, s.hot_auctions, hot, random_in_flight_auction(d, 1, last))
-            return pc.add(chosen, FIRST_AUCTION_ID)
+            return pc.add(chosen, scalar(FIRST_AUCTION_ID))
 
         def bidder() -> pa.Array:
             last = self._last_person()
-            hot = pc.add(pc.multiply(div(last, HOT_BLOCK), HOT_BLOCK), 1)
+            hot = pc.add(pc.multiply(div(last, HOT_BLOCK), scalar(HOT_BLOCK)), scalar(1))
             chosen = hot_or(d, 2, s.hot_bidders, hot, random_active_person(d, 3, last))
-            return pc.add(chosen, FIRST_PERSON_ID + s.bidder_shift)
+            return pc.add(chosen, scalar(FIRST_PERSON_ID + s.bidder_shift))
 
         def channel_index() -> pa.Array:
             if "channel_index" not in self._cache:
-                hot = pc.add(d.uniform(6, len(HOT_CHANNELS)), CHANNELS_NUMBER)
+                hot = pc.add(d.uniform(6, len(HOT_CHANNELS)), scalar(CHANNELS_NUMBER))
                 self._cache["channel_index"] = hot_or(d, 5, 2, hot, d.uniform(6, CHANNELS_NUMBER))
             return self._cache["channel_index"]
 
@@ -245,26 +246,27 @@ class _Columns:
 
         def seller() -> pa.Array:
             last = self._last_person()
-            hot = pc.multiply(div(last, HOT_BLOCK), HOT_BLOCK)
+            hot = pc.multiply(div(last, HOT_BLOCK), scalar(HOT_BLOCK))
             chosen = hot_or(d, 0, s.hot_sellers, hot, random_active_person(d, 1, last))
-            return pc.add(chosen, FIRST_PERSON_ID)
+            return pc.add(chosen, scalar(FIRST_PERSON_ID))
 
         def expires() -> pa.Array:
             # Auctions last 1 ms + uniform[0, 2H): H is the event time in which
             # NUM_IN_FLIGHT_AUCTIONS more auctions are generated on this split.
             ahead = NUM_IN_FLIGHT_AUCTIONS * s.proportions.total // s.proportions.auction
             now = s.timestamp_us(self.k)
-            horizon = pc.subtract(s.timestamp_us(pc.add(self.k, ahead)), now)
-            length = pc.add(d.uniform(5, pc.max_element_wise(pc.multiply(horizon, 2), 1)), 1000)
+            horizon = pc.subtract(s.timestamp_us(pc.add(self.k, scalar(ahead))), now)
+            length = pc.add(d.uniform(5, pc.max_element_wise(pc.multiply(horizon, scalar(2)), scalar(1))),
+                            scalar(1000))
             return milliseconds(pc.add(now, length))
 
         def extra() -> pa.Array:
             current = pc.add(pc.add(pc.utf8_length(self.get("item_name")),
-                                    pc.utf8_length(self.get("description"))), 8 + 8 * 5)
+                                    pc.utf8_length(self.get("description"))), scalar(8 + 8 * 5))
             return self._extra(8, current, 9)
 
         return {
-            "id": lambda: pc.add(self._last_auction(), FIRST_AUCTION_ID),
+            "id": lambda: pc.add(self._last_auction(), scalar(FIRST_AUCTION_ID)),
             "item_name": lambda: self._pools.next_string(20).take(d.uniform(6, StringPools.POOL_SIZE)),
             "description": lambda: self._pools.next_string(100).take(d.uniform(7, StringPools.POOL_SIZE)),
             "initial_bid": lambda: price(d, 3),
@@ -272,7 +274,7 @@ class _Columns:
             "date_time": self._date_time,
             "expires": expires,
             "seller": seller,
-            "category": lambda: pc.add(d.uniform(2, NUM_CATEGORIES), FIRST_CATEGORY_ID),
+            "category": lambda: pc.add(d.uniform(2, NUM_CATEGORIES), scalar(FIRST_CATEGORY_ID)),
             "extra": extra,
         }
 
@@ -281,17 +283,17 @@ class _Columns:
 
         def credit_card() -> pa.Array:
             groups = [pc.utf8_lpad(pc.cast(d.uniform(w, 10_000), pa.string()), 4, "0") for w in (2, 3, 4, 5)]
-            return pc.binary_join_element_wise(*groups, " ")
+            return pc.binary_join_element_wise(*groups, scalar(" "))
 
         def extra() -> pa.Array:
             lengths = [pc.utf8_length(self.get(c)) for c in ("name", "email_address", "credit_card", "city", "state")]
             current = lengths[0]
             for length in lengths[1:]:
                 current = pc.add(current, length)
-            return self._extra(8, pc.add(current, 8), 9)
+            return self._extra(8, pc.add(current, scalar(8)), 9)
 
         return {
-            "id": lambda: pc.add(self._last_person(), FIRST_PERSON_ID),
+            "id": lambda: pc.add(self._last_person(), scalar(FIRST_PERSON_ID)),
             "name": lambda: person_names().take(d.uniform(0, 99)),
             "email_address": lambda: self._pools.emails().take(d.uniform(1, StringPools.POOL_SIZE)),
             "credit_card": credit_card,

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from weir.engine.pandas_import import scalar
 from weir.engine.state.key_groups import splitmix64, splitmix64_int
 
 FIRST_PERSON_ID = 1000
@@ -41,7 +42,6 @@ FIRST_NAMES = ("Peter", "Paul", "Luke", "John", "Saul", "Vicky", "Kate", "Julie"
 LAST_NAMES = ("Shultz", "Abrams", "Spencer", "White", "Bartels", "Walton", "Smith", "Jones", "Noris")
 
 _U64 = pa.uint64()
-_MASK32 = pa.scalar(0xFFFFFFFF, _U64)
 
 
 def _u(value: int) -> pa.Scalar:
@@ -63,7 +63,7 @@ class Draws:
         while len(self._chain) <= i // 2:
             self._chain.append(splitmix64(self._chain[-1]))
         h = self._chain[i // 2]
-        return pc.bit_wise_and(h, _MASK32) if i % 2 == 0 else pc.shift_right(h, _u(32))
+        return pc.bit_wise_and(h, _u(0xFFFFFFFF)) if i % 2 == 0 else pc.shift_right(h, _u(32))
 
     def uniform(self, i: int, bound) -> pa.Array:
         """Integers uniform in [0, bound) (bound: int or int64 array), as int64."""
@@ -74,20 +74,26 @@ class Draws:
 
     def unit(self, i: int) -> pa.Array:
         """Doubles uniform in [0, 1)."""
-        return pc.divide(pc.cast(self.word(i), pa.float64()), 4294967296.0)
+        return pc.divide(pc.cast(self.word(i), pa.float64()), scalar(4294967296.0))
+
+
+def _arrow(value):
+    """A Python number as the scalar pyarrow would make of it; an Arrow value as it is."""
+    return scalar(value) if isinstance(value, (int, float)) else value
 
 
 def div(x, d):
-    return pc.divide(x, d)  # integer division; every operand here is >= 0
+    return pc.divide(_arrow(x), _arrow(d))  # integer division; every operand here is >= 0
 
 
 def mod(x, d):
+    x, d = _arrow(x), _arrow(d)
     return pc.subtract(x, pc.multiply(pc.divide(x, d), d))
 
 
 def java_round(x: pa.Array) -> pa.Array:
     """Math.round: floor(x + 0.5), as int64."""
-    return pc.cast(pc.floor(pc.add(x, 0.5)), pa.int64())
+    return pc.cast(pc.floor(pc.add(x, scalar(0.5))), pa.int64())
 
 
 @dataclass(frozen=True)
@@ -109,48 +115,48 @@ class Proportions:
         """lastBase0PersonId for events of ``kind``: the newest person so far."""
         epoch, offset = div(event_ids, self.total), mod(event_ids, self.total)
         if kind == "person":
-            return pc.add(pc.multiply(epoch, self.person), offset)
-        return pc.add(pc.multiply(epoch, self.person), self.person - 1)
+            return pc.add(pc.multiply(epoch, scalar(self.person)), offset)
+        return pc.add(pc.multiply(epoch, scalar(self.person)), scalar(self.person - 1))
 
     def last_auction_id(self, event_ids: pa.Array, kind: str) -> pa.Array:
         """lastBase0AuctionId for events of ``kind``: the newest auction so far."""
         epoch, offset = div(event_ids, self.total), mod(event_ids, self.total)
         if kind == "auction":
-            return pc.add(pc.multiply(epoch, self.auction), pc.subtract(offset, self.person))
-        return pc.add(pc.multiply(epoch, self.auction), self.auction - 1)
+            return pc.add(pc.multiply(epoch, scalar(self.auction)), pc.subtract(offset, scalar(self.person)))
+        return pc.add(pc.multiply(epoch, scalar(self.auction)), scalar(self.auction - 1))
 
 
 def random_active_person(draws: Draws, word: int, last_person: pa.Array) -> pa.Array:
     """nextBase0PersonId: uniform over the last 1000 persons plus a lead of 10."""
-    people = pc.add(last_person, 1)
-    active = pc.min_element_wise(people, NUM_ACTIVE_PEOPLE)
-    return pc.add(pc.subtract(people, active), draws.uniform(word, pc.add(active, PERSON_ID_LEAD)))
+    people = pc.add(last_person, scalar(1))
+    active = pc.min_element_wise(people, scalar(NUM_ACTIVE_PEOPLE))
+    return pc.add(pc.subtract(people, active), draws.uniform(word, pc.add(active, scalar(PERSON_ID_LEAD))))
 
 
 def random_in_flight_auction(draws: Draws, word: int, last_auction: pa.Array) -> pa.Array:
     """nextBase0AuctionId: uniform over [last - 100, last + 10]."""
-    low = pc.max_element_wise(pc.subtract(last_auction, NUM_IN_FLIGHT_AUCTIONS), 0)
-    span = pc.add(pc.subtract(last_auction, low), 1 + AUCTION_ID_LEAD)
+    low = pc.max_element_wise(pc.subtract(last_auction, scalar(NUM_IN_FLIGHT_AUCTIONS)), scalar(0))
+    span = pc.add(pc.subtract(last_auction, low), scalar(1 + AUCTION_ID_LEAD))
     return pc.add(low, draws.uniform(word, span))
 
 
 def hot_or(draws: Draws, word: int, ratio: int, hot: pa.Array, other: pa.Array) -> pa.Array:
     """``hot`` with probability 1 - 1/ratio (Java: random.nextInt(ratio) > 0), else ``other``."""
-    return pc.if_else(pc.greater(draws.uniform(word, ratio), 0), hot, other)
+    return pc.if_else(pc.greater(draws.uniform(word, ratio), scalar(0)), hot, other)
 
 
 def price(draws: Draws, word: int) -> pa.Array:
     """round(100 * 10^(6u)): log-uniform over [100, 10^8] cents."""
-    return java_round(pc.multiply(pc.power(10.0, pc.multiply(draws.unit(word), 6.0)), 100.0))
+    return java_round(pc.multiply(pc.power(scalar(10.0), pc.multiply(draws.unit(word), scalar(6.0))), scalar(100.0)))
 
 
 def extra_lengths(draws: Draws, word: int, current_size, average: int) -> pa.Array:
     """nextExtra's length: about ``average - current_size``, +-20%."""
-    desired = pc.max_element_wise(pc.subtract(average, current_size), 0)
-    delta = java_round(pc.multiply(pc.cast(desired, pa.float64()), 0.2))
+    desired = pc.max_element_wise(pc.subtract(_arrow(average), _arrow(current_size)), scalar(0))
+    delta = java_round(pc.multiply(pc.cast(desired, pa.float64()), scalar(0.2)))
     low = pc.subtract(desired, delta)
-    spread = pc.max_element_wise(pc.multiply(delta, 2), 1)
-    return pc.if_else(pc.equal(delta, 0), low, pc.add(low, draws.uniform(word, spread)))
+    spread = pc.max_element_wise(pc.multiply(delta, scalar(2)), scalar(1))
+    return pc.if_else(pc.equal(delta, scalar(0)), low, pc.add(low, draws.uniform(word, spread)))
 
 
 class StringPools:
@@ -190,9 +196,9 @@ class StringPools:
         if "email" not in self._pools:
             local, domain = self.next_string(7), self.next_string(5)
             picks = [self._random.randrange(self.POOL_SIZE) for _ in range(2 * self.POOL_SIZE)]
-            users = local.take(pa.array(picks[: self.POOL_SIZE]))
-            hosts = domain.take(pa.array(picks[self.POOL_SIZE :]))
-            self._pools["email"] = pc.binary_join_element_wise(users, "@", hosts, ".com", "")
+            users = local.take(pa.array(picks[: self.POOL_SIZE], pa.int64()))
+            hosts = domain.take(pa.array(picks[self.POOL_SIZE :], pa.int64()))
+            self._pools["email"] = pc.binary_join_element_wise(users, scalar("@"), hosts, scalar(".com"), scalar(""))
         return self._pools["email"]
 
     def extra(self, max_length: int) -> pa.Array:

@@ -3,33 +3,39 @@
 ``validate_options`` collects every problem of a WITH clause so the planner
 can report them together; ``create_source`` and ``create_sink`` validate and
 build. Option names are Flink's wherever Flink has one.
+
+A connector's module is imported the first time its name is looked up, not
+when the registry is (``engine.lazy_registry``): a job reading nexmark into a
+blackhole loads neither Kafka's formats, the filesystem's readers nor DuckDB's
+snapshot publisher.
 """
 from __future__ import annotations
 
 import difflib
+from collections.abc import MutableMapping
 
 import pyarrow as pa
 
-from weir.engine.connectors import (blackhole, datagen, duckdb_table, filesystem, kafka, nexmark, print_sink,
-                                      python_source)
 from weir.engine.connectors.base import DEFAULT_BATCH_SIZE, ConnectorSpec, OptionSpec, Sink, Source
 from weir.engine.connectors.options import value_problem
 from weir.engine.errors import ConnectorOptionError
+from weir.engine.lazy_registry import LazyRegistry
 
-CONNECTORS: dict[str, ConnectorSpec] = {
-    spec.name: spec
-    for spec in (
-        filesystem.SPEC,
-        nexmark.SPEC,
-        print_sink.SPEC,
-        blackhole.SPEC,
-        duckdb_table.SPEC,
-        python_source.SPEC,
-        datagen.SPEC,
-        kafka.SPEC,
-        kafka.UPSERT_SPEC,
-    )
+#: Where each built-in connector's spec is defined.
+BUILT_IN = {
+    "filesystem": "weir.engine.connectors.filesystem:SPEC",
+    "nexmark": "weir.engine.connectors.nexmark:SPEC",
+    "print": "weir.engine.connectors.print_sink:SPEC",
+    "blackhole": "weir.engine.connectors.blackhole:SPEC",
+    "duckdb": "weir.engine.connectors.duckdb_table:SPEC",
+    "python": "weir.engine.connectors.python_source:SPEC",
+    "datagen": "weir.engine.connectors.datagen:SPEC",
+    "kafka": "weir.engine.connectors.kafka:SPEC",
+    "upsert-kafka": "weir.engine.connectors.kafka:UPSERT_SPEC",
 }
+
+#: Connector specs by name; a built-in one's module is imported when its name is first looked up.
+CONNECTORS: MutableMapping[str, ConnectorSpec] = LazyRegistry(BUILT_IN)
 
 ROLES = ("source", "sink")
 
@@ -45,7 +51,7 @@ SOURCE_OPTIONS = {
 def register_connector(spec: ConnectorSpec) -> None:
     """Make a connector known under ``spec.name`` (e.g. the shell's live result sink).
     Registering the same spec again changes nothing; another spec under a known name is refused."""
-    known = CONNECTORS.get(spec.name)
+    known = CONNECTORS.get(spec.name)  # a built-in one of that name is imported to compare
     if known is not None and known is not spec:
         raise ValueError(f"a connector named '{spec.name}' is already registered")
     CONNECTORS[spec.name] = spec

@@ -8,7 +8,7 @@ from weir.engine.errors import EngineError
 from weir.engine.watermarks import ARRIVAL_FIELD, ARRIVAL_WATERMARK
 
 #: 0, 1, 2, ...: grown by doubling, so that no batch builds its positions in a Python loop.
-_POSITIONS = pa.array([], pa.int64())
+_POSITIONS = pa.nulls(0, pa.int64())  # (no pa.array of Python values at import: engine/pandas_import.py)
 
 
 def positions(count: int, start: int = 0) -> pa.Array:
@@ -18,7 +18,7 @@ def positions(count: int, start: int = 0) -> pa.Array:
     if len(cached) < count:
         cached = _POSITIONS = pa.array(range(max(count, 2 * len(cached))), pa.int64())
     head = cached.slice(0, count)
-    return pc.add(head, start) if start else head
+    return pc.add(head, pa.scalar(start, pa.int64())) if start else head
 
 
 def conform(table: pa.Table, schema: pa.Schema, operator_id: str) -> list[pa.RecordBatch]:

@@ -35,6 +35,7 @@ from weir.engine.errors import EngineError
 from weir.engine.graph import Edge, OperatorNode
 from weir.engine.operators.duckdb_sql import quote_ident
 from weir.engine.operators.registry import operator_class
+from weir.engine.pandas_import import scalar
 from weir.engine.state.key_groups import KEY_GROUP_COLUMN, key_groups, subtask_for_key_group
 from weir.engine.watermarks import ARRIVAL_WATERMARK, has_arrival
 
@@ -128,7 +129,7 @@ def split_by_key_group(batch: pa.RecordBatch, groups: pa.Array, parallelism: int
     """``batch`` cut into one part per subtask by its rows' key ``groups`` (rows in order)."""
     targets = pc.take(_owners(parallelism, max_parallelism), groups)
     if parallelism <= 8:
-        return [batch.filter(pc.equal(targets, j)) for j in range(parallelism)]
+        return [batch.filter(pc.equal(targets, scalar(j))) for j in range(parallelism)]
     order = pc.sort_indices(targets)
     ordered, sorted_targets = batch.take(order), targets.take(order)
     bounds = [pc.index(sorted_targets, j).as_py() for j in range(parallelism)]

@@ -51,6 +51,7 @@ from weir.engine.errors import EngineError, JobCancelled
 from weir.engine.graph import JobGraph
 from weir.engine.messages import MIN_WATERMARK
 from weir.engine.operators.registry import operator_class
+from weir.engine.pandas_import import defer_pandas
 from weir.engine.runtime.control import STOP_AT_CHECKPOINT, ControlChannel
 from weir.engine.runtime.local import JobResult, OperatorMetrics, Progress
 from weir.engine.runtime.subtask import SubtaskExecutor
@@ -100,6 +101,7 @@ def _worker(conn: Connection, graph_json: dict, subtask: int, parallelism: int, 
     # SIGINT was blocked from the start (``_start_workers``); from here it is ignored.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    defer_pandas()
     run_subtask(conn, graph_json, subtask, parallelism, restore_from, backend, spill_dir, peers_in, peers_out)
 
 

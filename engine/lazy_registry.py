@@ -1,0 +1,58 @@
+"""A mapping from names to things defined in modules that are imported on first lookup.
+
+The connector and operator registries map every name a job can use to its class or spec,
+but a job uses a few: importing all of them (Kafka's formats, the filesystem's readers,
+fifteen operators) was a third of a small job's start-up (issue 17). A ``LazyRegistry``
+holds where each entry is defined, ``"module:attribute"``, and imports that module the first
+time the name is looked up. Names are known without importing anything: iteration,
+``len`` and ``in`` never import; ``[]`` and ``get`` import the one module that defines the
+name, once.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator, MutableMapping
+from typing import Any
+
+
+class LazyRegistry(MutableMapping):
+    """Entries by name: where each is defined (``"module:attribute"``), or, once set or looked
+    up, the entry itself."""
+
+    def __init__(self, where: dict[str, str]):
+        self._where = dict(where)
+        self._loaded: dict[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        if name in self._loaded:
+            return self._loaded[name]
+        module, _, attribute = self._where[name].partition(":")  # KeyError: not a known name
+        # __import__, not importlib.import_module: an import by the former shows in -X importtime.
+        value = self._loaded[name] = getattr(__import__(module, fromlist=[attribute]), attribute)
+        return value
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        self._loaded[name] = value
+        self._where.pop(name, None)
+
+    def __delitem__(self, name: str) -> None:
+        if name not in self:
+            raise KeyError(name)
+        self._loaded.pop(name, None)
+        self._where.pop(name, None)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._loaded or name in self._where
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._loaded
+        yield from (name for name in self._where if name not in self._loaded)
+
+    def __len__(self) -> int:
+        return len(self._loaded.keys() | self._where.keys())
+
+    def is_loaded(self, name: str) -> bool:
+        """Whether ``name``'s entry has been looked up (and its module imported)."""
+        return name in self._loaded
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({sorted(self)})"

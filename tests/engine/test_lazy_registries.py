@@ -1,0 +1,48 @@
+"""The connector and operator registries import a module when one of its names is looked up,
+and list every name without importing any (engine/lazy_registry.py)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+from weir.engine.connectors.registry import BUILT_IN, CONNECTORS
+from weir.engine.lazy_registry import LazyRegistry
+from weir.engine.operators.base import OperatorKind
+from weir.engine.operators.registry import KINDS, OPERATORS
+
+
+def test_every_entry_is_defined_where_the_registry_says():
+    assert {name: CONNECTORS[name].name for name in BUILT_IN} == {name: name for name in BUILT_IN}
+    assert set(OPERATORS) <= set(KINDS) and set(KINDS) - set(OPERATORS) == {"source", "sink"}
+    assert all(issubclass(KINDS[kind], OperatorKind) for kind in KINDS)
+
+
+def test_a_lookup_imports_only_the_module_of_that_name():
+    code = """
+        import sys
+        from weir.engine.connectors.registry import CONNECTORS, connector_spec
+        from weir.engine.operators.registry import KINDS, operator_class
+        loaded = lambda: sorted(m.rsplit(".", 1)[1] for m in sys.modules
+                                if m.startswith(("weir.engine.connectors.", "weir.engine.operators."))
+                                and m.rsplit(".", 1)[1] in ("kafka", "filesystem", "blackhole", "nexmark", "datagen",
+                                                            "calc", "top_n", "window_join", "session_window"))
+        print(loaded(), len(CONNECTORS), "kafka" in CONNECTORS, len(KINDS), "calc" in KINDS)
+        connector_spec("blackhole"), operator_class("calc")
+        print(loaded())
+    """
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    before, after = done.stdout.splitlines()
+    assert before == f"[] {len(BUILT_IN)} True {len(KINDS)} True"
+    assert after == "['blackhole', 'calc']"
+
+
+def test_a_registry_is_a_mapping_of_what_was_set_and_what_is_known():
+    registry = LazyRegistry({"join": "os.path:join"})
+    assert list(registry) == ["join"] and not registry.is_loaded("join")
+    registry["mine"] = len
+    assert registry["join"] is __import__("os").path.join and registry.is_loaded("join")
+    assert dict(registry) == {"mine": len, "join": registry["join"]}
+    del registry["join"]
+    assert "join" not in registry and len(registry) == 1 and registry.get("join") is None

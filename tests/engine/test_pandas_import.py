@@ -1,0 +1,65 @@
+"""engine/pandas_import.py: pyarrow leaves pandas unimported until something uses pandas, and
+then treats pandas objects as it always does. Each case runs in a fresh interpreter: whether
+pandas was ever imported is a fact about a whole process."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pyarrow as pa
+import pytest
+
+from weir.engine.pandas_import import scalar
+
+
+def _run(code: str) -> str:
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_typed_conversions_after_deferring_import_no_pandas():
+    assert _run("""
+        import sys
+        import pyarrow as pa, pyarrow.compute as pc
+        from weir.engine.pandas_import import defer_pandas, scalar
+        defer_pandas()
+        column = pa.array([1, 2, 3], pa.int64())
+        pc.add(pc.multiply(column, scalar(2)), scalar(1)), pa.scalar(7, pa.uint64()), pa.array(["a"], pa.string())
+        print("pandas" in sys.modules)
+    """) == "False"
+
+
+def test_without_deferring_pyarrow_imports_pandas_for_the_same_conversions():
+    """The case defer_pandas exists for: pyarrow's check for pandas objects imports pandas."""
+    assert _run("""
+        import sys
+        import pyarrow as pa
+        pa.array([1, 2, 3], pa.int64())
+        print("pandas" in sys.modules)
+    """) == "True"
+
+
+@pytest.mark.parametrize("first", ["import pandas as pd", "pa.table({'x': [1]}).to_pandas(); import pandas as pd"],
+                         ids=["imported by the user", "imported by pyarrow"])
+def test_pandas_imported_later_converts_as_without_deferring(first):
+    """A Categorical becomes a dictionary array only if pyarrow knows pandas (else it is read as a
+    sequence of strings); a nullable Int64 Series keeps its null; pd.NA and NaT in a list are null."""
+    code = f"""
+        import pyarrow as pa
+        from weir.engine.pandas_import import defer_pandas
+        defer_pandas()
+        pa.array([1], pa.int64())
+        {first}
+        print(pa.types.is_dictionary(pa.array(pd.Categorical(["a", "b", "a"])).type))
+        print(pa.array(pd.Series([1, None], dtype="Int64")).null_count, pa.array([1, pd.NA, pd.NaT], from_pandas=True).null_count)
+        print(pa.Table.from_pandas(pd.DataFrame({{"x": pd.Series(["u", None], dtype="string")}})).column(0).null_count)
+    """
+    assert _run(code).splitlines() == ["True", "1 2", "1"]
+
+
+@pytest.mark.parametrize("value", [3, -(2**40), 2.5, "x", True])
+def test_scalar_is_what_pyarrow_would_infer(value):
+    assert scalar(value).equals(pa.scalar(value))
+    assert scalar(value).type == pa.scalar(value).type

@@ -1,0 +1,57 @@
+"""What `weir run` of a small job loads: not pandas (pyarrow would import it for nothing,
+engine/pandas_import.py), and of the connectors only the job's. Import lines come from
+PYTHONPROFILEIMPORTTIME, which the workers of a parallel job inherit, so they are checked too.
+How long start-up takes is measured by bench/startup.py, not here."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+JOB = """
+CREATE TABLE bids (auction BIGINT, price BIGINT, date_time TIMESTAMP(3),
+                   WATERMARK FOR date_time AS date_time - INTERVAL '1' SECOND)
+WITH ('connector' = 'nexmark', 'events' = '100');
+CREATE TABLE out (auction BIGINT, bids BIGINT) WITH ('connector' = 'blackhole');
+INSERT INTO out SELECT auction, COUNT(*) FROM bids GROUP BY auction;
+"""
+
+
+def _imports(stderr: str) -> list[str]:
+    """The modules imported, one entry per process that imported each."""
+    return [m.group(1) for m in re.finditer(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)$", stderr, re.M)]
+
+
+@pytest.mark.parametrize("parallelism", [1, 2])
+def test_a_small_job_imports_no_pandas_and_only_its_connectors(tmp_path, parallelism):
+    (tmp_path / "job.sql").write_text(JOB)
+    done = subprocess.run([sys.executable, "-m", "weir.shell.cli", "run", "job.sql", "--no-progress",
+                           "--parallelism", str(parallelism)], cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert re.search(r"job job finished in .*: 92 events read", done.stdout)
+    imported = _imports(done.stderr)
+    # The coordinator and each worker import the engine's subtask runner: every process is seen.
+    assert imported.count("weir.engine.runtime.subtask") == 1 + (parallelism if parallelism > 1 else 0)
+    # pyarrow's one refused attempt (engine/pandas_import.py) shows as a line for "pandas" alone.
+    assert [m for m in imported if m.startswith("pandas.")] == []
+    connectors = {m.rsplit(".", 1)[1] for m in imported if m.startswith("weir.engine.connectors.")}
+    assert {"nexmark", "blackhole"} <= connectors
+    assert connectors.isdisjoint({"kafka", "kafka_formats", "filesystem", "file_readers", "datagen", "print_sink"})
+
+
+def test_importing_every_module_of_weir_imports_no_pandas():
+    """No module converts Python values with pyarrow when it is imported."""
+    code = ("import pkgutil, importlib, sys, weir\n"
+            "names = [m.name for m in pkgutil.walk_packages(weir.__path__, 'weir.')]\n"
+            "for name in names: importlib.import_module(name)\n"
+            "print(len(names), 'pandas' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=Path(__file__).parent)
+    assert done.returncode == 0, done.stderr
+    count, pandas = done.stdout.split()
+    assert int(count) > 100 and pandas == "False"
