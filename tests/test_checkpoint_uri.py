@@ -169,3 +169,12 @@ def test_a_location_pyarrow_cannot_open_fails_before_the_job_naming_the_key():
     assert "'state.checkpoints.dir'" in e.value.message and e.value.hint
     assert check_setting("state.checkpoints.dir", value="s3://bucket/x?endpoint_override=h:1") is None
     assert check_setting("state.checkpoints.dir", value="/mnt/shared/checkpoints") is None
+
+
+def test_a_scheme_whose_filesystem_this_pyarrow_lacks_is_refused_naming_it(monkeypatch):
+    import pyarrow.fs
+
+    monkeypatch.setattr(pyarrow.fs, "_not_imported", [*pyarrow.fs._not_imported, "GcsFileSystem"])
+    monkeypatch.delattr(pyarrow.fs, "GcsFileSystem")
+    problem = check_setting("state.savepoints.dir", value="gs://bucket/savepoints")
+    assert problem is not None and "built without GcsFileSystem" in problem.message

@@ -94,6 +94,14 @@ SCHEMES = {"file": "LocalFileSystem", "local": "LocalFileSystem", "s3": "S3FileS
            "abfs": "AzureFileSystem", "abfss": "AzureFileSystem"}
 
 
+def _has_filesystem(name: str) -> bool:
+    try:
+        getattr(pafs, name)  # (pyarrow.fs raises ImportError for one it was built without)
+    except (AttributeError, ImportError):
+        return False
+    return True
+
+
 def location_problem(text: str) -> str | None:
     """What is wrong with a location as written, found without reaching its filesystem (a setting's
     check), or None: an unknown scheme, a filesystem this pyarrow lacks, ``s3:/x`` for ``s3://x``."""
@@ -110,7 +118,7 @@ def location_problem(text: str) -> str | None:
     if scheme not in SCHEMES:
         return (f"a directory or a URI of a filesystem pyarrow opens ({', '.join(s + '://' for s in SCHEMES)}); "
                 f"'{scheme}://' is none of them")
-    if not hasattr(pafs, SCHEMES[scheme]):
+    if not _has_filesystem(SCHEMES[scheme]):
         return f"a URI of a filesystem this pyarrow has: it was built without {SCHEMES[scheme]} ('{scheme}://')"
     if not rest.partition("?")[0].strip("/"):
         return f"a URI naming a place ('{scheme}://bucket/prefix'), not the bare '{scheme}://'"
