@@ -10,7 +10,7 @@ import pyarrow.fs as pafs
 import pytest
 
 import s3_server
-from s3_server import BUCKET
+from s3_server import ROOT
 from weir.engine.checkpoint.location import RemotePath, parse_location
 from weir.engine.checkpoint.storage import CheckpointStorage
 from weir.engine.errors import EngineError
@@ -26,7 +26,7 @@ from tests.engine.runtime.test_streamed_rescale import ask_for_stop
 @pytest.fixture(scope="module")
 def s3():
     """A local S3 server (moto) on 127.0.0.1 with one bucket; yields the query (endpoint, scheme,
-    region, test credentials) every s3:// URI of the tests carries, so that the `weir run`
+    region; the URIs add test credentials) every s3:// URI of the tests carries, so that the `weir run`
     subprocesses and the worker processes reach it through the URI alone."""
     try:
         server, query = s3_server.start()
@@ -66,12 +66,12 @@ def test_on_s3_a_checkpoint_exists_once_its_metadata_does_and_old_ones_go(s3, tm
     assert latest.id == 3 and latest.operator_state("agg")[0]["n"] == 3
     restored = latest.operator_state("agg", range(1, 3), stream=True)[0]["tables"]["counts"]
     assert restored.read().column("v").to_pylist() == [2, 3]  # streamed from S3, key groups 1-2 only
-    assert unfinished.path.uri.startswith(f"s3://{BUCKET}/rules/job/checkpoints/chk-4")
+    assert unfinished.path.uri.startswith(f"{ROOT}/rules/job/checkpoints/chk-4")
 
     storage.discard_incomplete()
     assert storage.directory_ids() == [3, 2]
     filesystem = storage.directory.filesystem
-    assert filesystem.get_file_info(f"{BUCKET}/rules/job/checkpoints/chk-4").type == pafs.FileType.NotFound
+    assert filesystem.get_file_info(f"{s3_server.BUCKET}/rules/job/checkpoints/chk-4").type == pafs.FileType.NotFound
 
 
 def test_on_s3_a_corrupt_newest_checkpoint_is_skipped_for_the_one_before(s3):
@@ -93,7 +93,7 @@ def test_a_remote_location_travels_as_its_uri(s3):
 
     location = parse_location(s3_uri(s3, "travel")) / "job" / "chk-3"
     again = pickle.loads(pickle.dumps(location))
-    assert again == location and again.uri == f"s3://{BUCKET}/travel/job/chk-3?{s3}"
+    assert again == location and again.uri == f"{ROOT}/travel/job/chk-3?{s3}"
     assert again.parent.name == "job"
 
 
@@ -143,7 +143,7 @@ def test_a_savepoint_on_s3_restores_at_another_parallelism(s3, tmp_path, straigh
     where = {"state.savepoints.dir": s3_uri(s3, f"savepoints-{tmp_path.name}")}
     first = run(tmp_path, 2, events=None, on_executor=ask_for_stop(tmp_path), settings=where)
     savepoint = first.stopped_with.path
-    assert isinstance(savepoint, RemotePath) and savepoint.uri.startswith(f"s3://{BUCKET}/savepoints-")
+    assert isinstance(savepoint, RemotePath) and savepoint.uri.startswith(f"{ROOT}/savepoints-")
     # given as text, as `weir run --from-savepoint URI` gives it; three workers each read their key groups
     run(tmp_path, 3, savepoint=savepoint.uri)
     assert output(tmp_path) == expected

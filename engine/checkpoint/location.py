@@ -14,8 +14,9 @@ scheme ``pyarrow.fs.FileSystem.from_uri`` knows). ``parse_location`` turns it in
 
 Options of the filesystem go in the URI's query, as pyarrow reads them, e.g. an S3 server
 of one's own: ``s3://bucket/prefix?endpoint_override=127.0.0.1:9000&scheme=http``.
-Credentials are better left to the environment (``AWS_ACCESS_KEY_ID``, ...), since a
-location is shown in messages as written.
+Credentials are better left to the environment (``AWS_ACCESS_KEY_ID``, ...) than put in
+the URI's user info (``s3://KEY:SECRET@bucket/...``), since a location is shown in messages
+as written.
 """
 from __future__ import annotations
 
