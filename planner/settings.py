@@ -11,6 +11,7 @@ import difflib
 from dataclasses import dataclass
 from typing import Callable
 
+from weir.engine.checkpoint.location import location_problem
 from weir.engine.connectors.options import DURATION_EXAMPLES, duration_micros, parse_size
 from weir.engine.errors import EngineError
 from weir.engine.state.memory import MIN_CONNECTION_BYTES
@@ -89,6 +90,14 @@ def _one_of(*choices: str, case: bool = True) -> Callable[[str], str | None]:
     return check
 
 
+def _location(value: str) -> str | None:
+    """A directory or a filesystem URI (``engine.checkpoint.location``), checked without reaching it."""
+    return location_problem(value)
+
+
+_location.example = "s3://bucket/checkpoints"
+
+
 @dataclass(frozen=True)
 class Setting:
     default: str | None
@@ -138,7 +147,13 @@ SETTINGS: dict[str, Setting] = {
     "execution.savepoint.path": Setting(None, "start the next job from this savepoint"),
     "python.udf.bad-rows.table": Setting(
         None, "keep the rows a Python UDF raises on in this table (of the job's database) instead of failing"),
-    "state.checkpoints.dir": Setting(None, "the job's state directory (default .weir/<job name>)"),
+    "state.checkpoints.dir": Setting(
+        None, "where checkpoints go, every node reaching it: a directory or a filesystem URI ('file:///shared/chk', "
+              "'s3://bucket/chk?endpoint_override=host:port&scheme=http'); the job's go in <dir>/<job name>/ "
+              "(default: the state directory, .weir/<job name>)", _location),
+    "state.savepoints.dir": Setting(
+        None, "where savepoints go when no path is given: a directory or a filesystem URI; the job's go in "
+              "<dir>/<job name>/ (default: beside the checkpoints)", _location),
     "execution.target": Setting("local", "where the workers run: 'local' (processes of this machine) or 'ray' "
                                          "(actors of a Ray cluster: pip install 'weir[ray]')",
                                 _one_of("local", "ray")),

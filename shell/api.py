@@ -83,7 +83,7 @@ def run(path_or_sql: str | Path, *, db: str = "weir.duckdb", settings: dict[str,
         name: str | None = None, state_dir: str | Path | None = None, from_savepoint: str | Path | None = None,
         fresh: bool = False) -> JobResult:
     """Run a SQL file (or text) to the end, as `weir run` does: in the state directory
-    ``state_dir``, else 'state.checkpoints.dir', else ``.weir/<job name>``; resuming from its
+    ``state_dir``, else ``.weir/<job name>`` (checkpoints there, or in 'state.checkpoints.dir'); resuming from its
     latest checkpoint if an earlier run did not finish; running nothing when it had finished
     (``result.already_finished``; ``fresh=True`` starts over). Raises the job's EngineError."""
     with connect(db, settings, state_dir=Path(".weir")) as con:
@@ -93,7 +93,7 @@ def run(path_or_sql: str | Path, *, db: str = "weir.duckdb", settings: dict[str,
         return job.result
 
 
-#: ``submit``'s state_dir meaning "as `weir run`": 'state.checkpoints.dir', else .weir/<job name>.
+#: ``submit``'s state_dir meaning "as `weir run`": .weir/<job name>.
 _default_state_dir = object()
 
 
@@ -585,7 +585,7 @@ class Connection:
             raise WeirSqlError(Problem("nothing to run: the script has no INSERT INTO or CREATE MATERIALIZED VIEW",
                                        1, 1, "execute() runs DDL alone"), source_name=source_name, text=text)
         if state_dir is _default_state_dir:
-            state_dir = Path(script.graph.settings.get("state.checkpoints.dir") or Path(".weir") / script.graph.name)
+            state_dir = Path(".weir") / script.graph.name
         return self.start_script(script, state_dir=state_dir, from_savepoint=from_savepoint, fresh=fresh)
 
     @_with_functions
@@ -594,7 +594,7 @@ class Connection:
                      warn: Callable[[str], None] | None = None) -> JobHandle:
         """Start a planned script's job (``submit``'s second half; `weir run` plans its file
         itself and starts it here). ``warn``: called with what a run warns about (a restart)."""
-        job = self.session.start(script.graph, "script", from_savepoint=Path(from_savepoint) if from_savepoint else None,
+        job = self.session.start(script.graph, "script", from_savepoint=from_savepoint or None,
                                  state_dir=Path(state_dir) if state_dir is not None else None, fresh=fresh,
                                  warn=warn)
         for view in script.materialized_views:

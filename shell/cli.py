@@ -53,7 +53,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="the Ray cluster for --executor ray: auto, host:port or ray://host:10001 "
                           "(as SET 'ray.address')")
     run.add_argument("--from-savepoint", metavar="PATH",
-                     help="start from a savepoint, or a retained checkpoint (.weir/<job>/checkpoints/chk-N)")
+                     help="start from a savepoint, or a retained checkpoint (.weir/<job>/checkpoints/chk-N); "
+                          "a directory or a URI (s3://bucket/prefix/...)")
     run.add_argument("--fresh", action="store_true",
                      help="start the job over: forget its checkpoints and withdraw the output its earlier "
                           "runs published (a finished job is otherwise not run again)")
@@ -78,7 +79,8 @@ def _parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=text)
         p.add_argument("job", help="the job's SQL file or name")
         p.add_argument("--state-dir", metavar="DIR", help="the job's state directory (default .weir/<job name>)")
-        p.add_argument("--path", metavar="DIR", help="where to write the savepoint (default in the state directory)")
+        p.add_argument("--path", metavar="DIR", help="where to write the savepoint, a directory or a URI (default: "
+                                                       "'state.savepoints.dir', else beside the checkpoints)")
         p.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS")
         if name == "stop":
             p.add_argument("--savepoint", action="store_true", help="take a savepoint, then stop")

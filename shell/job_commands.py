@@ -20,11 +20,10 @@ STOP_TIMEOUT = 300.0
 
 
 def state_dir(args, job_name: str, script: Script | None = None) -> Path:
-    """--state-dir, else the 'state.checkpoints.dir' setting, else .weir/<job name>."""
+    """--state-dir, else .weir/<job name> (the checkpoints go there too, unless
+    'state.checkpoints.dir' puts them elsewhere: ``engine.runtime.job.checkpoint_locations``)."""
     if getattr(args, "state_dir", None):
         return Path(args.state_dir)
-    if script is not None and script.graph.settings.get("state.checkpoints.dir"):
-        return Path(script.graph.settings["state.checkpoints.dir"])
     return Path(".weir") / job_name
 
 
@@ -212,7 +211,7 @@ def stop(args) -> int:
 
 def _ask(args, kind: str) -> int:
     try:
-        answer = control.send(_control_dir(args), kind, Path(args.path) if args.path else None,
+        answer = control.send(_control_dir(args), kind, args.path or None,
                               timeout=args.timeout)
     except EngineError as error:
         print(render.engine_error(error, sys.stderr.isatty()), file=sys.stderr)

@@ -168,7 +168,7 @@ class Session:
         if savepoint:
             self.settings.pop(SAVEPOINT_PATH, None)
             self.fixed.pop(SAVEPOINT_PATH, None)
-        job = self.start(graph, kind, from_savepoint=Path(savepoint) if savepoint else None)
+        job = self.start(graph, kind, from_savepoint=savepoint or None)
         resuming = f", resuming from the savepoint {savepoint}" if savepoint else ""
         if isinstance(s, st.CreateView):
             self.maintainers[s.name.lower()] = job

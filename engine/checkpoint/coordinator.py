@@ -44,7 +44,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from weir.engine import faults
-from weir.engine.checkpoint.files import write_atomically
+from weir.engine.checkpoint.files import exists, write_atomically
+from weir.engine.checkpoint.location import Location
 from weir.engine.checkpoint.storage import Checkpoint, CheckpointStorage
 from weir.engine.connectors.registry import create_sink
 from weir.engine.errors import EngineError
@@ -63,7 +64,7 @@ class CheckpointEvent:
     kind: str
     size_bytes: int
     duration: float
-    path: Path
+    path: Location
 
 
 @dataclass
@@ -73,10 +74,10 @@ class CheckpointConfig:
     interval_batches: int | None = None  # or: source batches between checkpoints
     #: Seconds after which a checkpoint that has not completed is aborted ('execution.checkpointing.timeout').
     timeout: float = 600.0
-    #: Restore from this savepoint instead of the latest checkpoint.
-    savepoint: Path | None = None
-    #: Where savepoints go when asked for without a path.
-    savepoint_dir: Path | None = None
+    #: Restore from this savepoint instead of the latest checkpoint (a location: ``location.py``).
+    savepoint: Location | None = None
+    #: Where savepoints go when asked for without a path ('state.savepoints.dir').
+    savepoint_dir: Location | None = None
     #: Reconcile the sinks with their commit logs on restore (``weir run``; the shell's jobs
     #: each start in a new state directory and append, as Flink's do).
     reconcile: bool = False
@@ -167,7 +168,7 @@ class Coordinator:
         self._last = time.monotonic()
         self._batches = 0
         #: Savepoint requests waiting for the next boundary: (path or None, callback).
-        self._savepoints: list[tuple[Path | None, Callable[[CheckpointEvent], None] | None]] = []
+        self._savepoints: list[tuple[Location | None, Callable[[CheckpointEvent], None] | None]] = []
         #: The checkpoint this run resumed from, if any.
         self.restored: Checkpoint | None = None
 
@@ -184,7 +185,7 @@ class Coordinator:
         if checkpoint is not None:
             meta = checkpoint.metadata
             event = CheckpointEvent(checkpoint.id, checkpoint.kind, checkpoint.size_bytes, 0.0, checkpoint.path)
-            if meta.get("finished") and (checkpoint.path / COMMITTED_MARKER).exists() \
+            if meta.get("finished") and exists(checkpoint.path / COMMITTED_MARKER) \
                     and self.config.savepoint is None:
                 self._refuse_changed_job(checkpoint)
                 raise AlreadyFinished(event)
@@ -245,7 +246,8 @@ class Coordinator:
             )
 
     # -- triggering ------------------------------------------------------------
-    def request_savepoint(self, path: Path | None = None, on_done: Callable[[CheckpointEvent], None] | None = None):
+    def request_savepoint(self, path: "Location | str | None" = None,
+                          on_done: Callable[[CheckpointEvent], None] | None = None):
         self._savepoints.append((path, on_done))
 
     def on_batch(self) -> None:
@@ -337,7 +339,7 @@ class Coordinator:
         info = flight.info
         commit(flight.checkpoint_id)
         event = CheckpointEvent(flight.checkpoint_id, flight.kind, getattr(info, "size_bytes", 0),
-                                time.monotonic() - flight.started, Path(getattr(info, "path", "")))
+                                time.monotonic() - flight.started, info.path if info is not None else Path())
         self.completed.append(event)
         if flight.on_done is not None:
             flight.on_done(event)

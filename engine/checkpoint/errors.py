@@ -1,7 +1,7 @@
 """The error raised for a checkpoint or savepoint that cannot be written or read."""
 from __future__ import annotations
 
-from pathlib import Path
+from typing import Any
 
 from weir.engine.errors import EngineError
 
@@ -16,7 +16,7 @@ class CheckpointError(EngineError):
         *,
         hint: str | None = None,
         operator_id: str | None = None,
-        path: Path | None = None,
+        path: Any = None,
     ):
         super().__init__(message, hint=hint, operator_id=operator_id)
         #: The checkpoint or savepoint directory concerned, where known.

@@ -20,7 +20,6 @@ import hashlib
 import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 FORMAT = "weir-checkpoint"
@@ -39,7 +38,7 @@ class CheckpointInfo:
 
     id: int
     kind: str
-    path: Path
+    path: Any  # a Location: pathlib.Path, or location.RemotePath
     created_at: datetime
     size_bytes: int
 
@@ -114,7 +113,7 @@ def _check_fields(record: dict[str, Any]) -> None:
             raise MetadataProblem(f"_metadata has a malformed entry for operator {operator_id!r}")
 
 
-def info_of(record: dict[str, Any], path: Path) -> CheckpointInfo:
+def info_of(record: dict[str, Any], path: Any) -> CheckpointInfo:
     return CheckpointInfo(
         id=record["checkpoint_id"],
         kind=record["kind"],

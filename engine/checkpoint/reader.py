@@ -10,11 +10,11 @@ parallelism restores at another; for a restore (``stream=True``) a table is a
 from __future__ import annotations
 
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from weir.engine.checkpoint.errors import CheckpointError
-from weir.engine.checkpoint.files import FileProblem, verify_file
+from weir.engine.checkpoint.files import FileProblem, is_dir, is_file, read_bytes, verify_file
+from weir.engine.checkpoint.location import Location, parse_location
 from weir.engine.checkpoint.metadata import (
     METADATA_FILE,
     CheckpointInfo,
@@ -27,10 +27,11 @@ from weir.engine.checkpoint.state_files import read_subtask_state
 _HINT = "restore from another checkpoint or savepoint; this one cannot be used as it is"
 
 
-def read_metadata(path: Path, label: str) -> dict[str, Any]:
+def read_metadata(path: "Location | str", label: str) -> dict[str, Any]:
     """The checked ``_metadata`` record of the directory ``path``; ``label`` names it in errors."""
+    path = parse_location(path)
     try:
-        data = (path / METADATA_FILE).read_bytes()
+        data = read_bytes(path / METADATA_FILE)
     except FileNotFoundError:
         raise CheckpointError(
             f"{label} at {path} has no {METADATA_FILE}: it was never completed",
@@ -48,8 +49,8 @@ def read_metadata(path: Path, label: str) -> dict[str, Any]:
 class Checkpoint:
     """A completed checkpoint or savepoint whose files were verified when it was loaded."""
 
-    def __init__(self, path: Path, record: dict[str, Any]):
-        self.path = path
+    def __init__(self, path: "Location | str", record: dict[str, Any]):
+        self.path = parse_location(path)
         self.id: int = record["checkpoint_id"]
         self.kind: str = record["kind"]
         self.size_bytes: int = record["size_bytes"]
@@ -60,13 +61,13 @@ class Checkpoint:
         self._operators: dict[str, dict[str, Any]] = record["operators"]
 
     @classmethod
-    def load(cls, path: Path, label: str | None = None) -> "Checkpoint":
+    def load(cls, path: "Location | str", label: str | None = None) -> "Checkpoint":
         """Parse and verify the checkpoint or savepoint directory ``path``."""
-        path = Path(path)
-        if path.name == METADATA_FILE and path.is_file():
+        path = parse_location(path)
+        if path.name == METADATA_FILE and is_file(path):
             path = path.parent
         label = label or "checkpoint or savepoint"
-        if not path.is_dir():
+        if not is_dir(path):
             raise CheckpointError(
                 f"there is no {label} at {path}",
                 hint="give the directory of a savepoint or checkpoint (the one holding _metadata)",

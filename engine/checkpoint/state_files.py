@@ -40,12 +40,15 @@ from weir.engine.checkpoint.files import (
     FileProblem,
     check_size,
     fsync_directory,
+    make_directories,
+    open_input,
     resolve,
     verify_file,
     move_file,
     read_verified,
     write_file,
 )
+from weir.engine.checkpoint.location import Location, RemotePath
 
 KEY_GROUP = "key_group"
 STATE_FILE = "state.json"
@@ -66,10 +69,10 @@ def subtask_directory(operator_id: str, subtask: int) -> str:
 
 
 # -- writing -----------------------------------------------------------------
-def write_subtask_state(root: Path, operator_id: str, subtask: int, state: Any) -> dict[str, Any]:
+def write_subtask_state(root: Location, operator_id: str, subtask: int, state: Any) -> dict[str, Any]:
     """Write one subtask's snapshot under ``root``; every file and its folder fsynced."""
     directory = subtask_directory(operator_id, subtask)
-    (root / directory).mkdir(parents=True, exist_ok=True)
+    make_directories(root / directory)
     tables = state.get("tables") if isinstance(state, dict) else None
     rest = {k: v for k, v in state.items() if k != "tables"} if isinstance(state, dict) else state
     if tables is not None and not isinstance(tables, dict):
@@ -149,7 +152,7 @@ def _is_sorted(values: pa.ChunkedArray) -> bool:
 
 
 # -- reading -----------------------------------------------------------------
-def read_subtask_state(root: Path, handle: dict[str, Any], key_groups: range | None, *,
+def read_subtask_state(root: Location, handle: dict[str, Any], key_groups: range | None, *,
                        stream: bool = False) -> Any:
     """The snapshot a handle describes, tables filtered to ``key_groups`` (None: all).
 
@@ -173,7 +176,8 @@ def read_subtask_state(root: Path, handle: dict[str, Any], key_groups: range | N
             verify_file(root, entry)
             path = resolve(root, table["path"])
             bounds = tuple(table["key_groups"]) if table["key_groups"] else None
-            restored = RestoredTable([Part(str(path), bounds)], _read_schema(path, table["path"]))
+            part = Part(path.path, bounds, path.filesystem) if isinstance(path, RemotePath) else Part(str(path), bounds)
+            restored = RestoredTable([part], _read_schema(path, table["path"]))
             tables[name] = restored if key_groups is None else restored.select(key_groups)
             continue
         data = _read_parquet(read_verified(root, entry), table["path"])
@@ -194,9 +198,10 @@ def _read_parquet(data: bytes, relative: str) -> pa.Table:
         raise FileProblem(f"file {relative!r} is not readable Parquet: {e}") from e
 
 
-def _read_schema(path: Path, relative: str) -> pa.Schema:
+def _read_schema(path: Location, relative: str) -> pa.Schema:
     try:
-        return pq.read_schema(path)
+        with open_input(path) as f:
+            return pq.read_schema(f)
     except (pa.ArrowException, OSError) as e:
         raise FileProblem(f"file {relative!r} is not readable Parquet: {e}") from e
 

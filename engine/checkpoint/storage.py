@@ -17,16 +17,31 @@ savepoints belong to the user and are never removed.
 
 The formats are described in ``metadata.py`` (``_metadata``) and
 ``state_files.py`` (a subtask's files and its handle).
+
+``directory`` is a location (``location.py``): a local directory, or a URI of any
+filesystem ``pyarrow.fs`` opens (``file://``, ``s3://``, ...), with the same layout and the
+same rule. On an object store, where nothing is renamed or fsynced, ``_metadata`` is one
+object written by one upload after every state file is: it exists iff the checkpoint is
+complete, as on a disk.
 """
 from __future__ import annotations
 
 import logging
 import re
-from pathlib import Path
 from typing import Callable
 
 from weir.engine.checkpoint.errors import CheckpointError
-from weir.engine.checkpoint.files import fsync_directory, make_directories, remove_directory
+from weir.engine.checkpoint.files import (
+    children,
+    exists,
+    fsync_directory,
+    is_dir,
+    make_directories,
+    read_bytes,
+    remove_directory,
+    remove_file,
+)
+from weir.engine.checkpoint.location import Location, parse_location
 from weir.engine.checkpoint.metadata import (
     KINDS,
     METADATA_FILE,
@@ -51,22 +66,23 @@ def _log_warning(message: str) -> None:
 
 
 class CheckpointStorage:
-    def __init__(self, directory: Path, *, retained: int = 3):
+    def __init__(self, directory: "Location | str", *, retained: int = 3):
         if retained < 1:
             raise ValueError(f"retained must be at least 1, not {retained}")
-        self.directory = Path(directory)
+        self.directory = parse_location(directory)
         self.retained = retained
 
     @property
-    def savepoint_directory(self) -> Path:
+    def savepoint_directory(self) -> Location:
         """Where savepoints go when the user names no path: next to ``directory``."""
         return self.directory.parent / "savepoints"
 
-    def checkpoint_path(self, checkpoint_id: int) -> Path:
+    def checkpoint_path(self, checkpoint_id: int) -> Location:
         return self.directory / f"{CHECKPOINT_PREFIX}{checkpoint_id}"
 
     # -- writing -------------------------------------------------------------
-    def writer(self, checkpoint_id: int, *, kind: str = "checkpoint", path: Path | None = None) -> CheckpointWriter:
+    def writer(self, checkpoint_id: int, *, kind: str = "checkpoint",
+               path: "Location | str | None" = None) -> CheckpointWriter:
         """A writer for checkpoint ``checkpoint_id``: ``directory/chk-<id>/``, or for a
         savepoint: ``path`` if given, else ``directory/../savepoints/sp-<id>/``."""
         if kind not in KINDS:
@@ -75,11 +91,11 @@ class CheckpointStorage:
             if path is not None:
                 raise ValueError("a checkpoint's path is chosen by the storage; only a savepoint takes one")
             return self._checkpoint_writer(checkpoint_id)
-        return self._savepoint_writer(checkpoint_id, Path(path) if path is not None else None)
+        return self._savepoint_writer(checkpoint_id, parse_location(path) if path is not None else None)
 
     def _checkpoint_writer(self, checkpoint_id: int) -> CheckpointWriter:
         target = self.checkpoint_path(checkpoint_id)
-        if (target / METADATA_FILE).exists():
+        if exists(target / METADATA_FILE):
             raise CheckpointError(
                 f"checkpoint {checkpoint_id} at {target} already exists",
                 hint="checkpoint ids must grow; continue after the latest completed checkpoint",
@@ -90,10 +106,10 @@ class CheckpointStorage:
             checkpoint_id, "checkpoint", target, on_commit=self._retain, parents=make_directories(target)
         )
 
-    def _savepoint_writer(self, checkpoint_id: int, path: Path | None) -> CheckpointWriter:
+    def _savepoint_writer(self, checkpoint_id: int, path: Location | None) -> CheckpointWriter:
         target = path if path is not None else self.savepoint_directory / f"{SAVEPOINT_PREFIX}{checkpoint_id}"
-        existed = target.exists()
-        if existed and (not target.is_dir() or any(target.iterdir())):
+        existed = exists(target)
+        if existed and (not is_dir(target) or children(target)):
             raise CheckpointError(
                 f"cannot write savepoint {checkpoint_id} to {target}: it exists and is not an empty directory",
                 hint="choose another savepoint path, or remove the old savepoint first",
@@ -108,26 +124,24 @@ class CheckpointStorage:
 
         ``_metadata`` goes first, so that a crash midway leaves an incomplete
         directory, never a completed checkpoint with files missing."""
-        completed = [(cid, path) for cid, path in self._checkpoint_directories() if (path / METADATA_FILE).exists()]
+        completed = [(cid, path) for cid, path in self._checkpoint_directories() if exists(path / METADATA_FILE)]
         for checkpoint_id, path in completed[self.retained:]:
             if checkpoint_id == committed.id:
                 continue
             try:
-                (path / METADATA_FILE).unlink()
+                remove_file(path / METADATA_FILE)
                 fsync_directory(path)
                 remove_directory(path)
             except OSError as e:  # the commit stands; an old checkpoint outlives its time
                 _log_warning(f"could not remove old checkpoint {checkpoint_id} at {path}: {e}")
 
     # -- reading -------------------------------------------------------------
-    def _checkpoint_directories(self) -> list[tuple[int, Path]]:
+    def _checkpoint_directories(self) -> list[tuple[int, Location]]:
         """``(id, path)`` of every ``chk-<id>`` directory, newest first."""
-        if not self.directory.is_dir():
-            return []
         found = []
-        for child in self.directory.iterdir():
+        for child, directory in children(self.directory):
             match = _CHECKPOINT_NAME.fullmatch(child.name)
-            if match and child.is_dir():
+            if match and directory:
                 found.append((int(match.group(1)), child))
         return sorted(found, reverse=True)
 
@@ -140,7 +154,7 @@ class CheckpointStorage:
         infos = []
         for _, path in self._checkpoint_directories():
             try:
-                infos.append(info_of(decode_metadata((path / METADATA_FILE).read_bytes()), path))
+                infos.append(info_of(decode_metadata(read_bytes(path / METADATA_FILE)), path))
             except (OSError, MetadataProblem):
                 continue
         return infos
@@ -154,7 +168,7 @@ class CheckpointStorage:
         the job start over from nothing."""
         skipped: list[str] = []
         for checkpoint_id, path in self._checkpoint_directories():
-            if not (path / METADATA_FILE).exists():
+            if not exists(path / METADATA_FILE):
                 continue
             try:
                 checkpoint = Checkpoint.load(path, f"checkpoint {checkpoint_id}")
@@ -176,14 +190,14 @@ class CheckpointStorage:
         return None
 
     @staticmethod
-    def open(path: Path) -> Checkpoint:
+    def open(path: "Location | str") -> Checkpoint:
         """The checkpoint or savepoint directory ``path`` (or its ``_metadata``), verified.
         Raises ``CheckpointError`` saying what is wrong if it is incomplete or corrupt."""
-        return Checkpoint.load(Path(path))
+        return Checkpoint.load(parse_location(path))
 
     def discard_incomplete(self) -> None:
         """Remove ``chk-*`` directories without ``_metadata`` (aborted, or left by a crash).
         Call it when no writer is running: an unfinished checkpoint looks the same."""
         for _, path in self._checkpoint_directories():
-            if not (path / METADATA_FILE).exists():
+            if not exists(path / METADATA_FILE):
                 remove_directory(path)

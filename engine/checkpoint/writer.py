@@ -9,15 +9,18 @@
 3. ``abort`` removes what was written; a crash before ``commit`` leaves a
    directory without ``_metadata``, which readers ignore and
    ``CheckpointStorage.discard_incomplete`` removes.
+
+On a remote filesystem (an object store) the fsyncs are nothing and ``_metadata`` is one
+upload, the last: the same rule without a rename (``files.write_atomically``).
 """
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from weir.engine.checkpoint.errors import CheckpointError
-from weir.engine.checkpoint.files import fsync_directory, remove_directory, write_atomically
+from weir.engine.checkpoint.files import children, fsync_directory, remove_directory, remove_file, write_atomically
+from weir.engine.checkpoint.location import Location
 from weir.engine.checkpoint.metadata import (
     METADATA_FILE,
     CheckpointInfo,
@@ -34,11 +37,11 @@ class CheckpointWriter:
         self,
         checkpoint_id: int,
         kind: str,
-        path: Path,
+        path: Location,
         *,
         on_commit: Callable[[CheckpointInfo], None] | None = None,
         created_directory: bool = True,
-        parents: Sequence[Path] = (),
+        parents: Sequence[Location] = (),
     ):
         self.checkpoint_id = checkpoint_id
         self.kind = kind
@@ -142,8 +145,8 @@ class CheckpointWriter:
         if self._created_directory:
             remove_directory(self.path)
         else:  # a user-chosen savepoint folder that existed: empty it again
-            for child in self.path.iterdir():
-                if child.is_dir():
+            for child, directory in children(self.path):
+                if directory:
                     remove_directory(child)
                 else:
-                    child.unlink()
+                    remove_file(child)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from weir.engine.checkpoint.location import location_text, parse_location
 from weir.engine.errors import EngineError
 
 
@@ -88,7 +89,7 @@ STOP_AT_CHECKPOINT = "stop-at-checkpoint"
 class Request:
     id: str
     kind: str  # 'savepoint', 'stop' (stop with a savepoint) or STOP_AT_CHECKPOINT
-    path: Path | None
+    path: str | None  # where the savepoint goes: a directory or a URI
     directory: Path = field(repr=False)
 
     def reply(self, **fields: Any) -> None:
@@ -121,7 +122,7 @@ class ControlChannel:
                 data = json.loads(entry.read_text())
             finally:
                 entry.unlink(missing_ok=True)
-            path = Path(data["path"]) if data.get("path") else None
+            path = data["path"] or None  # a directory or a URI (checkpoint.location)
             requests.append(Request(entry.stem, data.get("kind", ""), path, self.directory))
         return requests
 
@@ -141,7 +142,7 @@ def running_pid(directory: Path) -> int | None:
     return pid
 
 
-def send(directory: Path, kind: str, path: Path | None = None, *, timeout: float = 300.0) -> dict[str, Any]:
+def send(directory: Path, kind: str, path: "Path | str | None" = None, *, timeout: float = 300.0) -> dict[str, Any]:
     """The client's side: ask the running job and wait for its answer."""
     directory = Path(directory)
     if running_pid(directory) is None:
@@ -149,7 +150,7 @@ def send(directory: Path, kind: str, path: Path | None = None, *, timeout: float
                           hint="start it with `weir run`, or pass the --state-dir it runs with")
     request_id = uuid.uuid4().hex[:12]
     _write_atomically(directory / f"{request_id}.request",
-                      {"kind": kind, "path": str(path.resolve()) if path else None})
+                      {"kind": kind, "path": location_text(parse_location(path)) if path else None})
     response = directory / f"{request_id}.response"
     deadline = time.monotonic() + timeout
     while not response.exists():

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import shutil
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from weir.engine.checkpoint.coordinator import AlreadyFinished, CheckpointConfig, CheckpointEvent
-from weir.engine.checkpoint.files import remove_directory
+from weir.engine.checkpoint.files import children, is_dir, remove_directory, remove_file
+from weir.engine.checkpoint.location import Location, parse_location, same_place
+from weir.engine.checkpoint.state_files import safe_name
 from weir.engine.checkpoint.storage import CheckpointStorage
 from weir.engine.connectors.options import parse_duration_seconds, parse_int
 from weir.engine.connectors.registry import connector_spec, create_source
@@ -24,8 +27,11 @@ from weir.engine.runtime.parallel import ProcessExecutor, check_parallelism
 
 @dataclass
 class JobOptions:
+    #: This machine's directory of the job: its lock, control channel and spill files, and its
+    #: checkpoints and savepoints unless 'state.checkpoints.dir' / 'state.savepoints.dir' say where.
     state_dir: Path
-    from_savepoint: Path | None = None
+    #: A savepoint's (or retained checkpoint's) directory or URI (``checkpoint.location``).
+    from_savepoint: "Location | str | None" = None
     on_progress: Callable[[Progress], None] | None = None
     progress_interval: float = 0.5
     on_checkpoint: Callable[[CheckpointEvent], None] | None = None
@@ -60,6 +66,32 @@ def fresh_by_default(graph: JobGraph) -> bool:
     return unbounded and transactional
 
 
+CHECKPOINTS_DIR, SAVEPOINTS_DIR = "state.checkpoints.dir", "state.savepoints.dir"
+
+
+def checkpoint_locations(graph: JobGraph, options: JobOptions) -> tuple[Location, Location]:
+    """Where the job's checkpoints and its savepoints (when asked for without a path) go.
+
+    Without settings: ``<state dir>/checkpoints`` and ``<state dir>/savepoints``, on this
+    machine. 'state.checkpoints.dir' = D (a directory or a filesystem URI every node reaches:
+    ``file:///shared``, ``s3://bucket/prefix``) puts them at ``D/<job>/checkpoints`` and
+    ``D/<job>/savepoints``, as Flink puts a job's checkpoints in a folder of its own under
+    that key; 'state.savepoints.dir' = S puts savepoints at ``S/<job>``. ``<job>`` is the job
+    name; a new job of the shell's (``new_job``) gets a folder of its own (name and a random
+    suffix), where its state directory is new too, so that it never resumes another's."""
+    settings = graph.settings
+    job = safe_name(graph.name)
+    if options.new_job:
+        job = f"{job}-{uuid.uuid4().hex[:8]}"
+    checkpoints, savepoints = options.state_dir / "checkpoints", options.state_dir / "savepoints"
+    if settings.get(CHECKPOINTS_DIR):
+        root = parse_location(settings[CHECKPOINTS_DIR], f"'{CHECKPOINTS_DIR}'")
+        checkpoints, savepoints = root / job / "checkpoints", root / job / "savepoints"
+    if settings.get(SAVEPOINTS_DIR):
+        savepoints = parse_location(settings[SAVEPOINTS_DIR], f"'{SAVEPOINTS_DIR}'") / job
+    return checkpoints, savepoints
+
+
 def checkpoint_config(graph: JobGraph, options: JobOptions) -> CheckpointConfig:
     settings = graph.settings
     interval = settings.get("execution.checkpointing.interval")
@@ -69,12 +101,14 @@ def checkpoint_config(graph: JobGraph, options: JobOptions) -> CheckpointConfig:
     timeout = settings.get("execution.checkpointing.timeout", "10min")
     retained = parse_int("state.checkpoints.num-retained", settings.get("state.checkpoints.num-retained", "3"),
                          minimum=1)
+    checkpoints, savepoints = checkpoint_locations(graph, options)
+    restore = options.from_savepoint
     return CheckpointConfig(
-        storage=CheckpointStorage(options.state_dir / "checkpoints", retained=retained),
+        storage=CheckpointStorage(checkpoints, retained=retained),
         interval=parse_duration_seconds("execution.checkpointing.interval", interval) if interval else None,
         interval_batches=parse_int("weir.checkpointing.interval-batches", batches, minimum=1) if batches else None,
-        savepoint=options.from_savepoint,
-        savepoint_dir=options.state_dir / "savepoints",
+        savepoint=parse_location(restore, "the savepoint to start from") if restore is not None else None,
+        savepoint_dir=savepoints,
         timeout=parse_duration_seconds("execution.checkpointing.timeout", timeout),
     )
 
@@ -109,22 +143,19 @@ def _forget_other_history(config: CheckpointConfig) -> None:
     """A job started from a savepoint begins a new history: its checkpoints would be wrong to
     resume from later, so they go — except the one being resumed from, when the savepoint is a
     retained checkpoint of this job (Flink's ``-s .../chk-4``): that one is read, and kept."""
-    savepoint = Path(config.savepoint)
+    savepoint = config.savepoint
     if savepoint.name == "_metadata":
         savepoint = savepoint.parent
     config.savepoint = savepoint
     directory = config.storage.directory
-    if not directory.is_dir():
+    if not is_dir(directory):
         return
-    if savepoint.resolve().parent != directory.resolve():
-        shutil.rmtree(directory, ignore_errors=True)
+    if not same_place(savepoint.parent, directory):
+        remove_directory(directory)
         return
-    for child in directory.iterdir():
-        if child.resolve() != savepoint.resolve():
-            if child.is_dir():
-                remove_directory(child)
-            else:
-                child.unlink()
+    for child, child_is_dir in children(directory):
+        if not same_place(child, savepoint):
+            remove_directory(child) if child_is_dir else remove_file(child)
 
 
 def _finished_text(graph: JobGraph, event: CheckpointEvent) -> str:

@@ -45,6 +45,7 @@ from typing import Any, Callable
 
 from weir.engine import faults
 from weir.engine.checkpoint.coordinator import CheckpointConfig, CheckpointEvent, Coordinator, RestorePoint
+from weir.engine.checkpoint.location import location_text
 from weir.engine.connectors.base import Sink
 from weir.engine.connectors.registry import create_sink
 from weir.engine.errors import EngineError, JobCancelled
@@ -261,7 +262,7 @@ class ProcessExecutor:
         worker before it runs — a worker that dies then is seen at once by ``_loop`` (its pipe
         ends) instead of blocking the write of its arguments for ever."""
         context = multiprocessing.get_context("spawn")
-        restore_from = str(self.coordinator.restored.path) if restore is not None else None
+        restore_from = location_text(self.coordinator.restored.path) if restore is not None else None
         # One pipe per ordered pair of workers: (sender, receiver) -> (receiving end, sending end).
         ends = {(i, j): context.Pipe(duplex=False) for i in range(self.parallelism)
                 for j in range(self.parallelism) if i != j}

@@ -38,7 +38,11 @@ import threading
 import time
 from multiprocessing.connection import Client, Connection, Listener
 
+<<<<<<< HEAD
 from weir.engine.connectors.options import parse_duration_seconds
+=======
+from weir.engine.checkpoint.location import location_text
+>>>>>>> fsstore
 from weir.engine.errors import EngineError
 from weir.engine.runtime.parallel import JOIN_SECONDS, ProcessExecutor, run_subtask
 
@@ -150,7 +154,7 @@ class RayExecutor(ProcessExecutor):
         """Start the N actors, then connect them to each other and to this driver (should this
         fail, ``run`` ends the actors started)."""
         ray = self._ray
-        restore_from = str(self.coordinator.restored.path.resolve()) if restore is not None else None
+        restore_from = location_text(self.coordinator.restored.path) if restore is not None else None  # a URI reaches every node
         authkey = os.urandom(32)
         options = dict(num_cpus=self.actor_cpus, max_restarts=0, max_task_retries=0, scheduling_strategy="SPREAD")
         env = {k: v for k, v in os.environ.items() if k.startswith(FORWARDED_PREFIX)}

@@ -57,7 +57,6 @@ from __future__ import annotations
 import time
 from collections import deque
 from contextlib import contextmanager
-from pathlib import Path
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 
@@ -66,6 +65,7 @@ import pyarrow as pa
 from weir.engine import faults
 from weir.engine.checkpoint.alignment import CheckpointAbort
 from weir.engine.checkpoint.coordinator import RestorePoint
+from weir.engine.checkpoint.location import parse_location
 from weir.engine.checkpoint.reader import Checkpoint, read_metadata
 from weir.engine.connectors.options import parse_size
 from weir.engine.errors import JobCancelled
@@ -222,7 +222,7 @@ class SubtaskExecutor(LocalExecutor):
         operators = [t for t in self._order if t.operator is not None]
         try:
             if self._restore_from is not None:
-                path = Path(self._restore_from)
+                path = parse_location(self._restore_from)
                 checkpoint = Checkpoint(path, read_metadata(path, "checkpoint"))  # verified by the coordinator
                 key_groups = range_for_subtask(self.subtask, self.parallelism, self.max_parallelism)
                 self._restore(RestorePoint(None, checkpoint.metadata.get("sources", {}), False, {},

@@ -16,11 +16,15 @@ is scanned:
    key groups (the files are sorted by key group, so a subtask's share is a few contiguous
    row groups) and filters the rest, so the Arrow held outside DuckDB is one batch, not the
    snapshot. ``scanned`` counts the rows decoded, for tests and the bench.
+
+A file may be on another filesystem (a checkpoint in ``s3://...``: ``Part.filesystem``, a
+``pyarrow.fs`` filesystem): it is then read through it, as ranges of the object — the
+footer, then the row groups wanted — never downloaded whole.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -33,10 +37,12 @@ RESTORE_BATCH_ROWS = 65_536
 
 @dataclass(frozen=True)
 class Part:
-    """One checkpoint file of a state table: its path and smallest and largest key group."""
+    """One checkpoint file of a state table: its path and smallest and largest key group, and
+    the ``pyarrow.fs`` filesystem the path is on (None: this machine's)."""
 
     path: str
     key_groups: tuple[int, int] | None
+    filesystem: Any = None
 
 
 class Reads:
@@ -131,7 +137,7 @@ class RestoredTable:
     # -- reading ----------------------------------------------------------------------------
     def _scan(self, columns: list[str] | None) -> Iterator[pa.RecordBatch]:
         for part in self.parts:
-            with pq.ParquetFile(part.path) as file:
+            with pq.ParquetFile(part.path, filesystem=part.filesystem) as file:
                 index = file.schema_arrow.get_field_index(KEY_GROUP)
                 groups = [i for i in range(file.num_row_groups) if self._wanted(file.metadata.row_group(i), index)]
                 if not groups:
