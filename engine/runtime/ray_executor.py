@@ -38,11 +38,8 @@ import threading
 import time
 from multiprocessing.connection import Client, Connection, Listener
 
-<<<<<<< HEAD
-from weir.engine.connectors.options import parse_duration_seconds
-=======
 from weir.engine.checkpoint.location import location_text
->>>>>>> fsstore
+from weir.engine.connectors.options import parse_duration_seconds
 from weir.engine.errors import EngineError
 from weir.engine.runtime.parallel import JOIN_SECONDS, ProcessExecutor, run_subtask
 
