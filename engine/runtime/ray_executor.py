@@ -215,6 +215,12 @@ class RayExecutor(ProcessExecutor):
                     try:
                         return ray.get(calls)
                     except ray.exceptions.RayError as error:  # e.g. weir cannot be imported on a node
+                        if isinstance(error, ray.exceptions.RayActorError) and not error.actor_init_failed:
+                            # Placed on a node that died meanwhile (one Ray still listed as alive), not
+                            # an actor that fails to start: place them again, as for too little room.
+                            for actor in self._actors:
+                                ray.kill(actor, no_restart=True)
+                            break
                         raise EngineError(
                             f"the worker actors of job {self.graph.name} could not start on the Ray cluster: "
                             f"{_first_line(error)}", hint="every node needs weir and its dependencies installed "

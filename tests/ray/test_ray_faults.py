@@ -227,8 +227,13 @@ def test_a_killed_driver_leaves_no_actor_behind_and_the_same_command_resumes_to_
     assert free_cpus_become(4), f"the dead driver's actors still hold CPUs: {ray.available_resources()}"
     again = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
     assert again.returncode == 0, again.stdout + again.stderr
-    read = int(re.search(r"([\d,]+) events read", again.stdout + again.stderr).group(1).replace(",", ""))
-    assert 0 < read < EVENTS  # it resumed: the events before checkpoint 3 were not read again
+    # It resumed from checkpoint 3: the events before it were not read again. Where the sources
+    # ran ahead of the checkpoints (a loaded machine), checkpoint 3 was the final one, and the
+    # run again only commits its output.
+    if "had already finished; the output of its final checkpoint is now committed" not in again.stdout:
+        read = re.search(r"([\d,]+) events read", again.stdout + again.stderr)
+        assert read, again.stdout + again.stderr
+        assert 0 < int(read.group(1).replace(",", "")) < EVENTS
     assert output(tmp_path) == expected
 
 
