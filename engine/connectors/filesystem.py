@@ -1,9 +1,9 @@
 """The ``filesystem`` connector: csv (with a header), JSON lines and parquet files.
 
 As a source, 'path' is a file or a directory; each file is a split, so is
-each row group of a parquet file with several (``<path>#rg<k>``), and so is
-each 'source.split-size' bytes (default 32MB) of a larger csv or JSON lines
-file (``<path>#bytes<k>``: the lines that start in bytes [k·size, (k+1)·size);
+each row group of a parquet file with several (``<path>#rg<k>``), and, where
+'source.split-size' is set, so is each that many bytes of a larger csv or JSON
+lines file (``<path>#bytes<k>``: the lines that start in bytes [k·size, (k+1)·size);
 a csv range reads the file's header line first), so that one big file is read
 in parallel. A split's offset is the number of its rows already emitted. The
 splits of one file form a chain (``Source.chain``): a reader reads them one
@@ -90,9 +90,10 @@ class FileSystemSource(Source):
         if self.monitor_interval == 0:
             raise ConnectorOptionError(f"option '{MONITOR_INTERVAL}' must be longer than 0",
                                        hint=f"write for example '{MONITOR_INTERVAL}' = '1s'")
-        #: Bytes per split of a large text file (``splits``).
-        self.split_size = parse_size(SPLIT_SIZE, option_value(options, SPEC, SPLIT_SIZE))
-        if self.split_size < 1:
+        #: Bytes per split of a large text file (``splits``), or None: a text file is one split.
+        size = option_value(options, SPEC, SPLIT_SIZE)
+        self.split_size = parse_size(SPLIT_SIZE, size) if size else None
+        if self.split_size is not None and self.split_size < 1:
             raise ConnectorOptionError(f"option '{SPLIT_SIZE}' must be at least 1 byte",
                                        hint=f"write for example '{SPLIT_SIZE}' = '32MB'")
 
@@ -108,8 +109,10 @@ class FileSystemSource(Source):
         for path in list_files(self.path, self.format):
             if self.format == "parquet":
                 parts, mark = _row_groups(path, self.schema), ROW_GROUP_MARK
-            else:
+            elif self.split_size is not None:
                 parts, mark = -(-os.path.getsize(path) // self.split_size), BYTE_RANGE_MARK
+            else:
+                parts, mark = 1, ""
             out += [path] if parts <= 1 else [f"{path}{mark}{k}" for k in range(parts)]
         return out
 
@@ -337,8 +340,9 @@ SPEC = ConnectorSpec(
             "list the path at this interval and read files that appeared (the source is then unbounded); "
             "names starting with '.' or '_' are not read (write there, then rename)", value_type="duration"),
         SPLIT_SIZE: OptionSpec(
-            "a csv or JSON lines file larger than this is read as splits of this many bytes (each a "
-            "range of whole lines), which the subtasks read in parallel", default="32MB", value_type="size"),
+            "read a csv or JSON lines file larger than this as splits of this many bytes (ranges of whole "
+            "lines), which the subtasks read in parallel (unset: a file is one split; the watermark restarts "
+            "at each split, so late rows may then depend on the parallelism)", value_type="size"),
         "sink.rolling-policy.file-size": OptionSpec(
             "roll to a new part file after this many bytes", default="128MB", value_type="size"
         ),

@@ -1,4 +1,4 @@
-"""A big csv or JSON lines file is read as byte ranges ('source.split-size'): every line once,
+"""With 'source.split-size' a big csv or JSON lines file is read as byte ranges: every line once,
 in order, whatever the range size; offsets resume inside a range; errors name the file's line."""
 import json
 
@@ -45,9 +45,10 @@ def test_the_ranges_hold_every_line_once_in_order(tmp_path_factory, fmt, names, 
     assert [n for s in splits for b, _ in src.read(s) for n in b.column("name").to_pylist()] == names
 
 
-def test_a_file_below_the_split_size_is_one_split(tmp_path):
+def test_a_file_below_the_split_size_or_without_one_is_one_split(tmp_path):
     write(tmp_path / "t.csv", "csv", ["x"] * 10)
-    assert source(tmp_path / "t.csv", "csv").splits() == [str(tmp_path / "t.csv")]
+    assert source(tmp_path / "t.csv", "csv", **{"source.split-size": "1kb"}).splits() == [str(tmp_path / "t.csv")]
+    assert source(tmp_path / "t.csv", "csv").splits() == [str(tmp_path / "t.csv")]  # unset: never split
 
 
 def test_an_offset_resumes_inside_a_range(tmp_path):
