@@ -192,8 +192,9 @@ class FileSystemSource(Source):
         path, mark, part = _part(split)
         if self.format != "parquet":
             options = {"delimiter": self.delimiter} if self.format == "csv" else {}
-            reader = READERS[self.format](path, self.schema, self.batch_size, **options)
-            if part is not None:
+            ranged = mark == BYTE_RANGE_MARK and self.split_size is not None  # else a file named so
+            reader = READERS[self.format](path if ranged else split, self.schema, self.batch_size, **options)
+            if ranged:
                 size, header = self.split_size, self.format == "csv"
                 reader.open_bytes = lambda: _ByteRange(path, part * size, (part + 1) * size, header)
             return reader
@@ -216,7 +217,9 @@ class FileSystemSource(Source):
             first = block.bad[0]
             path, mark, part = _part(split)
             line = first.line
-            if mark == BYTE_RANGE_MARK and part:  # the reader counted from the range's start
+            if mark != BYTE_RANGE_MARK or self.split_size is None:
+                path = split
+            elif part:  # the reader counted from the range's start
                 with _ByteRange(path, part * self.split_size, 0, self.format == "csv") as found:
                     line += _lines_before(path, found.start) - (1 if self.format == "csv" else 0)
             raise SourceError(
