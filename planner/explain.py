@@ -10,6 +10,13 @@ One block per operator, in topological order::
       state:     window accumulators per (auction, window), dropped when the watermark passes window_end
       output:    auction BIGINT, window_start TIMESTAMP(3), ...
       changelog: append [I]
+
+At parallelism above 1 a window aggregate computed in two phases (Flink's local-global
+aggregation, ``engine.runtime.exchange.pre_aggregated``) says so on a line of its own::
+
+      phases:    local-global: each subtask of bids.source pre-aggregates its rows per (auction) and
+                 window slice before the exchange by hash(auction); only the partials cross, merged here
+                 ('table.optimizer.agg-phase-strategy' = 'AUTO'; 'ONE_PHASE' sends the rows)
 """
 from __future__ import annotations
 
@@ -17,6 +24,7 @@ import re
 
 from weir.engine.graph import LATE_ROWS_PORT, Edge, JobGraph, OperatorNode
 from weir.engine.operators.registry import operator_class
+from weir.engine.runtime.exchange import AGG_PHASE_STRATEGY, pre_aggregated
 from weir.planner.changelog import changelog_mode
 from weir.planner.types import sql_name
 
@@ -29,6 +37,7 @@ def explain(graph: JobGraph, title: str | None = None, metrics: dict | None = No
     lines = [f"== {title or f'job {graph.name}'} =="]
     for node in graph.nodes:
         lines.extend(_node(node))
+        lines.extend(_phases(node, graph.settings))
         if metrics is not None and node.id in metrics:
             lines.append(f"  actual:    {_actual(node, metrics[node.id])}")
     return "\n".join(lines) + "\n"
@@ -71,6 +80,21 @@ def _node(node: OperatorNode) -> list[str]:
         f"  output:    {columns if not kind.commits_output else '-'}",
         f"  changelog: {_changelog(node)}",
     ]
+
+
+def _phases(node: OperatorNode, settings: dict) -> list[str]:
+    """The two-phase line of an operator whose input crosses an exchange as partial aggregates
+    (none at parallelism 1: there is no exchange, and one phase)."""
+    if int(settings.get("parallelism.default") or 1) <= 1:
+        return []
+    edges = [e for e in node.inputs if pre_aggregated(node, e, settings)]
+    if not edges:
+        return []
+    keys = ", ".join(edges[0].keys)
+    strategy = str(settings.get(AGG_PHASE_STRATEGY) or "AUTO").strip().upper()
+    return [f"  phases:    local-global: each subtask of {edges[0].source} pre-aggregates its rows per ({keys}) and",
+            f"             window slice before the exchange by hash({keys}); only the partials cross, merged here",
+            f"             ('{AGG_PHASE_STRATEGY}' = '{strategy}'; 'ONE_PHASE' sends the rows)"]
 
 
 def _edge(edge: Edge) -> str:

@@ -73,6 +73,10 @@ class FileReader:
         reader pass over that many rows unread where it can."""
         raise NotImplementedError
 
+    def open_bytes(self) -> BinaryIO:
+        """The text file's bytes (``FileSystemSource`` gives a byte range of a big file instead)."""
+        return open(self.path, "rb")
+
     def _line_blocks(self, file: BinaryIO) -> Iterator[bytes]:
         """Chunks of ``file`` cut after a newline; sized from the rows seen so far."""
         carry = b""
@@ -135,7 +139,7 @@ class CsvReader(FileReader):
         self.delimiter = delimiter
 
     def blocks(self, skip: int = 0) -> Iterator[Block]:
-        with open(self.path, "rb") as file:
+        with self.open_bytes() as file:
             header = self._header(file.readline())
             self._missing_columns(header)
             first_line = 2
@@ -284,7 +288,7 @@ class JsonReader(FileReader):
     """JSON lines: one object per line; unknown fields are ignored, absent ones are null."""
 
     def blocks(self, skip: int = 0) -> Iterator[Block]:
-        with open(self.path, "rb") as file:
+        with self.open_bytes() as file:
             first_line = 1
             for data in self._line_blocks(file):
                 if first_line == 1:

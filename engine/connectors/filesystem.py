@@ -1,12 +1,16 @@
 """The ``filesystem`` connector: csv (with a header), JSON lines and parquet files.
 
-As a source, 'path' is a file or a directory; each csv or json file is a
-split, and so is each row group of a parquet file with several
-(``<path>#rg<k>``), so that one big file is read in parallel. A split's
-offset is the number of its rows already emitted. The row groups of one file
-form a chain (``Source.chain``): a reader reads them one after another, and
-only the one it is reading holds the watermark back. As a
-sink, 'path' is a directory of part files (see ``filesystem_sink``).
+As a source, 'path' is a file or a directory; each file is a split, so is
+each row group of a parquet file with several (``<path>#rg<k>``), and, where
+'source.split-size' is set, so is each that many bytes of a larger csv or JSON
+lines file (``<path>#bytes<k>``: the lines that start in bytes [k·size, (k+1)·size);
+a csv range reads the file's header line first), so that one big file is read
+in parallel. A split's offset is the number of its rows already emitted. The
+splits of one file form a chain (``Source.chain``): a reader reads them one
+after another, and only the one it is reading holds the watermark back. The
+splits of a file go round-robin from the file's place (``owner``), so each
+subtask reads every p-th part. As a sink, 'path' is a directory of part files
+(see ``filesystem_sink``).
 
 With 'source.monitor-interval' (Flink's option) the source is unbounded: it
 lists 'path' at that interval and reads each file that was not there before,
@@ -28,10 +32,11 @@ that is not JSON) fail the job with the file and line, unless
 """
 from __future__ import annotations
 
+import io
 import os
 import re
 import time
-from typing import Any, Iterator
+from typing import Any, BinaryIO, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -39,7 +44,7 @@ import pyarrow.parquet as pq
 from weir.engine.connectors.base import ConnectorSpec, OptionSpec, Source, option_value, split_hash
 from weir.engine.connectors.file_readers import READERS, Block, FileReader, refuse_misread_types
 from weir.engine.connectors.filesystem_sink import FileSystemSink
-from weir.engine.connectors.options import parse_bool, parse_char, parse_duration_seconds
+from weir.engine.connectors.options import parse_bool, parse_char, parse_duration_seconds, parse_size
 from weir.engine.errors import ConnectorOptionError, SourceError
 
 FORMATS = ("csv", "json", "parquet")
@@ -47,6 +52,10 @@ FORMATS = ("csv", "json", "parquet")
 DEBEZIUM_JSON = "debezium-json"
 #: Splits a parquet file with several row groups: '<path>#rg<k>'.
 ROW_GROUP_MARK = "#rg"
+#: Splits a csv or JSON lines file larger than 'source.split-size': '<path>#bytes<k>'.
+BYTE_RANGE_MARK = "#bytes"
+#: weir's option (Flink reads a text file as one split): the bytes of a text file's split.
+SPLIT_SIZE = "source.split-size"
 #: Flink's option: list the path at this interval and read new files (an unbounded source).
 MONITOR_INTERVAL = "source.monitor-interval"
 #: Seconds a watched source sleeps between the empty batches it yields while it waits.
@@ -81,6 +90,12 @@ class FileSystemSource(Source):
         if self.monitor_interval == 0:
             raise ConnectorOptionError(f"option '{MONITOR_INTERVAL}' must be longer than 0",
                                        hint=f"write for example '{MONITOR_INTERVAL}' = '1s'")
+        #: Bytes per split of a large text file (``splits``), or None: a text file is one split.
+        size = option_value(options, SPEC, SPLIT_SIZE)
+        self.split_size = parse_size(SPLIT_SIZE, size) if size else None
+        if self.split_size is not None and self.split_size < 1:
+            raise ConnectorOptionError(f"option '{SPLIT_SIZE}' must be at least 1 byte",
+                                       hint=f"write for example '{SPLIT_SIZE}' = '32MB'")
 
     @property
     def bounded(self) -> bool:
@@ -90,13 +105,15 @@ class FileSystemSource(Source):
         if self.monitor_interval is not None:
             list_files(self.path, self.format)  # the path must exist
             return [self.path]
-        files = list_files(self.path, self.format)
-        if self.format != "parquet":
-            return files
         out = []
-        for path in files:
-            groups = _row_groups(path, self.schema)
-            out += [path] if groups <= 1 else [f"{path}{ROW_GROUP_MARK}{k}" for k in range(groups)]
+        for path in list_files(self.path, self.format):
+            if self.format == "parquet":
+                parts, mark = _row_groups(path, self.schema), ROW_GROUP_MARK
+            elif self.split_size is not None:
+                parts, mark = -(-os.path.getsize(path) // self.split_size), BYTE_RANGE_MARK
+            else:
+                parts, mark = 1, ""
+            out += [path] if parts <= 1 else [f"{path}{mark}{k}" for k in range(parts)]
         return out
 
     def project(self, columns: list[str]) -> None:
@@ -106,16 +123,17 @@ class FileSystemSource(Source):
             self.read_columns = columns
 
     def chain(self, split: str) -> str:
-        return split.rpartition(ROW_GROUP_MARK)[0] or split
+        return _part(split)[0]
 
     def owner(self, split: str, parallelism: int) -> int:
         """A file goes to a stable hash of its path with its last number taken out, plus that
         number: numbered files (part-0.csv, part-1.csv, ...; 2024-01-01.csv, 2024-01-02.csv)
-        go round-robin as their numbers count up. A parquet file's row groups go round-robin
-        from the file's place, so every subtask reads a share of one big file."""
-        path, mark, group = split.rpartition(ROW_GROUP_MARK)
-        if mark:
-            return (split_hash(path) + int(group)) % parallelism
+        go round-robin as their numbers count up. A file's parts (a parquet file's row groups,
+        a text file's byte ranges) go round-robin from the file's place, so every subtask
+        reads a share of one big file."""
+        path, _, part = _part(split)
+        if part is not None:
+            return (split_hash(path) + part) % parallelism
         numbered = _LAST_NUMBER.match(split)
         if numbered is None:
             return super().owner(split, parallelism)
@@ -171,15 +189,21 @@ class FileSystemSource(Source):
                 yield batch, position
 
     def _reader(self, split: str) -> FileReader:
-        if self.format == "csv":
-            return READERS["csv"](split, self.schema, self.batch_size, delimiter=self.delimiter)
-        path, mark, group = split.rpartition(ROW_GROUP_MARK)
-        if not mark:
+        path, mark, part = _part(split)
+        if self.format != "parquet":
+            options = {"delimiter": self.delimiter} if self.format == "csv" else {}
+            ranged = mark == BYTE_RANGE_MARK and self.split_size is not None  # else a file named so
+            reader = READERS[self.format](path if ranged else split, self.schema, self.batch_size, **options)
+            if ranged:
+                size, header = self.split_size, self.format == "csv"
+                reader.open_bytes = lambda: _ByteRange(path, part * size, (part + 1) * size, header)
+            return reader
+        if part is None:
             reader = READERS[self.format](split, self.schema, self.batch_size)
             reader.read_columns = self.read_columns
             return reader
         reader = READERS[self.format](path, self.schema, self.batch_size)
-        reader.row_group = int(group)
+        reader.row_group = part
         reader.read_columns = self.read_columns
         if self._open_file is None or self._open_file[0] != path:
             self._open_file = (path, pq.ParquetFile(path))  # one footer read for all its row groups
@@ -191,12 +215,86 @@ class FileSystemSource(Source):
             return
         if not self.ignore_parse_errors:
             first = block.bad[0]
+            path, mark, part = _part(split)
+            line = first.line
+            if mark != BYTE_RANGE_MARK or self.split_size is None:
+                path = split
+            elif part:  # the reader counted from the range's start
+                with _ByteRange(path, part * self.split_size, 0, self.format == "csv") as found:
+                    line += _lines_before(path, found.start) - (1 if self.format == "csv" else 0)
             raise SourceError(
-                f"malformed row in '{split}' at line {first.line}: {first.message}",
+                f"malformed row in '{path}' at line {line}: {first.message}",
                 hint=f"fix the file, or skip such rows with '{self.format}.ignore-parse-errors' = 'true'",
             )
         # Rows before a resumed offset were counted by the run that emitted them.
         self.skipped_rows += sum(1 for bad in block.bad if emitted + bad.good_before >= offset)
+
+
+def _part(split: str) -> tuple[str, str, int | None]:
+    """(file, mark, part number) of a split: a parquet row group's, a text byte range's, or
+    (split, "", None) for a whole file."""
+    for mark in (ROW_GROUP_MARK, BYTE_RANGE_MARK):
+        path, found, number = split.rpartition(mark)
+        if found and number.isdigit():
+            return path, mark, int(number)
+    return split, "", None
+
+
+class _ByteRange(io.RawIOBase):
+    """The lines of a text file that start in bytes [``start``, ``end``) (``end`` 0: the range
+    is only opened to find its start), preceded by the file's first line where ``header``:
+    a line starting before ``start`` belongs to the range before (pyarrow's default, which
+    weir keeps: a quoted csv value holds no newline, so a line is a row)."""
+
+    def __init__(self, path: str, start: int, end: int, header: bool):
+        self._file: BinaryIO = open(path, "rb")
+        self._size = os.fstat(self._file.fileno()).st_size
+        self._head = self._file.readline() if header else b""
+        self.start = self._line_start(start)
+        self._left = max(0, self._line_start(end) - self.start) if end else 0
+        self._file.seek(self.start)
+
+    def _line_start(self, offset: int) -> int:
+        """The first line start at or after ``offset`` (past the header), or the file's end."""
+        if offset <= len(self._head):
+            return len(self._head)
+        if offset >= self._size:
+            return self._size
+        self._file.seek(offset - 1)
+        self._file.readline()
+        return self._file.tell()
+
+    def readable(self) -> bool:
+        return True
+
+    def readline(self, size: int = -1) -> bytes:
+        head, self._head = self._head, b""
+        return head
+
+    def read(self, size: int = -1) -> bytes:
+        if self._head:
+            return self.readline()
+        size = self._left if size is None or size < 0 else min(size, self._left)
+        data = self._file.read(size)
+        self._left -= len(data)
+        return data
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
+
+
+def _lines_before(path: str, offset: int) -> int:
+    """Newlines in the first ``offset`` bytes of ``path`` (an error's line number only)."""
+    count = 0
+    with open(path, "rb") as file:
+        while offset > 0:
+            chunk = file.read(min(offset, 1 << 24))
+            if not chunk:
+                break
+            count += chunk.count(b"\n")
+            offset -= len(chunk)
+    return count
 
 
 def _row_groups(path: str, schema: pa.Schema) -> int:
@@ -244,6 +342,10 @@ SPEC = ConnectorSpec(
         MONITOR_INTERVAL: OptionSpec(
             "list the path at this interval and read files that appeared (the source is then unbounded); "
             "names starting with '.' or '_' are not read (write there, then rename)", value_type="duration"),
+        SPLIT_SIZE: OptionSpec(
+            "read a csv or JSON lines file larger than this as splits of this many bytes (ranges of whole "
+            "lines), which the subtasks read in parallel (unset: a file is one split; the watermark restarts "
+            "at each split, so late rows may then depend on the parallelism)", value_type="size"),
         "sink.rolling-policy.file-size": OptionSpec(
             "roll to a new part file after this many bytes", default="128MB", value_type="size"
         ),

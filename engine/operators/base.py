@@ -129,7 +129,7 @@ class OperatorKind:
       (``OperatorContext.count_late``).
     - ``holds_watermark_back``: ``output_watermark`` passes on less than its watermark.
     - ``arrival_watermark``: what it does with each row's arrival watermark (below).
-    - ``pre_aggregates``: two-phase aggregation: where ``combinable`` and keyed by exactly
+    - ``pre_aggregates``: two-phase aggregation: where ``combines`` (its config) and keyed by exactly
       the exchange's keys, the sending subtask calls ``pre_aggregate`` and only partials cross.
     - ``takes_key_groups``: keyed by exactly the exchange's keys, it reads the rows' key groups
       from the exchange (``exchange.carries_key_groups``) instead of hashing them again.
@@ -245,7 +245,13 @@ class Operator(OperatorKind):
     @property
     def combinable(self) -> bool:
         """Whether, with this config, rows may become partials before the exchange
-        (``pre_aggregates``, ``pre_aggregate``)."""
+        (``pre_aggregates``, ``pre_aggregate``; ``combines``)."""
+        return self.combines(self.config)
+
+    @classmethod
+    def combines(cls, config: Any) -> bool:
+        """``combinable`` from the config alone, so that EXPLAIN (``exchange.pre_aggregated``)
+        and the runtime ask the same question."""
         return False
 
     def pre_aggregate(self, batch: pa.RecordBatch) -> pa.RecordBatch:

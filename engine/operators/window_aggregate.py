@@ -215,12 +215,14 @@ class WindowAggregate(Operator):
             self.state = None
 
     # -- batches -------------------------------------------------------------
-    @property
-    def combinable(self) -> bool:
+    @classmethod
+    def combines(cls, config: WindowAggregateConfig) -> bool:
         """Whether the rows may be pre-aggregated before the exchange (``pre_aggregate``): not
         with DISTINCT aggregates (their values must meet in one place) nor a late-rows table
         (which keeps the rows themselves)."""
-        return not self.distincts and not self.late_rows.projections
+        config = cls.typed(config)  # a graph built by hand may hold the JSON dict
+        calls = [AggregateCall.from_config(a, "") for a in config.aggregates]
+        return not any(call.keeps_distinct_values for call in calls) and not config.late_rows
 
     def pre_aggregate(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """The local phase: ``batch``'s partial aggregates per (key, slice), with their key

@@ -114,6 +114,19 @@ def two_phase(settings: dict) -> bool:
     return value != "ONE_PHASE"
 
 
+def pre_aggregated(consumer: OperatorNode, edge: Edge, settings: dict) -> bool:
+    """Whether rows cross ``edge`` into ``consumer`` as partial aggregates (two phases: the
+    local one in each upstream subtask, ``pre_aggregate``, the global one in ``consumer``):
+    at a hash exchange whose key groups are the consumer's (``carries_key_groups``), into an
+    operator that pre-aggregates (``OperatorKind.pre_aggregates``) with a config whose
+    aggregates all merge (``combines``: no DISTINCT, no late-rows table), unless
+    'table.optimizer.agg-phase-strategy' is ``ONE_PHASE``. The runtime and EXPLAIN ask this."""
+    keys = routing(consumer, edge)
+    kind = operator_class(consumer.kind)
+    return (keys not in (None, BROADCAST) and edge.port == 0 and kind.pre_aggregates
+            and carries_key_groups(consumer, keys) and two_phase(settings) and kind.combines(consumer.config))
+
+
 def split(batch: pa.RecordBatch, keys: tuple[str, ...], parallelism: int, max_parallelism: int,
           with_key_groups: bool = False) -> list[pa.RecordBatch]:
     """``batch`` cut by key group into one part per subtask (rows in order), like

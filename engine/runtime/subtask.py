@@ -72,7 +72,7 @@ from weir.engine.errors import JobCancelled
 from weir.engine.messages import MAX_WATERMARK, MIN_WATERMARK, Barrier
 from weir.engine.runtime.exchange import (
     BARRIER, BROADCAST, DATA, END, KEY_GROUP_COLUMN, SAVEPOINT_BARRIER, WATERMARK, Decoder, Encoder, Outbox,
-    carries_key_groups, needed_columns, routing, select_columns, split, split_by_key_group, two_phase, widen,
+    carries_key_groups, needed_columns, routing, select_columns, split, split_by_key_group, pre_aggregated, widen,
 )
 from weir.engine.runtime.local import JobResult, LocalExecutor
 from weir.engine.runtime.task import Task
@@ -174,7 +174,6 @@ class SubtaskExecutor(LocalExecutor):
         self._streams: dict[str, object] = {}
         #: The coordinator counts batches for 'weir.checkpointing.interval-batches': report every step.
         self._progress_every = 0.0 if graph.settings.get("weir.checkpointing.interval-batches") else 0.1
-        self.two_phase = two_phase(graph.settings)
 
     # -- setup ---------------------------------------------------------------------
     def _wire(self) -> None:
@@ -206,8 +205,7 @@ class SubtaskExecutor(LocalExecutor):
                     columns = [n for n in schema.names if n in columns or n in keys]
                 carry = keys not in (None, BROADCAST) and carries_key_groups(task.node, keys)
                 # A window aggregate keyed by the exchange's keys: its partials' key groups are the rows'.
-                combine = (carry and self.two_phase and edge.port == 0 and task.kind.pre_aggregates
-                           and task.operator.combinable)
+                combine = pre_aggregated(task.node, edge, self.graph.settings)
                 if combine:
                     columns, carry = None, False
                     task.partials.add(i)
