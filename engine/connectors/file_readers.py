@@ -37,6 +37,8 @@ from weir.engine.errors import SourceError
 #: Bytes in the first block of a text file, before the row size is known.
 FIRST_BLOCK_BYTES = 1 << 20
 MIN_BLOCK_BYTES, MAX_BLOCK_BYTES = 64 << 10, 256 << 20
+#: A CSV block larger than this is parsed on pyarrow's threads, in pieces of this size.
+CSV_THREAD_BLOCK_BYTES = 1 << 20
 #: Stop bisecting below this many rows and test them one by one.
 BISECT_LEAF = 16
 #: Columns a JSON file's first lines are sampled from, to report missing ones.
@@ -158,15 +160,22 @@ class CsvReader(FileReader):
         )
         return table.column_names
 
-    def _read(self, data: bytes, header: list[str], types: dict[str, pa.DataType], invalid: list) -> pa.Table:
+    def _read(self, data: bytes, header: list[str], types: dict[str, pa.DataType], invalid: list,
+              threads: bool = False) -> pa.Table:
+        """``data`` parsed; malformed rows skipped and put in ``invalid``. With ``threads`` the
+        block is parsed in parallel in pieces of ``CSV_THREAD_BLOCK_BYTES`` (the rows keep their
+        order), but pyarrow then does not number the malformed rows: a block with any is parsed
+        again without (``_parse_block``)."""
         def on_invalid(row: pa_csv.InvalidRow) -> str:
             invalid.append(row)
             return "skip"
 
+        threads = threads and len(data) > CSV_THREAD_BLOCK_BYTES
         return pa_csv.read_csv(
             io.BytesIO(data),
             read_options=pa_csv.ReadOptions(
-                column_names=header, use_threads=False, block_size=len(data) + 1
+                column_names=header, use_threads=threads,
+                block_size=CSV_THREAD_BLOCK_BYTES if threads else len(data) + 1,
             ),
             parse_options=pa_csv.ParseOptions(delimiter=self.delimiter, invalid_row_handler=on_invalid),
             convert_options=pa_csv.ConvertOptions(
@@ -184,9 +193,11 @@ class CsvReader(FileReader):
         invalid: list[pa_csv.InvalidRow] = []
         typed = {f.name: f.type for f in self.schema}
         try:
-            table = self._read(data, header, typed, invalid)
+            table = self._read(data, header, typed, invalid, threads=True)
             if not invalid:
                 return Block(conform(table, self.schema, self.path))
+            invalid.clear()  # again on one thread, which numbers the malformed rows
+            table = self._read(data, header, typed, invalid)
             bad_rows: dict[int, str] = {}
             undecodable: dict[int, str] = {}
         except pa.ArrowInvalid:

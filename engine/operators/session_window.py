@@ -235,17 +235,19 @@ class SessionWindow(StreamsFirings, StateOperator):
         """Steps 1–3 of the module docstring for the pending rows whose watermark is below ``watermark``."""
         upto = int_literal(watermark)
         behind = f"__ts - {LAG} <= {ROW_WATERMARK}"
-        self._run(f"CREATE OR REPLACE TEMP TABLE ready AS SELECT *, {behind} AS __behind, "
-                  f"row_number() OVER (ORDER BY {ROW_WATERMARK}, {ROW_SEQUENCE}) AS {ROW_POSITION} "
-                  f"FROM {PENDING} WHERE {ROW_WATERMARK} < {upto}")
-        self._run(f"DELETE FROM {PENDING} WHERE {ROW_WATERMARK} < {upto}")
-        self._earliest_pending = self._run(f"SELECT min({ROW_WATERMARK}) FROM {PENDING}")[0][0]
-        (start, last, behind_rows), = self._run(
-            f"SELECT min({ROW_POSITION}), max({ROW_POSITION}), count(*) FILTER (WHERE __behind) FROM ready")
-        if not behind_rows:  # no row can meet a closed session: one segment
-            if start is not None:
-                self._segment("true")
+        ready = f"FROM {PENDING} WHERE {ROW_WATERMARK} < {upto}"
+        (rows, behind_rows), = self._run(f"SELECT count(*), count(*) FILTER (WHERE {behind}) {ready}")
+        if not behind_rows:  # no row can meet a closed session: one segment, in no particular order
+            if rows:
+                self._run(f"CREATE OR REPLACE TEMP TABLE segment AS SELECT *, {behind} AS __behind {ready}")
+            self._take_pending(upto)
+            if rows:
+                self._segment(None)
             return
+        self._run(f"CREATE OR REPLACE TEMP TABLE ready AS SELECT *, {behind} AS __behind, "
+                  f"row_number() OVER (ORDER BY {ROW_WATERMARK}, {ROW_SEQUENCE}) AS {ROW_POSITION} {ready}")
+        self._take_pending(upto)
+        (start, last), = self._run(f"SELECT min({ROW_POSITION}), max({ROW_POSITION}) FROM ready")
         self._run(f"CREATE OR REPLACE TEMP TABLE ready AS SELECT *, lag({ROW_POSITION}) OVER "
                   f"({self._partition()}ORDER BY {ROW_POSITION}) AS __previous FROM ready")
         while start <= last:
@@ -255,9 +257,16 @@ class SessionWindow(StreamsFirings, StateOperator):
             self._segment(f"{ROW_POSITION} >= {start} AND {ROW_POSITION} < {end}")
             start = end
 
-    def _segment(self, where: str) -> None:
-        """Steps 2–3 for the ready rows ``where`` holds: late rows out, the rest merged into the state."""
-        self._run(f"CREATE OR REPLACE TEMP TABLE segment AS SELECT * FROM ready WHERE {where}")
+    def _take_pending(self, upto: str) -> None:
+        """The pending rows with a watermark below ``upto`` out of ``session_pending`` (they are ready)."""
+        self._run(f"DELETE FROM {PENDING} WHERE {ROW_WATERMARK} < {upto}")
+        self._earliest_pending = self._run(f"SELECT min({ROW_WATERMARK}) FROM {PENDING}")[0][0]
+
+    def _segment(self, where: str | None) -> None:
+        """Steps 2–3 for the ready rows ``where`` holds (None: the ``segment`` table holds them
+        already): late rows out, the rest merged into the state."""
+        if where is not None:
+            self._run(f"CREATE OR REPLACE TEMP TABLE segment AS SELECT * FROM ready WHERE {where}")
         if SESSIONS in self._tables:
             open_touch = " AND ".join(self._same_key("s", "r") + self._touches("s", "r"))
             has_open = f"EXISTS (SELECT 1 FROM {SESSIONS} s WHERE {open_touch})"

@@ -68,7 +68,7 @@ from weir.engine.operators.late_rows import LateRows, LateRowsConfig
 from weir.engine.operators.duckdb_sql import int_literal, query_arrow, quote_ident, stream_arrow
 from weir.engine.operators.firings import FiringStream
 from weir.engine.operators.window_state import FROM_END, SLICE, WINDOW_END, WINDOW_START, WindowState
-from weir.engine.operators.windows import WINDOW_TIME_LAG_US, SlicedWindowConfig, align_array, window_assigner
+from weir.engine.operators.windows import WINDOW_TIME_LAG_US, SlicedWindowConfig, window_assigner
 from weir.engine.state.key_groups import KEY_GROUP_COLUMN, key_groups
 from weir.engine.state.keyed_tables import merge_snapshots, owned_tables
 from weir.engine.messages import MIN_WATERMARK
@@ -306,40 +306,31 @@ class WindowAggregate(Operator):
     def _drop_late(self, batch: pa.RecordBatch, ts: pa.Array, watermark: int) -> tuple[pa.RecordBatch, pa.Array]:
         """``batch`` (and its times ``ts``) without its late rows, which are counted and kept
         where asked. A row is late when every window of its slice has fired under the watermark
-        it met (``row_watermarks``: its arrival watermark, or the larger ``watermark``)."""
+        it met (``row_watermarks``: its arrival watermark, or the larger ``watermark``), that is
+        when its time is before ``first_open_slice`` of that watermark. That bound is a step
+        function of the watermark, one value for the whole batch unless the batch's watermarks
+        cross a slice boundary (``SlicedWindows.late``): a comparison or two per row, not an
+        alignment of every row's time."""
         highest = highest_watermark(batch, watermark)
         earliest = pc.min(ts).as_py()
         if highest is None or earliest is None:
             return batch, ts
-        if earliest >= self.assigner.first_open_slice(highest):  # the common case: no row is late
-            if earliest < self.assigner.last_fired_slice(highest) + self.assigner.slice_size:
-                batch = self._with_first_windows(batch, ts, row_watermarks(batch, watermark))
+        if earliest >= self.assigner.first_unfired_slice(highest):  # the common case: no window of a row fired
             return batch, ts
         watermarks = row_watermarks(batch, watermark)
-        late = pc.fill_null(pc.less_equal(self.assigner.expires_at(ts), watermarks), False)
-        if pc.any(late).as_py():
-            self.late_rows.drop(batch, self._first_copies(batch, late), watermarks)
-            keep = pc.invert(late)
-            batch, ts = batch.filter(keep), ts.filter(keep)
-            if not isinstance(watermarks, int):
-                watermarks = watermarks.filter(keep)
-        return self._with_first_windows(batch, ts, watermarks), ts
-
-    def _with_first_windows(self, batch: pa.RecordBatch, ts: pa.Array, watermarks: pa.Array | int) -> pa.RecordBatch:
-        """``batch`` with ``FROM_END`` where some rows met a watermark that had fired some of
-        their slice's windows (not all: those rows are late): they count only in the others, as
-        in Flink; NULL for the rest."""
-        first_end = pc.add(align_array(ts, self.assigner.slice_size, self.assigner.offset), self.assigner.slice_size)
-        started = pc.fill_null(pc.less_equal(pc.subtract(first_end, WINDOW_TIME_LAG_US), watermarks), False)
-        if not pc.any(started).as_py():
-            return batch
-        after = pc.add(align_array(pc.add(pa.array([watermarks], pa.int64()) if isinstance(watermarks, int)
-                                          else watermarks, WINDOW_TIME_LAG_US),
-                                   self.assigner.slice_size, self.assigner.offset), self.assigner.slice_size)
-        if isinstance(watermarks, int):
-            after = after[0]
-        from_end = pc.if_else(started, after, pa.scalar(None, pa.int64()))
-        return batch.append_column(FROM_END, from_end)
+        low = watermarks if isinstance(watermarks, int) else pc.min(watermarks).as_py()
+        if earliest < self.assigner.first_open_slice(highest):
+            late = self.assigner.late(ts, watermarks, low, highest)
+            if pc.any(late).as_py():
+                self.late_rows.drop(batch, self._first_copies(batch, late), watermarks)
+                keep = pc.invert(late)
+                batch, ts = batch.filter(keep), ts.filter(keep)
+                if not isinstance(watermarks, int):
+                    watermarks = watermarks.filter(keep)
+        # where rows met a watermark that had fired some of their slice's windows (not all: those
+        # rows are late), they count only in the others, as in Flink: FROM_END, NULL for the rest
+        from_end = self.assigner.first_windows(ts, watermarks, low, highest)
+        return (batch if from_end is None else batch.append_column(FROM_END, from_end)), ts
 
     def _first_copies(self, batch: pa.RecordBatch, mask: pa.BooleanArray,
                       copy_column: str | None = None) -> pa.BooleanArray:

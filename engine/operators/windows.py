@@ -53,6 +53,36 @@ def align_array(ts: pa.Array, width: int, offset: int) -> pa.Array:
     return pc.subtract(ts, remainder)
 
 
+#: Past this many period boundaries between the lowest and highest value, ``stepped`` gives up
+#: (the caller then compares per row).
+STEPPED_MAX_STEPS = 4
+
+
+def stepped(values: pa.Array | int, low: int, high: int, shift: int, width: int, offset: int) -> pa.Array | int | None:
+    """``align(v + shift, width, offset) + width`` for every value ``v`` (an int64 array whose
+    values lie in ``[low, high]``, nulls staying null; or an int). The result is a step function
+    of ``v``: one int where every value falls in the same period (the usual case: the watermarks a
+    batch met span less than a window), else per row from the few period boundaries between
+    ``low`` and ``high`` (two passes per boundary, not an alignment of every value); None past
+    ``STEPPED_MAX_STEPS`` boundaries (e.g. a row that met no watermark yet: ``v`` is the
+    smallest int64, which ``v + shift`` would wrap)."""
+    if isinstance(values, int):
+        return align(values + shift, width, offset) + width
+    first = align(low + shift, width, offset) + width
+    last = align(high + shift, width, offset) + width
+    steps = (last - first) // width
+    if steps == 0:
+        return first
+    if steps > STEPPED_MAX_STEPS:
+        return None
+    result = pc.if_else(pc.is_valid(values), pa.scalar(first, pa.int64()), pa.scalar(None, pa.int64()))
+    for step in range(1, steps + 1):
+        value = first + step * width
+        # v + shift reaches the period starting at value - width from this v on
+        result = pc.if_else(pc.greater_equal(values, value - width - shift), pa.scalar(value, pa.int64()), result)
+    return result
+
+
 @dataclass(frozen=True)
 class SliceWindows:
     """The windows a slice is part of, as SQL over its start column.
@@ -78,6 +108,8 @@ class SlicedWindows:
         self.size = size
         self.slice_size = slice_size
         self.offset = offset
+        #: Windows a slice is part of at most (1: TUMBLE, each slice is its window).
+        self.windows_per_slice = size // slice_size
 
     # -- assigning rows -------------------------------------------------
     def slice_start(self, ts: int) -> int:
@@ -106,6 +138,46 @@ class SlicedWindows:
     def first_open_slice(self, watermark: int) -> int:
         """Rows before this timestamp belong only to windows that have fired: they are late."""
         return self.last_expired_slice(watermark) + self.slice_size
+
+    def first_unfired_slice(self, watermark: int) -> int:
+        """The first slice none of whose windows has fired under ``watermark``: rows before it met
+        a watermark that fired some (or all) of their slice's windows."""
+        return self.last_fired_slice(watermark) + self.slice_size
+
+    def _expiry_period(self) -> int:
+        """The width of the periods ``first_open_slice`` steps by (the slice; CUMULATE: the size)."""
+        return self.slice_size
+
+    def late(self, ts: pa.Array, watermarks: pa.Array | int, low: int, high: int) -> pa.BooleanArray:
+        """Per row (int64 µs times ``ts``; the watermark each met, of values in ``[low, high]``,
+        or one for all): whether every window of its slice has fired under its watermark — its
+        time is before ``first_open_slice`` of it. That bound is a step function of the
+        watermark (``stepped``): one comparison per row while the batch's watermarks do not
+        cross a slice boundary."""
+        opens = stepped(watermarks, low, high, WINDOW_TIME_LAG_US - self.size, self._expiry_period(), self.offset)
+        late = pc.less(ts, opens) if opens is not None else pc.less_equal(self.expires_at(ts), watermarks)
+        return pc.fill_null(late, False)
+
+    def first_windows(self, ts: pa.Array, watermarks: pa.Array | int, low: int, high: int) -> pa.Array | None:
+        """Per row (as ``late``, of rows that are not): the end of the first window of its slice
+        that has not fired under its watermark where an earlier one has, else NULL; None when no
+        row met a watermark that fired one of its windows."""
+        if self.windows_per_slice == 1:  # TUMBLE: a row whose window fired is late
+            return None
+        unfired = stepped(watermarks, low, high, WINDOW_TIME_LAG_US - self.slice_size, self.slice_size, self.offset)
+        if unfired is None:  # the first window of the row's slice ends - 1 ms at or before its watermark
+            first_end = pc.add(align_array(ts, self.slice_size, self.offset), self.slice_size - WINDOW_TIME_LAG_US)
+            started = pc.less_equal(first_end, watermarks)
+            unfired = align_array(pc.add(watermarks, WINDOW_TIME_LAG_US), self.slice_size, self.offset)
+        else:  # the row's slice is before the first one none of whose windows fired
+            started = pc.less(ts, unfired)
+        started = pc.fill_null(started, False)
+        if not pc.any(started).as_py():
+            return None
+        # the first window not fired ends a slice after the first slice none of whose windows fired
+        after = (pa.scalar(unfired + self.slice_size, pa.int64()) if isinstance(unfired, int)
+                 else pc.add(unfired, self.slice_size))
+        return pc.if_else(started, after, pa.scalar(None, pa.int64()))
 
     def expires_at(self, ts: pa.Array) -> pa.Array:
         """Per row (int64 µs times): the watermark at which the last window of its slice fires.
@@ -144,7 +216,6 @@ class HoppingWindows(SlicedWindows):
 
     def __init__(self, time_column: str, size: int, slide: int, offset: int = 0):
         super().__init__(time_column, size, slide, offset)
-        self.windows_per_slice = size // slide
 
     def windows_sql(self, slice_sql: str) -> SliceWindows:
         end = f"({slice_sql} + {self.slice_size} * (__window_index + 1))"
@@ -183,6 +254,9 @@ class CumulativeWindows(SlicedWindows):
         # every slice of a period expires with the period's last (full-size) window
         period = align(watermark - self.size + WINDOW_TIME_LAG_US, self.size, self.offset)
         return period + self.size - self.slice_size
+
+    def _expiry_period(self) -> int:
+        return self.size
 
     def _last_window_end(self, ts: pa.Array) -> pa.Array:
         # every slice of a period ends with the period's full-size window

@@ -215,6 +215,20 @@ def test_many_bad_rows_in_big_blocks_are_located(tmp_path):
         read_all(source(tmp_path / "t.csv", "csv"))
 
 
+def test_malformed_row_of_a_block_parsed_on_threads_is_numbered(tmp_path):
+    # blocks past CSV_THREAD_BLOCK_BYTES are parsed in parallel pieces; a malformed row in one
+    # is still named by its line, and the rows keep their order
+    from weir.engine.connectors.file_readers import CSV_THREAD_BLOCK_BYTES
+    n = CSV_THREAD_BLOCK_BYTES // 10
+    lines = ["id,name,ts,x"] + [f"{i},n,2024-01-01,{i}" if i != n - 7 else f"{i},short" for i in range(n)]
+    (tmp_path / "t.csv").write_text("\n".join(lines) + "\n")
+    src = source(tmp_path / "t.csv", "csv", batch_size=n, **{"csv.ignore-parse-errors": "true"})
+    assert read_all(src).column("id").to_pylist() == [i for i in range(n) if i != n - 7]
+    assert src.skipped_rows == 1
+    with pytest.raises(SourceError, match=f"at line {n - 7 + 2}: .*'{n - 7},short'"):
+        read_all(source(tmp_path / "t.csv", "csv", batch_size=n))
+
+
 def test_field_delimiter(tmp_path):
     (tmp_path / "t.csv").write_text("id;name;ts;x\n1;a;2024-01-01 00:00:00;0.5\n")
     assert read_all(source(tmp_path / "t.csv", "csv", **{"csv.field-delimiter": ";"})).num_rows == 1
