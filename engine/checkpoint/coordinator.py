@@ -47,6 +47,7 @@ from weir.engine import faults
 from weir.engine.checkpoint.files import exists, write_atomically
 from weir.engine.checkpoint.location import Location
 from weir.engine.checkpoint.storage import Checkpoint, CheckpointStorage
+from weir.engine.checkpoint.staging import discard_staged
 from weir.engine.connectors.registry import create_sink
 from weir.engine.errors import EngineError
 from weir.engine.graph import JobGraph, OperatorNode
@@ -314,6 +315,7 @@ class Coordinator:
             except BaseException as error:  # reported on the main thread by poll()
                 flight.error = error
                 writer.abort()
+                discard_staged(snapshots)  # the staged tables the writer had not yet moved
 
         thread = threading.Thread(target=guarded, name=f"checkpoint-{checkpoint_id}", daemon=True)
         flight = _InFlight(checkpoint_id, kind, time.monotonic(), thread, on_done=on_done)

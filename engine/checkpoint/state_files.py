@@ -49,6 +49,7 @@ from weir.engine.checkpoint.files import (
     write_file,
 )
 from weir.engine.checkpoint.location import Location, RemotePath
+from weir.engine.checkpoint.staging import move_staged
 
 KEY_GROUP = "key_group"
 STATE_FILE = "state.json"
@@ -99,7 +100,10 @@ def write_subtask_state(root: Location, operator_id: str, subtask: int, state: A
                 file_name = f"{file_name}-{len(used)}"
             used.add(file_name)
             relative = f"{directory}/{file_name}.parquet"
-            if isinstance(table, StagedTable):  # written at snapshot time (too large for memory)
+            if isinstance(table, StagedTable) and table.sha256 is not None:  # uploaded by its worker
+                entry = move_staged(root, relative, table)
+                index = {"rows": table.rows, "key_groups": list(table.key_groups) if table.key_groups else None}
+            elif isinstance(table, StagedTable):  # written at snapshot time (too large for memory)
                 entry = move_file(root, relative, Path(table.path))
                 index = {"rows": table.rows, "key_groups": list(table.key_groups) if table.key_groups else None}
             else:

@@ -7,6 +7,7 @@ Layout (``directory`` is e.g. ``.weir/<job>/checkpoints``)::
     <directory>/chk-<id>/<operator>/subtask-<n>/state.json
     <directory>/chk-<id>/<operator>/subtask-<n>/<table>.parquet
     <directory>/../savepoints/sp-<id>/...        savepoints, same layout (or a path the user chose)
+    <directory>/_staged/<uuid>.parquet           state tables workers of other nodes uploaded (staging.py)
 
 A directory without ``_metadata`` is a checkpoint that never completed (aborted or
 cut short by a crash); readers ignore it and ``discard_incomplete`` removes it.
@@ -42,6 +43,7 @@ from weir.engine.checkpoint.files import (
     remove_file,
 )
 from weir.engine.checkpoint.location import Location, parse_location
+from weir.engine.checkpoint.staging import STAGED_FOLDER
 from weir.engine.checkpoint.metadata import (
     KINDS,
     METADATA_FILE,
@@ -196,8 +198,10 @@ class CheckpointStorage:
         return Checkpoint.load(parse_location(path))
 
     def discard_incomplete(self) -> None:
-        """Remove ``chk-*`` directories without ``_metadata`` (aborted, or left by a crash).
+        """Remove ``chk-*`` directories without ``_metadata`` (aborted, or left by a crash), and
+        the staging area of workers' uploaded state tables (``staging.py``).
         Call it when no writer is running: an unfinished checkpoint looks the same."""
         for _, path in self._checkpoint_directories():
             if not exists(path / METADATA_FILE):
                 remove_directory(path)
+        remove_directory(self.directory / STAGED_FOLDER)  # staged tables no checkpoint took

@@ -10,6 +10,7 @@ import functools
 from typing import Any
 
 import itertools
+import os
 from pathlib import Path
 
 import duckdb
@@ -82,6 +83,10 @@ def query_arrow(con: duckdb.DuckDBPyConnection, sql: str, operator_id: str) -> p
 #: Rows per Arrow batch an operator streams out of DuckDB (a large result is never held whole
 #: outside DuckDB, whose own memory is limited and spills). Results do not depend on it.
 OUTPUT_BATCH_ROWS = 65_536
+#: An environment variable that sets the rows per batch of a snapshot's state table (default
+#: ``OUTPUT_BATCH_ROWS``): a table of more than two batches is staged. For tests, which set it to
+#: stage small tables in worker processes (Ray actors are given the driver's WEIR_ variables).
+SNAPSHOT_BATCH_ROWS_VARIABLE = "WEIR_SNAPSHOT_BATCH_ROWS"
 
 
 class ArrowStream:
@@ -152,7 +157,7 @@ def snapshot_table(con: duckdb.DuckDBPyConnection, sql: str, ctx, name: str) -> 
     file written batch by batch under its ``snapshots`` folder (``StagedTable``), which the
     checkpoint writer moves into the checkpoint. Either way no more than two batches of the
     state are ever held outside DuckDB."""
-    stream = stream_arrow(con, sql, ctx.operator_id)
+    stream = stream_arrow(con, sql, ctx.operator_id, int(os.environ.get(SNAPSHOT_BATCH_ROWS_VARIABLE) or 0) or None)
     head = [batch for _, batch in zip(range(2), stream)]
     if len(head) < 2 or not ctx.spill_dir:
         return pa.Table.from_batches([*head, *stream], stream.schema)

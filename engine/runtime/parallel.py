@@ -46,6 +46,7 @@ from typing import Any, Callable
 from weir.engine import faults
 from weir.engine.checkpoint.coordinator import CheckpointConfig, CheckpointEvent, Coordinator, RestorePoint
 from weir.engine.checkpoint.location import location_text
+from weir.engine.checkpoint.staging import discard_staged
 from weir.engine.connectors.base import Sink
 from weir.engine.connectors.registry import create_sink
 from weir.engine.errors import EngineError, JobCancelled
@@ -107,16 +108,19 @@ def _worker(conn: Connection, graph_json: dict, subtask: int, parallelism: int, 
 
 
 def run_subtask(conn: Connection, graph_json: dict, subtask: int, parallelism: int, restore_from: str | None,
-                backend: str, spill_dir: str | None, peers_in: dict, peers_out: dict) -> None:
+                backend: str, spill_dir: str | None, peers_in: dict, peers_out: dict, *,
+                stage_to: str | None = None) -> None:
     """Worker ``subtask``'s life, whatever process it runs in (a spawned process, a Ray actor):
-    it reports to the coordinator over ``conn`` and to its peers over ``peers_out``."""
+    it reports to the coordinator over ``conn`` and to its peers over ``peers_out``. ``stage_to``:
+    the checkpoint storage, where a worker that runs on another machine than the coordinator
+    uploads its staged state tables itself (``engine.checkpoint.staging``)."""
     faults.set_subtask(subtask)
     conn.send(("ready", subtask))  # the interpreter has started and imported the engine
     graph = JobGraph.from_json(graph_json)
     try:
         executor = SubtaskExecutor(graph, subtask=subtask, parallelism=parallelism, control=conn,
                                    peers_in=peers_in, peers_out=peers_out, restore_from=restore_from,
-                                   state_backend=backend, spill_dir=spill_dir)
+                                   state_backend=backend, spill_dir=spill_dir, stage_to=stage_to)
         result = executor.run()
         conn.send(("done", subtask, result))
     except JobCancelled:
@@ -342,7 +346,8 @@ class ProcessExecutor:
 
     def _collect(self, subtask, checkpoint_id, kind, finished, sources, snapshots, handles) -> None:
         if checkpoint_id in self._aborted:
-            return  # a worker passed the barrier before it heard of the abort
+            discard_staged(snapshots)  # a worker passed the barrier before it heard of the abort
+            return
         key = "final" if finished else checkpoint_id
         collect = self._collecting.setdefault(key, _Collect(kind, finished))
         collect.arrived.add(subtask)
@@ -427,7 +432,9 @@ class ProcessExecutor:
         sink's transactions are), and a savepoint asked for stays asked for: the next barrier
         is that savepoint again."""
         self._aborted.add(checkpoint_id)
-        self._collecting.pop(checkpoint_id, None)
+        dropped = self._collecting.pop(checkpoint_id, None)
+        if dropped is not None:
+            discard_staged(dropped.snapshots)
         self._pending_barrier = None
         self._broadcast(("abort", checkpoint_id))
         timeout = self.graph.settings.get("execution.checkpointing.timeout", "10min")

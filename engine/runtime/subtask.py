@@ -66,6 +66,7 @@ from weir.engine import faults
 from weir.engine.checkpoint.alignment import CheckpointAbort
 from weir.engine.checkpoint.coordinator import RestorePoint
 from weir.engine.checkpoint.location import parse_location
+from weir.engine.checkpoint.staging import upload_staged
 from weir.engine.checkpoint.reader import Checkpoint, read_metadata
 from weir.engine.connectors.options import parse_size
 from weir.engine.errors import JobCancelled
@@ -139,10 +140,15 @@ class _Record:
 class SubtaskExecutor(LocalExecutor):
     def __init__(self, graph, *, subtask: int, parallelism: int, control: Connection,
                  peers_in: dict[int, Connection], peers_out: dict[int, Connection],
-                 restore_from: str | None = None, state_backend: str = "duckdb", spill_dir: str | None = None):
+                 restore_from: str | None = None, state_backend: str = "duckdb", spill_dir: str | None = None,
+                 stage_to: str | None = None):
         super().__init__(graph, subtask=subtask, parallelism=parallelism, state_backend=state_backend,
                          spill_dir=spill_dir, sinks_prepared=True)
         self.conn = control
+        #: Where this worker uploads its staged state tables before it sends a snapshot (the checkpoint
+        #: storage, as a URI or shared path: it runs on another node than the driver); None: the
+        #: driver moves them from this worker's spill directory (``engine.checkpoint.staging``).
+        self.stage_to = stage_to
         self.peers_in = dict(peers_in)
         self.decoders = {j: Decoder(conn) for j, conn in peers_in.items()}
         for conn in [*peers_in.values(), *peers_out.values()]:
@@ -317,7 +323,7 @@ class SubtaskExecutor(LocalExecutor):
     def _send_final(self) -> None:
         self._final_sent = True
         sources, snapshots, handles = self.barrier(FINAL)
-        self.conn.send(("snapshot", self.subtask, None, "checkpoint", True, sources, snapshots, handles))
+        self.conn.send(("snapshot", self.subtask, None, "checkpoint", True, sources, self._staged(snapshots), handles))
 
     # -- checkpoints ----------------------------------------------------------------------
     def _inject(self, checkpoint_id: int, kind: str) -> None:
@@ -364,7 +370,11 @@ class SubtaskExecutor(LocalExecutor):
             return
         del self._records[checkpoint_id]
         self.conn.send(("snapshot", self.subtask, checkpoint_id, record.kind, False, record.sources,
-                        record.snapshots, self.uncommitted))
+                        self._staged(record.snapshots), self.uncommitted))
+
+    def _staged(self, snapshots: dict) -> dict:
+        """``snapshots`` as the driver can take them: run remotely, staged tables uploaded first."""
+        return snapshots if self.stage_to is None else upload_staged(snapshots, self.stage_to)
 
     def _pass_barrier(self, task: Task, barrier: Barrier) -> None:
         n = barrier.checkpoint_id

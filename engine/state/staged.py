@@ -5,7 +5,9 @@ table is an Arrow table, encoded later by the checkpoint writer, off the job's t
 one would need the whole table outside DuckDB's limited memory, so it is streamed out of DuckDB
 in bounded batches into a Parquet file instead, at snapshot time, under the job's state
 directory (``<spill dir>/snapshots/<operator>/``): a ``StagedTable`` names that file, and the
-checkpoint writer (``engine.checkpoint.state_files``) moves it into the checkpoint. The file
+checkpoint writer (``engine.checkpoint.state_files``) moves it into the checkpoint. A worker on
+another node than the driver (Ray) first uploads it into the checkpoint storage itself
+(``engine.checkpoint.staging``). The file
 holds what the Arrow table would: the same columns and types (DuckDB's Arrow conversion, not
 its Parquet writer, which writes a HUGEINT as a DOUBLE), rows sorted by key group, zstd.
 
@@ -40,13 +42,22 @@ class StagedTable:
     path: str
     rows: int
     key_groups: tuple[int, int] | None
+    #: Set once a worker on another node has uploaded the file into the checkpoint storage
+    #: (``engine.checkpoint.staging``): ``path`` is then there (a URI or a shared directory's path).
+    sha256: str | None = None
+    bytes: int | None = None
 
     @property
     def num_rows(self) -> int:
         return self.rows
 
     def read(self) -> pa.Table:
-        return pq.read_table(self.path)
+        from weir.engine.checkpoint.location import RemotePath, is_uri, parse_location
+
+        place = parse_location(self.path) if is_uri(self.path) else self.path
+        if isinstance(place, RemotePath):
+            return pq.read_table(place.path, filesystem=place.filesystem)
+        return pq.read_table(place)
 
 
 def _safe(name: str) -> str:
