@@ -14,6 +14,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from test_udaf_over import KILLED_JOB  # its two views; this job adds an unbounded frame
 
 from weir.engine import faults
 from weir.engine.errors import EngineError
@@ -21,15 +22,7 @@ from weir.engine.runtime.job import JobOptions, run_job
 from weir.planner.planner import plan_script
 from weir.sql import parse
 
-JOB = """
-CREATE FUNCTION pysum AS 'udaf_functions.PySum' LANGUAGE PYTHON;
-CREATE FUNCTION arrowsum AS 'udaf_functions.ArrowSum' LANGUAGE PYTHON;
-CREATE TABLE events (ts TIMESTAMP(3), k VARCHAR, v BIGINT, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
-WITH ('connector' = 'filesystem', 'path' = '{data}', 'format' = 'csv');
-CREATE MATERIALIZED VIEW ranged AS SELECT k, ts, v, pysum(v) OVER w AS py, arrowsum(v) OVER w AS arrow
-FROM events WINDOW w AS (PARTITION BY k ORDER BY ts RANGE BETWEEN INTERVAL '4' SECOND PRECEDING AND CURRENT ROW);
-CREATE MATERIALIZED VIEW counted AS SELECT k, ts, v, pysum(v) OVER (PARTITION BY k ORDER BY ts ROWS 2 PRECEDING) AS py
-FROM events;
+JOB = KILLED_JOB + """
 CREATE MATERIALIZED VIEW running AS SELECT k, ts, v, arrowsum(v) OVER (PARTITION BY k ORDER BY ts) AS total
 FROM events;
 """
