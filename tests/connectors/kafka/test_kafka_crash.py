@@ -100,8 +100,11 @@ def test_killed_at_fault_points_and_random_moments_the_view_and_the_topic_are_ex
     kills = [("batch:3", None), ("after-metadata:2", None), (None, draw.uniform(1.0, 3.0)), ("commit:3", None)]
     codes = [run(tmp_path, fault, after) for fault, after in kills]
     assert codes.count(-signal.SIGKILL) >= 3  # the fault points kill; a timer may come after the end
-    assert run_killed_with_output_uncommitted(broker, tmp_path, out) == -signal.SIGKILL
-    assert run_killed_with_output_uncommitted(broker, tmp_path, out) in (0, -signal.SIGKILL)
+    # Killed once the log holds this run's undecided transaction, or ended first: which one a
+    # run reaches depends on timing (a CI run finished before the look at the log saw one). The
+    # fault points above kill with output pre-committed and not committed every time.
+    for _ in range(2):
+        assert run_killed_with_output_uncommitted(broker, tmp_path, out) in (0, -signal.SIGKILL)
     assert run(tmp_path, "output-committed:1") in (0, -signal.SIGKILL)
     assert run(tmp_path) == 0
     with duckdb.connect(str(tmp_path / "r.duckdb"), read_only=True) as con:
