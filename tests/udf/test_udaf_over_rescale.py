@@ -15,6 +15,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from test_udaf_over import KILLED_JOB  # its two views; this job adds an unbounded frame
+from test_udaf_over import ORACLES as KILLED_ORACLES
 
 from weir.engine import faults
 from weir.engine.errors import EngineError
@@ -27,11 +28,7 @@ CREATE MATERIALIZED VIEW running AS SELECT k, ts, v, arrowsum(v) OVER (PARTITION
 FROM events;
 """
 ORACLES = {
-    "ranged": "SELECT k, ts, v, SUM(v) OVER w, SUM(v) OVER w FROM read_csv('{files}', header = true) "
-              "WINDOW w AS (PARTITION BY k ORDER BY ts RANGE BETWEEN INTERVAL 4 SECONDS PRECEDING AND CURRENT ROW) "
-              "ORDER BY ALL",
-    "counted": "SELECT k, ts, v, SUM(v) OVER (PARTITION BY k ORDER BY ts, k, v ROWS 2 PRECEDING) "
-               "FROM read_csv('{files}', header = true) ORDER BY ALL",
+    **KILLED_ORACLES,
     "running": "SELECT k, ts, v, SUM(v) OVER (PARTITION BY k ORDER BY ts) FROM read_csv('{files}', header = true) "
                "ORDER BY ALL",
 }
