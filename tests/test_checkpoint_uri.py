@@ -23,20 +23,6 @@ from tests.engine.runtime.test_parallel import output, run, straight  # noqa: F4
 from tests.engine.runtime.test_streamed_rescale import ask_for_stop
 
 
-@pytest.fixture(scope="module")
-def s3():
-    """A local S3 server (moto) on 127.0.0.1 with one bucket; yields the query (endpoint, scheme,
-    region; the URIs add test credentials) every s3:// URI of the tests carries, so that the `weir run`
-    subprocesses and the worker processes reach it through the URI alone."""
-    try:
-        server, query = s3_server.start()
-    except ImportError as missing:
-        pytest.skip(f"moto[server] (in the test extra) is not installed: {missing}")
-    try:
-        yield query
-    finally:
-        server.stop()
-
 
 s3_uri = s3_server.uri
 

@@ -20,17 +20,6 @@ from weir.engine.state.staged import StagedTable, stage_table
 OPERATOR = "agg#1"
 
 
-@pytest.fixture(scope="module")
-def s3():
-    try:
-        server, query = s3_server.start()
-    except ImportError as missing:
-        pytest.skip(f"moto[server] (in the test extra) is not installed: {missing}")
-    try:
-        yield query
-    finally:
-        server.stop()
-
 
 def _table() -> pa.Table:
     return pa.table({"key_group": pa.array([1, 1, 4, 9], pa.int32()), "k": [3, 5, 2, 7],
