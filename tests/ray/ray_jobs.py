@@ -31,8 +31,12 @@ RESTARTS = {"restart-strategy.type": "fixed-delay", "restart-strategy.fixed-dela
 
 
 def run(tmp: Path, parallelism: int, *, target: str = "ray", events: int | None = EVENTS, batch_size: int = 600,
-        settings: dict | None = None, **options):
-    sql = JOB.format(events=f", 'events' = '{events}'" if events else "", out=tmp / "out")
+        rate: int | None = None, settings: dict | None = None, **options):
+    """Run the job; at a ``rate`` (nexmark's 'rate', events per second of wall clock), its sources
+    cannot run ahead of the checkpoints: ``EVENTS / rate`` seconds after a kill at an early
+    checkpoint are still to come, however loaded the machine."""
+    bounds = (f", 'events' = '{events}'" if events else "") + (f", 'rate' = '{rate}'" if rate else "")
+    sql = JOB.format(events=bounds, out=tmp / "out")
     settings = {"parallelism.default": str(parallelism), "weir.source.batch-size": str(batch_size),
                 "weir.checkpointing.interval-batches": "4", "execution.target": target, **(settings or {})}
     script = plan_script(parse(sql), db_path=str(tmp / "views.duckdb"), settings=settings)

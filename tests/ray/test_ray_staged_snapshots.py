@@ -4,10 +4,13 @@ before it sends its snapshot, and the driver moves them from there, never from a
 directory (on its node's disk, which a driver on another machine cannot see).
 
 Staging is forced for small tables (``WEIR_SNAPSHOT_BATCH_ROWS``, forwarded to the actors: a table
-of more than two such batches is staged); a worker actor is SIGKILLed mid-job and the restart
-restores from those checkpoints to the exact output."""
+of more than two such batches is staged); the driver SIGKILLs worker actor 1 once the first
+checkpoint is complete (its staged tables moved), with the sources paced so that the job has more
+to do then, and the restart restores from that checkpoint to the exact output."""
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -26,16 +29,21 @@ def test_staged_tables_reach_the_checkpoint_through_its_storage_and_a_killed_act
         cluster, tmp_path, one_worker, monkeypatch):
     expected, _ = one_worker
     monkeypatch.setenv(SNAPSHOT_BATCH_ROWS_VARIABLE, "8")
-    monkeypatch.setenv("WEIR_FAULT", "batch:6@1")  # worker 1 is SIGKILLed after its 6th batch, once
-    monkeypatch.setenv("WEIR_FAULT_ONCE", str(tmp_path / "fired"))
     received: list[str] = []
     before_kill: list[str] = []
+    executors: list = []
+    killed: list[int] = []
+
+    def kill_worker_1(event) -> None:
+        if not killed:
+            killed.append(executors[-1].worker_pids[1])
+            os.kill(killed[-1], signal.SIGKILL)
     moved_from_spill: list[str] = []
     move_staged, move_file = state_files.move_staged, state_files.move_file
 
     def record_staged(root, relative, table):
         received.append(table.path)
-        if not (tmp_path / "fired").exists():
+        if not killed:
             before_kill.append(table.path)
         return move_staged(root, relative, table)
 
@@ -47,8 +55,9 @@ def test_staged_tables_reach_the_checkpoint_through_its_storage_and_a_killed_act
     monkeypatch.setattr(state_files, "move_file", record_local)
     shared = tmp_path / "shared"
     warnings: list[str] = []
-    run(tmp_path, 2, settings={**RESTARTS, "state.checkpoints.dir": shared.as_uri()}, warn=warnings.append)
-    assert (tmp_path / "fired").exists() and len(restarts(warnings)) == 1, warnings
+    run(tmp_path, 2, rate=4_000, settings={**RESTARTS, "state.checkpoints.dir": shared.as_uri()},
+        on_executor=executors.append, on_checkpoint=kill_worker_1, warn=warnings.append)
+    assert killed and len(restarts(warnings)) == 1 and len(executors) == 2, warnings
 
     checkpoints = shared / "job" / "checkpoints"
     assert received, "no state table was staged: the test does not test staging"
