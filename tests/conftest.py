@@ -19,3 +19,16 @@ def s3():
         yield query
     finally:
         server.stop()
+
+
+@pytest.fixture
+def inject_fault(monkeypatch):
+    """Arms a fault in this process, as WEIR_FAULT arms one in a new process: ``inject_fault((point,
+    n, mode))`` (``weir.engine.faults``), counted from zero, since an earlier test in this xdist
+    worker may have counted the same point; ``inject_fault(None)`` disarms it."""
+    from weir.engine import faults
+
+    def arm(fault: tuple | None) -> None:
+        monkeypatch.setattr(faults, "_FAULT", fault)
+        monkeypatch.setattr(faults, "_counts", {})
+    return arm

@@ -9,7 +9,6 @@ import pyarrow as pa
 import pytest
 
 import weir
-from weir.engine import faults
 from weir.engine.connectors import python_source
 
 from api_data import BID_ROWS, WINDOWS, at, bids_table, oracle
@@ -46,7 +45,7 @@ def test_a_dataframe_with_a_watermark_is_a_bounded_source(con):
     assert con.sql("SELECT * FROM per_auction ORDER BY window_start, auction").fetchall() == oracle(bids_table())
 
 
-def test_a_dataframe_source_is_rewound_to_its_checkpoint_after_a_failure(con, monkeypatch):
+def test_a_dataframe_source_is_rewound_to_its_checkpoint_after_a_failure(con, inject_fault):
     """Checkpointed after every batch of one row, the job fails after its third batch and restarts
     in this process from its latest checkpoint: the DataFrame is read again from that row on, and
     the view is exactly the oracle's (no bid lost or counted twice)."""
@@ -56,8 +55,7 @@ def test_a_dataframe_source_is_rewound_to_its_checkpoint_after_a_failure(con, mo
     for key, value in {"weir.source.batch-size": "1", "weir.checkpointing.interval-batches": "1",
                        "restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.delay": "0s"}.items():
         con.execute(f"SET '{key}' = '{value}'")
-    monkeypatch.setattr(faults, "_FAULT", ("batch", 3, "raise"))
-    monkeypatch.setattr(faults, "_counts", {})  # an earlier test in this process counted batches too
+    inject_fault(("batch", 3, "raise"))
     warnings: list[str] = []
     job = con.session.start(con.session.plan_job(weir.sql.parse(WINDOWS), "rewound").graph, "script",
                             warn=warnings.append)

@@ -26,7 +26,7 @@ except ImportError as missing:  # pragma: no cover - CI installs the test extra,
     pytest.skip(f"Ray is not installed ({missing}): pip install 'weir[ray]'", allow_module_level=True)
 
 from jobs import stop_after_first_checkpoint
-from ray_jobs import EVENTS, JOB, RESTARTS, output, restarts, run
+from ray_jobs import EVENTS, JOB, PACED, RESTARTS, output, restarts, run
 
 from ray._private.ray_constants import PROCESS_TYPE_RAYLET as RAYLET
 
@@ -39,9 +39,6 @@ pytestmark = pytest.mark.xdist_group("ray")
 EVERY_BATCH = {"weir.checkpointing.interval-batches": "1"}
 #: Each actor takes a whole node of the cluster (two CPUs): one actor per node, wherever Ray puts them.
 WHOLE_NODE = {"ray.actor.num-cpus": "2"}
-#: The node tests' rate: a node killed at checkpoint 2 (0.2 s of events in) dies with about 1.8 s of
-#: the job to come, not after a loaded machine's sources have read everything (then no restart).
-PACED = 4_000
 
 
 def free_cpus_become(total: float, deadline_seconds: float = 60.0) -> bool:

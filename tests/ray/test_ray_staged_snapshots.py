@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ray_jobs import RESTARTS, output, restarts, run  # the job every Ray test shares
+from ray_jobs import PACED, RESTARTS, output, restarts, run  # the job every Ray test shares
 
 from weir.engine.checkpoint import state_files
 from weir.engine.checkpoint.staging import STAGED_FOLDER
@@ -33,11 +33,6 @@ def test_staged_tables_reach_the_checkpoint_through_its_storage_and_a_killed_act
     before_kill: list[str] = []
     executors: list = []
     killed: list[int] = []
-
-    def kill_worker_1(event) -> None:
-        if not killed:
-            killed.append(executors[-1].worker_pids[1])
-            os.kill(killed[-1], signal.SIGKILL)
     moved_from_spill: list[str] = []
     move_staged, move_file = state_files.move_staged, state_files.move_file
 
@@ -51,11 +46,16 @@ def test_staged_tables_reach_the_checkpoint_through_its_storage_and_a_killed_act
         moved_from_spill.append(str(source))
         return move_file(root, relative, source)
 
+    def kill_worker_1(event) -> None:
+        if not killed:
+            killed.append(executors[-1].worker_pids[1])
+            os.kill(killed[-1], signal.SIGKILL)
+
     monkeypatch.setattr(state_files, "move_staged", record_staged)  # the driver's writer runs here
     monkeypatch.setattr(state_files, "move_file", record_local)
     shared = tmp_path / "shared"
     warnings: list[str] = []
-    run(tmp_path, 2, rate=4_000, settings={**RESTARTS, "state.checkpoints.dir": shared.as_uri()},
+    run(tmp_path, 2, rate=PACED, settings={**RESTARTS, "state.checkpoints.dir": shared.as_uri()},
         on_executor=executors.append, on_checkpoint=kill_worker_1, warn=warnings.append)
     assert killed and len(restarts(warnings)) == 1 and len(executors) == 2, warnings
 

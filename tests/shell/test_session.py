@@ -187,7 +187,7 @@ def test_the_stop_with_savepoint_recipe_resumes_a_view_as_printed_and_keeps_its_
     assert "resuming" not in run(session, "INSERT INTO again SELECT price FROM bids;").text
 
 
-def test_shell_jobs_run_at_the_configured_parallelism_with_the_restart_strategy(session, tmp_path, monkeypatch):
+def test_shell_jobs_run_at_the_configured_parallelism_with_the_restart_strategy(session, tmp_path, inject_fault):
     """The shell runs a job as `weir run` does: 'parallelism.default' gives N workers (one
     part file per worker), and a failure restarts the job per the restart strategy."""
     from weir.engine import faults
@@ -210,8 +210,7 @@ def test_shell_jobs_run_at_the_configured_parallelism_with_the_restart_strategy(
     run(session, "SET 'weir.source.batch-size' = '500';")
     run(session, "SET 'restart-strategy.type' = 'fixed-delay';")
     run(session, "SET 'restart-strategy.fixed-delay.delay' = '0s';")
-    monkeypatch.setattr(faults, "_FAULT", ("batch", 3, True))  # the first attempt fails at its 3rd batch
-    monkeypatch.setattr(faults, "_counts", {})
+    inject_fault(("batch", 3, True))  # the first attempt fails at its 3rd batch
     run(session, f"INSERT INTO p1 {query}")
     restarted = session.jobs.get("j2")
     restarted.thread.join()

@@ -17,7 +17,6 @@ import pytest
 from test_udaf_over import KILLED_JOB  # its two views; this job adds an unbounded frame
 from test_udaf_over import ORACLES as KILLED_ORACLES
 
-from weir.engine import faults
 from weir.engine.errors import EngineError
 from weir.engine.runtime.job import JobOptions, run_job
 from weir.planner.planner import plan_script
@@ -60,15 +59,14 @@ def views(db: Path) -> dict[str, list]:
 
 
 @pytest.mark.parametrize("first, then", [(1, 2), (2, 1)])
-def test_over_accumulators_rescale_from_a_checkpoint_taken_at_a_fixed_batch(tmp_path: Path, monkeypatch, first, then):
+def test_over_accumulators_rescale_from_a_checkpoint_taken_at_a_fixed_batch(tmp_path: Path, inject_fault, first, then):
     total = write_events(tmp_path / "events")
     # this process runs the job (p=1) or its coordinator (p=2; the spawned workers have no fault)
     point, n = ("batch", 3) if first == 1 else ("commit", 1)
-    monkeypatch.setattr(faults, "_FAULT", (point, n, "raise"))
-    monkeypatch.setattr(faults, "_counts", {})  # an earlier test in this process counted batches too
+    inject_fault((point, n, "raise"))
     with pytest.raises(EngineError, match=f"injected fault at {point} #{n}"):
         run(tmp_path, first)
-    monkeypatch.setattr(faults, "_FAULT", None)
+    inject_fault(None)
     checkpoints = sorted((tmp_path / "state").rglob("chk-*"))
     assert checkpoints, "no checkpoint was completed before the fault"
 
