@@ -50,6 +50,14 @@ group, key columns, a BLOB per function), which always holds exactly the key's `
    output by ``__id``), the accumulators back to ``over_accumulators``; a key whose bounded frame
    emptied keeps none (it starts again from ``create_accumulator``). A bounded frame needs
    ``retract``; the planner refuses a function without one, and so does ``__init__``.
+
+With ``bad_rows`` ('python.udf.bad-rows.table') a complete row a function's ``accumulate`` raises on
+in step 3 goes to the bad-rows table and is deleted from ``pending``, and steps 1-3 run again
+(``_slide_ready``; ``bad_aggregate_rows``): the row has no output row of its own and no frame
+counts it, built-ins included, as if filtered out before the OVER (its own output would need its
+own accumulate; emitting it over the frame of the rows before would be a value no filter gives).
+``retract`` raising as a row leaves a frame still fails the job: that row was counted in the
+frames before.
 """
 from __future__ import annotations
 

@@ -52,6 +52,12 @@ Per watermark ``w``, set-based:
 
 The result equals gaps and islands over the rows that were not late,
 with a session cut wherever a row arrived after its neighbour's session fired.
+
+With ``bad_rows`` ('python.udf.bad-rows.table') the pending rows carry their input row as JSON
+(``ROW_JSON``); should a Python aggregate function's ``accumulate`` raise as a segment's batch
+sessions are made (step 2), the segment's rows it raises on (``bad_aggregate_rows``) go to the
+bad-rows table and the segment's islands are found again without them: a bad row bridges no
+sessions. A late row is dropped (counted late) before it meets ``accumulate``, never listed.
 """
 from __future__ import annotations
 
@@ -165,7 +171,7 @@ class SessionWindow(StreamsFirings, StateOperator):
         self.projection: list[tuple[str, str]] = list(config.projection)
         #: Rows a Python aggregate's accumulate raises on, kept (``bad_rows``; ``_batch_sessions``):
         #: the pending rows then carry their input row as JSON (``ROW_JSON``) to list them by.
-        self._bad_rows = BadRows(ctx) if config.bad_rows else None
+        self._bad_rows = BadRows(ctx) if config.bad_rows and python_arguments(self.accumulators) else None
         keep_python([f for f, _, _ in python_arguments(self.accumulators)])
         self.clock = EventTimeClock()
         #: The smallest window_end of an open session (None: no session): saves a query per watermark.
@@ -534,6 +540,12 @@ class SessionWindow(StreamsFirings, StateOperator):
         for name, table in tables.items():
             create_table_from_arrow(self.con, name, table, oid)
             self._tables.add(name)
+        if PENDING in tables:  # taken with the bad-rows setting and restored without it, or the other way
+            has_rows = ROW_JSON in tables[PENDING].schema.names
+            if self._bad_rows is not None and not has_rows:
+                self._run(f"ALTER TABLE {PENDING} ADD COLUMN {ROW_JSON} VARCHAR")
+            elif self._bad_rows is None and has_rows:
+                self._run(f"ALTER TABLE {PENDING} DROP COLUMN {ROW_JSON}")
         self.clock = EventTimeClock(state["watermark"])
         self._earliest_end = (self._run(f"SELECT min({END}) FROM {SESSIONS}")[0][0]
                               if SESSIONS in self._tables else None)

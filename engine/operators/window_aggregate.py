@@ -49,6 +49,11 @@ are dropped and counted before they are combined (that verdict depends on the
 row alone); where the partials land, a slice already late under the owner's
 own watermark is dropped too (a safety net: that watermark is never above the
 rows' arrival watermarks).
+
+With ``bad_rows`` ('python.udf.bad-rows.table') a row a Python aggregate function's ``accumulate``
+raises on goes to the bad-rows table and the batch is appended without it
+(``bad_aggregate_rows``: only a batch that raised pays for finding its rows); the rows are then
+aggregated where they arrive, in one phase (``combines``), so that the bad rows are kept whole.
 """
 from __future__ import annotations
 
@@ -180,7 +185,7 @@ class WindowAggregate(Operator):
         self.copy_column: str | None = config.grouping_sets.column if config.grouping_sets else None
         self.late_rows = LateRows(config.late_rows, ctx)
         #: Rows a Python aggregate's accumulate raises on, kept (``bad_rows``; ``bad_aggregate_rows``).
-        self._bad_rows = BadRows(ctx) if config.bad_rows else None
+        self._bad_rows = BadRows(ctx) if config.bad_rows and python_arguments(self.accumulators) else None
         keep_python([f for f, _, _ in python_arguments(self.accumulators)])
         self.state: WindowState | None = None
         #: The earliest slice that may hold state (None: no state); saves a query per watermark.

@@ -323,3 +323,33 @@ def test_bad_rows_of_window_session_and_over_aggregates_are_kept_exactly_once_af
     assert len(operators) == 3  # the window, the session and the OVER aggregate each kept theirs
     for operator in operators:  # each raising row once per operator: none lost, none twice
         assert Counter(json.loads(r)["v"] for o, _, r in kept if o == operator) == Counter(raising), operator
+
+
+def test_a_session_snapshot_taken_without_the_setting_restores_with_it_and_back():
+    """The pending rows of a session window carry their input row with the setting only: a snapshot
+    taken without it (a savepoint of an earlier job) restores into an operator with it, which keeps a
+    later bad row, and its snapshot restores into one without the setting."""
+    node = aggregate_node(planned(window_sql("session")))
+
+    def session(bad_rows: bool, snapshot=None):
+        ctx = OperatorContext(node.id, node.output_schema)
+        op = operator_class(node.kind)(dataclasses.replace(node.config, bad_rows=bad_rows), ctx)
+        if snapshot is not None:
+            op.restore(snapshot)
+        return op, ctx
+
+    first, _ = session(False)
+    first.process_batch(rows_of([(0, 1, 3), (2, 1, 4)]).to_batches()[0])
+    second, ctx = session(True, first.snapshot())
+    first.close()
+    second.process_batch(rows_of([(4, 1, 15), (6, 1, 6)]).to_batches()[0])
+    third, _ = session(False, second.snapshot())
+    out = [r for b in second.process_watermark(60 * SECOND) for r in b.to_pylist()]
+    second.close()
+    assert window_result(out) == Counter({(1, 0, 11, 13, 13, 3, 13): 1})
+    listed = bad_rows_of(ctx)
+    assert [row["v"] for _, row in listed] == [15] and listed[0][0] in ("picky (accumulate)", "pickya (accumulate)")
+    third.process_batch(rows_of([(8, 1, 1)]).to_batches()[0])
+    with pytest.raises(UdfError, match="picky \\(accumulate\\) failed on the row \\(15\\)"):
+        list(third.process_watermark(60 * SECOND))  # without the setting the bad row fails the job
+    third.close()
