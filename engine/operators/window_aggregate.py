@@ -142,9 +142,9 @@ class WindowAggregate(Operator):
 
     @classmethod
     def input_expressions(cls, config: WindowAggregateConfig) -> list[str] | None:
-        """Keys, aggregate arguments and filters, and the time column; with a late-rows or bad-rows
-        table every column (it keeps the rows as they came)."""
-        if config.late_rows or config.bad_rows:
+        """Keys, aggregate arguments and filters, and the time column; with a late-rows table, or a
+        bad-rows table and a Python aggregate, every column (it keeps the rows as they came)."""
+        if config.late_rows or (config.bad_rows and any(a.python is not None for a in config.aggregates)):
             return None
         texts = [sql for _, sql in config.keys]
         texts += [text or "" for a in config.aggregates for text in (a.argument, a.filter)]
@@ -232,11 +232,12 @@ class WindowAggregate(Operator):
     @classmethod
     def combines(cls, config: WindowAggregateConfig) -> bool:
         """Whether the rows may be pre-aggregated before the exchange (``pre_aggregate``): not
-        with DISTINCT aggregates (their values must meet in one place) nor a late-rows or bad-rows
-        table (which keeps the rows themselves)."""
+        with DISTINCT aggregates (their values must meet in one place) nor a late-rows table or,
+        with a Python aggregate, a bad-rows table (which keep the rows themselves)."""
         config = cls.typed(config)  # a graph built by hand may hold the JSON dict
         calls = [AggregateCall.from_config(a, "") for a in config.aggregates]
-        return not any(call.keeps_distinct_values for call in calls) and not config.late_rows and not config.bad_rows
+        keeps_bad_rows = config.bad_rows and any(call.python is not None for call in calls)
+        return not any(call.keeps_distinct_values for call in calls) and not config.late_rows and not keeps_bad_rows
 
     def pre_aggregate(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """The local phase: ``batch``'s partial aggregates per (key, slice), with their key

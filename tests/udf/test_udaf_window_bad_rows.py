@@ -21,13 +21,11 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from jobs import outcome_within
 from test_udaf_bad_rows import UDAFS
-from test_udf_bad_rows_places import FUNCTIONS, RESTARTS, bad_rows_of
+from test_udf_bad_rows_places import FUNCTIONS, bad_rows_of, run_killed
 
 from weir.engine.operators.base import OperatorContext
 from weir.engine.operators.registry import operator_class
-from weir.engine.runtime.job import JobOptions, run_job
 from weir.engine.state.key_groups import key_groups, range_for_subtask
 from weir.engine.udfs import UdfError
 from weir.planner.planner import plan_script
@@ -289,16 +287,7 @@ def test_bad_rows_of_window_session_and_over_aggregates_are_kept_exactly_once_af
     for part in range(2):  # two splits: at parallelism 2 each worker reads one
         rows = "".join(f"2024-01-01 00:00:{i:02d},{i % 3},{i * 7 % 40}\n" for i in range(part, ROWS, 2))
         (tmp_path / "a" / f"part-{part}.csv").write_text("ts,k,v\n" + rows)
-    monkeypatch.setenv("WEIR_FAULT", "batch:4@1")  # worker 1 dies after its 4th source batch
-    monkeypatch.setenv("WEIR_FAULT_ONCE", str(tmp_path / "fired"))
-    db = tmp_path / "r.duckdb"
-    graph = plan_script(parse(FUNCTIONS.format(data=tmp_path) + JOB.format(out=tmp_path / "out")), db_path=str(db),
-                        settings={"python.udf.bad-rows.table": "udf_bad_rows", **RESTARTS}).graph
-    warnings: list[str] = []
-    outcome = outcome_within(240, lambda: run_job(graph, JobOptions(state_dir=tmp_path / "state",
-                                                                    warn=warnings.append)), "the job hung")
-    assert not isinstance(outcome, BaseException), outcome
-    assert (tmp_path / "fired").exists() and len(warnings) == 1 and "restarting" in warnings[0]
+    db = run_killed(tmp_path, monkeypatch, JOB.format(out=tmp_path / "out"))  # worker 1 killed, restarted
     oracle = duckdb.connect()
     oracle.execute(f"CREATE VIEW a AS SELECT * FROM read_csv('{tmp_path}/a/*.csv', header = true); "
                    "CREATE VIEW good AS SELECT * FROM a WHERE v % 10 <> 5")
