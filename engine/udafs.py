@@ -275,9 +275,10 @@ class PythonAggregate:
         #: setting): ``<apply>`` accumulates a failing group's rows one at a time instead of raising,
         #: leaving out each row that raises, here by its arrival number (the rows' field ``q``).
         self.catching: dict[int, UdfFailure] | None = None
-        #: Set by an operator that keeps the rows accumulate or retract raise on with the bad-rows
-        #: setting (the group aggregate); elsewhere an error's hint says the job fails anyway.
-        self.keeps_rows = False
+        #: The methods whose failing row the operator can keep with the bad-rows setting (the group
+        #: aggregate: accumulate and retract; the window, session and OVER aggregates: accumulate);
+        #: for the others an error's hint says the job fails anyway.
+        self.keeps_rows: tuple[str, ...] = ()
 
     def register(self, con: duckdb.DuckDBPyConnection) -> None:
         for name, fn, result in ((self.accumulate_fn, self._accumulate_lists, "BLOB"),
@@ -433,6 +434,34 @@ class PythonAggregate:
             acc = copy
         return acc
 
+    def raising_rows(self, lists: pa.Array, keys: pa.Array | None = None) -> dict[int, UdfFailure]:
+        """The rows ``accumulate`` raises on, by number, with their failures (the window and session
+        aggregates' bad rows, ``engine.operators.bad_aggregate_rows``). ``lists`` holds per group its
+        rows ``{v: argument, q: number}`` in arrival order (``keys``: a struct of each group's key
+        columns, ``key_sql``, or None): each group is
+        folded at once into a new accumulator, and where that raises, one row at a time on a copy
+        of the accumulator, as ``_apply`` does while ``catching``."""
+        lists, keys = _combined(lists), _keys((keys,)) if keys is not None else None
+        values = lists.values
+        arguments = self._arguments(values.field("v")) if self.spec.arity else []
+        rows = self._python_rows("accumulate", arguments)
+        offsets = lists.offsets.to_numpy()
+        valid = lists.is_valid().to_numpy(zero_copy_only=False) if lists.null_count else None
+        self.catching = {}
+        try:
+            for i in range(len(lists)):
+                start, stop = int(offsets[i]), int(offsets[i + 1])
+                if stop == start or (valid is not None and not valid[i]):
+                    continue
+                try:
+                    self._fold("accumulate", self._create(), arguments, start, stop, rows)
+                except Exception:  # noqa: BLE001 - which rows: one at a time
+                    self._fold_caught("accumulate", self._call("create_accumulator", self._create), arguments,
+                                      start, stop, rows, values.field("q"), keys and keys[i])
+            return self.catching
+        finally:
+            self.catching = None
+
     def over_frames(self, blobs: list, values: pa.Array | None, offsets: np.ndarray, history: np.ndarray,
                     lows: np.ndarray, highs: np.ndarray, ready: np.ndarray, drops: np.ndarray,
                     keys: list[tuple] | None = None) -> tuple[list, pa.Array]:
@@ -500,7 +529,7 @@ class PythonAggregate:
 
     # -- failing -----------------------------------------------------------------------------------
     def _keepable(self, method: str) -> bool:
-        return self.keeps_rows and method in ("accumulate", "retract")
+        return method in self.keeps_rows
 
     def _call(self, method: str, fn: Callable, *args, key: tuple | None = None):
         try:

@@ -397,7 +397,7 @@ class UdfFailure:
     #: fail on accumulators, no row.
     method: str | None = None
     #: False when 'python.udf.bad-rows.table' cannot keep this failure's row (``merge``,
-    #: ``get_value``; an aggregate in a window or OVER): the hint says the job fails anyway.
+    #: ``get_value``, ``create_accumulator``; ``retract`` in an OVER): the hint says the job fails anyway.
     keepable: bool = True
 
     def engine_error(self, operator_id: str | None) -> "UdfError":
@@ -414,9 +414,13 @@ class UdfFailure:
                 row += f" of the group with the key ({', '.join(repr(v) for v in self.key)})"
             keep = "keep such rows in a table with SET 'python.udf.bad-rows.table' = 'udf_bad_rows'"
             if not self.keepable:
-                why = ("it fails on accumulators, not on an input row that could be kept"
-                       if self.method in ("create_accumulator", "merge", "get_value") else
-                       "only a GROUP BY's rows can be kept, not those of a window or OVER aggregate")
+                if self.method in ("create_accumulator", "merge", "get_value"):
+                    why = "it fails on accumulators, not on an input row that could be kept"
+                elif self.method == "retract":
+                    why = ("the row leaving an OVER frame was counted in the frames before: only a row "
+                           "accumulate raises on can be left out of an OVER aggregate")
+                else:
+                    why = "this operator cannot leave the row out"
                 keep = f"note that a failure in {self.method} fails the job even with 'python.udf.bad-rows.table' ({why})"
             error = UdfError(f"the Python function {self.name} failed on {row}: {self.error}",
                              hint=f"fix the function or filter such rows out before calling it, or {keep}; "

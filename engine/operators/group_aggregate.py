@@ -156,7 +156,7 @@ class GroupAggregate(StateOperator):
         #: or retract raises on is left out of every aggregate of the query, as if it never arrived.
         self._bad_rows = BadRows(ctx) if config.bad_rows and self.python else None
         for function in self.python.values():
-            function.keeps_rows = True
+            function.keeps_rows = ("accumulate", "retract")
         # A global aggregate has one group: the constant key 0.
         self.key_sql = [sql for _, sql in self.keys] or ["0"]
         self.key_columns = [f"__k{i}" for i in range(len(self.key_sql))]

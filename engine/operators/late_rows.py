@@ -188,6 +188,11 @@ class BadRows:
             texts = [text for text, in self._con.execute(f"SELECT to_json({BAD_INPUT}) FROM {BAD_INPUT}").fetchall()]
         finally:
             self._con.unregister(BAD_INPUT)
+        self.keep_json(texts, failures)
+
+    def keep_json(self, texts: list[str], failures: list[UdfFailure]) -> None:
+        """Keep bad rows given as their input rows' JSON (``texts``: an operator that kept the rows
+        as JSON, a session window's pending rows) with their ``failures``."""
         for failure, text in zip(failures, texts, strict=True):
             arguments = json.dumps(list(failure.values), default=str)
             self.ctx.late_output.append(pa.RecordBatch.from_arrays(

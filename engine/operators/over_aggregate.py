@@ -50,6 +50,14 @@ group, key columns, a BLOB per function), which always holds exactly the key's `
    output by ``__id``), the accumulators back to ``over_accumulators``; a key whose bounded frame
    emptied keeps none (it starts again from ``create_accumulator``). A bounded frame needs
    ``retract``; the planner refuses a function without one, and so does ``__init__``.
+
+With ``bad_rows`` ('python.udf.bad-rows.table') a complete row a function's ``accumulate`` raises on
+in step 3 goes to the bad-rows table and is deleted from ``pending``, and steps 1-3 run again
+(``_slide_ready``; ``bad_aggregate_rows``): the row has no output row of its own and no frame
+counts it, built-ins included, as if filtered out before the OVER (its own output would need its
+own accumulate; emitting it over the frame of the rows before would be a value no filter gives).
+``retract`` raising as a row leaves a frame still fails the job: that row was counted in the
+frames before.
 """
 from __future__ import annotations
 
@@ -65,8 +73,11 @@ from weir.engine.messages import MIN_WATERMARK
 from weir.engine.operators.accumulators import AggregateCall, Partial
 from weir.engine.operators.base import OperatorContext, StateOperator, explain_lines
 from weir.engine.operators.clock import EventTimeClock
+from weir.engine.operators.bad_aggregate_rows import is_bad_row, keep_python, raising_rows
 from weir.engine.operators.config import OperatorConfig, optional
-from weir.engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow, snapshot_tables
+from weir.engine.operators.late_rows import BadRows
+from weir.engine.operators.duckdb_sql import (create_table_from_arrow, int_literal, query_arrow, quote_ident,
+                                              snapshot_tables)
 from weir.engine.operators.firings import StreamsFirings
 from weir.engine.state.key_groups import key_groups
 from weir.engine.udafs import PythonAggregate, PythonAggregateSpec
@@ -127,6 +138,9 @@ class OverAggregateConfig(OperatorConfig):
     aggregates: tuple[OverCall, ...]
     #: PARTITION BY (empty: one partition).
     partition_keys: tuple[str, ...] = ()
+    #: With 'python.udf.bad-rows.table': a row a Python aggregate function's ``accumulate`` raises
+    #: on goes to the bad-rows table and is left out, as if filtered out before the OVER.
+    bad_rows: bool = optional(False)
 
 
 class OverAggregate(StreamsFirings, StateOperator):
@@ -180,6 +194,9 @@ class OverAggregate(StreamsFirings, StateOperator):
                 raise EngineError(f"the Python aggregate function {function.spec.name} has no retract method, "
                                   "which a bounded OVER frame needs (rows leave the frame)", hint=RETRACT_HINT,
                                   operator_id=oid)
+        #: Rows a Python aggregate's accumulate raises on, kept (``bad_rows``; ``_slide_ready``).
+        self._bad_rows = BadRows(ctx) if config.bad_rows and self.python else None
+        keep_python(list(self.python.values()))
         self.state_tables = STATE_TABLES + ((ACCUMULATORS,) if self.python else ())
         if len(ctx.output_schema) != len(self.columns) + len(self.aggregates):
             raise EngineError(f"over_aggregate's output has {len(ctx.output_schema)} columns, not the input's "
@@ -304,10 +321,7 @@ class OverAggregate(StreamsFirings, StateOperator):
         ready = f"SELECT key_group, {TIME}, {inputs}{partials} FROM pending WHERE {TIME} <= {upto}"
         numbered = bool(self.python)
         if numbered:  # the Python aggregates first: their values per row number, in a table
-            order = ", ".join(["key_group", *(self._c(k) for k in self.keys), self._order()])
-            self._run(f"CREATE OR REPLACE TABLE {READY} AS SELECT row_number() OVER (ORDER BY {order}) "
-                      f"AS {ROW_ID}, * FROM ({ready})")
-            self._slide_python(watermark)
+            self._slide_ready(ready, watermark)
             ready = f"SELECT key_group, {TIME}, {inputs}{partials} FROM {READY}"
         results = ", ".join(f"a{i}" for i in range(len(self.aggregates)))
         source = f"SELECT * FROM {READY}" if numbered else ready
@@ -333,6 +347,48 @@ class OverAggregate(StreamsFirings, StateOperator):
         return self.stream_firing(sql, evict)
 
     # -- Python aggregate functions ---------------------------------------------
+    def _number_ready(self, ready: str) -> None:
+        order = ", ".join(["key_group", *(self._c(k) for k in self.keys), self._order()])
+        self._run(f"CREATE OR REPLACE TABLE {READY} AS SELECT row_number() OVER (ORDER BY {order}) "
+                  f"AS {ROW_ID}, * FROM ({ready})")
+
+    def _slide_ready(self, ready: str, watermark: int) -> None:
+        """The complete rows (``ready``) numbered into ``READY`` and the Python aggregates slid over
+        them (steps 1-3). With ``bad_rows``, should a function's accumulate raise (``_slide_python``
+        writes nothing then), the complete rows it raises on (``bad_aggregate_rows.raising_rows``,
+        per key in the window's order) are kept, deleted from ``pending`` and both steps run again
+        without them: no output row for them, and no frame counts them (built-ins too), as if
+        filtered out before the OVER."""
+        self._number_ready(ready)
+        if self._bad_rows is None:
+            self._slide_python(watermark)
+            return
+        try:
+            self._slide_python(watermark)
+            return
+        except UdfError as error:
+            if not is_bad_row(error):
+                raise
+            first = error
+        keys = [self._c(k) for k in self.keys]
+        functions = [(f, self._c(self.aggregates[i].argument) if self.aggregates[i].argument else "NULL", None)
+                     for i, f in self.python.items()]
+        failures = raising_rows(self.con, f"SELECT * FROM {READY}", ["key_group", *keys], keys, functions,
+                                self.ctx.operator_id, number=ROW_ID)
+        if not failures:
+            raise first
+        numbers = sorted(failures)
+        listed = ", ".join(map(str, numbers))
+        names = ", ".join(f"c{i} AS {quote_ident(name)}" for i, name in enumerate(self.columns))
+        rows = query_arrow(self.con, f"SELECT {names} FROM {READY} WHERE {ROW_ID} IN ({listed}) ORDER BY {ROW_ID}",
+                           self.ctx.operator_id)
+        self._bad_rows.keep(rows.combine_chunks().to_batches()[0], [failures[n] for n in numbers])
+        same = " AND ".join(f"p.{c} IS NOT DISTINCT FROM b.{c}"
+                            for c in ["key_group", TIME, *(f"c{i}" for i in range(len(self.columns)))])
+        self._run(f"DELETE FROM pending p USING (SELECT * FROM {READY} WHERE {ROW_ID} IN ({listed})) b WHERE {same}")
+        self._number_ready(ready)
+        self._slide_python(watermark)
+
     def _frames_sql(self, watermark: int) -> str:
         """Per key that fires or loses rows: its rows in the window's order (the history's, which
         its accumulators hold, then the firing's) as one list ``__seq`` of each function's argument
@@ -447,6 +503,11 @@ class OverAggregate(StreamsFirings, StateOperator):
         self._run("DELETE FROM history")
         self._run(f"INSERT INTO history BY NAME SELECT {int_literal(ACCUMULATOR_TIME)} AS {TIME}, * FROM compacted")
         self._run("DROP TABLE compacted")
+
+    def close(self) -> None:
+        if self._bad_rows is not None:
+            self._bad_rows.close()
+        super().close()
 
     def state_rows(self) -> dict[str, int]:
         self.open()

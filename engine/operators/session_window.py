@@ -52,6 +52,12 @@ Per watermark ``w``, set-based:
 
 The result equals gaps and islands over the rows that were not late,
 with a session cut wherever a row arrived after its neighbour's session fired.
+
+With ``bad_rows`` ('python.udf.bad-rows.table') the pending rows carry their input row as JSON
+(``ROW_JSON``); should a Python aggregate function's ``accumulate`` raise as a segment's batch
+sessions are made (step 2), the segment's rows it raises on (``bad_aggregate_rows``) go to the
+bad-rows table and the segment's islands are found again without them: a bad row bridges no
+sessions. A late row is dropped (counted late) before it meets ``accumulate``, never listed.
 """
 from __future__ import annotations
 
@@ -64,17 +70,21 @@ import pyarrow.compute as pc
 from weir.engine.errors import EngineError
 from weir.engine.operators.accumulators import (Accumulator, AggregateCall, DistinctAccumulator, PythonAccumulator,
                                                     accumulator, argument_columns, register_python)
-from weir.engine.operators.config import OperatorConfig
+from weir.engine.operators.bad_aggregate_rows import is_bad_row, keep_python, python_arguments, raising_rows
+from weir.engine.operators.config import OperatorConfig, optional
+from weir.engine.operators.late_rows import BadRows
 from weir.engine.operators.base import OperatorContext, StateOperator, explain_lines
 from weir.engine.messages import MIN_WATERMARK
 from weir.engine.operators.batches import positions
 from weir.engine.operators.clock import EventTimeClock
 from weir.engine.operators.firings import StreamsFirings
-from weir.engine.operators.duckdb_sql import create_table_from_arrow, int_literal, query_arrow, quote_ident, snapshot_tables
+from weir.engine.operators.duckdb_sql import (create_table_from_arrow, int_literal, query_arrow, quote_ident,
+                                              snapshot_tables, string_literal)
 from weir.engine.operators.windows import WINDOW_TIME_LAG_US
 from weir.engine.state.key_groups import KEY_GROUP_COLUMN, key_groups
 from weir.engine.state.keyed_tables import merge_snapshots, owned_tables
-from weir.engine.watermarks import USE, row_watermarks
+from weir.engine.udfs import UdfError
+from weir.engine.watermarks import ARRIVAL_WATERMARK, USE, row_watermarks
 
 SESSIONS = "session_accumulators"
 PENDING = "session_pending"
@@ -84,6 +94,8 @@ SNAPSHOT_VERSION = 1
 LAG = WINDOW_TIME_LAG_US
 #: Columns of ``session_pending``: each row's watermark and arrival number; of ``ready``: its position.
 ROW_WATERMARK, ROW_SEQUENCE, ROW_POSITION = "__w", "__seq", "__pos"
+#: With ``bad_rows``: each pending row's input row, as JSON (its bad row, should accumulate raise on it).
+ROW_JSON = "__row"
 
 
 @dataclass(frozen=True)
@@ -105,6 +117,9 @@ class SessionWindowConfig(OperatorConfig):
     aggregates: tuple[AggregateCall, ...] = ()
     #: SQL over the keys, the window bounds and the aggregate names, or None.
     having: str | None = None
+    #: With 'python.udf.bad-rows.table': a row a Python aggregate function's ``accumulate`` raises
+    #: on goes to the bad-rows table, left out of every aggregate (``bad_aggregate_rows``).
+    bad_rows: bool = optional(False)
 
 
 class SessionWindow(StreamsFirings, StateOperator):
@@ -154,6 +169,10 @@ class SessionWindow(StreamsFirings, StateOperator):
             d.table = f"session_{d.table}"
         self.having: str | None = config.having
         self.projection: list[tuple[str, str]] = list(config.projection)
+        #: Rows a Python aggregate's accumulate raises on, kept (``bad_rows``; ``_batch_sessions``):
+        #: the pending rows then carry their input row as JSON (``ROW_JSON``) to list them by.
+        self._bad_rows = BadRows(ctx) if config.bad_rows and python_arguments(self.accumulators) else None
+        keep_python([f for f, _, _ in python_arguments(self.accumulators)])
         self.clock = EventTimeClock()
         #: The smallest window_end of an open session (None: no session): saves a query per watermark.
         self._earliest_end: int | None = None
@@ -164,6 +183,11 @@ class SessionWindow(StreamsFirings, StateOperator):
 
     def create_state(self) -> None:
         register_python(self.con, self.accumulators)  # Python aggregate functions (engine.udafs)
+
+    def close(self) -> None:
+        if self._bad_rows is not None:
+            self._bad_rows.close()
+        super().close()
 
     def _distinct_for(self, call: AggregateCall) -> DistinctAccumulator:
         for d in self.distincts:
@@ -206,7 +230,7 @@ class SessionWindow(StreamsFirings, StateOperator):
         batch = batch.append_column(ROW_WATERMARK, watermarks).append_column(ROW_POSITION, positions(batch.num_rows))
         self.con.register(INPUT_VIEW, batch)
         try:
-            prepared = self._prepared_sql()
+            prepared = self._prepared_sql(batch.schema.names)
             if PENDING not in self._tables:
                 self._run(f"CREATE TABLE {PENDING} AS {prepared} LIMIT 0")
                 self._tables.add(PENDING)
@@ -219,7 +243,7 @@ class SessionWindow(StreamsFirings, StateOperator):
         self._sequence += batch.num_rows
         return []
 
-    def _prepared_sql(self) -> str:
+    def _prepared_sql(self, names: list[str]) -> str:
         """The input's timed rows as ``session_pending`` keeps them: keys, time (µs), arguments,
         filters, watermark and arrival number."""
         columns = [f"CAST({quote_ident(KEY_GROUP_COLUMN)} AS BIGINT) AS key_group"]
@@ -228,6 +252,10 @@ class SessionWindow(StreamsFirings, StateOperator):
         columns += argument_columns(self.accumulators, self.distincts)
         columns.append(f"CAST({ROW_WATERMARK} AS BIGINT) AS {ROW_WATERMARK}")
         columns.append(f"CAST({self._sequence} + {ROW_POSITION} AS BIGINT) AS {ROW_SEQUENCE}")
+        if self._bad_rows is not None:
+            internal = {KEY_GROUP_COLUMN, ROW_WATERMARK, ROW_POSITION, ARRIVAL_WATERMARK}
+            row = ", ".join(f"{string_literal(n)}: {quote_ident(n)}" for n in names if n not in internal)
+            columns.append(f"CAST(to_json({{{row}}}) AS VARCHAR) AS {ROW_JSON}")
         return (f"SELECT {', '.join(columns)} FROM {quote_ident(INPUT_VIEW)} "
                 f"WHERE {quote_ident(self.time_column)} IS NOT NULL")
 
@@ -279,9 +307,41 @@ class SessionWindow(StreamsFirings, StateOperator):
             self._run(f"DELETE FROM segment r WHERE {closed} AND NOT {has_open}")
         self._run(f"CREATE OR REPLACE TEMP TABLE batch_rows AS {self._batch_rows_sql('segment')}")
         (rows,), = self._run("SELECT count(*) FROM batch_rows")
-        if rows:
-            self._run(f"CREATE OR REPLACE TEMP TABLE batch_sessions AS {self._batch_sessions_sql()}")
+        if rows and self._batch_sessions():
             self._merge_into_state()
+
+    def _batch_sessions(self) -> bool:
+        """``batch_sessions`` of ``batch_rows``; whether there are any. With ``bad_rows``, should a
+        Python aggregate's accumulate raise (nothing is written then), the rows that raise
+        (``bad_aggregate_rows``) are kept, left out of ``segment`` and ``batch_rows`` (its islands
+        found again without them) and the batch sessions made once more."""
+        sql = f"CREATE OR REPLACE TEMP TABLE batch_sessions AS {self._batch_sessions_sql()}"
+        if self._bad_rows is None:
+            self._run(sql)
+            return True
+        try:
+            self._run(sql)
+            return True
+        except UdfError as error:
+            if not is_bad_row(error):
+                raise
+            first = error
+        failures = raising_rows(self.con, "SELECT * FROM batch_rows", [*self.key_columns, "__island"],
+                                self.key_columns, python_arguments(self.accumulators), self.ctx.operator_id,
+                                number=ROW_SEQUENCE)
+        if not failures:
+            raise first
+        numbers = sorted(failures)
+        listed = ", ".join(map(str, numbers))
+        texts = [t for t, in self._run(f"SELECT {ROW_JSON} FROM segment WHERE {ROW_SEQUENCE} IN ({listed}) "
+                                        f"ORDER BY {ROW_SEQUENCE}")]
+        self._bad_rows.keep_json(texts, [failures[n] for n in numbers])
+        self._run(f"DELETE FROM segment WHERE {ROW_SEQUENCE} IN ({listed})")
+        self._run(f"CREATE OR REPLACE TEMP TABLE batch_rows AS {self._batch_rows_sql('segment')}")
+        (rows,), = self._run("SELECT count(*) FROM batch_rows")
+        if rows:
+            self._run(sql)
+        return bool(rows)
 
     def _touches(self, s: str, r: str) -> list[str]:
         """Conditions: row ``r``'s window touches session ``s`` while it is open under the row's watermark."""
@@ -480,6 +540,12 @@ class SessionWindow(StreamsFirings, StateOperator):
         for name, table in tables.items():
             create_table_from_arrow(self.con, name, table, oid)
             self._tables.add(name)
+        if PENDING in tables:  # taken with the bad-rows setting and restored without it, or the other way
+            has_rows = ROW_JSON in tables[PENDING].schema.names
+            if self._bad_rows is not None and not has_rows:
+                self._run(f"ALTER TABLE {PENDING} ADD COLUMN {ROW_JSON} VARCHAR")
+            elif self._bad_rows is None and has_rows:
+                self._run(f"ALTER TABLE {PENDING} DROP COLUMN {ROW_JSON}")
         self.clock = EventTimeClock(state["watermark"])
         self._earliest_end = (self._run(f"SELECT min({END}) FROM {SESSIONS}")[0][0]
                               if SESSIONS in self._tables else None)

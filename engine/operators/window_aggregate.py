@@ -49,6 +49,11 @@ are dropped and counted before they are combined (that verdict depends on the
 row alone); where the partials land, a slice already late under the owner's
 own watermark is dropped too (a safety net: that watermark is never above the
 rows' arrival watermarks).
+
+With ``bad_rows`` ('python.udf.bad-rows.table') a row a Python aggregate function's ``accumulate``
+raises on goes to the bad-rows table and the batch is appended without it
+(``bad_aggregate_rows``: only a batch that raised pays for finding its rows); the rows are then
+aggregated where they arrive, in one phase (``combines``), so that the bad rows are kept whole.
 """
 from __future__ import annotations
 
@@ -64,7 +69,8 @@ from weir.engine.operators.accumulators import (Accumulator, AggregateCall, Dist
 from weir.engine.operators.base import Operator, OperatorContext, explain_lines
 from weir.engine.operators.clock import EventTimeClock
 from weir.engine.operators.config import OperatorConfig, optional
-from weir.engine.operators.late_rows import LateRows, LateRowsConfig
+from weir.engine.operators.bad_aggregate_rows import keep_python, python_arguments, raising_rows, without_bad_rows
+from weir.engine.operators.late_rows import ROW_NUMBER, BadRows, LateRows, LateRowsConfig
 from weir.engine.operators.duckdb_sql import int_literal, query_arrow, quote_ident, stream_arrow
 from weir.engine.operators.firings import FiringStream
 from weir.engine.operators.window_state import FROM_END, SLICE, WINDOW_END, WINDOW_START, WindowState
@@ -116,6 +122,9 @@ class WindowAggregateConfig(OperatorConfig):
     having: str | None = None
     grouping_sets: GroupingSetCopies | None = optional()
     late_rows: LateRowsConfig | None = optional()
+    #: With 'python.udf.bad-rows.table': a row a Python aggregate function's ``accumulate`` raises
+    #: on goes to the bad-rows table, left out of every aggregate (``bad_aggregate_rows``).
+    bad_rows: bool = optional(False)
 
 
 class WindowAggregate(Operator):
@@ -133,9 +142,9 @@ class WindowAggregate(Operator):
 
     @classmethod
     def input_expressions(cls, config: WindowAggregateConfig) -> list[str] | None:
-        """Keys, aggregate arguments and filters, and the time column; with a late-rows table
-        every column (it keeps the rows as they came)."""
-        if config.late_rows:
+        """Keys, aggregate arguments and filters, and the time column; with a late-rows table, or a
+        bad-rows table and a Python aggregate, every column (it keeps the rows as they came)."""
+        if config.late_rows or (config.bad_rows and any(a.python is not None for a in config.aggregates)):
             return None
         texts = [sql for _, sql in config.keys]
         texts += [text or "" for a in config.aggregates for text in (a.argument, a.filter)]
@@ -175,6 +184,9 @@ class WindowAggregate(Operator):
         #: The column numbering the copies of a row, one per grouping set (GROUPING SETS).
         self.copy_column: str | None = config.grouping_sets.column if config.grouping_sets else None
         self.late_rows = LateRows(config.late_rows, ctx)
+        #: Rows a Python aggregate's accumulate raises on, kept (``bad_rows``; ``bad_aggregate_rows``).
+        self._bad_rows = BadRows(ctx) if config.bad_rows and python_arguments(self.accumulators) else None
+        keep_python([f for f, _, _ in python_arguments(self.accumulators)])
         self.state: WindowState | None = None
         #: The earliest slice that may hold state (None: no state); saves a query per watermark.
         self._earliest_slice: int | None = None
@@ -210,6 +222,8 @@ class WindowAggregate(Operator):
         self._firing.end()  # what fired leaves the state before it closes
         self._firing.close()
         self.late_rows.close()
+        if self._bad_rows is not None:
+            self._bad_rows.close()
         if self.state is not None:
             self.state.close()
             self.state = None
@@ -218,11 +232,12 @@ class WindowAggregate(Operator):
     @classmethod
     def combines(cls, config: WindowAggregateConfig) -> bool:
         """Whether the rows may be pre-aggregated before the exchange (``pre_aggregate``): not
-        with DISTINCT aggregates (their values must meet in one place) nor a late-rows table
-        (which keeps the rows themselves)."""
+        with DISTINCT aggregates (their values must meet in one place) nor a late-rows table or,
+        with a Python aggregate, a bad-rows table (which keep the rows themselves)."""
         config = cls.typed(config)  # a graph built by hand may hold the JSON dict
         calls = [AggregateCall.from_config(a, "") for a in config.aggregates]
-        return not any(call.keeps_distinct_values for call in calls) and not config.late_rows
+        keeps_bad_rows = config.bad_rows and any(call.python is not None for call in calls)
+        return not any(call.keeps_distinct_values for call in calls) and not config.late_rows and not keeps_bad_rows
 
     def pre_aggregate(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """The local phase: ``batch``'s partial aggregates per (key, slice), with their key
@@ -295,13 +310,40 @@ class WindowAggregate(Operator):
         self._extend_earliest_slice(self.assigner.slice_start(earliest))
         if batch.schema.get_field_index(KEY_GROUP_COLUMN) < 0:  # else a parallel exchange computed them
             batch = batch.append_column(KEY_GROUP_COLUMN, self._key_groups(batch))
+        if self._bad_rows is None:
+            self._append(batch)
+        else:
+            without_bad_rows(self._append, batch, self._raising_rows, self._keep_bad_rows)
+        return []
+
+    def _append(self, batch: pa.RecordBatch) -> None:
+        """``batch``'s rows into the state, as partials per (key, slice)."""
         self.state.con.register(INPUT_VIEW, batch)
         try:
             from_end = has_from_end(batch)
             self.state.append(self._prepared_rows_sql(from_end=from_end), from_end=from_end)
         finally:
             self.state.con.unregister(INPUT_VIEW)
-        return []
+
+    def _raising_rows(self, numbered: pa.RecordBatch) -> dict:
+        """The rows of ``numbered`` (in ``ROW_NUMBER``) that a Python aggregate's accumulate raises on,
+        grouped per (key, slice) as ``_append`` groups them (``bad_aggregate_rows``)."""
+        self.state.con.register(INPUT_VIEW, numbered)
+        try:
+            from_end = has_from_end(numbered)
+            sql = self._prepared_rows_sql(from_end=from_end, numbered=True)
+            return raising_rows(self.state.con, sql, [*self.state.keys, SLICE, FROM_END], self.state.keys,
+                                python_arguments(self.accumulators), self.ctx.operator_id)
+        finally:
+            self.state.con.unregister(INPUT_VIEW)
+
+    def _keep_bad_rows(self, rows: pa.RecordBatch, failures: list) -> None:
+        """The bad rows as they came (one copy of a row expanded per grouping set)."""
+        if self.copy_column is not None:
+            first = pc.equal(rows.column(self.copy_column), 0)
+            rows, failures = rows.filter(first), [f for f, a in zip(failures, first.to_pylist()) if a]
+        internal = {KEY_GROUP_COLUMN, FROM_END, *([self.copy_column] if self.copy_column else [])}
+        self._bad_rows.keep(rows.drop_columns([n for n in rows.schema.names if n in internal]), failures)
 
     def _drop_late(self, batch: pa.RecordBatch, ts: pa.Array, watermark: int) -> tuple[pa.RecordBatch, pa.Array]:
         """``batch`` (and its times ``ts``) without its late rows, which are counted and kept
@@ -396,9 +438,9 @@ class WindowAggregate(Operator):
             batch = batch.set_column(index, batch.schema.field(index).with_type(column.type), column)
         return batch, column.view(pa.int64())
 
-    def _prepared_rows_sql(self, *, key_group: bool = True, from_end: bool = False) -> str:
+    def _prepared_rows_sql(self, *, key_group: bool = True, from_end: bool = False, numbered: bool = False) -> str:
         """The batch's rows that count, with keys, slice, first window (``from_end``: the batch
-        has ``FROM_END``), arguments and filters computed."""
+        has ``FROM_END``), arguments and filters computed (and ``numbered``: ``ROW_NUMBER``)."""
         ts_col = quote_ident(self.assigner.time_column)
         ts_us = f"epoch_us({ts_col})"
         columns = [f"CAST({quote_ident(KEY_GROUP_COLUMN)} AS BIGINT) AS key_group"] if key_group else []
@@ -406,6 +448,7 @@ class WindowAggregate(Operator):
         columns.append(f"{self.assigner.slice_start_sql(ts_us)} AS {SLICE}")
         columns.append(quote_ident(FROM_END) if from_end else f"NULL::BIGINT AS {FROM_END}")
         columns += argument_columns(self.accumulators, self.distincts)
+        columns += [quote_ident(ROW_NUMBER)] if numbered else []
         where = f"{ts_col} IS NOT NULL"
         return f"SELECT {', '.join(columns)} FROM {quote_ident(INPUT_VIEW)} WHERE {where}"
 

@@ -5,9 +5,9 @@ row: the group aggregate rolls the batch back, learns which rows raise (each fai
 folded in one at a time) and applies the batch without them, so every aggregate of the query
 (built-in ones too) is as if the row never arrived; over an updating input an addition left out
 is remembered (checkpointed state) so that its retraction, whenever it comes, is left out too.
-What fails otherwise — merge, get_value (accumulators, no row), accumulate in a window — still
-fails the job naming the function, the method, the row or accumulators, the group key, the
-traceback and why the setting did not keep it.
+What fails otherwise — merge, get_value (accumulators, no row) — still fails the job naming the
+function, the method, the accumulators, the group key, the traceback and why the setting did not
+keep it. Windows and OVER: ``test_udaf_window_bad_rows.py``.
 """
 from __future__ import annotations
 
@@ -148,20 +148,6 @@ def test_get_value_raising_fails_the_job_naming_the_function_the_accumulator_the
                              "group with the key (2): OverflowError: 1300 is too much")
     assert "fails the job even with 'python.udf.bad-rows.table'" in error.hint
     assert 'raise OverflowError(f"{acc[0]} is too much")' in error.hint  # the traceback
-
-
-def test_in_a_window_accumulate_still_fails_the_job_naming_the_row_and_the_key():
-    graph = planned("CREATE MATERIALIZED VIEW s AS SELECT k, window_start, picky(v) AS p FROM "
-                    "TABLE(TUMBLE(TABLE a, DESCRIPTOR(ts), INTERVAL '10' SECOND)) GROUP BY k, window_start, window_end;")
-    op, _ = operator(graph, "s.window_aggregate")
-    with pytest.raises(UdfError) as raised:
-        op.process_batch(rows_of([0, 1], [3, 15]).to_batches()[0])
-        op.process_watermark(60_000_000)
-    op.close()
-    assert "picky (accumulate) failed on the row (15) of the group with the key (1): ValueError: no 15" \
-        in raised.value.message
-    assert "fails the job even with 'python.udf.bad-rows.table' (only a GROUP BY's rows can be kept, not those of " \
-        "a window or OVER aggregate)" in raised.value.hint
 
 
 def test_merge_raising_in_a_window_fails_the_job_naming_the_accumulators_and_why_no_row_is_kept():

@@ -285,6 +285,23 @@ RESTARTS = {"parallelism.default": "2", "weir.source.batch-size": "3", "weir.che
             "restart-strategy.fixed-delay.delay": "0s"}
 
 
+def run_killed(tmp_path, monkeypatch, job: str):
+    """``job`` (after ``FUNCTIONS`` over ``tmp_path``'s files) with the bad-rows setting at parallelism 2,
+    checkpointed after every batch, worker 1 killed after its 4th source batch and restarted once:
+    the path of its results database."""
+    monkeypatch.setenv("WEIR_FAULT", "batch:4@1")  # worker 1 dies after its 4th source batch
+    monkeypatch.setenv("WEIR_FAULT_ONCE", str(tmp_path / "fired"))
+    db = tmp_path / "r.duckdb"
+    graph = plan_script(parse(FUNCTIONS.format(data=tmp_path) + job), db_path=str(db),
+                        settings={"python.udf.bad-rows.table": "udf_bad_rows", **RESTARTS}).graph
+    warnings: list[str] = []
+    outcome = outcome_within(240, lambda: run_job(graph, JobOptions(state_dir=tmp_path / "state",
+                                                                    warn=warnings.append)), "the job hung")
+    assert not isinstance(outcome, BaseException), outcome
+    assert (tmp_path / "fired").exists() and len(warnings) == 1 and "restarting" in warnings[0]
+    return db
+
+
 def test_bad_rows_of_table_functions_aggregates_and_joins_are_kept_exactly_once_after_a_restart(tmp_path, monkeypatch):
     for name, column in (("a", "v"), ("b", "w")):
         (tmp_path / name).mkdir()
@@ -292,16 +309,7 @@ def test_bad_rows_of_table_functions_aggregates_and_joins_are_kept_exactly_once_
             rows = "".join(f"2024-01-01 00:00:{i:02d},{i % 3},{i * 7 % 40 if name == 'a' else i}\n"
                            for i in range(part, ROWS, 2))
             (tmp_path / name / f"part-{part}.csv").write_text(f"ts,k,{column}\n" + rows)
-    monkeypatch.setenv("WEIR_FAULT", "batch:4@1")  # worker 1 dies after its 4th source batch
-    monkeypatch.setenv("WEIR_FAULT_ONCE", str(tmp_path / "fired"))
-    db = tmp_path / "r.duckdb"
-    graph = plan_script(parse(FUNCTIONS.format(data=tmp_path) + JOB.format(out=tmp_path / "out")), db_path=str(db),
-                        settings={"python.udf.bad-rows.table": "udf_bad_rows", **RESTARTS}).graph
-    warnings: list[str] = []
-    outcome = outcome_within(240, lambda: run_job(graph, JobOptions(state_dir=tmp_path / "state",
-                                                                    warn=warnings.append)), "the job hung")
-    assert not isinstance(outcome, BaseException), outcome
-    assert (tmp_path / "fired").exists() and len(warnings) == 1 and "restarting" in warnings[0]
+    db = run_killed(tmp_path, monkeypatch, JOB.format(out=tmp_path / "out"))
     oracle = duckdb.connect()
     oracle.execute(f"CREATE VIEW a AS SELECT * FROM read_csv('{tmp_path}/a/*.csv', header = true); "
                    f"CREATE VIEW b AS SELECT * FROM read_csv('{tmp_path}/b/*.csv', header = true)")
