@@ -665,7 +665,11 @@ class _Epoch:
 
 
 class KafkaSink(Sink):
-    transactional = False  # at-least-once by default; exactly-once sinks say so in EXPLAIN below
+    transactional = False  # at-least-once by default; 'exactly-once' commits at checkpoints
+
+    @classmethod
+    def commits_transactionally(cls, options: dict[str, str]) -> bool:
+        return options.get("sink.delivery-guarantee") == "exactly-once"
 
     def __init__(self, options: dict[str, str], schema: pa.Schema, *, subtask_index: int = 0):
         super().__init__(options, schema, subtask_index=subtask_index)
