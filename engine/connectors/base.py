@@ -152,6 +152,12 @@ class Sink(ABC):
 
     #: True where output is committed transactionally (exactly-once).
     transactional = True
+
+    @classmethod
+    def commits_transactionally(cls, options: dict[str, str]) -> bool:
+        """Whether a sink with these options commits its output at checkpoints (exactly-once):
+        ``transactional``, unless an option chooses (Kafka's 'sink.delivery-guarantee')."""
+        return cls.transactional
     #: True where a checkpoint's output is one transaction for all subtasks: a parallel job's
     #: coordinator commits it once, from every subtask's handles (Flink's global committer), and
     #: the subtasks' own ``commit`` only forgets what they pre-committed.

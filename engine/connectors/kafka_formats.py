@@ -5,11 +5,13 @@ Decoding is one pyarrow call per batch of messages: the values are joined into o
 and read with ``pyarrow.json.read_json`` or ``pyarrow.csv.read_csv`` against the declared
 columns. Only a batch that fails is looked at message by message (to name the bad one, or to
 skip it with '<format>.ignore-parse-errors'). Encoding renders a whole batch with DuckDB's
-``to_json`` or pyarrow's csv writer.
+``to_json`` or pyarrow's csv writer; a format keeps one in-memory DuckDB connection for its
+batches (connecting costs ~30 ms of CPU, rendering 1,000 rows ~6 ms).
 """
 from __future__ import annotations
 
 import io
+import threading
 from dataclasses import dataclass
 
 import duckdb
@@ -44,12 +46,21 @@ class Format:
         self.schema = schema
         self.delimiter = delimiter
         self.what = what
+        #: The DuckDB connection that renders json and debezium-json batches (made on first use).
+        self._renderer: duckdb.DuckDBPyConnection | None = None
+        self._renderer_lock = threading.Lock()
         if name == "raw" and (len(schema) != 1 or not (pa.types.is_string(schema[0].type)
                                                        or pa.types.is_binary(schema[0].type))):
             raise ConnectorOptionError(
                 f"the 'raw' {what} format needs exactly one STRING or BYTES column, "
                 f"not {', '.join(f.name for f in schema) or 'none'}",
                 hint="declare one STRING column for the message, or use 'json' or 'csv'")
+
+    def __getstate__(self) -> dict:  # (a DuckDB connection and a lock do not pickle)
+        return {**self.__dict__, "_renderer": None, "_renderer_lock": None}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, _renderer_lock=threading.Lock())
 
     # -- decoding --------------------------------------------------------------------------
     def decode(self, values: pa.Array) -> Decoded:
@@ -110,7 +121,10 @@ class Format:
                 include_header=False, delimiter=self.delimiter, quoting_style="needed"))
             lines = sink.getvalue().rstrip(b"\n").split(b"\n") if batch.num_rows else []
             return pa.array(lines, pa.binary())
-        return _duckdb_json(batch, self.name == "debezium-json")
+        with self._renderer_lock:
+            if self._renderer is None:
+                self._renderer = duckdb.connect(":memory:")
+            return _duckdb_json(self._renderer, batch, self.name == "debezium-json")
 
 
 def _joined(values: pa.Array, separator: bytes) -> bytes:
@@ -158,15 +172,14 @@ def debezium_changes(envelopes: pa.Table, schema: pa.Schema) -> pa.Table:
     return conformed.append_column(ROW_KIND, changes.column(ROW_KIND))
 
 
-def _duckdb_json(batch: pa.RecordBatch, debezium: bool) -> pa.Array:
-    connection = duckdb.connect(":memory:")
+def _duckdb_json(connection: duckdb.DuckDBPyConnection, batch: pa.RecordBatch, debezium: bool) -> pa.Array:
+    connection.register("rows", timestamps_as_text(batch, " "))
     try:
-        connection.register("rows", timestamps_as_text(batch, " "))
         if not debezium:
             query = "SELECT CAST(to_json(r) AS VARCHAR) AS line FROM rows AS r"
         else:
             query = f"SELECT CAST({debezium_envelope(batch.schema.names)} AS VARCHAR) AS line FROM rows AS r"
         lines = connection.sql(query).to_arrow_table().column("line").combine_chunks()
     finally:
-        connection.close()
+        connection.unregister("rows")
     return pc.cast(lines, pa.binary())

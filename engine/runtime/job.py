@@ -61,8 +61,9 @@ def fresh_by_default(graph: JobGraph) -> bool:
             options = node.typed_config().options
             unbounded = unbounded or not create_source(options, node.output_schema).bounded
         elif kind.commits_output:
-            sink = connector_spec(node.connector_options()["connector"]).sink
-            transactional = transactional or bool(sink is not None and sink.transactional)
+            options = node.connector_options()
+            sink = connector_spec(options["connector"]).sink
+            transactional = transactional or bool(sink is not None and sink.commits_transactionally(options))
     return unbounded and transactional
 
 

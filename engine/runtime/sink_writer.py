@@ -36,7 +36,7 @@ class SinkWriter(Operator):
     @classmethod
     def explain(cls, config: SinkConfig) -> list[str]:
         spec = CONNECTORS.get(config.options.get("connector", ""))
-        if spec is not None and spec.sink is not None and not spec.sink.transactional:
+        if spec is not None and spec.sink is not None and not spec.sink.commits_transactionally(config.options):
             return explain_lines("-", "none (written as it arrives, not transactional)")
         return explain_lines("-", "output staged until the checkpoint commits (exactly-once)")
 
