@@ -46,6 +46,11 @@ def align_sql(ts_sql: str, width: int, offset: int) -> str:
     return f"({ts_sql} - ((({ts_sql} - {offset}) % {width}) + {width}) % {width})"
 
 
+def typed(values: pa.Array | int) -> pa.Array | pa.Scalar:
+    """An array as it is, an int as an int64 scalar: an untyped one makes pyarrow import pandas."""
+    return scalar(values) if isinstance(values, int) else values
+
+
 def align_array(ts: pa.Array, width: int, offset: int) -> pa.Array:
     """``align`` of every value of an int64 array (vectorised; integer division truncates).
     The ints are passed as typed scalars: an untyped one makes pyarrow import pandas."""
@@ -158,7 +163,8 @@ class SlicedWindows:
         watermark (``stepped``): one comparison per row while the batch's watermarks do not
         cross a slice boundary."""
         opens = stepped(watermarks, low, high, WINDOW_TIME_LAG_US - self.size, self._expiry_period(), self.offset)
-        late = pc.less(ts, opens) if opens is not None else pc.less_equal(self.expires_at(ts), watermarks)
+        late = (pc.less(ts, typed(opens)) if opens is not None
+                else pc.less_equal(self.expires_at(ts), typed(watermarks)))
         return pc.fill_null(late, False)
 
     def first_windows(self, ts: pa.Array, watermarks: pa.Array | int, low: int, high: int) -> pa.Array | None:
@@ -171,10 +177,10 @@ class SlicedWindows:
         if unfired is None:  # the first window of the row's slice ends - 1 ms at or before its watermark
             first_end = pc.add(align_array(ts, self.slice_size, self.offset),
                                scalar(self.slice_size - WINDOW_TIME_LAG_US))
-            started = pc.less_equal(first_end, watermarks)
+            started = pc.less_equal(first_end, typed(watermarks))
             unfired = align_array(pc.add(watermarks, scalar(WINDOW_TIME_LAG_US)), self.slice_size, self.offset)
         else:  # the row's slice is before the first one none of whose windows fired
-            started = pc.less(ts, unfired)
+            started = pc.less(ts, typed(unfired))
         started = pc.fill_null(started, False)
         if not pc.any(started).as_py():
             return None
