@@ -6,7 +6,9 @@ every aggregate, every window spelling, a directory of files read as one
 source, and the csv and parquet sinks. Then rows far behind the watermark are
 mixed in; the result must exclude exactly them, and the job must count them.
 
-Every job is run once per module (a fixture) and each result is a test.
+Every job is run once per module (a fixture) and each result is a test. The tests of one
+job are one ``xdist_group`` (``job_params``): under ``pytest -n`` they share a worker, which
+runs the job once, instead of each worker that gets one of them running it again.
 """
 from __future__ import annotations
 
@@ -297,7 +299,13 @@ def sink_statements(directory: Path) -> list[str]:
     return statements
 
 
-@pytest.fixture(scope="module", params=[ODD_BATCH_SIZE, BATCH_SIZE], ids=lambda b: f"batch{b}")
+def job_params(job: str, batch_sizes: list[int]) -> list:
+    """A module fixture's batch sizes, each with the xdist group of the tests that use it."""
+    return [pytest.param(size, id=f"batch{size}", marks=pytest.mark.xdist_group(f"oracle-{job}-{size}"))
+            for size in batch_sizes]
+
+
+@pytest.fixture(scope="module", params=job_params("single_file", [ODD_BATCH_SIZE, BATCH_SIZE]))
 def single_file_job(request, tmp_path_factory) -> Job:
     """All window spellings and both file sinks over one parquet file, in one job;
     batches of any size give the same result."""
@@ -323,7 +331,7 @@ def directory_job(tmp_path_factory) -> Job:
     return Job(directory, out, f"read_parquet('{directory / 'events'}/*.parquet')")
 
 
-@pytest.fixture(scope="module", params=[BATCH_SIZE, 65_536], ids=lambda b: f"batch{b}")
+@pytest.fixture(scope="module", params=job_params("late", [BATCH_SIZE, 65_536]))
 def late_job(request, tmp_path_factory) -> Job:
     """The stream with LATE_ROWS rows far behind mixed in after row LATE_FROM."""
     directory = tmp_path_factory.mktemp("late")

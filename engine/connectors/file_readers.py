@@ -218,7 +218,7 @@ class CsvReader(FileReader):
             for row in _failing_positions(column, target.type):
                 bad.setdefault(row, f"column '{target.name}': '{column[row].as_py()}' is not a valid {target.type}")
         if bad:
-            keep = pc.invert(pc.is_in(pa.array(range(table.num_rows)), pa.array(sorted(bad))))
+            keep = pc.invert(pc.is_in(pa.array(range(table.num_rows), pa.int64()), pa.array(sorted(bad), pa.int64())))
             table = table.filter(keep)
         return conform(table, self.schema, self.path), bad
 

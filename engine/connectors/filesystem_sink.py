@@ -106,7 +106,9 @@ class JsonPartWriter(PartWriter):
             lines = self.connection.sql(query).to_arrow_table()
         finally:
             self.connection.unregister("rows")
-        text = pc.binary_join_element_wise(lines.column("line").combine_chunks(), "", "\n")
+        line = lines.column("line").combine_chunks()
+        # typed scalars: an untyped one makes pyarrow import pandas (engine/pandas_import.py)
+        text = pc.binary_join_element_wise(line, pa.scalar("", line.type), pa.scalar("\n", line.type))
         data = _string_bytes(text)
         self.file.write(data)
         self.bytes_written += len(data)

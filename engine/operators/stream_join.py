@@ -236,7 +236,7 @@ class StreamJoin(StateOperator):
             raise EngineError(f"the {side.name} input lacks columns {missing}", operator_id=self.ctx.operator_id)
         if ROW_KIND in names:
             kinds = batch.column(names.index(ROW_KIND))
-            adds = pc.or_(pc.equal(kinds, INSERT), pc.equal(kinds, UPDATE_AFTER))
+            adds = pc.is_in(kinds, value_set=pa.array([INSERT, UPDATE_AFTER], kinds.type))
             sign = pc.if_else(adds, pa.scalar(1, pa.int8()), pa.scalar(-1, pa.int8()))
         else:
             sign = pa.repeat(pa.scalar(1, pa.int8()), batch.num_rows)

@@ -162,7 +162,7 @@ class TopN(StateOperator):
             raise EngineError(f"the input lacks columns {missing}", operator_id=self.ctx.operator_id)
         if ROW_KIND in names:
             kinds = batch.column(names.index(ROW_KIND))
-            adds = pc.or_(pc.equal(kinds, INSERT), pc.equal(kinds, UPDATE_AFTER))
+            adds = pc.is_in(kinds, value_set=pa.array([INSERT, UPDATE_AFTER], kinds.type))
             sign = pc.if_else(adds, pa.scalar(1, pa.int8()), pa.scalar(-1, pa.int8()))
         else:
             sign = pa.repeat(pa.scalar(1, pa.int8()), batch.num_rows)
@@ -201,7 +201,7 @@ class TopN(StateOperator):
     def _apply(self, delta: pa.RecordBatch) -> None:
         columns = self._quoted(["key_group", "_rid", "_t", *self.columns])
         self._run(f"INSERT INTO {TABLE} SELECT {columns} FROM {DELTA} WHERE _sign > 0")
-        if pc.any(pc.less(delta.column(delta.num_columns - 1), 0)).as_py():  # delete one equal row each
+        if pc.any(pc.less(delta.column(delta.num_columns - 1), pa.scalar(0, pa.int8()))).as_py():  # delete one equal row each
             data = self._quoted(self.columns)
             same = " AND ".join(f"s.{quote_ident(c)} IS NOT DISTINCT FROM r.{quote_ident(c)}" for c in self.columns)
             self._run(

@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 
 from weir.engine.errors import EngineError
 from weir.engine.operators.config import OperatorConfig, optional
+from weir.engine.pandas_import import scalar
 
 #: window_time = window_end - 1 ms: the largest timestamp inside the window
 #: at Flink's millisecond resolution; a window fires when the watermark reaches it.
@@ -45,11 +46,18 @@ def align_sql(ts_sql: str, width: int, offset: int) -> str:
     return f"({ts_sql} - ((({ts_sql} - {offset}) % {width}) + {width}) % {width})"
 
 
+def typed(values: pa.Array | int) -> pa.Array | pa.Scalar:
+    """An array as it is, an int as an int64 scalar: an untyped one makes pyarrow import pandas."""
+    return scalar(values) if isinstance(values, int) else values
+
+
 def align_array(ts: pa.Array, width: int, offset: int) -> pa.Array:
-    """``align`` of every value of an int64 array (vectorised; integer division truncates)."""
-    shifted = pc.subtract(ts, offset)
-    remainder = pc.subtract(shifted, pc.multiply(pc.divide(shifted, width), width))
-    remainder = pc.if_else(pc.less(remainder, 0), pc.add(remainder, width), remainder)
+    """``align`` of every value of an int64 array (vectorised; integer division truncates).
+    The ints are passed as typed scalars: an untyped one makes pyarrow import pandas."""
+    width_, zero = scalar(width), scalar(0)
+    shifted = pc.subtract(ts, scalar(offset))
+    remainder = pc.subtract(shifted, pc.multiply(pc.divide(shifted, width_), width_))
+    remainder = pc.if_else(pc.less(remainder, zero), pc.add(remainder, width_), remainder)
     return pc.subtract(ts, remainder)
 
 
@@ -155,7 +163,8 @@ class SlicedWindows:
         watermark (``stepped``): one comparison per row while the batch's watermarks do not
         cross a slice boundary."""
         opens = stepped(watermarks, low, high, WINDOW_TIME_LAG_US - self.size, self._expiry_period(), self.offset)
-        late = pc.less(ts, opens) if opens is not None else pc.less_equal(self.expires_at(ts), watermarks)
+        late = (pc.less(ts, typed(opens)) if opens is not None
+                else pc.less_equal(self.expires_at(ts), typed(watermarks)))
         return pc.fill_null(late, False)
 
     def first_windows(self, ts: pa.Array, watermarks: pa.Array | int, low: int, high: int) -> pa.Array | None:
@@ -166,28 +175,29 @@ class SlicedWindows:
             return None
         unfired = stepped(watermarks, low, high, WINDOW_TIME_LAG_US - self.slice_size, self.slice_size, self.offset)
         if unfired is None:  # the first window of the row's slice ends - 1 ms at or before its watermark
-            first_end = pc.add(align_array(ts, self.slice_size, self.offset), self.slice_size - WINDOW_TIME_LAG_US)
-            started = pc.less_equal(first_end, watermarks)
-            unfired = align_array(pc.add(watermarks, WINDOW_TIME_LAG_US), self.slice_size, self.offset)
+            first_end = pc.add(align_array(ts, self.slice_size, self.offset),
+                               scalar(self.slice_size - WINDOW_TIME_LAG_US))
+            started = pc.less_equal(first_end, typed(watermarks))
+            unfired = align_array(pc.add(watermarks, scalar(WINDOW_TIME_LAG_US)), self.slice_size, self.offset)
         else:  # the row's slice is before the first one none of whose windows fired
-            started = pc.less(ts, unfired)
+            started = pc.less(ts, typed(unfired))
         started = pc.fill_null(started, False)
         if not pc.any(started).as_py():
             return None
         # the first window not fired ends a slice after the first slice none of whose windows fired
         after = (pa.scalar(unfired + self.slice_size, pa.int64()) if isinstance(unfired, int)
-                 else pc.add(unfired, self.slice_size))
+                 else pc.add(unfired, scalar(self.slice_size)))
         return pc.if_else(started, after, pa.scalar(None, pa.int64()))
 
     def expires_at(self, ts: pa.Array) -> pa.Array:
         """Per row (int64 µs times): the watermark at which the last window of its slice fires.
         A row is late when the watermark it meets has reached this (``ts < first_open_slice(w)``,
         row by row)."""
-        return pc.subtract(self._last_window_end(ts), WINDOW_TIME_LAG_US)
+        return pc.subtract(self._last_window_end(ts), scalar(WINDOW_TIME_LAG_US))
 
     def _last_window_end(self, ts: pa.Array) -> pa.Array:
         # TUMBLE and HOP: a slice's last window ends ``size`` after the slice starts
-        return pc.add(align_array(ts, self.slice_size, self.offset), self.size)
+        return pc.add(align_array(ts, self.slice_size, self.offset), scalar(self.size))
 
     def describe(self) -> str:
         return f"{self.kind}({self.time_column})"
@@ -260,7 +270,7 @@ class CumulativeWindows(SlicedWindows):
 
     def _last_window_end(self, ts: pa.Array) -> pa.Array:
         # every slice of a period ends with the period's full-size window
-        return pc.add(align_array(ts, self.size, self.offset), self.size)
+        return pc.add(align_array(ts, self.size, self.offset), scalar(self.size))
 
 
 @dataclass(frozen=True)

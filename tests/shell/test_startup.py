@@ -55,3 +55,33 @@ def test_importing_every_module_of_weir_imports_no_pandas():
     assert done.returncode == 0, done.stderr
     count, pandas = done.stdout.split()
     assert int(count) > 100 and pandas == "False"
+
+
+#: Window assignment (HOP: slices, windows fired and rows expired by watermark), a top-N over an
+#: updating count and a json file sink: each converts Python ints or strings with pyarrow on its
+#: hot path unless it passes them typed.
+WINDOWED_JOB = """
+CREATE TABLE bids (auction BIGINT, bidder BIGINT, price BIGINT, date_time TIMESTAMP(3),
+                   WATERMARK FOR date_time AS date_time - INTERVAL '1' SECOND)
+WITH ('connector' = 'nexmark', 'events' = '200');
+CREATE TABLE hops (auction BIGINT, window_end TIMESTAMP(3), bids BIGINT)
+WITH ('connector' = 'filesystem', 'path' = 'out/hops', 'format' = 'json');
+INSERT INTO hops SELECT auction, window_end, COUNT(*)
+FROM TABLE(HOP(TABLE bids, DESCRIPTOR(date_time), INTERVAL '1' SECOND, INTERVAL '2' SECOND))
+GROUP BY auction, window_start, window_end;
+CREATE MATERIALIZED VIEW busiest AS
+SELECT bidder, n, rk FROM (
+  SELECT *, RANK() OVER (ORDER BY n DESC) AS rk FROM (SELECT bidder, COUNT(*) AS n FROM bids GROUP BY bidder))
+WHERE rk <= 3;
+"""
+
+
+def test_a_windowed_top_n_job_with_a_json_sink_imports_no_pandas(tmp_path):
+    (tmp_path / "job.sql").write_text(WINDOWED_JOB)
+    done = subprocess.run([sys.executable, "-m", "weir.shell.cli", "run", "job.sql", "--no-progress",
+                           "--db", "job.duckdb"], cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert re.search(r"hops\.sink\s+[1-9]", done.stdout) and re.search(r"busiest\.sink\s+[1-9]", done.stdout), done.stdout
+    assert list((tmp_path / "out" / "hops").glob("part-*.json"))
+    assert [m for m in _imports(done.stderr) if m.startswith("pandas.")] == []
