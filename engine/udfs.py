@@ -571,7 +571,7 @@ def caught_sql(con: duckdb.DuckDBPyConnection, sql: str, row_column: str, names:
     key = (sql, row_column, names)
     if key not in _CAUGHT:
         tree = _parsed(con, sql)
-        column = duckdb_tree.expression(con, quote(row_column))
+        column = duckdb_tree.expression(con, duckdb_tree.quote(row_column))
         _rewrite_calls(tree, names, column)
         if len(_CAUGHT) > 256:
             _CAUGHT.clear()
@@ -606,10 +606,6 @@ def _rewrite_calls(node: Any, names: frozenset, column: dict) -> None:
             node["children"] = [dict(column), *node["children"]]
     for value in node.values():
         _rewrite_calls(value, names, column)
-
-
-def quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _catching_callback(spec: FunctionSpec, function: ScalarFunction, failures: dict[int, UdfFailure]) -> Callable:

@@ -190,10 +190,13 @@ def split(con: duckdb.DuckDBPyConnection, sql: str, entries: Mapping[str, Any], 
         pending = []
     if not steps:
         return None
-    rounds = tuple(r for conjuncts, drafts in steps for r in splitter.rounds(tree, conjuncts, drafts))
-    node["select_list"] = [rewritten for rewritten, _ in items]
-    node["where_clause"] = duckdb_tree.conjunction(pending)
-    return CalcSplit(rounds, duckdb_tree.write(con, tree), entries)
+    try:
+        rounds = tuple(r for conjuncts, drafts in steps for r in splitter.rounds(tree, conjuncts, drafts))
+        node["select_list"] = [rewritten for rewritten, _ in items]
+        node["where_clause"] = duckdb_tree.conjunction(pending)
+        return CalcSplit(rounds, duckdb_tree.write(con, tree), entries)
+    except duckdb.Error:  # a tree DuckDB does not write back: the statement stays whole, as it was
+        return None
 
 
 @dataclass
