@@ -110,13 +110,13 @@ class CalcSplit:
     def run(self, batch: pa.RecordBatch, query: Callable[[str, pa.Table], pa.Table], operator_id: str) -> pa.Table:
         """The calc's result over ``batch``; ``query(sql, rows)`` runs a statement over ``rows``."""
         rows = pa.Table.from_batches([batch])
-        for step in self.rounds:
-            plain = None if step.filters else _plain_columns(rows, step.calls)
+        for each in self.rounds:
+            plain = None if each.filters else _plain_columns(rows, each.calls)
             if plain is None:
-                rows = query(step.statement, rows)
-            for call in step.calls:
+                rows = query(each.statement, rows)
+            for call in each.calls:
                 columns = plain[call.column] if plain is not None else \
-                    [rows.column(f"{ARGUMENT_PREFIX}{i}") for i in call.arguments]
+                    [_array(rows.column(f"{ARGUMENT_PREFIX}{i}")) for i in call.arguments]
                 rows = rows.append_column(call.column, self._call(call, columns, rows.num_rows, operator_id))
             if plain is None:
                 rows = rows.drop_columns([n for n in rows.column_names if n.startswith(ARGUMENT_PREFIX)])
@@ -137,6 +137,11 @@ class CalcSplit:
         return pa.chunked_array([out])
 
 
+def _array(column: pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """A column of one chunk as that chunk: the callback would copy it to combine its chunks."""
+    return column.chunk(0) if column.num_chunks == 1 else column
+
+
 def _plain_columns(rows: pa.Table, calls: tuple[PythonCall, ...]) -> dict[str, list] | None:
     """Each call's arguments as columns of ``rows`` when every one is an input column DuckDB would
     pass unchanged (None: the round's statement computes them)."""
@@ -153,7 +158,7 @@ def _plain_columns(rows: pa.Table, calls: tuple[PythonCall, ...]) -> dict[str, l
             found = rows.column(names[0])
             if not _as_is(found.type) or (required is not None and found.type != required):
                 return None
-            columns.append(found)
+            columns.append(_array(found))
         plain[call.column] = columns
     return plain
 
