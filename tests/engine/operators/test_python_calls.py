@@ -79,7 +79,7 @@ def functions_scope():
 
 
 def make_calc(projection, filter=None, schema=None) -> Calc:
-    out = schema or pa.schema([(name, pa.int64() if "label" not in sql else pa.string()) for name, sql in projection])
+    out = schema or pa.schema([(name, pa.int64()) for name, _ in projection])
     op = Calc({"projection": projection, "filter": filter}, OperatorContext("calc", out))
     op.open()
     return op
@@ -116,9 +116,8 @@ def duckdb_alone(projection, filter, batch: pa.RecordBatch) -> list[dict]:
 def test_split_evaluation_equals_duckdb_evaluating_the_calls(case, n, seed, sizes):
     projection, filter = CALCS[case]
     with udfs.scope(functions_scope()):
-        op = make_calc(projection, filter, pa.schema([(name, pa.string() if name == "l" else
-                                                       pa.float64() if name == "z" and case == 4 else pa.int64())
-                                                      for name, _ in projection]))
+        types = {"l": pa.string(), "z": pa.float64() if case == 4 else pa.int64()}
+        op = make_calc(projection, filter, pa.schema([(name, types.get(name, pa.int64())) for name, _ in projection]))
         assert op._splits[op.query] is not None  # every case has a call to split out
         batch = rows_of(n, seed)
         got = run_split(op, batch, sizes)
