@@ -150,25 +150,23 @@ def main() -> None:
         directory = Path(folder)
         data = directory / "t.parquet"
         write_rows(data, args.rows)
-        if not args.calc_only:
-            jobs(directory, data, args.rows)
+        if args.calc_only:
+            calc_only(data, args.rows, args.repeats)
+            return
+        print(f"{args.rows:,} rows; INSERT INTO out SELECT x, <e> FROM t WHERE (<e>) % 1000 = 1 with `weir run`:")
+        figures = {}
+        for index, (name, expression) in enumerate(EXPRESSIONS.items()):
+            figures[name] = run_job(directory, f"v{index}", expression, data)
+        engine0, wall0 = figures["built-in"]
+        cpu0 = CPU_SECONDS["v0"]
+        for index, (name, (engine, wall)) in enumerate(figures.items()):
+            cpu = CPU_SECONDS[f"v{index}"]
+            ratios = (f"  ({engine / engine0:.2f}x, {wall / wall0:.2f}x, CPU {cpu / cpu0:.2f}x the built-in)"
+                      if name != "built-in" else "")
+            print(f"  {name:<18} engine {engine:6.2f} s ({args.rows / engine / 1e6:5.2f} M rows/s), "
+                  f"process {wall:6.2f} s, CPU {cpu:6.2f} s{ratios}")
+        duckdb_only(data, args.rows)
         calc_only(data, args.rows, args.repeats)
-
-
-def jobs(directory: Path, data: Path, rows: int) -> None:
-    print(f"{rows:,} rows; INSERT INTO out SELECT x, <e> FROM t WHERE (<e>) % 1000 = 1 with `weir run`:")
-    figures = {}
-    for index, (name, expression) in enumerate(EXPRESSIONS.items()):
-        figures[name] = run_job(directory, f"v{index}", expression, data)
-    engine0, wall0 = figures["built-in"]
-    cpu0 = CPU_SECONDS["v0"]
-    for index, (name, (engine, wall)) in enumerate(figures.items()):
-        cpu = CPU_SECONDS[f"v{index}"]
-        ratios = (f"  ({engine / engine0:.2f}x, {wall / wall0:.2f}x, CPU {cpu / cpu0:.2f}x the built-in)"
-                  if name != "built-in" else "")
-        print(f"  {name:<18} engine {engine:6.2f} s ({rows / engine / 1e6:5.2f} M rows/s), "
-              f"process {wall:6.2f} s, CPU {cpu:6.2f} s{ratios}")
-    duckdb_only(data, rows)
 
 
 if __name__ == "__main__":
