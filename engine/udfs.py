@@ -31,7 +31,6 @@ import contextvars
 import importlib
 import inspect
 import itertools
-import json
 import os
 import re
 import sys
@@ -44,6 +43,7 @@ from typing import Any, Callable, Iterator
 import duckdb
 import pyarrow as pa
 
+from weir.engine import duckdb_tree
 from weir.engine.errors import EngineError
 
 #: weir's func types; "pandas" (PyFlink's) is refused with a hint to use "arrow".
@@ -575,20 +575,20 @@ def caught_sql(con: duckdb.DuckDBPyConnection, sql: str, row_column: str, names:
     key = (sql, row_column, names)
     if key not in _CAUGHT:
         tree = _parsed(con, sql)
-        column = _parsed(con, f"SELECT {quote(row_column)}")["statements"][0]["node"]["select_list"][0]
+        column = duckdb_tree.expression(con, duckdb_tree.quote(row_column))
         _rewrite_calls(tree, names, column)
         if len(_CAUGHT) > 256:
             _CAUGHT.clear()
-        _CAUGHT[key] = con.execute("SELECT json_deserialize_sql(?)", [json.dumps(tree)]).fetchall()[0][0]
+        _CAUGHT[key] = duckdb_tree.write(con, tree)
     return _CAUGHT[key]
 
 
 def _parsed(con: duckdb.DuckDBPyConnection, sql: str) -> dict:
-    tree = json.loads(con.execute("SELECT json_serialize_sql(?)", [sql]).fetchall()[0][0])
-    if tree.get("error"):
+    try:
+        return duckdb_tree.parse(con, sql)
+    except duckdb_tree.UnparsedSql as exc:
         raise UdfError(f"cannot find the Python UDF calls of a statement DuckDB does not parse as a SELECT: "
-                       f"{tree.get('error_message')}")
-    return tree
+                       f"{exc}") from exc
 
 
 def _rewrite_calls(node: Any, names: frozenset, column: dict) -> None:
@@ -610,10 +610,6 @@ def _rewrite_calls(node: Any, names: frozenset, column: dict) -> None:
             node["children"] = [dict(column), *node["children"]]
     for value in node.values():
         _rewrite_calls(value, names, column)
-
-
-def quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _catching_callback(spec: FunctionSpec, function: ScalarFunction, failures: dict[int, UdfFailure]) -> Callable:

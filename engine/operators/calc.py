@@ -8,8 +8,12 @@ through as a last column when the batch has them.
 With ``expand`` (Flink's Expand, for GROUPING SETS) every row is read ``n``
 times, numbered 0..n-1 in the BIGINT column ``column``:
 ``... FROM batch CROSS JOIN range(n) AS expand(column) WHERE <filter>``.
+A Python UDF call the statement makes on every row it reaches (in a projection item, a WHERE
+conjunct, not under CASE, COALESCE, AND, OR...) is split out and called once over the whole
+batch, once however often the statement repeats it, between DuckDB statements
+(``python_calls``, Flink's PythonCalcSplitRule); a calc with Expand is evaluated unsplit.
 With ``bad_rows`` a row a Python UDF raises on is left out and sent to the job's bad-rows
-table (``late_rows.BadRows``: only a batch that failed is evaluated again, once with its UDF
+table (``late_rows.BadRows``: only a batch that failed is evaluated again, unsplit, once with its UDF
 calls caught row by row, ``engine.udfs.catching``, then without its raising rows). A -U or -D
 of a changelog that raises is left out unlisted: it retracts a row that raised, and was listed,
 when it was added.
@@ -28,7 +32,8 @@ from weir.engine.operators.batches import conform
 from weir.engine.operators.config import OperatorConfig, optional
 from weir.engine.operators.duckdb_sql import query_arrow, quote_ident
 from weir.engine.operators.late_rows import ROW_NUMBER, BadRows
-from weir.engine.udfs import catching, register_functions
+from weir.engine.operators.python_calls import CalcSplit, split
+from weir.engine.udfs import catching, current, register_functions
 from weir.engine.watermarks import ARRIVAL_WATERMARK, PASS, has_arrival
 
 INPUT_VIEW = "calc_input"
@@ -88,12 +93,17 @@ class Calc(Operator):
         self._numbered = {self.query: f"SELECT {columns}{number}{body}",
                           self.query_with_arrival: f"SELECT {columns}{arrival}{number}{body}"}
         self._con: duckdb.DuckDBPyConnection | None = None
+        #: Each query's plan with its Python calls split out (None: evaluated whole by DuckDB).
+        self._splits: dict[str, CalcSplit | None] = {}
         self._bad_rows = BadRows(ctx, retractions_listed=False) if config.bad_rows else None
 
     def open(self) -> None:
         if self._con is None:
             self._con = duckdb.connect(":memory:")
             register_functions(self._con)  # Python UDFs of the job (engine.udfs)
+            entries = {} if self.config.expand else dict(current().entries)
+            self._splits = {query: split(self._con, query, entries, INPUT_VIEW)
+                            for query in (self.query, self.query_with_arrival)}
 
     def process_batch(self, batch: pa.RecordBatch, input_index: int = 0) -> list[pa.RecordBatch]:
         self.open()
@@ -109,6 +119,12 @@ class Calc(Operator):
         return out
 
     def _run(self, query: str, batch: pa.RecordBatch) -> pa.Table:
+        planned = self._splits.get(query)
+        if planned is not None:
+            return planned.run(batch, self._query, self.ctx.operator_id)
+        return self._query(query, batch)
+
+    def _query(self, query: str, batch: pa.RecordBatch | pa.Table) -> pa.Table:
         self._con.register(INPUT_VIEW, batch)
         try:
             return query_arrow(self._con, query, self.ctx.operator_id)
@@ -119,7 +135,7 @@ class Calc(Operator):
         """``query`` over ``rows`` (numbered in ``late_rows.ROW_NUMBER``, passed on) with its UDF
         calls caught row by row (``engine.udfs.catching``): the result and the raising rows' failures."""
         sql, failures = catching(self._con, self._numbered[query], ROW_NUMBER)
-        return self._run(sql, rows), failures
+        return self._query(sql, rows), failures
 
     def close(self) -> None:
         if self._bad_rows is not None:

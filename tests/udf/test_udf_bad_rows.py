@@ -175,7 +175,10 @@ def test_which_rows_are_bad_does_not_depend_on_the_batch_size(values, batch):
 def test_a_batch_with_k_raising_rows_costs_two_statements_whatever_k(monkeypatch, bad):
     """The batch that raised is evaluated once more with its UDF calls caught row by row
     (``engine.udfs.catching``), not split in halves per bad row: 2 DuckDB statements over it
-    for any number of raising rows (their JSON takes one more, on the BadRows' own connection)."""
+    for any number of raising rows (their JSON takes one more, on the BadRows' own connection).
+    A batch with no raising row takes 2 too: its call is split out of the statement
+    (``engine.operators.python_calls``), after one that keeps "v" >= 0 and computes "v" + 0, before
+    the projection; with a raising row, the first of these and the caught one."""
     import weir.engine.operators.calc as calc_module
     statements = []
     query = calc_module.query_arrow
@@ -190,7 +193,8 @@ def test_a_batch_with_k_raising_rows_costs_two_statements_whatever_k(monkeypatch
         calc.close()
     finally:
         uninstall("tenth_of_k")
-    assert len(statements) == (1 if bad == 0 else 2)
+    assert len(statements) == 2
+    assert ("__weir_catch_" in statements[-1]) == (bad > 0)
     assert pa.Table.from_batches(out).to_pydict() == {"v": [v for v in values if v % 10 != 5],
                                                       "tv": [v // 10 for v in values if v % 10 != 5]}
     assert ctx.metrics.get("udf_bad_rows", 0) == bad == len(ctx.late_output)
