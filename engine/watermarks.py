@@ -78,7 +78,7 @@ def row_watermarks(batch: pa.RecordBatch, watermark: int) -> pa.Array | int | No
     if index < 0:
         return watermark if watermark > MIN_WATERMARK else None
     arrival = batch.column(index)
-    return pc.max_element_wise(arrival, watermark) if watermark > MIN_WATERMARK else arrival
+    return pc.max_element_wise(arrival, scalar(watermark)) if watermark > MIN_WATERMARK else arrival
 
 
 def highest_watermark(batch: pa.RecordBatch, watermark: int) -> int | None:

@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 
 from weir.engine.errors import EngineError
 from weir.engine.operators.config import OperatorConfig, optional
+from weir.engine.pandas_import import scalar
 
 #: window_time = window_end - 1 ms: the largest timestamp inside the window
 #: at Flink's millisecond resolution; a window fires when the watermark reaches it.
@@ -47,10 +48,17 @@ def align_sql(ts_sql: str, width: int, offset: int) -> str:
 
 def align_array(ts: pa.Array, width: int, offset: int) -> pa.Array:
     """``align`` of every value of an int64 array (vectorised; integer division truncates)."""
-    shifted = pc.subtract(ts, offset)
-    remainder = pc.subtract(shifted, pc.multiply(pc.divide(shifted, width), width))
-    remainder = pc.if_else(pc.less(remainder, 0), pc.add(remainder, width), remainder)
+    width_ = scalar(width)
+    shifted = pc.subtract(ts, scalar(offset))
+    remainder = pc.subtract(shifted, pc.multiply(pc.divide(shifted, width_), width_))
+    remainder = pc.if_else(pc.less(remainder, scalar(0)), pc.add(remainder, width_), remainder)
     return pc.subtract(ts, remainder)
+
+
+def _typed(value: pa.Array | int) -> pa.Array | pa.Scalar:
+    """An int as an int64 scalar (so that pyarrow does not import pandas to infer its type:
+    ``engine.pandas_import``); an array as it is."""
+    return scalar(value) if isinstance(value, int) else value
 
 
 #: Past this many period boundaries between the lowest and highest value, ``stepped`` gives up
@@ -79,7 +87,7 @@ def stepped(values: pa.Array | int, low: int, high: int, shift: int, width: int,
     for step in range(1, steps + 1):
         value = first + step * width
         # v + shift reaches the period starting at value - width from this v on
-        result = pc.if_else(pc.greater_equal(values, value - width - shift), pa.scalar(value, pa.int64()), result)
+        result = pc.if_else(pc.greater_equal(values, scalar(value - width - shift)), scalar(value), result)
     return result
 
 
@@ -155,7 +163,10 @@ class SlicedWindows:
         watermark (``stepped``): one comparison per row while the batch's watermarks do not
         cross a slice boundary."""
         opens = stepped(watermarks, low, high, WINDOW_TIME_LAG_US - self.size, self._expiry_period(), self.offset)
-        late = pc.less(ts, opens) if opens is not None else pc.less_equal(self.expires_at(ts), watermarks)
+        if opens is None:
+            late = pc.less_equal(self.expires_at(ts), _typed(watermarks))
+        else:
+            late = pc.less(ts, _typed(opens))
         return pc.fill_null(late, False)
 
     def first_windows(self, ts: pa.Array, watermarks: pa.Array | int, low: int, high: int) -> pa.Array | None:
@@ -166,28 +177,29 @@ class SlicedWindows:
             return None
         unfired = stepped(watermarks, low, high, WINDOW_TIME_LAG_US - self.slice_size, self.slice_size, self.offset)
         if unfired is None:  # the first window of the row's slice ends - 1 ms at or before its watermark
-            first_end = pc.add(align_array(ts, self.slice_size, self.offset), self.slice_size - WINDOW_TIME_LAG_US)
+            first_end = pc.add(align_array(ts, self.slice_size, self.offset),
+                               scalar(self.slice_size - WINDOW_TIME_LAG_US))
             started = pc.less_equal(first_end, watermarks)
-            unfired = align_array(pc.add(watermarks, WINDOW_TIME_LAG_US), self.slice_size, self.offset)
+            unfired = align_array(pc.add(watermarks, scalar(WINDOW_TIME_LAG_US)), self.slice_size, self.offset)
         else:  # the row's slice is before the first one none of whose windows fired
-            started = pc.less(ts, unfired)
+            started = pc.less(ts, _typed(unfired))
         started = pc.fill_null(started, False)
         if not pc.any(started).as_py():
             return None
         # the first window not fired ends a slice after the first slice none of whose windows fired
         after = (pa.scalar(unfired + self.slice_size, pa.int64()) if isinstance(unfired, int)
-                 else pc.add(unfired, self.slice_size))
+                 else pc.add(unfired, scalar(self.slice_size)))
         return pc.if_else(started, after, pa.scalar(None, pa.int64()))
 
     def expires_at(self, ts: pa.Array) -> pa.Array:
         """Per row (int64 µs times): the watermark at which the last window of its slice fires.
         A row is late when the watermark it meets has reached this (``ts < first_open_slice(w)``,
         row by row)."""
-        return pc.subtract(self._last_window_end(ts), WINDOW_TIME_LAG_US)
+        return pc.subtract(self._last_window_end(ts), scalar(WINDOW_TIME_LAG_US))
 
     def _last_window_end(self, ts: pa.Array) -> pa.Array:
         # TUMBLE and HOP: a slice's last window ends ``size`` after the slice starts
-        return pc.add(align_array(ts, self.slice_size, self.offset), self.size)
+        return pc.add(align_array(ts, self.slice_size, self.offset), scalar(self.size))
 
     def describe(self) -> str:
         return f"{self.kind}({self.time_column})"
@@ -260,7 +272,7 @@ class CumulativeWindows(SlicedWindows):
 
     def _last_window_end(self, ts: pa.Array) -> pa.Array:
         # every slice of a period ends with the period's full-size window
-        return pc.add(align_array(ts, self.size, self.offset), self.size)
+        return pc.add(align_array(ts, self.size, self.offset), scalar(self.size))
 
 
 @dataclass(frozen=True)
