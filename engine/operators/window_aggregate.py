@@ -78,6 +78,7 @@ from weir.engine.operators.windows import WINDOW_TIME_LAG_US, SlicedWindowConfig
 from weir.engine.state.key_groups import KEY_GROUP_COLUMN, key_groups
 from weir.engine.state.keyed_tables import merge_snapshots, owned_tables
 from weir.engine.messages import MIN_WATERMARK
+from weir.engine.pandas_import import scalar
 from weir.engine.watermarks import USE, highest_watermark, row_watermarks
 
 INPUT_VIEW = "window_input"
@@ -276,10 +277,10 @@ class WindowAggregate(Operator):
         cutoff = self._late_cutoff()
         where = ""
         if cutoff is not None and pc.min(slices).as_py() < cutoff:
-            late = pc.less(slices, cutoff)
+            late = pc.less(slices, scalar(cutoff))
             # in partials the copy column is the last key
             counted = self._first_copies(batch, late, f"__k{len(self.keys) - 1}")
-            self.ctx.count_late(pc.sum(pc.if_else(counted, batch.column("__rows"), 0)).as_py() or 0)
+            self.ctx.count_late(pc.sum(pc.if_else(counted, batch.column("__rows"), scalar(0))).as_py() or 0)
             if pc.all(late).as_py():
                 return []
             slices = pc.filter(slices, pc.invert(late))
@@ -379,7 +380,7 @@ class WindowAggregate(Operator):
         """``mask`` keeping one copy of each row expanded per grouping set: the row itself
         (copy 0 in ``copy_column``, by default the input's copy column)."""
         if self.copy_column is not None:
-            mask = pc.and_(mask, pc.equal(batch.column(copy_column or self.copy_column), 0))
+            mask = pc.and_(mask, pc.equal(batch.column(copy_column or self.copy_column), scalar(0)))
         return mask
 
     def _count_null_times(self, batch: pa.RecordBatch, ts: pa.Array) -> int:

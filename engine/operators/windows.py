@@ -87,7 +87,7 @@ def stepped(values: pa.Array | int, low: int, high: int, shift: int, width: int,
     for step in range(1, steps + 1):
         value = first + step * width
         # v + shift reaches the period starting at value - width from this v on
-        result = pc.if_else(pc.greater_equal(values, value - width - shift), pa.scalar(value, pa.int64()), result)
+        result = pc.if_else(pc.greater_equal(values, scalar(value - width - shift)), scalar(value), result)
     return result
 
 

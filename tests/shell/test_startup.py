@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 JOB = """
@@ -42,6 +44,40 @@ def test_a_small_job_imports_no_pandas_and_only_its_connectors(tmp_path, paralle
     connectors = {m.rsplit(".", 1)[1] for m in imported if m.startswith("weir.engine.connectors.")}
     assert {"nexmark", "blackhole"} <= connectors
     assert connectors.isdisjoint({"kafka", "kafka_formats", "filesystem", "file_readers", "datagen", "print_sink"})
+
+
+#: Rows up to 3 ms out of order in batches of 16 through a window, so that the window aggregate
+#: judges rows against arrival watermarks and its own (the paths that compare arrays with
+#: numbers), finds late rows and fires windows while rows come.
+WINDOW_JOB = """
+SET 'weir.source.batch-size' = '16';
+CREATE TABLE bids (auction BIGINT, date_time TIMESTAMP(3),
+                   WATERMARK FOR date_time AS date_time - INTERVAL '1' MILLISECOND)
+WITH ('connector' = 'filesystem', 'path' = 'bids.parquet', 'format' = 'parquet');
+CREATE TABLE out (auction BIGINT, window_end TIMESTAMP(3), bids BIGINT) WITH ('connector' = 'blackhole');
+INSERT INTO out SELECT auction, window_end, COUNT(*)
+FROM TABLE({window}) GROUP BY auction, window_start, window_end;
+"""
+WINDOWS = {
+    "tumble": "TUMBLE(TABLE bids, DESCRIPTOR(date_time), INTERVAL '10' MILLISECOND)",
+    "hop": "HOP(TABLE bids, DESCRIPTOR(date_time), INTERVAL '5' MILLISECOND, INTERVAL '10' MILLISECOND)",
+    "cumulate": "CUMULATE(TABLE bids, DESCRIPTOR(date_time), INTERVAL '5' MILLISECOND, INTERVAL '10' MILLISECOND)",
+}
+
+
+@pytest.mark.parametrize("window,parallelism", [("tumble", 1), ("hop", 1), ("cumulate", 1), ("hop", 2)])
+def test_a_windowed_job_with_late_rows_imports_no_pandas(tmp_path, window, parallelism):
+    times = pa.array([i * 1000 - (i * 7 % 4) * 1000 for i in range(400)], pa.int64())
+    pq.write_table(pa.table({"auction": pa.array([i % 3 for i in range(400)], pa.int64()),
+                             "date_time": times.cast(pa.timestamp("ms"))}), tmp_path / "bids.parquet")
+    (tmp_path / "job.sql").write_text(WINDOW_JOB.format(window=WINDOWS[window]))
+    done = subprocess.run([sys.executable, "-m", "weir.shell.cli", "run", "job.sql", "--no-progress",
+                           "--parallelism", str(parallelism)], cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    late = re.search(r"late rows dropped: ([\d,]+)", done.stdout)
+    assert late and int(late.group(1).replace(",", "")) > 0, done.stdout  # the late-row paths ran
+    assert [m for m in _imports(done.stderr) if m.startswith("pandas.")] == []
 
 
 def test_importing_every_module_of_weir_imports_no_pandas():
