@@ -3,7 +3,10 @@ processes the tests start."""
 from __future__ import annotations
 
 import os
+import signal
 import tempfile
+import threading
+import warnings
 from pathlib import Path
 
 import pytest
@@ -50,3 +53,28 @@ def inject_fault(monkeypatch):
         monkeypatch.setattr(faults, "_FAULT", fault)
         monkeypatch.setattr(faults, "_counts", {})
     return arm
+
+
+@pytest.fixture(autouse=True)
+def sigint_as_a_terminal_gives_it(request):
+    """Each test starts with SIGINT as a terminal's command has it: Python's handler, unblocked.
+    Every process a test starts inherits this process's SIGINT disposition and signal mask, and
+    a command that inherits SIGINT ignored or blocked never sees Ctrl-C (as a background job of
+    sh does not): `weir serve`, `weir run --serve` after its job and the shell's live result then
+    wait for ever for the Ctrl-C a test sends (seen in CI, in both xdist workers, after this
+    session's regrouping of the golden tests; which earlier test left it so was not found). A
+    test that leaves it so is named in a warning and the state is put back for the next one."""
+    _put_sigint_back(f"before {request.node.nodeid}")
+    yield
+    _put_sigint_back(f"{request.node.nodeid}")
+
+
+def _put_sigint_back(when: str) -> None:
+    if threading.current_thread() is not threading.main_thread():
+        return  # only the main thread may set a handler
+    handler = signal.getsignal(signal.SIGINT)
+    blocked = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    if handler is signal.SIG_IGN or blocked:
+        warnings.warn(f"SIGINT was {'blocked' if blocked else 'ignored'} in the test process {when}; put back")
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
