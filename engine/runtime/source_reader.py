@@ -43,6 +43,7 @@ from weir.engine.connectors.base import Source
 from weir.engine.messages import MAX_WATERMARK, Watermark
 from weir.engine.operators.base import OperatorKind, explain_lines
 from weir.engine.operators.config import OperatorConfig
+from weir.engine.runtime.read_ahead import ReadAhead
 from weir.engine.watermarks import ARRIVAL_FIELD, SplitWatermarks, WatermarkGenerator, arrival_watermarks
 
 
@@ -216,16 +217,11 @@ class SourceReader(OperatorKind):
         arrival, after = arrival_watermarks(self._generator.candidates(batch), self.watermarks.of(split))
         return batch.append_column(ARRIVAL_FIELD, arrival), after
 
-    def __iter__(self) -> Iterator[tuple[pa.RecordBatch | None, Watermark | None]]:
-        """Steps of (batch, the watermark it advanced to): the batch goes first, then
-        the watermark, and only then may a barrier cut the stream — so a checkpoint's
-        offsets and split watermarks always describe the same rows.
-        The last step carries MAX_WATERMARK."""
-        chains = {key: list(splits) for key, splits in self.chains.items()}
+    def _reads(self, chains: dict[str, list[str]]) -> Iterator[tuple[str | None, tuple | None]]:
+        """The reads of the round-robin, in order: (split, (batch, offset)) for a batch, (split,
+        None) where a split ends, (None, None) while a subtask waits for a split to appear. Its
+        order depends on the splits alone (not on watermarks), so it may run ahead of them."""
         readers: dict[str, Iterator] = {}
-        # Without a bounded-delay watermark only a source with no watermark at all merges.
-        merging = self.merge_bytes > 0 and (self._generator is None or self._time_column is not None)
-        pending = MergedSteps(self.merge_bytes, self._time_column)
         while chains or self._next_discovery is not None:
             self._discover(chains)
             if not chains:  # a subtask with no split yet, waiting for one to appear
@@ -242,27 +238,58 @@ class SourceReader(OperatorKind):
                     chains[key].pop(0)
                     if not chains[key]:
                         del chains[key]
-                    batch, advanced = None, self.watermarks.finish(split)
-                else:
-                    if merging and step[0].num_rows and not pending.admits(step[0], self.watermarks.current):
-                        yield pending.take()  # before this step is taken: its barrier excludes it
-                    batch, self.offsets[split] = step
-                    if batch.num_rows == 0:  # nothing new (an unbounded source): still a boundary,
-                        advanced = self._maybe_idle(split)  # where the job checkpoints and stops
-                        yield None, Watermark(advanced) if advanced is not None and self._generator else None
-                        continue
-                    self._last_rows[split] = time.monotonic()
-                    self.rows_read += batch.num_rows
-                    candidate = None
-                    if self._generator is not None:
-                        batch, candidate = self._with_arrival(batch, split)
-                    advanced = self.watermarks.observe(split, candidate)
-                if advanced is None or advanced == MAX_WATERMARK or not self._generator:
-                    advanced = None
-                if merging:
-                    pending.add(batch, advanced)
-                elif batch is not None or advanced is not None:
-                    yield batch, Watermark(advanced) if advanced is not None else None
+                yield split, step
+
+    def __iter__(self) -> Iterator[tuple[pa.RecordBatch | None, Watermark | None]]:
+        """Steps of (batch, the watermark it advanced to): the batch goes first, then
+        the watermark, and only then may a barrier cut the stream — so a checkpoint's
+        offsets and split watermarks always describe the same rows.
+        The last step carries MAX_WATERMARK.
+
+        A bounded source whose batches are arbitrary (files) is read a few batches ahead in a
+        thread (``ReadAhead``): the next ones decode while the job works on these. The steps,
+        offsets and watermarks are the same; a split's reading starts from its offset once the
+        split before it in its chain is done, which no checkpoint or restore can change meanwhile."""
+        reads: Iterator = self._reads({key: list(splits) for key, splits in self.chains.items()})
+        if self.source.bounded and self.source.arbitrary_batches:
+            reads = ReadAhead(reads, name=f"weir-read-{self.subtask}")
+        try:
+            yield from self._steps(reads)
+        finally:
+            if isinstance(reads, ReadAhead):
+                reads.close()
+
+    def _steps(self, reads: Iterator[tuple[str | None, tuple | None]]
+               ) -> Iterator[tuple[pa.RecordBatch | None, Watermark | None]]:
+        # Without a bounded-delay watermark only a source with no watermark at all merges.
+        merging = self.merge_bytes > 0 and (self._generator is None or self._time_column is not None)
+        pending = MergedSteps(self.merge_bytes, self._time_column)
+        for split, step in reads:
+            if split is None:
+                yield None, None
+                continue
+            if step is None:
+                batch, advanced = None, self.watermarks.finish(split)
+            else:
+                if merging and step[0].num_rows and not pending.admits(step[0], self.watermarks.current):
+                    yield pending.take()  # before this step is taken: its barrier excludes it
+                batch, self.offsets[split] = step
+                if batch.num_rows == 0:  # nothing new (an unbounded source): still a boundary,
+                    advanced = self._maybe_idle(split)  # where the job checkpoints and stops
+                    yield None, Watermark(advanced) if advanced is not None and self._generator else None
+                    continue
+                self._last_rows[split] = time.monotonic()
+                self.rows_read += batch.num_rows
+                candidate = None
+                if self._generator is not None:
+                    batch, candidate = self._with_arrival(batch, split)
+                advanced = self.watermarks.observe(split, candidate)
+            if advanced is None or advanced == MAX_WATERMARK or not self._generator:
+                advanced = None
+            if merging:
+                pending.add(batch, advanced)
+            elif batch is not None or advanced is not None:
+                yield batch, Watermark(advanced) if advanced is not None else None
         if merging and (last := pending.take()) is not None:
             yield last
         self.watermarks.current = MAX_WATERMARK
