@@ -1,7 +1,7 @@
 """Benchmark: weir against DuckDB batch (and Polars, when installed) on the same bids, whole process.
 
     python bench/compare.py [--events 1000000,10000000] [--only tumble,hop] [--runs 3]
-                            [--parallelism 1,2] [--format parquet|csv]
+                            [--parallelism 1,2] [--format parquet|csv] [--baseline DIR]
 
 Generates the bids once per size with ``tumble.generate`` (Nexmark-like: hot
 auctions, log-uniform prices, times out of order by up to 1.5 s; one Parquet
@@ -13,6 +13,12 @@ Then, for each job and size, it runs in turn, ``--runs`` times:
 - DuckDB: the equivalent batch query in a child process with 2 threads, its
   result read into Arrow;
 - Polars (skipped when not installed): the same as a lazy query, 2 threads.
+
+With ``--baseline DIR`` weir also runs from DIR (a directory holding a ``weir`` package: a
+symlink to another checkout, first on PYTHONPATH), alternating with this tree: before and after
+a change in one run. weir's children find their bytecode under ``bench/.data/pycache``
+(PYTHONPYCACHEPREFIX) as an installed package does; a checkout run with
+PYTHONDONTWRITEBYTECODE=1 would otherwise compile every module it imports on every start.
 
 Every figure is of the whole child process (start-up and imports included):
 wall seconds, CPU seconds (user + sys of the process and its children, from
@@ -174,7 +180,8 @@ def inputs(work: Path, events: int, fmt: str) -> Path:
     return csv
 
 
-def engines(job: str, bids: Path, fmt: str, work: Path, parallelisms: list[int]) -> dict[str, tuple[list[str], dict | None]]:
+def engines(job: str, bids: Path, fmt: str, work: Path, parallelisms: list[int],
+            baseline: str | None = None) -> dict[str, tuple[list[str], dict | None]]:
     """name -> (argv, environment) of every engine's run of ``job`` over ``bids``."""
     run_dir = work / f"compare-{job}"
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -183,9 +190,13 @@ def engines(job: str, bids: Path, fmt: str, work: Path, parallelisms: list[int])
     (run_dir / "job.sql").write_text(SOURCE.format(bids=bids, format=fmt, columns=columns) + weir_sql + "\n")
     scan = f"read_parquet('{bids}')" if fmt == "parquet" else f"read_csv('{bids}', header = true)"
     found = {}
+    cached = {**os.environ, "PYTHONPYCACHEPREFIX": str(HERE / ".data" / "pycache")}
     for p in parallelisms:
-        found[f"weir p={p}"] = ([sys.executable, "-m", "weir.shell.cli", "run", "job.sql", "--no-progress", "--db",
-                                 "weir.duckdb", "--state-dir", "state", "--fresh", "--parallelism", str(p)], None)
+        argv = [sys.executable, "-m", "weir.shell.cli", "run", "job.sql", "--no-progress", "--db",
+                "weir.duckdb", "--state-dir", "state", "--fresh", "--parallelism", str(p)]
+        found[f"weir p={p}"] = (argv, cached)
+        if baseline:
+            found[f"base p={p}"] = (argv, {**cached, "PYTHONPATH": baseline})
     found["duckdb"] = ([sys.executable, "-c", DUCKDB_SCRIPT, batch_sql.format(scan=scan)], None)
     if importlib.util.find_spec("polars") is not None:
         env = {**os.environ, "POLARS_MAX_THREADS": "2"}
@@ -207,6 +218,7 @@ def main() -> None:
     parser.add_argument("--parallelism", default="1,2", help="weir's parallelisms (default 1,2)")
     parser.add_argument("--format", choices=("parquet", "csv"), default="parquet")
     parser.add_argument("--workdir", type=Path, default=HERE / ".data")
+    parser.add_argument("--baseline", metavar="DIR", help="also run weir from DIR (holding a `weir` package)")
     args = parser.parse_args()
     jobs = args.only.split(",")
     unknown = set(jobs) - set(JOBS)
@@ -216,12 +228,18 @@ def main() -> None:
     parallelisms = [int(p) for p in args.parallelism.split(",")]
     print(f"{'job':9} {'events':>10} {'engine':9} {'wall s':>7} {'CPU s':>7} {'ev/s (wall)':>12} {'peak MB':>8} "
           f"{'wall/duckdb':>11} {'CPU/duckdb':>10}")
+    warmed: set[str] = set()
     for events in (int(e) for e in args.events.split(",")):
         bids = inputs(args.workdir, events, args.format)
         for job in jobs:
-            found = engines(job, bids, args.format, args.workdir, parallelisms)
+            found = engines(job, bids, args.format, args.workdir, parallelisms, args.baseline)
             runs: dict[str, list[Run]] = {name: [] for name in found}
             run_dir = args.workdir / f"compare-{job}"
+            for name, (argv, env) in found.items():
+                if name.startswith(("weir", "base")) and name[:4] not in warmed:  # compiles the bytecode cache
+                    warmed.add(name[:4])
+                    clean(run_dir)
+                    measure(argv, run_dir, env)
             for _ in range(args.runs):
                 for name, (argv, env) in found.items():
                     clean(run_dir)
@@ -235,10 +253,11 @@ def main() -> None:
             for name, m in medians.items():
                 print(f"{job:9} {events:>10,} {name:9} {m.wall:7.2f} {m.cpu:7.2f} {events / m.wall:12,.0f} "
                       f"{m.peak_bytes / 2**20:8.0f} {m.wall / duck.wall:11.2f} {m.cpu / duck.cpu:10.2f}")
-            if "weir p=1" in medians and "weir p=2" in medians:
-                one, two = medians["weir p=1"], medians["weir p=2"]
-                print(f"{job:9} {events:>10,} weir p=2 / p=1: {one.wall / two.wall:.2f}x faster by wall, "
-                      f"{two.cpu / one.cpu:.2f}x the CPU")
+            for tree in ("weir", "base"):
+                if f"{tree} p=1" in medians and f"{tree} p=2" in medians:
+                    one, two = medians[f"{tree} p=1"], medians[f"{tree} p=2"]
+                    print(f"{job:9} {events:>10,} {tree} p=2 / p=1: {one.wall / two.wall:.2f}x faster by wall, "
+                          f"{two.cpu / one.cpu:.2f}x the CPU")
             sys.stdout.flush()
 
 
