@@ -78,6 +78,7 @@ from weir.engine.messages import MIN_WATERMARK
 from weir.engine.operators.batches import positions
 from weir.engine.operators.clock import EventTimeClock
 from weir.engine.operators.firings import StreamsFirings
+from weir.engine.operators.islands import comparable, island_numbers
 from weir.engine.operators.duckdb_sql import (create_table_from_arrow, int_literal, query_arrow, quote_ident,
                                               snapshot_tables, string_literal)
 from weir.engine.operators.windows import WINDOW_TIME_LAG_US
@@ -90,6 +91,11 @@ SESSIONS = "session_accumulators"
 PENDING = "session_pending"
 START, END = "__session_start", "__session_end"
 INPUT_VIEW = "session_input"
+ISLANDS_VIEW = "session_islands"
+#: Segments of up to this many rows have their islands found in Arrow (``_make_batch_rows``): the
+#: keys and times of such a segment are read out of DuckDB's managed memory; a larger one (a
+#: bounded input whose watermark never moved) stays in DuckDB, which spills.
+ARROW_ISLAND_ROWS = 4_000_000
 SNAPSHOT_VERSION = 1
 LAG = WINDOW_TIME_LAG_US
 #: Columns of ``session_pending``: each row's watermark and arrival number; of ``ready``: its position.
@@ -267,7 +273,8 @@ class SessionWindow(StreamsFirings, StateOperator):
         (rows, behind_rows), = self._run(f"SELECT count(*), count(*) FILTER (WHERE {behind}) {ready}")
         if not behind_rows:  # no row can meet a closed session: one segment, in no particular order
             if rows:
-                self._run(f"CREATE OR REPLACE TEMP TABLE segment AS SELECT *, {behind} AS __behind {ready}")
+                self._run(f"CREATE OR REPLACE TEMP TABLE segment AS SELECT *, {behind} AS __behind {ready} "
+                          f"ORDER BY {self._island_order()}")
             self._take_pending(upto)
             if rows:
                 self._segment(None)
@@ -294,7 +301,8 @@ class SessionWindow(StreamsFirings, StateOperator):
         """Steps 2–3 for the ready rows ``where`` holds (None: the ``segment`` table holds them
         already): late rows out, the rest merged into the state."""
         if where is not None:
-            self._run(f"CREATE OR REPLACE TEMP TABLE segment AS SELECT * FROM ready WHERE {where}")
+            self._run(f"CREATE OR REPLACE TEMP TABLE segment AS SELECT * FROM ready WHERE {where} "
+                      f"ORDER BY {self._island_order()}")
         if SESSIONS in self._tables:
             open_touch = " AND ".join(self._same_key("s", "r") + self._touches("s", "r"))
             has_open = f"EXISTS (SELECT 1 FROM {SESSIONS} s WHERE {open_touch})"
@@ -305,8 +313,7 @@ class SessionWindow(StreamsFirings, StateOperator):
         if late:
             self.ctx.count_late(late)  # counted per source; not kept (no late-rows table for sessions)
             self._run(f"DELETE FROM segment r WHERE {closed} AND NOT {has_open}")
-        self._run(f"CREATE OR REPLACE TEMP TABLE batch_rows AS {self._batch_rows_sql('segment')}")
-        (rows,), = self._run("SELECT count(*) FROM batch_rows")
+        rows = self._make_batch_rows()
         if rows and self._batch_sessions():
             self._merge_into_state()
 
@@ -337,8 +344,7 @@ class SessionWindow(StreamsFirings, StateOperator):
                                         f"ORDER BY {ROW_SEQUENCE}")]
         self._bad_rows.keep_json(texts, [failures[n] for n in numbers])
         self._run(f"DELETE FROM segment WHERE {ROW_SEQUENCE} IN ({listed})")
-        self._run(f"CREATE OR REPLACE TEMP TABLE batch_rows AS {self._batch_rows_sql('segment')}")
-        (rows,), = self._run("SELECT count(*) FROM batch_rows")
+        rows = self._make_batch_rows()
         if rows:
             self._run(sql)
         return bool(rows)
@@ -374,6 +380,32 @@ class SessionWindow(StreamsFirings, StateOperator):
         finally:
             self.con.unregister(INPUT_VIEW)
         return key_groups(keys, keys.schema.names, self.ctx.max_parallelism)
+
+    def _island_order(self) -> str:
+        return ", ".join([*self.key_columns, "__ts"])
+
+    def _make_batch_rows(self) -> int:
+        """``batch_rows``: the rows of ``segment`` with their batch island (``__island``, unique per
+        key); how many. ``segment`` was written sorted by keys and time, and the connection keeps
+        insertion order, so its rows scan in that order: up to ``ARROW_ISLAND_ROWS`` rows with keys
+        Arrow compares, their keys and times are read and numbered in Arrow (``islands``: no sort,
+        where SQL's two window functions sort twice) and the numbers joined on by position; else,
+        or above, SQL finds them."""
+        (rows,), = self._run("SELECT count(*) FROM segment")
+        if 0 < rows <= ARROW_ISLAND_ROWS:
+            read = query_arrow(self.con, f"SELECT {self._island_order()} FROM segment", self.ctx.operator_id)
+            keys = [read.column(k).combine_chunks() for k in self.key_columns]
+            if all(comparable(k.type) for k in keys):
+                numbers = island_numbers(keys, read.column("__ts").combine_chunks(), self.gap)
+                self.con.register(ISLANDS_VIEW, pa.table({"__island": numbers}))
+                try:
+                    self._run(f"CREATE OR REPLACE TEMP TABLE batch_rows AS SELECT * FROM segment "
+                              f"POSITIONAL JOIN {ISLANDS_VIEW}")
+                finally:
+                    self.con.unregister(ISLANDS_VIEW)
+                return rows
+        self._run(f"CREATE OR REPLACE TEMP TABLE batch_rows AS {self._batch_rows_sql('segment')}")
+        return rows
 
     def _batch_rows_sql(self, table: str) -> str:
         """The rows of ``table`` (prepared, as ``session_pending`` holds them) with their batch island."""

@@ -1,0 +1,53 @@
+"""Gaps and islands over rows sorted by (key, time), in one vectorised pass.
+
+A SESSION window's batch sessions are islands: per key, in time order, a row more than ``gap``
+after the row before it starts a new one. In SQL that is two window functions over the same
+partitioning and order (``lag``, then a running ``sum``), which DuckDB sorts for twice; here the
+rows are sorted once (by DuckDB) and the islands numbered by comparing every row with the one
+before it (pyarrow): a new island where the key differs — NULL equal to NULL and NaN to NaN, as
+``PARTITION BY`` groups them — or the time moved on by more than ``gap``.
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from weir.engine.pandas_import import scalar
+
+
+def comparable(kind: pa.DataType) -> bool:
+    """Whether keys of this Arrow type are compared here (else SQL finds the islands)."""
+    if pa.types.is_dictionary(kind):
+        return comparable(kind.value_type)
+    return (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind)
+            or pa.types.is_decimal(kind) or pa.types.is_temporal(kind) or pa.types.is_string(kind)
+            or pa.types.is_large_string(kind) or pa.types.is_binary(kind) or pa.types.is_large_binary(kind)
+            or pa.types.is_fixed_size_binary(kind) or kind == pa.string_view())
+
+
+def _same_as_previous(column: pa.Array) -> pa.BooleanArray:
+    """For rows 1..n-1: whether the value equals the previous row's, NULL equal to NULL."""
+    if pa.types.is_dictionary(column.type):
+        column = column.dictionary_decode()
+    after, before = column.slice(1), column.slice(0, len(column) - 1)
+    same = pc.fill_null(pc.equal(after, before), False)
+    both_null = pc.and_(pc.is_null(after), pc.is_null(before))
+    same = pc.or_(same, both_null)
+    if pa.types.is_floating(column.type):
+        both_nan = pc.fill_null(pc.and_(pc.is_nan(after), pc.is_nan(before)), False)
+        same = pc.or_(same, both_nan)
+    return same
+
+
+def island_numbers(keys: list[pa.Array], times: pa.Array, gap: int) -> pa.Int64Array:
+    """The island of every row (1, 2, ...; unique across keys) of rows sorted by ``keys`` then
+    ``times`` (int64, no NULLs): a new one where a key changes or ``times`` grows by more than ``gap``."""
+    rows = len(times)
+    if rows == 0:
+        return pa.array([], pa.int64())
+    times = times.cast(pa.int64()) if times.type != pa.int64() else times
+    new = pc.greater(pc.subtract(times.slice(1), times.slice(0, rows - 1)), scalar(gap))
+    for column in keys:
+        new = pc.or_(new, pc.invert(_same_as_previous(column)))
+    starts = pa.concat_arrays([pa.array([True]), new]).cast(pa.int64())
+    return pc.cumulative_sum(starts)
