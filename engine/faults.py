@@ -54,6 +54,15 @@ _lock = threading.Lock()
 _subtask: int | None = None
 
 
+def configure() -> None:
+    """Read WEIR_FAULT and WEIR_FAULT_ONCE again, counting from zero: a worker forked from a
+    process that read them before the job's were set (``engine.runtime.parallel``)."""
+    global _FAULT, _ONLY_SUBTASK, _ONCE
+    _FAULT, _ONLY_SUBTASK = _parse(os.environ.get("WEIR_FAULT"))
+    _ONCE = os.environ.get("WEIR_FAULT_ONCE")
+    _counts.clear()
+
+
 def set_subtask(subtask: int) -> None:
     """This process runs worker ``subtask`` of a parallel job (for ``@<subtask>`` faults)."""
     global _subtask

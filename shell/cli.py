@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 
 from weir import __version__
@@ -15,6 +16,10 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
         argv = ["shell", *argv]  # `weir`, `weir -f file.sql`, `weir -i init.sql`: the shell
     args = _parser().parse_args(argv)
+    if args.command == "run" and _runs_in_parallel(args):
+        from weir.engine.runtime.workers import start_fork_server
+
+        start_fork_server()  # it imports the engine for the workers while this process plans the job
     from weir.engine.pandas_import import defer_pandas  # (pyarrow: not for --help)
 
     defer_pandas()  # pyarrow imports pandas only once something that uses it does
@@ -28,6 +33,33 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # the reader went away (`weir query ... | head`): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+
+
+_PARALLELISM = re.compile(r"""SET\s+'parallelism\.default'\s*=\s*'?\s*(\d+)""", re.IGNORECASE)
+_RAY = re.compile(r"""SET\s+'execution\.target'\s*=\s*'ray'""", re.IGNORECASE)
+
+
+def _runs_in_parallel(args) -> bool:
+    """Whether `weir run` will start worker processes here, as far as its options and a look at
+    the file tell before the planner is loaded (a wrong guess only costs or saves a head start)."""
+    settings = {key.strip(): value.strip() for key, _, value in (item.partition("=") for item in args.set or [])}
+    if (args.executor or settings.get("execution.target", "")).strip().lower() == "ray":
+        return False
+    value = args.parallelism or settings.get("parallelism.default")
+    text = ""
+    if value is None:
+        try:
+            text = open(args.file, encoding="utf-8", errors="replace").read(1 << 20)
+        except OSError:
+            return False
+        if _RAY.search(text):
+            return False
+        found = _PARALLELISM.findall(text)
+        value = found[-1] if found else None
+    try:
+        return value is not None and int(str(value).strip()) > 1
+    except ValueError:
+        return False
 
 
 def _parser() -> argparse.ArgumentParser:

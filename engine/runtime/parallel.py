@@ -33,6 +33,7 @@ the checkpoint was taken at.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import resource
 import signal
 import time
@@ -57,6 +58,7 @@ from weir.engine.pandas_import import defer_pandas
 from weir.engine.runtime.control import STOP_AT_CHECKPOINT, ControlChannel
 from weir.engine.runtime.local import JobResult, OperatorMetrics, Progress
 from weir.engine.runtime.subtask import SubtaskExecutor
+from weir.engine.runtime.workers import worker_context
 
 
 #: Seconds the coordinator waits for a worker to exit before it ends it the hard way.
@@ -98,11 +100,18 @@ def check_parallelism(graph: JobGraph, parallelism: int) -> None:
 
 # -- the worker's side ---------------------------------------------------------
 def _worker(conn: Connection, graph_json: dict, subtask: int, parallelism: int, restore_from: str | None,
-            backend: str, spill_dir: str | None, peers_in: dict, peers_out: dict) -> None:
+            backend: str, spill_dir: str | None, peers_in: dict, peers_out: dict,
+            environment: dict[str, str], directory: str) -> None:
     # Ctrl-C reaches the whole process group: the coordinator stops the workers (at a checkpoint).
     # SIGINT was blocked from the start (``_start_workers``); from here it is ignored.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    # Forked from the fork server, which has the environment and directory of when it started:
+    # the coordinator's, now, are the job's (relative paths, WEIR_FAULT, ...).
+    os.chdir(directory)
+    os.environ.clear()
+    os.environ.update(environment)
+    faults.configure()
     defer_pandas()
     run_subtask(conn, graph_json, subtask, parallelism, restore_from, backend, spill_dir, peers_in, peers_out)
 
@@ -265,7 +274,7 @@ class ProcessExecutor:
         it reads its own key groups from the checkpoint, so that nothing large is written to a
         worker before it runs — a worker that dies then is seen at once by ``_loop`` (its pipe
         ends) instead of blocking the write of its arguments for ever."""
-        context = multiprocessing.get_context("spawn")
+        context = worker_context()
         restore_from = location_text(self.coordinator.restored.path) if restore is not None else None
         # One pipe per ordered pair of workers: (sender, receiver) -> (receiving end, sending end).
         ends = {(i, j): context.Pipe(duplex=False) for i in range(self.parallelism)
@@ -291,7 +300,8 @@ class ProcessExecutor:
                 target=_worker, name=f"weir-{self.graph.name}-{subtask}", daemon=True,
                 args=(child, self.graph.to_json(), subtask, self.parallelism, restore_from, self.state_backend, spill,
                       {i: ends[i, subtask][0] for i in range(self.parallelism) if i != subtask},
-                      {j: ends[subtask, j][1] for j in range(self.parallelism) if j != subtask}))
+                      {j: ends[subtask, j][1] for j in range(self.parallelism) if j != subtask},
+                      dict(os.environ), os.getcwd()))
             process.start()
             child.close()
             self._conns.append(parent)

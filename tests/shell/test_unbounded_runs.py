@@ -149,20 +149,26 @@ def oracle(windows: int) -> list[tuple]:
                          FROM clicks GROUP BY 1 ORDER BY 1""").fetchall()
 
 
-def workers(pid: int) -> list[int]:
-    """The worker processes (multiprocessing's spawn_main) among ``pid``'s children."""
+def _children(pid: int) -> list[int]:
     found = []
     for task in Path(f"/proc/{pid}/task").glob("*"):
         try:
-            children = (task / "children").read_text().split()
+            found += [int(child) for child in (task / "children").read_text().split()]
         except OSError:  # the thread has ended since the listing
             continue
-        for child in children:
-            try:
-                if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
-                    found.append(int(child))
-            except OSError:  # it has ended meanwhile
-                pass
+    return found
+
+
+def workers(pid: int) -> list[int]:
+    """The worker processes of job ``pid``: the children of its fork server (a child of ``pid``
+    running multiprocessing's forkserver, engine/runtime/workers.py)."""
+    found = []
+    for child in _children(pid):
+        try:
+            if b"forkserver" in Path(f"/proc/{child}/cmdline").read_bytes():
+                found += _children(child)
+        except OSError:  # it has ended meanwhile
+            pass
     return found
 
 
