@@ -21,8 +21,10 @@ a change in one run. weir's children find their bytecode under ``bench/.data/pyc
 PYTHONDONTWRITEBYTECODE=1 would otherwise compile every module it imports on every start.
 
 Every figure is of the whole child process (start-up and imports included):
-wall seconds, CPU seconds (user + sys of the process and its children, from
-``wait4``), peak RSS, and events/s by wall. It prints the medians, then each
+wall seconds, CPU seconds (user + sys of the process and its descendants, from
+``wait4``: this process is their subreaper, so a fork server that outlives the
+job, and the workers it forked, are counted too), peak RSS (of the largest
+process), and events/s by wall. It prints the medians, then each
 engine's ratio to DuckDB (wall and CPU) and weir's speed-up from p=1 to p=2.
 On a loaded machine read CPU, not wall: CPU is what a job costs, wall what
 the other processes left it.
@@ -48,6 +50,7 @@ from pathlib import Path
 
 import duckdb
 
+from startup import become_subreaper
 from tumble import generate
 
 HERE = Path(__file__).resolve().parent
@@ -153,6 +156,13 @@ def measure(argv: list[str], cwd: Path, env: dict | None = None) -> Run:
     # wait4 gives this child's own rusage (its waited-for children included), not every child's
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - started
+    cpu, peak = usage.ru_utime + usage.ru_stime, usage.ru_maxrss
+    while True:  # orphans that outlived it (a parallel job's fork server, and the workers it reaped)
+        try:
+            _, _, orphan = os.wait4(-1, 0)
+        except ChildProcessError:
+            break
+        cpu, peak = cpu + orphan.ru_utime + orphan.ru_stime, max(peak, orphan.ru_maxrss)
     stdout, stderr = proc.stdout.read(), proc.stderr.read()
     proc.stdout.close(), proc.stderr.close()
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -161,7 +171,7 @@ def measure(argv: list[str], cwd: Path, env: dict | None = None) -> Run:
     text = stdout.decode()
     sink = re.search(r"^\s*out\.sink\s+([\d,]+)", text, re.MULTILINE)
     rows = int(sink.group(1).replace(",", "")) if sink else int(text) if text.strip().isdigit() else None
-    return Run(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024, rows)
+    return Run(wall, cpu, peak * 1024, rows)
 
 
 def inputs(work: Path, events: int, fmt: str) -> Path:
@@ -220,6 +230,7 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=HERE / ".data")
     parser.add_argument("--baseline", metavar="DIR", help="also run weir from DIR (holding a `weir` package)")
     args = parser.parse_args()
+    become_subreaper()  # (see ``measure``)
     jobs = args.only.split(",")
     unknown = set(jobs) - set(JOBS)
     if unknown:
