@@ -46,8 +46,9 @@ def _parse(spec: str | None) -> tuple[tuple[str, int, object] | None, int | None
     return (parts[0], int(parts[1]) if len(parts) > 1 else 1, mode), int(subtask) if subtask else None
 
 
-_FAULT, _ONLY_SUBTASK = _parse(os.environ.get("WEIR_FAULT"))
-_ONCE = os.environ.get("WEIR_FAULT_ONCE")
+_FAULT: tuple[str, int, object] | None = None
+_ONLY_SUBTASK: int | None = None
+_ONCE: str | None = None
 _counts: dict[str, int] = {}
 _lock = threading.Lock()
 #: This process's subtask, in a worker of a parallel job (``set_subtask``).
@@ -61,6 +62,9 @@ def configure() -> None:
     _FAULT, _ONLY_SUBTASK = _parse(os.environ.get("WEIR_FAULT"))
     _ONCE = os.environ.get("WEIR_FAULT_ONCE")
     _counts.clear()
+
+
+configure()
 
 
 def set_subtask(subtask: int) -> None:

@@ -46,7 +46,6 @@ def _runs_in_parallel(args) -> bool:
     if (args.executor or settings.get("execution.target", "")).strip().lower() == "ray":
         return False
     value = args.parallelism or settings.get("parallelism.default")
-    text = ""
     if value is None:
         try:
             text = open(args.file, encoding="utf-8", errors="replace").read(1 << 20)

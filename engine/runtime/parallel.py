@@ -40,7 +40,6 @@ import time
 import traceback
 from pathlib import Path
 from dataclasses import dataclass, field
-from multiprocessing import resource_tracker
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable
 
@@ -58,7 +57,7 @@ from weir.engine.pandas_import import defer_pandas
 from weir.engine.runtime.control import STOP_AT_CHECKPOINT, ControlChannel
 from weir.engine.runtime.local import JobResult, OperatorMetrics, Progress
 from weir.engine.runtime.subtask import SubtaskExecutor
-from weir.engine.runtime.workers import worker_context
+from weir.engine.runtime.workers import start_fork_server, worker_context
 
 
 #: Seconds the coordinator waits for a worker to exit before it ends it the hard way.
@@ -101,14 +100,14 @@ def check_parallelism(graph: JobGraph, parallelism: int) -> None:
 # -- the worker's side ---------------------------------------------------------
 def _worker(conn: Connection, graph_json: dict, subtask: int, parallelism: int, restore_from: str | None,
             backend: str, spill_dir: str | None, peers_in: dict, peers_out: dict,
-            environment: dict[str, str], directory: str) -> None:
+            environment: dict[str, str]) -> None:
     # Ctrl-C reaches the whole process group: the coordinator stops the workers (at a checkpoint).
-    # SIGINT was blocked from the start (``_start_workers``); from here it is ignored.
+    # SIGINT was blocked from the start (the fork server's mask); from here it is ignored.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    # Forked from the fork server, which has the environment and directory of when it started:
-    # the coordinator's, now, are the job's (relative paths, WEIR_FAULT, ...).
-    os.chdir(directory)
+    # Forked from the fork server, which has the environment of when it started: the
+    # coordinator's, now, is the job's (WEIR_FAULT, ...). (multiprocessing moves the worker
+    # into the coordinator's directory itself.)
     os.environ.clear()
     os.environ.update(environment)
     faults.configure()
@@ -279,15 +278,10 @@ class ProcessExecutor:
         # One pipe per ordered pair of workers: (sender, receiver) -> (receiving end, sending end).
         ends = {(i, j): context.Pipe(duplex=False) for i in range(self.parallelism)
                 for j in range(self.parallelism) if i != j}
-        # A worker inherits this thread's signal mask: with SIGINT blocked, a Ctrl-C while it starts
-        # (importing the engine takes a while) cannot end it; ``_worker`` then ignores SIGINT. The
-        # resource tracker is started first: starting it unblocks SIGINT in the calling thread.
-        resource_tracker.ensure_running()
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        try:
-            self._spawn(context, ends, restore_from)
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        # A worker has the fork server's signal mask, SIGINT blocked (``start_fork_server``): a
+        # Ctrl-C while it starts cannot end it; ``_worker`` then ignores SIGINT.
+        start_fork_server()
+        self._spawn(context, ends, restore_from)
         for receiving, sending in ends.values():  # the workers hold them now
             receiving.close()
             sending.close()
@@ -301,7 +295,7 @@ class ProcessExecutor:
                 args=(child, self.graph.to_json(), subtask, self.parallelism, restore_from, self.state_backend, spill,
                       {i: ends[i, subtask][0] for i in range(self.parallelism) if i != subtask},
                       {j: ends[subtask, j][1] for j in range(self.parallelism) if j != subtask},
-                      dict(os.environ), os.getcwd()))
+                      dict(os.environ)))
             process.start()
             child.close()
             self._conns.append(parent)

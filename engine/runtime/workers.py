@@ -5,8 +5,8 @@ A worker is forked from ``multiprocessing``'s fork server, which imported the en
 engine again (~0.7 s of CPU each, spawned). The server serves every parallel job of this
 process. The first such job starts it, or earlier a command that knows one is coming (`weir run`
 of a parallel job starts it before it imports the planner, so that both import at once, on two
-cores). A server keeps the environment and directory it started with: a worker adopts the
-coordinator's own when it starts (``parallel._worker``).
+cores), and every parallel job makes sure it runs. A server keeps the environment it started
+with: a worker adopts the coordinator's own when it starts (``parallel._worker``).
 
 This module imports nothing heavy: the command line calls it before it loads anything else.
 """
@@ -27,8 +27,8 @@ def worker_context() -> multiprocessing.context.BaseContext:
 
 
 def start_fork_server() -> None:
-    """Start the fork server now; it imports the engine in the background while this process
-    goes on. SIGINT is blocked meanwhile, so the server and every worker forked from it start
+    """Start the fork server now, unless it runs; it imports the engine in the background while
+    this process goes on. SIGINT is blocked meanwhile, so the server and every worker forked from it start
     with it blocked, as a worker must until it ignores it (``parallel._worker``)."""
     from multiprocessing import forkserver, resource_tracker
 
