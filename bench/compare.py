@@ -50,7 +50,7 @@ from pathlib import Path
 
 import duckdb
 
-from startup import become_subreaper
+from startup import become_subreaper, reap_orphans
 from tumble import generate
 
 HERE = Path(__file__).resolve().parent
@@ -156,13 +156,8 @@ def measure(argv: list[str], cwd: Path, env: dict | None = None) -> Run:
     # wait4 gives this child's own rusage (its waited-for children included), not every child's
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - started
-    cpu, peak = usage.ru_utime + usage.ru_stime, usage.ru_maxrss
-    while True:  # orphans that outlived it (a parallel job's fork server, and the workers it reaped)
-        try:
-            _, _, orphan = os.wait4(-1, 0)
-        except ChildProcessError:
-            break
-        cpu, peak = cpu + orphan.ru_utime + orphan.ru_stime, max(peak, orphan.ru_maxrss)
+    orphans_cpu, orphans_peak = reap_orphans()  # a parallel job's fork server, and the workers it reaped
+    cpu, peak = usage.ru_utime + usage.ru_stime + orphans_cpu, max(usage.ru_maxrss, orphans_peak)
     stdout, stderr = proc.stdout.read(), proc.stderr.read()
     proc.stdout.close(), proc.stderr.close()
     proc.returncode = os.waitstatus_to_exitcode(status)

@@ -83,14 +83,21 @@ def measure(command: list[str], env: dict[str, str]) -> tuple[float, float, floa
     if process.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{process.stderr.read().decode()}")
     process.stderr.close()
-    cpu = usage.ru_utime + usage.ru_stime
+    orphans_cpu, _ = reap_orphans()
+    return wall, usage.ru_utime + usage.ru_stime + orphans_cpu, usage.ru_maxrss / 1024
+
+
+def reap_orphans() -> tuple[float, int]:
+    """Wait for every process left to this subreaper (``become_subreaper``) by a run that has
+    ended: their CPU seconds together (user + sys, their own waited-for children included) and
+    the largest peak RSS among them (KB)."""
+    cpu, peak = 0.0, 0
     while True:
         try:
             _, _, orphan = os.wait4(-1, 0)
         except ChildProcessError:
-            break
-        cpu += orphan.ru_utime + orphan.ru_stime
-    return wall, cpu, usage.ru_maxrss / 1024
+            return cpu, peak
+        cpu, peak = cpu + orphan.ru_utime + orphan.ru_stime, max(peak, orphan.ru_maxrss)
 
 
 def main() -> None:
