@@ -20,6 +20,7 @@ when it was added.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +60,21 @@ class CalcConfig(OperatorConfig):
     bad_rows: bool = optional(False)
 
 
+_QUOTED = re.compile(r'"((?:[^"]|"")+)"')
+
+
+def _picked_columns(projection) -> list[str] | None:
+    """The input column each item of ``projection`` names, when every item is one quoted column
+    reference (``"x"``: a pass-through or a rename); None when any item computes."""
+    picked = []
+    for _, sql in projection:
+        match = _QUOTED.fullmatch(sql)
+        if match is None:
+            return None
+        picked.append(match.group(1).replace('""', '"'))
+    return picked
+
+
 class Calc(Operator):
     Config = CalcConfig
     arrival_watermark = PASS
@@ -96,6 +112,9 @@ class Calc(Operator):
         #: Each query's plan with its Python calls split out (None: evaluated whole by DuckDB).
         self._splits: dict[str, CalcSplit | None] = {}
         self._bad_rows = BadRows(ctx, retractions_listed=False) if config.bad_rows else None
+        #: The input columns a projection of plain column references picks, in order (None: a
+        #: statement is needed): taken from the batch by Arrow, without a DuckDB round trip.
+        self._picked = None if config.filter or expand or config.bad_rows else _picked_columns(projection)
 
     def open(self) -> None:
         if self._con is None:
@@ -110,6 +129,13 @@ class Calc(Operator):
         self.ctx.count("rows_in", batch.num_rows)
         if batch.num_rows == 0:
             return []
+        if self._picked is not None and all(c in batch.schema.names for c in self._picked):
+            names = batch.schema.names
+            picked = [*self._picked, ARRIVAL_WATERMARK] if has_arrival(batch) else self._picked
+            table = pa.Table.from_batches([batch.select([names.index(c) for c in picked])])
+            out = conform(table, self.ctx.output_schema, self.ctx.operator_id)
+            self.ctx.count("rows_out", batch.num_rows)
+            return out
         query = self.query_with_arrival if has_arrival(batch) else self.query
         result = self._bad_rows.evaluate(lambda rows: self._run(query, rows), batch,
                                          lambda rows: self._catch(query, rows)) if self._bad_rows \

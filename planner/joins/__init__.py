@@ -5,7 +5,8 @@
    planned as a stream.
 2. Otherwise both inputs are planned (``conditions.JoinPlanner.plan_side``): the relations
    of ``FROM a JOIN b``, ``FROM a, b``, or the outer relation and an ``IN`` / ``EXISTS``
-   subquery (``subqueries.py``).
+   subquery (``subqueries.py``); each input of a JOIN then keeps only the columns the query
+   reads (``pruning.py``).
 3. A single ``JOIN ... ON`` bounding a time attribute of one input from both sides by one
    of the other is an interval join (``interval.py``).
 4. An equality naming a window bound of an input makes a window join (``window.py``); any
@@ -23,6 +24,7 @@ from weir.planner.errors import PlanError
 from weir.planner.graph_builder import Stream
 from weir.planner.joins.conditions import JoinPlanner
 from weir.planner.joins.interval import is_interval_join, plan_interval_join
+from weir.planner.joins.pruning import prune
 from weir.planner.joins.regular import plan_regular_join
 from weir.planner.joins.scope import JoinScope, Relation, conjuncts, join_clause, output_names, subquery_predicate
 from weir.planner.joins.subqueries import comma_condition, exists_side, in_side
@@ -53,6 +55,7 @@ def plan_join(qp: QueryPlanning, select: exp.Select, pipeline: str) -> Stream:
         return _plan_equi_join(planner, *_subquery_inputs(planner))
     if len(joins) == 1 and joins[0].args.get("on") is not None:  # ON may bound time: an interval join?
         left, right = _plan_inputs(qp, planner, select)
+        prune(qp, select, [left, right], pipeline)
         if is_interval_join(qp, joins[0].args["on"], left, right):
             return plan_interval_join(planner, left, right)
         _check_join_query(qp, select)
@@ -61,6 +64,7 @@ def plan_join(qp: QueryPlanning, select: exp.Select, pipeline: str) -> Stream:
         _check_join_query(qp, select)
         join_type, right_node, condition = join_clause(qp, joins[0])
         left, right = planner.plan_side(select.args["from_"].this), planner.plan_side(right_node)
+        prune(qp, select, [left, right], pipeline)
     where = select.args.get("where")
     remaining = conjuncts(where.this) if where is not None else []
     scope = JoinScope([left, right], qp.fallback)

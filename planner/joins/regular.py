@@ -9,8 +9,10 @@ Plan: as for window joins (``planner/joins/conditions.py`` plans both inputs, fi
 key equalities, computes key expressions before a hash edge on each side), a
 ``stream_join`` node keeps both inputs' rows and joins every batch of one side
 with the other side's rows. Conditions of ON that are not key equalities are
-evaluated by the join for an outer, SEMI or ANTI join (they decide what
-matches) and moved to the WHERE of the projection for an INNER join.
+evaluated by the join (for an outer, SEMI or ANTI join they decide what
+matches); those of an INNER join that read one input filter that input
+before the join, and the WHERE terms that read both are evaluated by the
+join too, on each pair (Flink pushes them into the join condition).
 
 Output: the left columns, then the right ones, and ``_row_kind`` unless the
 join is an INNER or SEMI join of two append-only inputs (then every output row
@@ -49,9 +51,11 @@ def plan_regular_join(planner: JoinPlanner, join_type: str, left: Relation, righ
                       "a streaming join keeps the rows of both inputs by key: join on an equality, "
                       "e.g. ON a.id = b.id (a cross join would keep every row for ever)")
     residual_terms = [term for term, _ in planner.residual]
-    if join_type == "inner":  # the rest of ON filters the joined rows, each input's own terms before the join
+    if join_type == "inner":  # each input's own terms of ON and WHERE filter it before the join,
+        # the terms reading both the pairs inside it (Flink's join condition)
         remaining = _push_down([*residual_terms, *remaining], (left, right), qp, planner.pipeline)
-        residual_terms = []
+        residual_terms = [term for term in remaining if _reads_both(term, (left, right), qp)]
+        remaining = [term for term in remaining if not any(term is t for t in residual_terms)]
     for relation in (left, right):
         _drop_row_kind(relation)
     left_keys, right_keys = planner.key_columns(pairs, left, right)
@@ -126,6 +130,17 @@ def _push_down(terms: list[exp.Expression], relations: tuple[Relation, Relation]
         relation.stream = qp.plan_pre_aggregate(relation.stream, to_duckdb(bound, relation.stream.schema), [],
                                                 pipeline, mine[0])
     return rest
+
+
+def _reads_both(term: exp.Expression, relations: tuple[Relation, Relation], qp) -> bool:
+    """Whether ``term`` reads a column of each input and nothing a join cannot evaluate per pair
+    (an aggregate, a window function, a subquery)."""
+    if any(isinstance(n, (exp.AggFunc, exp.Subquery, exp.Window)) for n in term.walk()):
+        return False
+    scope = JoinScope(list(relations), qp.fallback)
+    read = {located[0] for column in term.find_all(exp.Column)
+            if (located := scope.locate(column, [])) is not None}
+    return read == {0, 1}
 
 
 def _drop_row_kind(relation: Relation) -> None:

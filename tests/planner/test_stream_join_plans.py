@@ -133,3 +133,40 @@ def test_a_lookup_key_of_another_type_is_cast_on_the_stream_side():
 def test_a_right_join_as_of_is_refused():
     found = versioned_problem("SELECT a.id FROM a RIGHT JOIN b FOR SYSTEM_TIME AS OF a.ts AS b ON a.id = b.auction")
     assert "INNER or LEFT" in found.message
+
+
+def _columns(graph):
+    node = join(graph)
+    return [list(graph.node(e.source).output_schema.names) for e in node.inputs]
+
+
+def test_each_input_keeps_only_the_columns_the_query_reads():
+    graph = plan("SELECT a.id, max(b.price) AS top FROM a, b WHERE a.id = b.auction AND b.ts > a.ts GROUP BY a.id")
+    assert _columns(graph) == [["id", "ts"], ["auction", "price", "ts"]]
+    # b's own columns are all read: no calc before it
+    assert [e.source for e in join(graph).inputs] == ["v.prune", "b.source"]
+
+
+def test_a_star_keeps_its_relation_whole_and_an_unqualified_name_is_read_where_it_is():
+    graph = plan("SELECT a.*, price FROM a JOIN b ON id = auction")
+    assert _columns(graph) == [["id", "seller", "ts"], ["auction", "price"]]
+    graph = plan("SELECT * FROM a JOIN b ON a.id = b.auction")
+    assert _columns(graph) == [["id", "seller", "ts"], ["auction", "price", "ts"]]
+    graph = plan("SELECT count(*) AS n FROM a JOIN b ON a.id = b.auction")
+    assert _columns(graph) == [["id"], ["auction"]]
+
+
+def test_an_updating_input_keeps_its_row_kind():
+    graph = plan("SELECT a.seller, c.n FROM a JOIN (SELECT auction, count(*) AS n, max(price) AS m FROM b "
+                 "GROUP BY auction) c ON a.id = c.auction")
+    assert _columns(graph) == [["id", "seller"], ["auction", "n", ROW_KIND]]
+
+
+def test_an_inner_join_evaluates_the_terms_reading_both_inputs_on_each_pair():
+    graph = plan("SELECT a.id, b.price FROM a, b WHERE a.id = b.auction AND b.ts BETWEEN a.ts AND "
+                 "a.ts + INTERVAL '1' HOUR AND b.price > a.seller AND a.seller < 5")
+    node = join(graph)
+    assert node.config.residual == '"ts0" BETWEEN "ts" AND "ts" + INTERVAL \'1\' HOUR AND "price" > "seller"'
+    (calc, _), = graph.consumers(node.id)
+    assert calc.config.filter is None
+    assert graph.node(node.inputs[0].source).config.filter == '"seller" < 5'

@@ -52,13 +52,22 @@ def test_join_types(spelling, join_type):
     graph = plan(f"SELECT L.num, R.id FROM {LW} L {spelling} {RW} R ON {ON}")
     node = join_node(graph)
     assert node.config.join_type == join_type
-    assert node.config.left == WindowJoinSide(columns=["num", "id", "ts", "window_start", "window_end", "window_time"],
+    # each input keeps the columns the query reads (planner/joins/pruning.py)
+    assert node.config.left == WindowJoinSide(columns=["num", "window_start", "window_end"],
                                               keys=["num"], window_start="window_start", window_end="window_end")
+    assert node.config.right.columns == ("num", "id", "window_start", "window_end")
     assert [(e.partitioning, e.keys) for e in node.inputs] == [("hash", ("num",)), ("hash", ("num",))]
+    assert node.output_schema.names == ["num", "window_start", "window_end", "num0", "id", "window_start0",
+                                        "window_end0"]
+    (calc,) = graph.consumers(node.id)
+    assert calc[0].config.projection == (("num", '"num"'), ("id", '"id"'))
+
+
+def test_select_star_keeps_every_column_and_renames_the_right_ones():
+    node = join_node(plan(f"SELECT * FROM {LW} L JOIN {RW} R ON {ON}"))
+    assert node.config.left.columns == ("num", "id", "ts", "window_start", "window_end", "window_time")
     assert node.output_schema.names[6:] == ["num0", "id0", "price", "ts0", "window_start0", "window_end0",
                                            "window_time0"]
-    (calc,) = graph.consumers(node.id)
-    assert calc[0].config.projection == (("num", '"num"'), ("id", '"id0"'))
 
 
 def test_nexmark_q8_follows_renamed_window_bounds_through_window_aggregates():

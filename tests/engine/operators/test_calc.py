@@ -99,3 +99,23 @@ def test_a_result_that_does_not_fit_the_schema_is_reported():
 def test_an_empty_projection_is_refused():
     with pytest.raises(EngineError, match="projection"):
         make_calc([], pa.schema([]))
+
+
+def test_picking_columns_takes_them_from_the_batch_as_duckdb_would():
+    """A projection of plain column references (a join input's pruning, a rename) is taken by
+    Arrow; its result is the one the DuckDB statement gives, arrival watermarks passed on."""
+    from weir.engine.watermarks import ARRIVAL_WATERMARK
+    schema = pa.schema([("when", pa.timestamp("us")), ("who", pa.string()), ("p", pa.int64()),
+                        ("again", pa.int64())])
+    projection = [["when", '"date_time"'], ["who", '"bidder name"'], ["p", '"price"'], ["again", '"price"']]
+    batch = BIDS.append_column(ARRIVAL_WATERMARK, pa.array([5, 6, 7, 8], pa.int64()))
+    picked = make_calc(projection, schema)
+    assert picked._picked == ["date_time", "bidder name", "price", "price"]
+    computed = make_calc([*projection[:3], ["again", '"price" + 0']], schema)
+    assert computed._picked is None
+    [fast] = picked.process_batch(batch)
+    [slow] = computed.process_batch(batch)
+    assert fast.schema == slow.schema == schema.append(pa.field(ARRIVAL_WATERMARK, pa.int64()))
+    assert fast.to_pylist() == slow.to_pylist()
+    assert fast.column("again").to_pylist() == [100, 250, None, 40]
+    assert make_calc(projection, schema, filter="price > 50")._picked is None
