@@ -218,8 +218,11 @@ class StreamJoin(StateOperator):
         delta = self._delta(batch, side)
         self.con.register(DELTA, delta)
         try:
-            self._pairs(side, other)
-            out = query_arrow(self.con, self._output_sql(side, other), self.ctx.operator_id)
+            if self._counts_matches(side, other):
+                self._pairs(side, other)
+                out = query_arrow(self.con, self._output_sql(side, other), self.ctx.operator_id)
+            else:  # the pairs are the whole output: no table of them
+                out = query_arrow(self.con, self._pairs_output_sql(side, other), self.ctx.operator_id)
             self._update_state(side, other, delta, now)
         finally:
             self.con.unregister(DELTA)
@@ -245,6 +248,20 @@ class StreamJoin(StateOperator):
         data = [batch.column(names.index(c)) for c in side.columns]
         return pa.RecordBatch.from_arrays([order, sign, groups, *data],
                                           names=["_ord", "_sign", "key_group", *side.data()])
+
+    def _counts_matches(self, side: _Side, other: _Side) -> bool:
+        """Whether the batch needs its pairs as a table: to find rows without a partner (a
+        preserved side, SEMI, ANTI), or to catch a residual's failing pairs (``bad_rows``)."""
+        return (self.left_only or self.preserved(side) or self.preserved(other)
+                or self._bad_pairs is not None)
+
+    def _pairs_output_sql(self, side: _Side, other: _Side) -> str:
+        """An INNER join's changes: its pairs, in the order of the delta's rows (``_output_sql``
+        without NULL-padded rows)."""
+        left, right = self.sides
+        kind = f"CASE WHEN _sign > 0 THEN {INSERT} ELSE {DELETE} END"
+        return (f"SELECT {self._output(left.named(), right.named())}, ({kind})::TINYINT AS {ROW_KIND} "
+                f"FROM ({self._pairs_sql(side, other)}) ORDER BY _ord, _orid")
 
     def _pairs(self, side: _Side, other: _Side) -> None:
         """The temp table ``pairs`` (``_pairs_sql``); with bad rows kept, a pair a UDF raised on is none."""

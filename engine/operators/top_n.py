@@ -23,7 +23,7 @@ rows that entered (+I). A row whose rank changed leaves with its old rank and
 enters with the new one, so a sink keyed by (partition keys, rank) applies
 the changes by upsert. With append-only input a row ranked below N can never
 rise again, so it is deleted at once: a partition holds at most N rows (and
-their ties).
+their ties); a batch's rows outside the top N among the batch alone are not stored at all.
 
 Ties (rows equal on ``order_by``) are broken by arrival, as in Flink: the
 earlier-arriving row ranks first, except for keep-last deduplication (``ties``
@@ -131,11 +131,15 @@ class TopN(StateOperator):
     def _quoted(self, names: list[str], relation: str = "") -> str:
         return ", ".join(f"{relation}{quote_ident(n)}" for n in names)
 
+    def _order(self) -> str:
+        """The ranking's ORDER BY: row_number breaks ties by arrival (``ties``)."""
+        arrival = "_rid DESC" if self.ties == "latest_first" else "_rid"
+        return ", ".join([*self.order_by, arrival] if self.function == "row_number" else self.order_by)
+
     def _ranked(self) -> str:
         """The rows of the touched partitions with their rank, best first."""
         partition = f"PARTITION BY {self._quoted(self.keys)} " if self.keys else ""
-        arrival = "_rid DESC" if self.ties == "latest_first" else "_rid"
-        order = ", ".join([*self.order_by, arrival] if self.function == "row_number" else self.order_by)
+        order = self._order()
         same = " AND ".join(f"t.{quote_ident(k)} IS NOT DISTINCT FROM s.{quote_ident(k)}" for k in self.keys)
         rows = f"(SELECT s.* FROM {TABLE} s SEMI JOIN touched t ON {same})" if self.keys else TABLE  # NULL keys too
         return (f"SELECT *, {self.function}() OVER ({partition}ORDER BY {order}) AS {quote_ident(self.rank_column)} "
@@ -200,7 +204,15 @@ class TopN(StateOperator):
 
     def _apply(self, delta: pa.RecordBatch) -> None:
         columns = self._quoted(["key_group", "_rid", "_t", *self.columns])
-        self._run(f"INSERT INTO {TABLE} SELECT {columns} FROM {DELTA} WHERE _sign > 0")
+        added = f"SELECT {columns} FROM {DELTA} WHERE _sign > 0"
+        if self.append_only_input:
+            # A row outside the top N of its partition among the batch's own rows is outside it among
+            # all of them (they are more, and rank it no better): it is never kept, so never stored.
+            # Ranked on the row ids alone, so that the sort does not carry the rows' other columns.
+            partition = f"PARTITION BY {self._quoted(self.keys)} " if self.keys else ""
+            added += (f" AND _rid IN (SELECT _rid FROM {DELTA} WHERE _sign > 0 QUALIFY {self.function}() "
+                      f"OVER ({partition}ORDER BY {self._order()}) <= {int_literal(self.high)})")
+        self._run(f"INSERT INTO {TABLE} {added}")
         if pc.any(pc.less(delta.column(delta.num_columns - 1), pa.scalar(0, pa.int8()))).as_py():  # delete one equal row each
             data = self._quoted(self.columns)
             same = " AND ".join(f"s.{quote_ident(c)} IS NOT DISTINCT FROM r.{quote_ident(c)}" for c in self.columns)
