@@ -122,6 +122,11 @@ class NexmarkSource(Source):
     def bounded(self) -> bool:
         return self.events is not None
 
+    def project(self, columns: list[str]) -> None:
+        """Generate only ``columns``: every field is drawn from the event id alone, so the others
+        are simply not made (a column another one is derived from is made for it)."""
+        self.schema = pa.schema([f for f in self.schema if f.name in columns], metadata=self.schema.metadata)
+
     def splits(self) -> list[str]:
         return [str(i) for i in range(self.split_count)]
 

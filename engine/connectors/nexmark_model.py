@@ -14,6 +14,7 @@ once per seed with the same distribution (``StringPools``).
 from __future__ import annotations
 
 import random
+import zlib
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -160,7 +161,9 @@ def extra_lengths(draws: Draws, word: int, current_size, average: int) -> pa.Arr
 
 
 class StringPools:
-    """Strings drawn once per seed, then picked per event by index (a vectorised take).
+    """Strings drawn once per seed, then picked per event by index (a vectorised take). Each
+    pool has a generator of its own (``_random_for``), so which columns a table declares or a
+    job reads (``NexmarkSource.project``) never changes another column's strings.
 
     ``next_string(max_length)`` pools follow StringsGenerator.nextString
     (3..max-1 characters, a space with probability 1/13, trimmed); the extra
@@ -172,19 +175,26 @@ class StringPools:
     EXTRA_VARIANTS = 8
 
     def __init__(self, seed: int):
-        self._random = random.Random(splitmix64_int(seed ^ 0x6E65786D61726B))
+        self._seed = splitmix64_int(seed ^ 0x6E65786D61726B)
         self._pools: dict[object, pa.Array] = {}
 
-    def _letters(self, count: int, spaces: bool) -> bytes:
+    def _random_for(self, key: tuple) -> random.Random:
+        """The generator of one pool: seeded by the seed and the pool alone, so a pool holds the
+        same strings whichever pools were made before it (whichever columns a job reads)."""
+        return random.Random(splitmix64_int(self._seed ^ zlib.crc32(repr(key).encode())))
+
+    @staticmethod
+    def _letters(rng: random.Random, count: int, spaces: bool) -> bytes:
         alphabet = "abcdefghijklmnopqrstuvwxyz"
         table = bytes((ord(" ") if spaces and b < 20 else ord(alphabet[b % 26])) for b in range(256))
-        return self._random.randbytes(count).translate(table)
+        return rng.randbytes(count).translate(table)
 
     def next_string(self, max_length: int) -> pa.Array:
         key = ("string", max_length)
         if key not in self._pools:
-            lengths = [3 + self._random.randrange(max_length - 3) for _ in range(self.POOL_SIZE)]
-            text = self._letters(sum(lengths), spaces=True).decode()
+            rng = self._random_for(key)
+            lengths = [3 + rng.randrange(max_length - 3) for _ in range(self.POOL_SIZE)]
+            text = self._letters(rng, sum(lengths), spaces=True).decode()
             strings, start = [], 0
             for length in lengths:
                 strings.append(text[start : start + length].strip())
@@ -195,7 +205,8 @@ class StringPools:
     def emails(self) -> pa.Array:
         if "email" not in self._pools:
             local, domain = self.next_string(7), self.next_string(5)
-            picks = [self._random.randrange(self.POOL_SIZE) for _ in range(2 * self.POOL_SIZE)]
+            rng = self._random_for(("email",))
+            picks = [rng.randrange(self.POOL_SIZE) for _ in range(2 * self.POOL_SIZE)]
             users = local.take(pa.array(picks[: self.POOL_SIZE], pa.int64()))
             hosts = domain.take(pa.array(picks[self.POOL_SIZE :], pa.int64()))
             self._pools["email"] = pc.binary_join_element_wise(users, scalar("@"), hosts, scalar(".com"), scalar(""))
@@ -207,7 +218,7 @@ class StringPools:
         if key not in self._pools:
             n = self.EXTRA_VARIANTS
             total = n * max_length * (max_length + 1) // 2
-            data = self._letters(total, spaces=False)
+            data = self._letters(self._random_for(key), total, spaces=False)
             offsets, position = [0], 0
             for length in range(max_length + 1):
                 for _ in range(n):
@@ -223,19 +234,21 @@ class StringPools:
         if "channel" not in self._pools:
             names = [f"channel-{n}" for n in range(CHANNELS_NUMBER)] + list(HOT_CHANNELS)
             urls = []
+            rng = self._random_for(("channel",))
             for n in range(CHANNELS_NUMBER + len(HOT_CHANNELS)):
-                url = self._base_url()
-                if n < CHANNELS_NUMBER and self._random.randrange(10) > 0:
+                url = self._base_url(rng)
+                if n < CHANNELS_NUMBER and rng.randrange(10) > 0:
                     url += f"&channel_id={abs(_java_reverse_int(n))}"
                 urls.append(url)
             self._pools["channel"] = pa.array(names, pa.string())
             self._pools["url"] = pa.array(urls, pa.string())
         return self._pools["channel"], self._pools["url"]
 
-    def _base_url(self) -> str:
+    @staticmethod
+    def _base_url(rng: random.Random) -> str:
         def part() -> str:
-            length = 3 + self._random.randrange(2)
-            return "".join("_" if self._random.randrange(13) == 0 else chr(97 + self._random.randrange(26))
+            length = 3 + rng.randrange(2)
+            return "".join("_" if rng.randrange(13) == 0 else chr(97 + rng.randrange(26))
                            for _ in range(length))
 
         return f"https://www.nexmark.com/{part()}/{part()}/{part()}/item.htm?query=1"

@@ -83,6 +83,14 @@ class Calc(Operator):
     def explain(cls, config: CalcConfig) -> list[str]:
         return explain_lines("-", "none")
 
+    @classmethod
+    def input_expressions(cls, config: CalcConfig) -> list[str] | None:
+        """Its projection and filter; with a bad-rows table every column (a raising row is kept
+        as it came)."""
+        if config.bad_rows:
+            return None
+        return [sql for _, sql in config.projection] + [config.filter or ""]
+
     def __init__(self, config: CalcConfig | dict[str, Any], ctx: OperatorContext):
         super().__init__(config, ctx)
         config = self.config

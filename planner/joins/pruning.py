@@ -11,7 +11,8 @@ BY, HAVING, QUALIFY, window specifications), not in the relations it joins, whic
 already. Pruning is conservative: ``*`` keeps every column (``a.*`` every column of ``a``), a
 name whose relation is unclear (unqualified, or qualified by a name that is no input, as in a
 correlated subquery) keeps the column of that name on both sides, and a subquery anywhere in
-those clauses keeps everything.
+those clauses keeps everything; so does a script with a late-rows table (a late row is kept
+whole there).
 """
 from __future__ import annotations
 
@@ -22,9 +23,11 @@ from weir.engine.changelog import ROW_KIND
 from weir.engine.graph import Edge
 from weir.engine.operators.calc import CalcConfig
 from weir.planner.calc import calc_description
+from weir.planner.catalog import TableDef
 from weir.planner.expressions import quote
 from weir.planner.graph_builder import Stream
 from weir.planner.joins.scope import Relation
+from weir.planner.late_rows import OPTION as LATE_ROWS_OPTION
 from weir.planner.planning import QueryPlanning
 
 #: Every column of a relation.
@@ -83,6 +86,8 @@ def prune(qp: QueryPlanning, select: exp.Select, relations: list[Relation], pipe
     """Narrow each relation's stream to the columns ``select`` reads (its keys, times and window
     bounds among them: the join condition names them); a relation that would lose none is left
     as it is."""
+    if _keeps_late_rows(qp):
+        return
     read = read_columns(select, relations)
     for relation, names in zip(relations, read):
         if names is ALL:
@@ -95,6 +100,13 @@ def prune(qp: QueryPlanning, select: exp.Select, relations: list[Relation], pipe
         relation.stream = _picked(qp, relation.stream, columns, pipeline)
         relation.output_names = [relation.output_names[schema.names.index(n)] for n in columns]
         relation.visible = [n for n in relation.visible if n in columns]
+
+
+def _keeps_late_rows(qp: QueryPlanning) -> bool:
+    """Whether a table of the script lists its late rows ('source.late-rows.table'): a window or
+    interval join keeps each late row whole there, so its inputs keep every column."""
+    tables = (qp.catalog.lookup(name) for name in qp.catalog.names())
+    return any(isinstance(t, TableDef) and LATE_ROWS_OPTION in t.options for t in tables)
 
 
 def _picked(qp: QueryPlanning, stream: Stream, columns: list[str], pipeline: str) -> Stream:

@@ -181,6 +181,22 @@ def test_a_subset_of_columns_in_any_order():
     assert read_all(source).column("auction").equals(read_all(nexmark()).column("auction"))
 
 
+@pytest.mark.parametrize("table", ["bid", "auction", "person"])
+def test_a_projected_source_makes_each_column_as_a_full_read_does(table):
+    """The job reads some columns (``project``): each one, strings too, holds what it holds
+    when every column is made, whichever others are left out or declared."""
+    full = read_all(nexmark(table))
+    names = list(COLUMNS[table])
+    for keep in ([names[-1]], names[1::2], names[::-1][:3]):
+        source = nexmark(table)
+        source.project(keep)
+        projected = read_all(source)
+        assert projected.column_names == [n for n in names if n in keep]
+        assert projected.equals(full.select(projected.column_names))
+        declared = read_all(nexmark(table, columns=keep))
+        assert declared.select(projected.column_names).equals(projected)
+
+
 def test_declared_types_are_honoured():
     schema = pa.schema([("auction", pa.int32()), ("date_time", pa.timestamp("us"))])
     source = create_source({"connector": "nexmark", "events": "100"}, schema)

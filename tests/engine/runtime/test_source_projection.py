@@ -1,5 +1,5 @@
 """A parquet source reads only the columns its consumers read (``Source.project``, from the
-window aggregate's ``input_expressions``), with the same results; a consumer that may read
+window aggregate's and a calc's ``input_expressions``), with the same results; a consumer that may read
 any column gets them all, and a declared column missing from the file is still refused."""
 from __future__ import annotations
 
@@ -48,8 +48,21 @@ def test_a_window_aggregate_over_parquet_reads_only_its_columns_with_the_same_re
     assert got == expected and len(got) > 20
 
 
+def test_a_calc_reads_its_projection_and_filter_and_the_watermark_its_column(tmp_path, bids):
+    job = executor(tmp_path, bids, "auction BIGINT, channel VARCHAR",
+                   "INSERT INTO out SELECT auction, upper(channel) FROM bids WHERE price > 50;")
+    job.run()
+    (source,) = [t.reader.source for t in job.tasks.values() if t.reader]
+    assert source.read_columns == ["auction", "price", "channel", "date_time"]
+    got = duckdb.sql(f"SELECT * FROM read_csv('{tmp_path}/out/*.csv') ORDER BY ALL").fetchall()
+    expected = duckdb.sql(f"SELECT auction, upper(channel) FROM read_parquet('{bids}') WHERE price > 50 "
+                          "ORDER BY ALL").fetchall()
+    assert got == expected and len(got) > 1000
+
+
 def test_a_consumer_that_may_read_any_column_gets_every_column(tmp_path, bids):
-    job = executor(tmp_path, bids, "auction BIGINT, channel VARCHAR", "INSERT INTO out SELECT auction, channel FROM bids;")
+    columns = "auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR, date_time TIMESTAMP(3)"
+    job = executor(tmp_path, bids, columns, "INSERT INTO out SELECT * FROM bids;")
     job.run()
     (source,) = [t.reader.source for t in job.tasks.values() if t.reader]
     assert source.read_columns is None
