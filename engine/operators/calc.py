@@ -63,16 +63,17 @@ class CalcConfig(OperatorConfig):
 _QUOTED = re.compile(r'"((?:[^"]|"")+)"')
 
 
+def _column_reference(sql: str) -> str | None:
+    """The input column ``sql`` names when it is one quoted column reference (``"x"``), else None."""
+    match = _QUOTED.fullmatch(sql)
+    return match.group(1).replace('""', '"') if match else None
+
+
 def _picked_columns(projection) -> list[str] | None:
     """The input column each item of ``projection`` names, when every item is one quoted column
     reference (``"x"``: a pass-through or a rename); None when any item computes."""
-    picked = []
-    for _, sql in projection:
-        match = _QUOTED.fullmatch(sql)
-        if match is None:
-            return None
-        picked.append(match.group(1).replace('""', '"'))
-    return picked
+    picked = [_column_reference(sql) for _, sql in projection]
+    return None if None in picked else picked
 
 
 class Calc(Operator):
@@ -123,6 +124,17 @@ class Calc(Operator):
         #: The input columns a projection of plain column references picks, in order (None: a
         #: statement is needed): taken from the batch by Arrow, without a DuckDB round trip.
         self._picked = None if config.filter or expand or config.bad_rows else _picked_columns(projection)
+        #: Without a filter, the input column each item passes through (None for a computed one):
+        #: only the computed items go through DuckDB (``_computed_query``), and the passed columns,
+        #: long strings among them, are taken from the batch instead of copied in and out.
+        self._passed: list[str | None] | None = None
+        if self._picked is None and not (config.filter or expand or config.bad_rows):
+            passed = [_column_reference(sql) for _, sql in projection]
+            if any(passed):
+                self._passed = passed
+                computed = ", ".join(f"{sql} AS {quote_ident(f'c{i}')}" for i, ((_, sql), name)
+                                     in enumerate(zip(projection, passed)) if name is None)
+                self._computed_query = f"SELECT {computed} FROM {quote_ident(INPUT_VIEW)}"
 
     def open(self) -> None:
         if self._con is None:
@@ -131,6 +143,8 @@ class Calc(Operator):
             entries = {} if self.config.expand else dict(current().entries)
             self._splits = {query: split(self._con, query, entries, INPUT_VIEW)
                             for query in (self.query, self.query_with_arrival)}
+            if any(planned is not None for planned in self._splits.values()):
+                self._passed = None  # Python calls are split out over the whole statement
 
     def process_batch(self, batch: pa.RecordBatch, input_index: int = 0) -> list[pa.RecordBatch]:
         self.open()
@@ -144,6 +158,10 @@ class Calc(Operator):
             out = conform(table, self.ctx.output_schema, self.ctx.operator_id)
             self.ctx.count("rows_out", batch.num_rows)
             return out
+        if self._passed is not None and all(c in batch.schema.names for c in self._passed if c):
+            out = conform(self._with_passed(batch), self.ctx.output_schema, self.ctx.operator_id)
+            self.ctx.count("rows_out", batch.num_rows)
+            return out
         query = self.query_with_arrival if has_arrival(batch) else self.query
         result = self._bad_rows.evaluate(lambda rows: self._run(query, rows), batch,
                                          lambda rows: self._catch(query, rows)) if self._bad_rows \
@@ -151,6 +169,27 @@ class Calc(Operator):
         out = conform(result, self.ctx.output_schema, self.ctx.operator_id)
         self.ctx.count("rows_out", sum(b.num_rows for b in out))
         return out
+
+    def _with_passed(self, batch: pa.RecordBatch) -> pa.Table:
+        """The projection over ``batch`` (no filter): its computed items by one statement, in order
+        with the columns it passes through, taken from the batch."""
+        computed = self._query(self._computed_query, batch)
+        if computed.num_rows != batch.num_rows:
+            raise EngineError(f"a projection gave {computed.num_rows} rows for {batch.num_rows}",
+                              operator_id=self.ctx.operator_id)
+        names = batch.schema.names
+        columns, index = [], 0
+        for name in self._passed:
+            if name is None:
+                columns.append(computed.column(index))
+                index += 1
+            else:
+                columns.append(pa.chunked_array([batch.column(names.index(name))]))
+        labels = [f"c{i}" for i in range(len(columns))]
+        if has_arrival(batch):
+            columns.append(pa.chunked_array([batch.column(names.index(ARRIVAL_WATERMARK))]))
+            labels.append(ARRIVAL_WATERMARK)
+        return pa.Table.from_arrays(columns, names=labels)
 
     def _run(self, query: str, batch: pa.RecordBatch) -> pa.Table:
         planned = self._splits.get(query)

@@ -119,3 +119,23 @@ def test_picking_columns_takes_them_from_the_batch_as_duckdb_would():
     assert fast.to_pylist() == slow.to_pylist()
     assert fast.column("again").to_pylist() == [100, 250, None, 40]
     assert make_calc(projection, schema, filter="price > 50")._picked is None
+
+
+def test_a_projection_without_a_filter_computes_only_its_expressions_and_passes_the_rest():
+    """Computed items go through DuckDB, passed columns come from the batch: the same result as
+    the whole statement (a filter that keeps every row forces it)."""
+    from weir.engine.watermarks import ARRIVAL_WATERMARK
+    schema = pa.schema([("who", pa.string()), ("euro", pa.float64()), ("a", pa.int64()), ("same", pa.string()),
+                        ("when", pa.timestamp("us"))])
+    projection = [["who", '"bidder name"'], ["euro", "price * 0.9"], ["a", '"auction"'],
+                  ["same", 'upper("bidder name")'], ["when", '"date_time"']]
+    batch = BIDS.append_column(ARRIVAL_WATERMARK, pa.array([5, 6, 7, 8], pa.int64()))
+    split = make_calc(projection, schema)
+    assert split._passed == ["bidder name", None, "auction", None, "date_time"]
+    whole = make_calc(projection, schema, filter="true")
+    assert whole._passed is None
+    for rows in (batch, BIDS):
+        [fast] = split.process_batch(rows)
+        [slow] = whole.process_batch(rows)
+        assert fast.schema == slow.schema and fast.to_pylist() == slow.to_pylist()
+    assert fast.column("same").to_pylist() == ["ANN", "BOB", "CY", None]
