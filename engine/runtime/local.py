@@ -303,12 +303,18 @@ class LocalExecutor:
         if kind is not None:
             self._checkpoint(kind)
 
-    def barrier(self, checkpoint_id: int) -> tuple[dict, dict, dict]:
+    def barrier(self, checkpoint_id: int, *, finished: bool = False) -> tuple[dict, dict, dict]:
         """Barrier ``checkpoint_id`` passes every operator of this subtask: source positions,
-        a consistent copy of each operator's state, and every sink's uncommitted handles."""
+        a consistent copy of each operator's state, and every sink's uncommitted handles.
+
+        The final checkpoint of a finished job (``finished``) holds no operator state: a run
+        that finds it only commits its output and ends (``restore.finished``), as Flink's final
+        checkpoint of finished tasks does not snapshot them, so writing a join's rows there
+        would only cost time and memory."""
         sources = {t.node.id: t.snapshot(checkpoint_id) for t in self.tasks.values() if t.reader}
-        snapshots = {t.node.id: t.snapshot(checkpoint_id)
-                     for t in self.tasks.values() if t.operator is not None and not t.kind.commits_output}
+        snapshots = {} if finished else {
+            t.node.id: t.snapshot(checkpoint_id)
+            for t in self.tasks.values() if t.operator is not None and not t.kind.commits_output}
         for task in self.tasks.values():
             if task.kind.commits_output:
                 task.snapshot(checkpoint_id)
@@ -321,7 +327,7 @@ class LocalExecutor:
 
     def _checkpoint(self, kind: str, *, finished: bool = False) -> int:
         checkpoint_id = self.coordinator.next_id
-        sources, snapshots, handles = self.barrier(checkpoint_id)
+        sources, snapshots, handles = self.barrier(checkpoint_id, finished=finished)
         return self.coordinator.take(kind, sources, {op: {0: state} for op, state in snapshots.items()},
                                      {sink: {0: h} for sink, h in handles.items()}, finished=finished,
                                      checkpoint_id=checkpoint_id)

@@ -322,7 +322,7 @@ class SubtaskExecutor(LocalExecutor):
 
     def _send_final(self) -> None:
         self._final_sent = True
-        sources, snapshots, handles = self.barrier(FINAL)
+        sources, snapshots, handles = self.barrier(FINAL, finished=True)
         self.conn.send(("snapshot", self.subtask, None, "checkpoint", True, sources, self._staged(snapshots), handles))
 
     # -- checkpoints ----------------------------------------------------------------------
