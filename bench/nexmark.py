@@ -15,7 +15,7 @@ events/s counts the Nexmark events the job covers (the 'events' option, all
 kinds), as the suite does, although each table generates only its own kind
 (bids are 92% of the events, auctions 6%, persons 2%). per core is events/s
 divided by the worker processes used (the parallelism). The summary compares
-per-core figures with the targets of the Nexmark issue.
+per-core figures with the targets of the speed issue (17), which are set at 10M events.
 """
 from __future__ import annotations
 
@@ -30,9 +30,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 EXAMPLES = HERE.parent / "examples" / "nexmark"
 
-#: Events per second per core that the Nexmark issue asks of each query.
-TARGETS = {"q0": 1_000_000, "q1": 1_000_000, "q2": 1_000_000, "q5": 300_000,
-           "q7": 300_000, "q8": 300_000, "q11": 200_000}
+#: Events per second per core that the speed issue (17) asks of each query, at 10M events per core
+#: (the Nexmark issue before it asked q0-q2 1M, q5, q7, q8 300K, q11 200K).
+TARGETS = {"q0": 4_000_000, "q1": 4_000_000, "q2": 4_000_000, "q4": 500_000, "q5": 1_500_000,
+           "q7": 1_500_000, "q9": 500_000, "q11": 1_000_000}
 
 
 def query_names() -> list[str]:

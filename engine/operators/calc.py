@@ -130,7 +130,8 @@ class Calc(Operator):
         self._passed: list[str | None] | None = None
         if self._picked is None and not (config.filter or expand or config.bad_rows):
             passed = [_column_reference(sql) for _, sql in projection]
-            if any(passed):
+            # (unnest makes rows: a HOP window's assignment; its items stay in one statement)
+            if any(passed) and not any("unnest" in sql.lower() for _, sql in projection):
                 self._passed = passed
                 computed = ", ".join(f"{sql} AS {quote_ident(f'c{i}')}" for i, ((_, sql), name)
                                      in enumerate(zip(projection, passed)) if name is None)

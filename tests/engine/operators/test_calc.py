@@ -139,3 +139,14 @@ def test_a_projection_without_a_filter_computes_only_its_expressions_and_passes_
         [slow] = whole.process_batch(rows)
         assert fast.schema == slow.schema and fast.to_pylist() == slow.to_pylist()
     assert fast.column("same").to_pylist() == ["ANN", "BOB", "CY", None]
+
+
+def test_a_projection_that_makes_rows_stays_one_statement():
+    """unnest (a HOP window's assignment) gives a row per element: its passed columns must
+    repeat with it, so the whole projection is DuckDB's."""
+    schema = pa.schema([("auction", pa.int64()), ("slot", pa.int64())])
+    projection = [["auction", '"auction"'], ["slot", "unnest(range(0, 2))"]]
+    op = make_calc(projection, schema)
+    assert op._passed is None
+    [out] = op.process_batch(BIDS)
+    assert out.to_pylist() == [{"auction": a, "slot": s} for a in (1, 2, 3, None) for s in (0, 1)]
