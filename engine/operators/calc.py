@@ -69,13 +69,6 @@ def _column_reference(sql: str) -> str | None:
     return match.group(1).replace('""', '"') if match else None
 
 
-def _picked_columns(projection) -> list[str] | None:
-    """The input column each item of ``projection`` names, when every item is one quoted column
-    reference (``"x"``: a pass-through or a rename); None when any item computes."""
-    picked = [_column_reference(sql) for _, sql in projection]
-    return None if None in picked else picked
-
-
 class Calc(Operator):
     Config = CalcConfig
     arrival_watermark = PASS
@@ -121,21 +114,21 @@ class Calc(Operator):
         #: Each query's plan with its Python calls split out (None: evaluated whole by DuckDB).
         self._splits: dict[str, CalcSplit | None] = {}
         self._bad_rows = BadRows(ctx, retractions_listed=False) if config.bad_rows else None
-        #: The input columns a projection of plain column references picks, in order (None: a
-        #: statement is needed): taken from the batch by Arrow, without a DuckDB round trip.
-        self._picked = None if config.filter or expand or config.bad_rows else _picked_columns(projection)
         #: Without a filter, the input column each item passes through (None for a computed one):
-        #: only the computed items go through DuckDB (``_computed_query``), and the passed columns,
-        #: long strings among them, are taken from the batch instead of copied in and out.
+        #: only the computed items go through DuckDB (``_computed_query``; None when every item
+        #: passes a column: a pruning, renames), and the passed columns, long strings among them,
+        #: are taken from the batch by Arrow instead of copied in and out.
         self._passed: list[str | None] | None = None
-        if self._picked is None and not (config.filter or expand or config.bad_rows):
+        self._computed_query: str | None = None
+        if not (config.filter or expand or config.bad_rows):
             passed = [_column_reference(sql) for _, sql in projection]
             # (unnest makes rows: a HOP window's assignment; its items stay in one statement)
             if any(passed) and not any("unnest" in sql.lower() for _, sql in projection):
                 self._passed = passed
                 computed = ", ".join(f"{sql} AS {quote_ident(f'c{i}')}" for i, ((_, sql), name)
                                      in enumerate(zip(projection, passed)) if name is None)
-                self._computed_query = f"SELECT {computed} FROM {quote_ident(INPUT_VIEW)}"
+                if computed:
+                    self._computed_query = f"SELECT {computed} FROM {quote_ident(INPUT_VIEW)}"
 
     def open(self) -> None:
         if self._con is None:
@@ -152,13 +145,6 @@ class Calc(Operator):
         self.ctx.count("rows_in", batch.num_rows)
         if batch.num_rows == 0:
             return []
-        if self._picked is not None and all(c in batch.schema.names for c in self._picked):
-            names = batch.schema.names
-            picked = [*self._picked, ARRIVAL_WATERMARK] if has_arrival(batch) else self._picked
-            table = pa.Table.from_batches([batch.select([names.index(c) for c in picked])])
-            out = conform(table, self.ctx.output_schema, self.ctx.operator_id)
-            self.ctx.count("rows_out", batch.num_rows)
-            return out
         if self._passed is not None and all(c in batch.schema.names for c in self._passed if c):
             out = conform(self._with_passed(batch), self.ctx.output_schema, self.ctx.operator_id)
             self.ctx.count("rows_out", batch.num_rows)
@@ -172,10 +158,10 @@ class Calc(Operator):
         return out
 
     def _with_passed(self, batch: pa.RecordBatch) -> pa.Table:
-        """The projection over ``batch`` (no filter): its computed items by one statement, in order
-        with the columns it passes through, taken from the batch."""
-        computed = self._query(self._computed_query, batch)
-        if computed.num_rows != batch.num_rows:
+        """The projection over ``batch`` (no filter): its computed items by one statement (if it
+        has any), in order with the columns it passes through, taken from the batch."""
+        computed = self._query(self._computed_query, batch) if self._computed_query else None
+        if computed is not None and computed.num_rows != batch.num_rows:
             raise EngineError(f"a projection gave {computed.num_rows} rows for {batch.num_rows}",
                               operator_id=self.ctx.operator_id)
         names = batch.schema.names

@@ -110,15 +110,16 @@ def test_picking_columns_takes_them_from_the_batch_as_duckdb_would():
     projection = [["when", '"date_time"'], ["who", '"bidder name"'], ["p", '"price"'], ["again", '"price"']]
     batch = BIDS.append_column(ARRIVAL_WATERMARK, pa.array([5, 6, 7, 8], pa.int64()))
     picked = make_calc(projection, schema)
-    assert picked._picked == ["date_time", "bidder name", "price", "price"]
-    computed = make_calc([*projection[:3], ["again", '"price" + 0']], schema)
-    assert computed._picked is None
+    assert picked._passed == ["date_time", "bidder name", "price", "price"] and picked._computed_query is None
+    assert make_calc([*projection[:3], ["again", '"price" + 0']], schema)._computed_query is not None
+    whole = make_calc(projection, schema, filter="true")  # the DuckDB statement
+    assert whole._passed is None
     [fast] = picked.process_batch(batch)
-    [slow] = computed.process_batch(batch)
+    [slow] = whole.process_batch(batch)
     assert fast.schema == slow.schema == schema.append(pa.field(ARRIVAL_WATERMARK, pa.int64()))
     assert fast.to_pylist() == slow.to_pylist()
     assert fast.column("again").to_pylist() == [100, 250, None, 40]
-    assert make_calc(projection, schema, filter="price > 50")._picked is None
+    assert make_calc(projection, schema, filter="price > 50")._passed is None
 
 
 def test_a_projection_without_a_filter_computes_only_its_expressions_and_passes_the_rest():
