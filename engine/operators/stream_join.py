@@ -71,6 +71,8 @@ DELTA = "join_delta"
 SNAPSHOT_VERSION = 1
 #: The bookkeeping columns of a state table, before the input's columns.
 META = ("key_group", "_rid", "_matches", "_t")
+#: The row kind of a change, from the sign of the delta row that caused it.
+KIND = f"CASE WHEN _sign > 0 THEN {INSERT} ELSE {DELETE} END"
 
 
 
@@ -259,8 +261,7 @@ class StreamJoin(StateOperator):
         """An INNER join's changes: its pairs, in the order of the delta's rows (``_output_sql``
         without NULL-padded rows)."""
         left, right = self.sides
-        kind = f"CASE WHEN _sign > 0 THEN {INSERT} ELSE {DELETE} END"
-        return (f"SELECT {self._output(left.named(), right.named())}, ({kind})::TINYINT AS {ROW_KIND} "
+        return (f"SELECT {self._output(left.named(), right.named())}, ({KIND})::TINYINT AS {ROW_KIND} "
                 f"FROM ({self._pairs_sql(side, other)}) ORDER BY _ord, _orid")
 
     def _pairs(self, side: _Side, other: _Side) -> None:
@@ -303,7 +304,6 @@ class StreamJoin(StateOperator):
     def _output_sql(self, side: _Side, other: _Side) -> str:
         """The changes this delta causes, in order: NULL-padded rows retracted, then the pairs and
         padded delta rows by delta order, then NULL-padded rows emitted."""
-        kind = f"CASE WHEN _sign > 0 THEN {INSERT} ELSE {DELETE} END"
         left, right = self.sides
 
         def columns(named_side: list[str], nulls_side: list[str]) -> str:
@@ -311,11 +311,11 @@ class StreamJoin(StateOperator):
 
         parts = []
         if not self.left_only:  # the pairs
-            parts.append(f"SELECT 1 AS _phase, _ord AS _o1, _orid AS _o2, {kind} AS _k, "
+            parts.append(f"SELECT 1 AS _phase, _ord AS _o1, _orid AS _o2, {KIND} AS _k, "
                          f"{self._output(left.named(), right.named())} FROM pairs")
         if self.preserved(side):  # delta rows alone: unmatched (SEMI: matched)
             exists = "EXISTS" if self.join_type == "semi" else "NOT EXISTS"
-            parts.append(f"SELECT 1 AS _phase, d._ord AS _o1, -1 AS _o2, {kind} AS _k, "
+            parts.append(f"SELECT 1 AS _phase, d._ord AS _o1, -1 AS _o2, {KIND} AS _k, "
                          f"{columns(side.as_named('d'), other.nulls())} FROM {DELTA} d "
                          f"WHERE {exists} (SELECT 1 FROM pairs p WHERE p._ord = d._ord)")
         if self.preserved(other):  # other-side rows whose match count crosses zero

@@ -23,7 +23,6 @@ from weir.engine.changelog import ROW_KIND
 from weir.engine.graph import Edge
 from weir.engine.operators.calc import CalcConfig
 from weir.planner.calc import calc_description
-from weir.planner.catalog import TableDef
 from weir.planner.expressions import quote
 from weir.planner.graph_builder import Stream
 from weir.planner.joins.scope import Relation
@@ -105,8 +104,7 @@ def prune(qp: QueryPlanning, select: exp.Select, relations: list[Relation], pipe
 def _keeps_late_rows(qp: QueryPlanning) -> bool:
     """Whether a table of the script lists its late rows ('source.late-rows.table'): a window or
     interval join keeps each late row whole there, so its inputs keep every column."""
-    tables = (qp.catalog.lookup(name) for name in qp.catalog.names())
-    return any(isinstance(t, TableDef) and LATE_ROWS_OPTION in t.options for t in tables)
+    return any(table.options.get(LATE_ROWS_OPTION) for table in qp.catalog.tables.values())
 
 
 def _picked(qp: QueryPlanning, stream: Stream, columns: list[str], pipeline: str) -> Stream:

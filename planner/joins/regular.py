@@ -53,9 +53,7 @@ def plan_regular_join(planner: JoinPlanner, join_type: str, left: Relation, righ
     residual_terms = [term for term, _ in planner.residual]
     if join_type == "inner":  # each input's own terms of ON and WHERE filter it before the join,
         # the terms reading both the pairs inside it (Flink's join condition)
-        remaining = _push_down([*residual_terms, *remaining], (left, right), qp, planner.pipeline)
-        residual_terms = [term for term in remaining if _reads_both(term, (left, right), qp)]
-        remaining = [term for term in remaining if not any(term is t for t in residual_terms)]
+        residual_terms, remaining = _push_down([*residual_terms, *remaining], (left, right), qp, planner.pipeline)
     for relation in (left, right):
         _drop_row_kind(relation)
     left_keys, right_keys = planner.key_columns(pairs, left, right)
@@ -105,17 +103,21 @@ def plan_regular_join(planner: JoinPlanner, join_type: str, left: Relation, righ
 
 
 def _push_down(terms: list[exp.Expression], relations: tuple[Relation, Relation], qp, pipeline: str
-               ) -> list[exp.Expression]:
+               ) -> tuple[list[exp.Expression], list[exp.Expression]]:
     """Filter each input by the terms that read only its columns (less state, as Flink's
-    filter push-down); the terms left read both or neither."""
+    filter push-down). Of the terms left: those reading both inputs that the join can evaluate on
+    each pair (no aggregate, window function or subquery), and the rest."""
     scope = JoinScope(list(relations), qp.fallback)
     own: list[list[exp.Expression]] = [[], []]
-    rest = []
+    both, rest = [], []
     for term in terms:
         read = {located[0] for column in term.find_all(exp.Column)
                 if (located := scope.locate(column, [])) is not None}
-        if len(read) == 1 and not any(isinstance(n, (exp.AggFunc, exp.Subquery)) for n in term.walk()):
+        nodes = [type(n) for n in term.walk()]
+        if len(read) == 1 and not any(issubclass(n, (exp.AggFunc, exp.Subquery)) for n in nodes):
             own[read.pop()].append(term)
+        elif read == {0, 1} and not any(issubclass(n, (exp.AggFunc, exp.Subquery, exp.Window)) for n in nodes):
+            both.append(term)
         else:
             rest.append(term)
     for relation, mine in zip(relations, own):
@@ -129,18 +131,7 @@ def _push_down(terms: list[exp.Expression], relations: tuple[Relation, Relation]
             continue
         relation.stream = qp.plan_pre_aggregate(relation.stream, to_duckdb(bound, relation.stream.schema), [],
                                                 pipeline, mine[0])
-    return rest
-
-
-def _reads_both(term: exp.Expression, relations: tuple[Relation, Relation], qp) -> bool:
-    """Whether ``term`` reads a column of each input and nothing a join cannot evaluate per pair
-    (an aggregate, a window function, a subquery)."""
-    if any(isinstance(n, (exp.AggFunc, exp.Subquery, exp.Window)) for n in term.walk()):
-        return False
-    scope = JoinScope(list(relations), qp.fallback)
-    read = {located[0] for column in term.find_all(exp.Column)
-            if (located := scope.locate(column, [])) is not None}
-    return read == {0, 1}
+    return both, rest
 
 
 def _drop_row_kind(relation: Relation) -> None:
