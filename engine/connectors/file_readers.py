@@ -24,6 +24,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import BinaryIO, Callable, Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
@@ -69,6 +70,15 @@ class FileReader:
 
     #: Rows that ``blocks(skip)`` passed over without yielding them (whole parquet row groups).
     rows_passed_over = 0
+    #: Read only these declared columns (``FileSystemSource.project``), or all when None.
+    read_columns: list[str] | None = None
+
+    @property
+    def read_schema(self) -> pa.Schema:
+        """The declared columns that are read, in declared order."""
+        if self.read_columns is None:
+            return self.schema
+        return pa.schema([f for f in self.schema if f.name in self.read_columns], metadata=self.schema.metadata)
 
     def blocks(self, skip: int = 0) -> Iterator[Block]:
         """The file's rows, block by block; ``skip`` is a hint that lets a
@@ -79,8 +89,9 @@ class FileReader:
         """The text file's bytes (``FileSystemSource`` gives a byte range of a big file instead)."""
         return open(self.path, "rb")
 
-    def _line_blocks(self, file: BinaryIO) -> Iterator[bytes]:
-        """Chunks of ``file`` cut after a newline; sized from the rows seen so far."""
+    def _line_blocks(self, file: BinaryIO) -> Iterator[tuple[bytes, int]]:
+        """Chunks of ``file`` cut after a newline, with the newlines each holds; sized from the
+        rows seen so far."""
         carry = b""
         size = FIRST_BLOCK_BYTES
         seen_bytes = seen_lines = 0
@@ -88,7 +99,7 @@ class FileReader:
             chunk = file.read(size)
             if not chunk:
                 if carry.strip():
-                    yield carry
+                    yield carry, count_newlines(carry)
                 return
             data = carry + chunk
             cut = data.rfind(b"\n")
@@ -96,9 +107,10 @@ class FileReader:
                 carry = data
                 continue
             block, carry = data[: cut + 1], data[cut + 1 :]
-            yield block
+            lines = count_newlines(block)
+            yield block, lines
             seen_bytes += len(block)
-            seen_lines += block.count(b"\n")
+            seen_lines += lines
             per_row = max(1, seen_bytes // max(1, seen_lines))
             size = min(MAX_BLOCK_BYTES, max(MIN_BLOCK_BYTES, per_row * self.batch_size))
 
@@ -111,6 +123,12 @@ class FileReader:
                 + f"; the columns found are: {', '.join(found) or '(none)'}",
                 hint="make the table's column names match the file, or point 'path' at the right files",
             )
+
+
+def count_newlines(data: bytes) -> int:
+    """The newlines in ``data``. numpy compares the bytes without holding the GIL, which
+    ``bytes.count`` holds (three times as long): the source reads ahead in a thread beside the job's."""
+    return int(np.count_nonzero(np.frombuffer(data, np.uint8) == ord("\n")))
 
 
 def conform(table: pa.Table, schema: pa.Schema, path: str) -> pa.Table:
@@ -145,9 +163,9 @@ class CsvReader(FileReader):
             header = self._header(file.readline())
             self._missing_columns(header)
             first_line = 2
-            for data in self._line_blocks(file):
+            for data, lines in self._line_blocks(file):
                 yield self._parse_block(data, header, first_line)
-                first_line += data.count(b"\n")
+                first_line += lines
 
     def _header(self, line: bytes) -> list[str]:
         if line.startswith(b"\xef\xbb\xbf"):
@@ -180,7 +198,7 @@ class CsvReader(FileReader):
             parse_options=pa_csv.ParseOptions(delimiter=self.delimiter, invalid_row_handler=on_invalid),
             convert_options=pa_csv.ConvertOptions(
                 column_types=types,
-                include_columns=self.schema.names,
+                include_columns=list(types),
                 # Unquoted empty fields are null, quoted ones ("") empty strings,
                 # which is how pyarrow's csv writer (and so our sink) writes them.
                 null_values=[""],
@@ -191,18 +209,19 @@ class CsvReader(FileReader):
 
     def _parse_block(self, data: bytes, header: list[str], first_line: int) -> Block:
         invalid: list[pa_csv.InvalidRow] = []
-        typed = {f.name: f.type for f in self.schema}
+        schema = self.read_schema
+        typed = {f.name: f.type for f in schema}
         try:
             table = self._read(data, header, typed, invalid, threads=True)
             if not invalid:
-                return Block(conform(table, self.schema, self.path))
+                return Block(conform(table, schema, self.path))
             invalid.clear()  # again on one thread, which numbers the malformed rows
             table = self._read(data, header, typed, invalid)
             bad_rows: dict[int, str] = {}
             undecodable: dict[int, str] = {}
         except pa.ArrowInvalid:
             invalid.clear()
-            as_text = {name: pa.string() for name in self.schema.names}
+            as_text = {name: pa.string() for name in schema.names}
             data, undecodable = _blank_undecodable_lines(data)
             table = self._read(data, header, as_text, invalid)
             table, bad_rows = self._cast_locating_bad(table)
@@ -211,7 +230,8 @@ class CsvReader(FileReader):
     def _cast_locating_bad(self, table: pa.Table) -> tuple[pa.Table, dict[int, str]]:
         """Cast string columns to the declared types; {row: problem} for values that fail."""
         bad: dict[int, str] = {}
-        for target in self.schema:
+        schema = self.read_schema
+        for target in schema:
             if pa.types.is_string(target.type) or pa.types.is_large_string(target.type):
                 continue
             column = table.column(target.name).combine_chunks()
@@ -220,7 +240,7 @@ class CsvReader(FileReader):
         if bad:
             keep = pc.invert(pc.is_in(pa.array(range(table.num_rows), pa.int64()), pa.array(sorted(bad), pa.int64())))
             table = table.filter(keep)
-        return conform(table, self.schema, self.path), bad
+        return conform(table, schema, self.path), bad
 
     def _with_line_numbers(
         self, data: bytes, table: pa.Table, invalid: list, bad_rows: dict[int, str], first_line: int,
@@ -301,11 +321,11 @@ class JsonReader(FileReader):
     def blocks(self, skip: int = 0) -> Iterator[Block]:
         with self.open_bytes() as file:
             first_line = 1
-            for data in self._line_blocks(file):
+            for data, lines in self._line_blocks(file):
                 if first_line == 1:
                     self._check_columns(data)
                 yield self._parse_block(data, first_line)
-                first_line += data.count(b"\n")
+                first_line += lines
 
     def _check_columns(self, data: bytes) -> None:
         sample = b"\n".join(data.split(b"\n", JSON_SAMPLE_LINES)[:JSON_SAMPLE_LINES])
@@ -357,8 +377,6 @@ class ParquetReader(FileReader):
     row_group: int | None = None
     #: The file already opened (its footer read) for another row group of it, if any.
     file: pq.ParquetFile | None = None
-    #: Read only these declared columns (``FileSystemSource.project``), or all when None.
-    read_columns: list[str] | None = None
 
     def blocks(self, skip: int = 0) -> Iterator[Block]:
         file = self.file or pq.ParquetFile(self.path)
@@ -370,9 +388,7 @@ class ParquetReader(FileReader):
             self.rows_passed_over += file.metadata.row_group(groups.pop(0)).num_rows
         if not groups:
             return
-        schema = self.schema
-        if self.read_columns is not None:
-            schema = pa.schema([f for f in self.schema if f.name in self.read_columns], metadata=self.schema.metadata)
+        schema = self.read_schema
         # One thread: the source reads ahead in a thread of its own (``engine.runtime.read_ahead``),
         # beside the job's; pyarrow's pool for a 64K-row group cost more CPU (and time) than it saved.
         for batch in file.iter_batches(batch_size=self.batch_size, row_groups=groups, columns=schema.names,

@@ -117,9 +117,11 @@ class FileSystemSource(Source):
         return out
 
     def project(self, columns: list[str]) -> None:
-        """Parquet reads only ``columns`` (a columnar file skips the rest); the text formats
-        parse whole lines anyway, and check every column's values."""
-        if self.format == "parquet":
+        """Parquet reads only ``columns`` (a columnar file skips the rest). A csv file's lines
+        are still split whole (a row with the wrong number of fields is malformed), but only
+        the values of ``columns`` are converted, and so checked, as Flink's csv format does
+        with projection push-down. JSON lines are parsed whole, every field checked."""
+        if self.format == "parquet" or (self.format == "csv" and columns):
             self.read_columns = columns
 
     def chain(self, split: str) -> str:
@@ -194,6 +196,7 @@ class FileSystemSource(Source):
             options = {"delimiter": self.delimiter} if self.format == "csv" else {}
             ranged = mark == BYTE_RANGE_MARK and self.split_size is not None  # else a file named so
             reader = READERS[self.format](path if ranged else split, self.schema, self.batch_size, **options)
+            reader.read_columns = self.read_columns
             if ranged:
                 size, header = self.split_size, self.format == "csv"
                 reader.open_bytes = lambda: _ByteRange(path, part * size, (part + 1) * size, header)

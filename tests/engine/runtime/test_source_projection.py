@@ -1,6 +1,8 @@
 """A parquet source reads only the columns its consumers read (``Source.project``, from the
 window aggregate's and a calc's ``input_expressions``), with the same results; a consumer that may read
-any column gets them all, and a declared column missing from the file is still refused."""
+any column gets them all, and a declared column missing from the file is still refused. A csv
+source converts only those columns: a bad value in another one is not looked at (as in Flink's
+csv format with projection push-down), a line with the wrong number of fields is still malformed."""
 from __future__ import annotations
 
 import duckdb
@@ -80,3 +82,34 @@ def test_a_projected_parquet_source_yields_those_columns_and_still_refuses_a_mis
     missing.project(["auction"])
     with pytest.raises(SourceError, match="no column 'nowhere'"):
         next(iter(missing.read(missing.splits()[0])))
+
+
+CSV_LINES = """auction,bidder,price,channel,date_time
+1,10,5,web,2024-01-01 00:00:01
+2,not-a-number,6,web,2024-01-01 00:00:02
+3,30,seven,web,2024-01-01 00:00:03
+4,40,8,2024-01-01 00:00:04
+5,50,9,app,2024-01-01 00:00:05
+"""
+
+
+def csv_source(tmp_path, schema: pa.Schema) -> FileSystemSource:
+    path = tmp_path / "bids.csv"
+    path.write_text(CSV_LINES)
+    return FileSystemSource({"path": str(path), "format": "csv", "csv.ignore-parse-errors": "true"}, schema)
+
+
+def test_a_projected_csv_source_converts_and_checks_only_the_columns_read(tmp_path):
+    schema = pa.schema([("auction", pa.int64()), ("bidder", pa.int64()), ("price", pa.int64()),
+                        ("channel", pa.string()), ("date_time", pa.timestamp("us"))])
+    whole = csv_source(tmp_path, schema)
+    rows = pa.Table.from_batches([b for b, _ in whole.read(whole.splits()[0])])
+    assert rows.column("auction").to_pylist() == [1, 5] and whole.skipped_rows == 3
+
+    projected = csv_source(tmp_path, schema)
+    projected.project(["auction", "price", "date_time"])
+    rows = pa.Table.from_batches([b for b, _ in projected.read(projected.splits()[0])])
+    assert rows.schema.names == ["auction", "price", "date_time"]
+    # line 3's bad bidder is not read, line 4's bad price is; line 5 has four fields, whatever is read
+    assert rows.column("auction").to_pylist() == [1, 2, 5] and projected.skipped_rows == 2
+    assert rows.column("price").to_pylist() == [5, 6, 9]
