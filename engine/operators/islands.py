@@ -9,6 +9,7 @@ before it (pyarrow): a new island where the key differs — NULL equal to NULL a
 """
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -51,3 +52,28 @@ def island_numbers(keys: list[pa.Array], times: pa.Array, gap: int) -> pa.Int64A
         new = pc.or_(new, pc.invert(_same_as_previous(column)))
     starts = pa.concat_arrays([pa.array([True]), new]).cast(pa.int64())
     return pc.cumulative_sum(starts)
+
+
+def key_time_order(table: pa.Table, keys: list[str], time: str) -> pa.Array:
+    """The positions of ``table``'s rows sorted by ``keys`` then ``time`` (int64, no NULLs), NULL
+    keys last; rows equal in both in no particular order. One integer key without NULLs, whose
+    span and the times' fit in 62 bits together (ids, and a batch's seconds of µs), is packed
+    with the time into one int64 that numpy sorts, in under half the time of pyarrow's sort over
+    two columns; other keys go to ``pc.sort_indices`` (which raises ``ArrowNotImplementedError``
+    for a type it cannot sort)."""
+    if len(keys) == 1 and len(table) > 0 and _packs(table.column(keys[0])):
+        key, times = table.column(keys[0]), table.column(time)
+        low, high = (v.as_py() for v in pc.min_max(key).values())
+        earliest, latest = (v.as_py() for v in pc.min_max(times).values())
+        time_bits = (latest - earliest).bit_length()
+        if (high - low).bit_length() + time_bits <= 62:
+            packed = ((key.to_numpy().astype(np.int64) - low) << time_bits) | (times.to_numpy() - earliest)
+            return pa.array(np.argsort(packed))
+    return pc.sort_indices(table, [(k, "ascending") for k in [*keys, time]])
+
+
+def _packs(key: pa.ChunkedArray) -> bool:
+    """An integer key without NULLs whose values are all int64s (a uint64 may not be)."""
+    kind = key.type
+    signed = pa.types.is_signed_integer(kind)
+    return (signed or pa.types.is_unsigned_integer(kind) and kind.bit_width <= 32) and key.null_count == 0

@@ -68,6 +68,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from weir.engine.errors import EngineError
+from weir.engine.pandas_import import scalar
 from weir.engine.operators.accumulators import (Accumulator, AggregateCall, DistinctAccumulator, PythonAccumulator,
                                                     accumulator, argument_columns, register_python)
 from weir.engine.operators.bad_aggregate_rows import is_bad_row, keep_python, python_arguments, raising_rows
@@ -78,7 +79,7 @@ from weir.engine.messages import MIN_WATERMARK
 from weir.engine.operators.batches import positions
 from weir.engine.operators.clock import EventTimeClock
 from weir.engine.operators.firings import StreamsFirings
-from weir.engine.operators.islands import comparable, island_numbers
+from weir.engine.operators.islands import comparable, island_numbers, key_time_order
 from weir.engine.operators.duckdb_sql import (create_table_from_arrow, int_literal, query_arrow, quote_ident,
                                               snapshot_tables, string_literal)
 from weir.engine.operators.windows import WINDOW_TIME_LAG_US
@@ -91,6 +92,8 @@ SESSIONS = "session_accumulators"
 PENDING = "session_pending"
 START, END = "__session_start", "__session_end"
 INPUT_VIEW = "session_input"
+#: Views of pending rows held in Arrow: all of them (to write them to ``session_pending``), the ready ones.
+HELD_VIEW, READY_VIEW = "session_held", "session_ready"
 ISLANDS_VIEW = "session_islands"
 #: Segments of up to this many rows have their islands found in Arrow (``_make_batch_rows``): the
 #: keys and times of such a segment are read out of DuckDB's managed memory; a larger one (a
@@ -186,6 +189,9 @@ class SessionWindow(StreamsFirings, StateOperator):
         self._earliest_pending: int | None = None
         self._sequence = 0
         self._tables: set[str] = set()
+        #: Pending rows in Arrow, in arrival order (``_hold``); whether ``session_pending`` holds any.
+        self._held: list[pa.Table] = []
+        self._in_table = False
 
     def create_state(self) -> None:
         register_python(self.con, self.accumulators)  # Python aggregate functions (engine.udafs)
@@ -236,13 +242,10 @@ class SessionWindow(StreamsFirings, StateOperator):
         batch = batch.append_column(ROW_WATERMARK, watermarks).append_column(ROW_POSITION, positions(batch.num_rows))
         self.con.register(INPUT_VIEW, batch)
         try:
-            prepared = self._prepared_sql(batch.schema.names)
-            if PENDING not in self._tables:
-                self._run(f"CREATE TABLE {PENDING} AS {prepared} LIMIT 0")
-                self._tables.add(PENDING)
-            self._run(f"INSERT INTO {PENDING} {prepared}")
+            rows = query_arrow(self.con, self._prepared_sql(batch.schema.names), self.ctx.operator_id)
         finally:
             self.con.unregister(INPUT_VIEW)
+        self._hold(rows)
         earliest = pc.min(pc.filter(watermarks, pc.is_valid(batch.column(self.time_column)))).as_py()
         if self._earliest_pending is None or earliest < self._earliest_pending:
             self._earliest_pending = earliest
@@ -265,23 +268,84 @@ class SessionWindow(StreamsFirings, StateOperator):
         return (f"SELECT {', '.join(columns)} FROM {quote_ident(INPUT_VIEW)} "
                 f"WHERE {quote_ident(self.time_column)} IS NOT NULL")
 
+    def _hold(self, rows: pa.Table) -> None:
+        """Pending rows wait in Arrow (``_held``), or in ``session_pending`` while that holds any:
+        with ``bad_rows``, past ``ARROW_ISLAND_ROWS`` (DuckDB spills), and from a checkpoint
+        (``snapshot``) or a restore until the rows there are taken."""
+        held = sum(t.num_rows for t in self._held)
+        if self._in_table or self._bad_rows is not None or held + rows.num_rows > ARROW_ISLAND_ROWS:
+            self._held.append(rows)
+            self._flush_held()
+        else:
+            self._held.append(rows)
+
+    def _flush_held(self) -> None:
+        """The rows held in Arrow into ``session_pending``."""
+        if not self._held:
+            return
+        held, self._held = pa.concat_tables(self._held, promote_options="permissive"), []
+        self.con.register(HELD_VIEW, held)
+        try:
+            if PENDING in self._tables:
+                self._run(f"INSERT INTO {PENDING} BY NAME SELECT * FROM {HELD_VIEW}")
+            else:
+                self._run(f"CREATE TABLE {PENDING} AS SELECT * FROM {HELD_VIEW}")
+                self._tables.add(PENDING)
+        finally:
+            self.con.unregister(HELD_VIEW)
+        self._in_table = True
+
     def _process_pending(self, watermark: int) -> None:
-        """Steps 1–3 of the module docstring for the pending rows whose watermark is below ``watermark``."""
+        """Steps 1–3 of the module docstring for the pending rows whose watermark is below
+        ``watermark``: held in Arrow, they are taken there, and when none is behind its watermark
+        (the usual case) sorted and numbered there too (``_arrow_segment``)."""
+        if self._in_table:
+            self._process_table(watermark)
+            return
+        if not self._held:
+            return
+        held = pa.concat_tables(self._held, promote_options="permissive")
+        is_ready = pc.less(held.column(ROW_WATERMARK), scalar(watermark))
+        ready, rest = held.filter(is_ready), held.filter(pc.invert(is_ready))
+        self._held = [rest] if rest.num_rows else []
+        self._earliest_pending = pc.min(rest.column(ROW_WATERMARK)).as_py() if rest.num_rows else None
+        if not ready.num_rows:
+            return
+        behind = pc.less_equal(pc.subtract(ready.column("__ts"), scalar(LAG)), ready.column(ROW_WATERMARK))
+        if not pc.any(behind).as_py() and self._arrow_segment(ready.append_column("__behind", behind)):
+            return
+        self.con.register(READY_VIEW, ready)
+        try:
+            self._segments(f"FROM {READY_VIEW}")
+        finally:
+            self.con.unregister(READY_VIEW)
+
+    def _process_table(self, watermark: int) -> None:
+        """``_process_pending`` for rows in ``session_pending``; the rows left there go back to
+        Arrow when they may."""
         upto = int_literal(watermark)
+        self._segments(f"FROM {PENDING} WHERE {ROW_WATERMARK} < {upto}")
+        self._run(f"DELETE FROM {PENDING} WHERE {ROW_WATERMARK} < {upto}")
+        (rest, self._earliest_pending), = self._run(f"SELECT count(*), min({ROW_WATERMARK}) FROM {PENDING}")
+        if self._bad_rows is None and rest <= ARROW_ISLAND_ROWS:
+            if rest:
+                self._held = [query_arrow(self.con, f"SELECT * FROM {PENDING} ORDER BY {ROW_SEQUENCE}",
+                                          self.ctx.operator_id)]
+                self._run(f"DELETE FROM {PENDING}")
+            self._in_table = False
+
+    def _segments(self, ready: str) -> None:
+        """Steps 1–3 for the rows of ``ready`` (a FROM clause, every row ready)."""
         behind = f"__ts - {LAG} <= {ROW_WATERMARK}"
-        ready = f"FROM {PENDING} WHERE {ROW_WATERMARK} < {upto}"
         (rows, behind_rows), = self._run(f"SELECT count(*), count(*) FILTER (WHERE {behind}) {ready}")
         if not behind_rows:  # no row can meet a closed session: one segment, in no particular order
             if rows:
                 self._run(f"CREATE OR REPLACE TEMP TABLE segment AS SELECT *, {behind} AS __behind {ready} "
                           f"ORDER BY {self._island_order()}")
-            self._take_pending(upto)
-            if rows:
                 self._segment(None)
             return
         self._run(f"CREATE OR REPLACE TEMP TABLE ready AS SELECT *, {behind} AS __behind, "
                   f"row_number() OVER (ORDER BY {ROW_WATERMARK}, {ROW_SEQUENCE}) AS {ROW_POSITION} {ready}")
-        self._take_pending(upto)
         (start, last), = self._run(f"SELECT min({ROW_POSITION}), max({ROW_POSITION}) FROM ready")
         self._run(f"CREATE OR REPLACE TEMP TABLE ready AS SELECT *, lag({ROW_POSITION}) OVER "
                   f"({self._partition()}ORDER BY {ROW_POSITION}) AS __previous FROM ready")
@@ -292,10 +356,35 @@ class SessionWindow(StreamsFirings, StateOperator):
             self._segment(f"{ROW_POSITION} >= {start} AND {ROW_POSITION} < {end}")
             start = end
 
-    def _take_pending(self, upto: str) -> None:
-        """The pending rows with a watermark below ``upto`` out of ``session_pending`` (they are ready)."""
-        self._run(f"DELETE FROM {PENDING} WHERE {ROW_WATERMARK} < {upto}")
-        self._earliest_pending = self._run(f"SELECT min({ROW_WATERMARK}) FROM {PENDING}")[0][0]
+    def _arrow_segment(self, ready: pa.Table) -> bool:
+        """Steps 2–3 for ``ready`` rows none of which is behind its watermark (one segment):
+        sorted by keys and time and their islands numbered in Arrow, then read by DuckDB in
+        place, as ``batch_rows``; False (nothing done) for keys Arrow does not sort or compare."""
+        keys = [ready.column(k) for k in self.key_columns]
+        if not all(comparable(k.type) for k in keys):
+            return False
+        try:
+            order = key_time_order(ready, self.key_columns, "__ts")
+        except pa.ArrowNotImplementedError:
+            return False
+        rows = ready.take(order).combine_chunks()
+        numbers = island_numbers([rows.column(k).chunk(0) for k in self.key_columns],
+                                 rows.column("__ts").chunk(0), self.gap)
+        rows = rows.append_column("__island", numbers)
+        self._run("DROP TABLE IF EXISTS batch_rows")
+        self.con.register("batch_rows", rows)
+        try:
+            closed, has_open = self._late_test()
+            (late,), = self._run(f"SELECT count(*) FROM batch_rows r WHERE {closed} AND NOT {has_open}")
+            if late:  # the SQL path drops them, and finds the islands of the rest
+                self._run("CREATE OR REPLACE TEMP TABLE segment AS SELECT * EXCLUDE (__island) FROM batch_rows")
+            elif self._batch_sessions():
+                self._merge_into_state()
+        finally:
+            self.con.unregister("batch_rows")
+        if late:
+            self._segment(None)
+        return True
 
     def _segment(self, where: str | None) -> None:
         """Steps 2–3 for the ready rows ``where`` holds (None: the ``segment`` table holds them
@@ -303,12 +392,7 @@ class SessionWindow(StreamsFirings, StateOperator):
         if where is not None:
             self._run(f"CREATE OR REPLACE TEMP TABLE segment AS SELECT * FROM ready WHERE {where} "
                       f"ORDER BY {self._island_order()}")
-        if SESSIONS in self._tables:
-            open_touch = " AND ".join(self._same_key("s", "r") + self._touches("s", "r"))
-            has_open = f"EXISTS (SELECT 1 FROM {SESSIONS} s WHERE {open_touch})"
-        else:
-            has_open = "false"
-        closed = f"r.__ts + {self.gap - LAG} <= r.{ROW_WATERMARK}"  # the row's own window has closed
+        closed, has_open = self._late_test()
         (late,), = self._run(f"SELECT count(*) FROM segment r WHERE {closed} AND NOT {has_open}")
         if late:
             self.ctx.count_late(late)  # counted per source; not kept (no late-rows table for sessions)
@@ -316,6 +400,15 @@ class SessionWindow(StreamsFirings, StateOperator):
         rows = self._make_batch_rows()
         if rows and self._batch_sessions():
             self._merge_into_state()
+
+    def _late_test(self) -> tuple[str, str]:
+        """The conditions on a ready row ``r``: its own window has closed; it touches a session
+        open under its watermark. A row late is one with the first and not the second."""
+        closed = f"r.__ts + {self.gap - LAG} <= r.{ROW_WATERMARK}"
+        if SESSIONS not in self._tables:
+            return closed, "false"
+        open_touch = " AND ".join(self._same_key("s", "r") + self._touches("s", "r"))
+        return closed, f"EXISTS (SELECT 1 FROM {SESSIONS} s WHERE {open_touch})"
 
     def _batch_sessions(self) -> bool:
         """``batch_sessions`` of ``batch_rows``; whether there are any. With ``bad_rows``, should a
@@ -550,6 +643,7 @@ class SessionWindow(StreamsFirings, StateOperator):
         """``{"version", "watermark", "max_parallelism", "tables": {name: pa.Table}}``; every table
         has a ``key_group`` column and is ordered by it."""
         self.open()
+        self._flush_held()
         return snapshot_tables(self.con, sorted(self._tables), self.ctx, version=SNAPSHOT_VERSION,
                                watermark=self.clock.watermark)
 
@@ -584,4 +678,5 @@ class SessionWindow(StreamsFirings, StateOperator):
         self._earliest_pending, self._sequence = (
             self._run(f"SELECT min({ROW_WATERMARK}), coalesce(max({ROW_SEQUENCE}) + 1, 0) FROM {PENDING}")[0]
             if PENDING in self._tables else (None, 0))
+        self._held, self._in_table = [], self._earliest_pending is not None
 

@@ -1,5 +1,6 @@
 """Islands numbered in Arrow equal SQL's gaps and islands (``lag`` then a running ``sum`` over
-``PARTITION BY`` keys), NULL and NaN keys grouped as PARTITION BY groups them."""
+``PARTITION BY`` keys), NULL and NaN keys grouped as PARTITION BY groups them; the order rows are
+sorted in for them is (keys, time), whether an integer key is packed with the time or not."""
 from __future__ import annotations
 
 import math
@@ -8,7 +9,7 @@ import duckdb
 import pyarrow as pa
 from hypothesis import given, settings, strategies as st
 
-from weir.engine.operators.islands import comparable, island_numbers
+from weir.engine.operators.islands import comparable, island_numbers, key_time_order
 
 KEYS = st.one_of(st.none(), st.integers(0, 3))
 NAMES = st.one_of(st.none(), st.sampled_from(["a", "b", "ß"]))
@@ -44,3 +45,26 @@ def test_islands_equal_sql_gaps_and_islands(rows, gap):
 def test_keys_arrow_cannot_compare_are_left_to_sql():
     assert comparable(pa.int64()) and comparable(pa.string()) and comparable(pa.dictionary(pa.int32(), pa.string()))
     assert not comparable(pa.list_(pa.int64())) and not comparable(pa.struct([("a", pa.int64())]))
+
+
+INTEGER_KEYS = st.sampled_from([(pa.int64(), -2**62, 2**62), (pa.int32(), -5, 5), (pa.uint64(), 0, 2**64 - 1),
+                                (pa.uint32(), 0, 2**32 - 1), (pa.int64(), 10**6, 10**6 + 3)])
+
+
+@settings(max_examples=80, deadline=None)
+@given(data=st.data(), kind=INTEGER_KEYS, nulls=st.booleans())
+def test_rows_sort_by_key_then_time_packed_or_not(data, kind, nulls):
+    arrow_type, low, high = kind
+    keys = st.one_of(st.none(), st.integers(low, high)) if nulls else st.integers(low, high)
+    rows = data.draw(st.lists(st.tuples(keys, st.integers(-2**40, 2**40) | st.integers(0, 9)), max_size=50))
+    table = pa.table({"k": pa.array([k for k, _ in rows], arrow_type), "ts": pa.array([t for _, t in rows], pa.int64())})
+    got = table.take(key_time_order(table, ["k"], "ts"))
+    expected = sorted(rows, key=lambda r: (r[0] is None, r[0] or 0, r[1]))
+    assert list(zip(got.column("k").to_pylist(), got.column("ts").to_pylist())) == expected
+
+
+def test_two_keys_sort_by_both_then_time():
+    table = pa.table({"a": ["y", "x", None, "x"], "b": [1, 2, 1, 1], "ts": [5, 4, 3, 9]})
+    got = table.take(key_time_order(table, ["a", "b"], "ts"))
+    assert got.to_pylist() == [{"a": "x", "b": 1, "ts": 9}, {"a": "x", "b": 2, "ts": 4},
+                               {"a": "y", "b": 1, "ts": 5}, {"a": None, "b": 1, "ts": 3}]
