@@ -77,3 +77,31 @@ def _packs(key: pa.ChunkedArray) -> bool:
     kind = key.type
     signed = pa.types.is_signed_integer(kind)
     return (signed or pa.types.is_unsigned_integer(kind) and kind.bit_width <= 32) and key.null_count == 0
+
+
+def merged_intervals(keys: list[pa.Array], starts: pa.Array,
+                     ends: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Intervals ``[start, end]`` (at least one) sorted by ``keys`` then start (int64, no NULLs),
+    merged where they touch: per row, the number of its merged interval (1, 2, ...; unique across
+    keys), that interval's start and its end. A new one begins where a key changes or the row
+    starts after every earlier interval of its key ended. None when the keys' count and the
+    times' span overflow the int64 that holds the running maximum (the key's rank above the time)."""
+    rows = len(starts)
+    new = np.zeros(rows, dtype=bool)
+    new[0] = True
+    for column in keys:
+        if rows > 1:
+            new[1:] |= ~_same_as_previous(column).to_numpy(zero_copy_only=False)
+    begin, end = starts.to_numpy(), ends.to_numpy()
+    low = int(min(begin.min(), end.min()))
+    span = int(max(begin.max(), end.max())) - low + 1
+    rank = np.cumsum(new)
+    if int(rank[-1]) * span >= 1 << 62:
+        return None
+    # Ends lifted by their key's rank: one running maximum over all rows is then one per key.
+    latest = np.maximum.accumulate(rank * span + (end - low))
+    new[1:] |= rank[1:] * span + (begin[1:] - low) > latest[:-1]
+    firsts = np.flatnonzero(new)
+    sizes = np.diff(np.append(firsts, rows))
+    return (np.repeat(np.arange(1, len(firsts) + 1), sizes), np.repeat(begin[firsts], sizes),
+            np.repeat(np.maximum.reduceat(end, firsts), sizes))

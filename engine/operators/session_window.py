@@ -79,7 +79,7 @@ from weir.engine.messages import MIN_WATERMARK
 from weir.engine.operators.batches import positions
 from weir.engine.operators.clock import EventTimeClock
 from weir.engine.operators.firings import StreamsFirings
-from weir.engine.operators.islands import comparable, island_numbers, key_time_order
+from weir.engine.operators.islands import comparable, island_numbers, key_time_order, merged_intervals
 from weir.engine.operators.duckdb_sql import (create_table_from_arrow, int_literal, query_arrow, quote_ident,
                                               snapshot_tables, string_literal)
 from weir.engine.operators.windows import WINDOW_TIME_LAG_US
@@ -522,25 +522,30 @@ class SessionWindow(StreamsFirings, StateOperator):
 
     def _merge_into_state(self) -> None:
         """Step 3 of the module docstring."""
-        self._merge_candidates()
+        in_arrow = self._merge_candidates()
         merges = ["CAST(SUM(__rows) AS BIGINT) AS __rows"]
         merges += [f"{c.merge_sql(c.name)} AS {c.name}" for acc in self.accumulators for c in acc.columns]
         merged = (f"SELECT any_value(key_group) AS key_group, {self._keys()}__merged_start AS {START}, "
                   f"__merged_end AS {END}, {', '.join(merges)} FROM candidates "
                   f"GROUP BY {self._keys()}__merged, __merged_start, __merged_end")
-        if SESSIONS in self._tables:
-            self._run(f"DELETE FROM {SESSIONS} WHERE rowid IN (SELECT __state_row FROM touched)")
-            self._run(f"INSERT INTO {SESSIONS} {merged}")
-        else:
-            self._run(f"CREATE TABLE {SESSIONS} AS {merged}")
-            self._tables.add(SESSIONS)
-        for d in self.distincts:
-            self._merge_distinct(d)
+        try:
+            if SESSIONS in self._tables:
+                self._run(f"DELETE FROM {SESSIONS} WHERE rowid IN (SELECT __state_row FROM touched)")
+                self._run(f"INSERT INTO {SESSIONS} {merged}")
+            else:
+                self._run(f"CREATE TABLE {SESSIONS} AS {merged}")
+                self._tables.add(SESSIONS)
+            for d in self.distincts:
+                self._merge_distinct(d)
+        finally:
+            if in_arrow:
+                self.con.unregister("candidates")
         self._earliest_end = self._run(f"SELECT min({END}) FROM {SESSIONS}")[0][0]
 
-    def _merge_candidates(self) -> None:
+    def _merge_candidates(self) -> bool:
         """Step 2: ``candidates``, the batch sessions and the open sessions they touch
-        (``touched``), each with the merged session it falls in; the state is not changed."""
+        (``touched``), each with the merged session it falls in; the state is not changed.
+        Whether ``candidates`` is an Arrow table registered with the connection (``_arrow_candidates``)."""
         names = self._partial_names()
         carried = ", ".join(["key_group", *self.key_columns, START, END, *names])
         if SESSIONS in self._tables:
@@ -557,6 +562,8 @@ class SessionWindow(StreamsFirings, StateOperator):
         else:
             state_part = ""
         candidates = f"SELECT {carried}, __island, NULL::BIGINT AS __state_row FROM batch_sessions{state_part}"
+        if self._arrow_candidates(candidates):
+            return True
         window = f"{self._partition()}ORDER BY {START}"
         flagged = (f"SELECT *, CASE WHEN {START} <= max({END}) OVER ({window} ROWS BETWEEN UNBOUNDED PRECEDING "
                    f"AND 1 PRECEDING) THEN 0 ELSE 1 END AS __new FROM ({candidates})")
@@ -564,6 +571,28 @@ class SessionWindow(StreamsFirings, StateOperator):
         island = f"OVER ({self._partition('__merged')})"
         self._run(f"CREATE OR REPLACE TEMP TABLE candidates AS SELECT *, min({START}) {island} AS __merged_start, "
                   f"max({END}) {island} AS __merged_end FROM ({grouped})")
+
+    def _arrow_candidates(self, candidates: str) -> bool:
+        """``candidates`` merged by gaps and islands over intervals in Arrow (``merged_intervals``:
+        one sort, where SQL's three window functions partition and sort three times), registered
+        as ``candidates``; False (nothing done) for keys Arrow does not sort or compare, or times
+        too far apart to rank in one int64."""
+        table = query_arrow(self.con, candidates, self.ctx.operator_id)
+        if not table.num_rows or not all(comparable(table.column(k).type) for k in self.key_columns):
+            return False
+        try:
+            table = table.take(key_time_order(table, self.key_columns, START)).combine_chunks()
+        except pa.ArrowNotImplementedError:
+            return False
+        merged = merged_intervals([table.column(k).chunk(0) for k in self.key_columns],
+                                  table.column(START).chunk(0), table.column(END).chunk(0))
+        if merged is None:
+            return False
+        for name, values in zip(("__merged", "__merged_start", "__merged_end"), merged):
+            table = table.append_column(name, pa.array(values))
+        self._run("DROP TABLE IF EXISTS candidates")
+        self.con.register("candidates", table)
+        return True
 
     def _merge_distinct(self, d: DistinctAccumulator) -> None:
         """Rename the values of merged sessions to the merged start; add the batch's values."""

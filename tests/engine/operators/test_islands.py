@@ -1,6 +1,7 @@
 """Islands numbered in Arrow equal SQL's gaps and islands (``lag`` then a running ``sum`` over
 ``PARTITION BY`` keys), NULL and NaN keys grouped as PARTITION BY groups them; the order rows are
-sorted in for them is (keys, time), whether an integer key is packed with the time or not."""
+sorted in for them is (keys, time), whether an integer key is packed with the time or not; and
+intervals merged in Arrow where they touch equal SQL's gaps and islands over intervals."""
 from __future__ import annotations
 
 import math
@@ -9,7 +10,7 @@ import duckdb
 import pyarrow as pa
 from hypothesis import given, settings, strategies as st
 
-from weir.engine.operators.islands import comparable, island_numbers, key_time_order
+from weir.engine.operators.islands import comparable, island_numbers, key_time_order, merged_intervals
 
 KEYS = st.one_of(st.none(), st.integers(0, 3))
 NAMES = st.one_of(st.none(), st.sampled_from(["a", "b", "ß"]))
@@ -68,3 +69,31 @@ def test_two_keys_sort_by_both_then_time():
     got = table.take(key_time_order(table, ["a", "b"], "ts"))
     assert got.to_pylist() == [{"a": "x", "b": 1, "ts": 9}, {"a": "x", "b": 2, "ts": 4},
                                {"a": "y", "b": 1, "ts": 5}, {"a": None, "b": 1, "ts": 3}]
+
+
+@settings(max_examples=80, deadline=None)
+@given(intervals=st.lists(st.tuples(KEYS, st.integers(-20, 20), st.integers(0, 6)), min_size=1, max_size=40))
+def test_intervals_merge_as_sql_merges_them(intervals):
+    table = pa.table({"k": pa.array([k for k, _, _ in intervals], pa.int64()),
+                      "s": pa.array([s for _, s, _ in intervals], pa.int64()),
+                      "e": pa.array([s + length for _, s, length in intervals], pa.int64())})
+    table = table.take(key_time_order(table, ["k"], "s"))
+    con = duckdb.connect()
+    con.register("t", table.append_column("n", pa.array(range(len(table)), pa.int64())))
+    expected = con.sql("""
+        SELECT n, min(s) OVER (PARTITION BY k, m) AS merged_start, max(e) OVER (PARTITION BY k, m) AS merged_end, k, m
+        FROM (SELECT *, sum(new) OVER (PARTITION BY k ORDER BY s, n ROWS UNBOUNDED PRECEDING) AS m
+              FROM (SELECT *, CASE WHEN s <= max(e) OVER (PARTITION BY k ORDER BY s, n ROWS BETWEEN UNBOUNDED
+                                   PRECEDING AND 1 PRECEDING) THEN 0 ELSE 1 END AS new FROM t))
+        ORDER BY n""").fetchall()
+    numbers, starts, ends = merged_intervals([table.column("k").combine_chunks()], table.column("s").combine_chunks(),
+                                             table.column("e").combine_chunks())
+    assert [(int(a), int(b)) for a, b in zip(starts, ends)] == [(start, end) for _, start, end, _, _ in expected]
+    for i in range(len(table)):
+        for j in range(i + 1, len(table)):
+            assert (numbers[i] == numbers[j]) == (expected[i][3:] == expected[j][3:])
+
+
+def test_times_too_far_apart_for_one_int64_are_left_to_sql():
+    keys = [pa.array(range(8), pa.int64())]
+    assert merged_intervals(keys, pa.array([0] * 8, pa.int64()), pa.array([2**60] * 8, pa.int64())) is None
