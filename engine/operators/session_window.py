@@ -357,7 +357,7 @@ class SessionWindow(StreamsFirings, StateOperator):
             start = end
 
     def _arrow_segment(self, ready: pa.Table) -> bool:
-        """Steps 2–3 for ``ready`` rows none of which is behind its watermark (one segment):
+        """Steps 2–3 for ``ready`` rows none of which is behind its watermark (one segment, no row late):
         sorted by keys and time and their islands numbered in Arrow, then read by DuckDB in
         place, as ``batch_rows``; False (nothing done) for keys Arrow does not sort or compare."""
         keys = [ready.column(k) for k in self.key_columns]
@@ -371,19 +371,14 @@ class SessionWindow(StreamsFirings, StateOperator):
         numbers = island_numbers([rows.column(k).chunk(0) for k in self.key_columns],
                                  rows.column("__ts").chunk(0), self.gap)
         rows = rows.append_column("__island", numbers)
+        # No row is late: a row not behind its watermark (ts - 1 ms > w) has its own window open.
         self._run("DROP TABLE IF EXISTS batch_rows")
         self.con.register("batch_rows", rows)
         try:
-            closed, has_open = self._late_test()
-            (late,), = self._run(f"SELECT count(*) FROM batch_rows r WHERE {closed} AND NOT {has_open}")
-            if late:  # the SQL path drops them, and finds the islands of the rest
-                self._run("CREATE OR REPLACE TEMP TABLE segment AS SELECT * EXCLUDE (__island) FROM batch_rows")
-            elif self._batch_sessions():
+            if self._batch_sessions():
                 self._merge_into_state()
         finally:
             self.con.unregister("batch_rows")
-        if late:
-            self._segment(None)
         return True
 
     def _segment(self, where: str | None) -> None:
