@@ -192,6 +192,8 @@ class SessionWindow(StreamsFirings, StateOperator):
         #: Pending rows in Arrow, in arrival order (``_hold``); whether ``session_pending`` holds any.
         self._held: list[pa.Table] = []
         self._in_table = False
+        #: Temp tables the SQL path made that an Arrow table may be registered in place of.
+        self._temp_tables: set[str] = set()
 
     def create_state(self) -> None:
         register_python(self.con, self.accumulators)  # Python aggregate functions (engine.udafs)
@@ -372,11 +374,10 @@ class SessionWindow(StreamsFirings, StateOperator):
                                  rows.column("__ts").chunk(0), self.gap)
         rows = rows.append_column("__island", numbers)
         # No row is late: a row not behind its watermark (ts - 1 ms > w) has its own window open.
-        self._run("DROP TABLE IF EXISTS batch_rows")
-        self.con.register("batch_rows", rows)
+        self._register("batch_rows", rows)
         try:
             if self._batch_sessions():
-                self._merge_into_state()
+                self._merge_into_state(behind=False)
         finally:
             self.con.unregister("batch_rows")
         return True
@@ -487,11 +488,13 @@ class SessionWindow(StreamsFirings, StateOperator):
                 numbers = island_numbers(keys, read.column("__ts").combine_chunks(), self.gap)
                 self.con.register(ISLANDS_VIEW, pa.table({"__island": numbers}))
                 try:
+                    self._temp_tables.add("batch_rows")
                     self._run(f"CREATE OR REPLACE TEMP TABLE batch_rows AS SELECT * FROM segment "
                               f"POSITIONAL JOIN {ISLANDS_VIEW}")
                 finally:
                     self.con.unregister(ISLANDS_VIEW)
                 return rows
+        self._temp_tables.add("batch_rows")
         self._run(f"CREATE OR REPLACE TEMP TABLE batch_rows AS {self._batch_rows_sql('segment')}")
         return rows
 
@@ -515,9 +518,10 @@ class SessionWindow(StreamsFirings, StateOperator):
     def _partial_names(self) -> list[str]:
         return ["__rows", *(c.name for acc in self.accumulators for c in acc.columns)]
 
-    def _merge_into_state(self) -> None:
-        """Step 3 of the module docstring."""
-        in_arrow = self._merge_candidates()
+    def _merge_into_state(self, behind: bool = True) -> None:
+        """Step 3 of the module docstring; ``behind``: whether a row of ``batch_rows`` may be behind
+        its watermark."""
+        in_arrow = self._merge_candidates(behind)
         merges = ["CAST(SUM(__rows) AS BIGINT) AS __rows"]
         merges += [f"{c.merge_sql(c.name)} AS {c.name}" for acc in self.accumulators for c in acc.columns]
         merged = (f"SELECT any_value(key_group) AS key_group, {self._keys()}__merged_start AS {START}, "
@@ -537,7 +541,7 @@ class SessionWindow(StreamsFirings, StateOperator):
                 self.con.unregister("candidates")
         self._earliest_end = self._run(f"SELECT min({END}) FROM {SESSIONS}")[0][0]
 
-    def _merge_candidates(self) -> bool:
+    def _merge_candidates(self, behind_rows: bool) -> bool:
         """Step 2: ``candidates``, the batch sessions and the open sessions they touch
         (``touched``), each with the merged session it falls in; the state is not changed.
         Whether ``candidates`` is an Arrow table registered with the connection (``_arrow_candidates``)."""
@@ -549,10 +553,11 @@ class SessionWindow(StreamsFirings, StateOperator):
             island = " AND ".join(self._same_key("s", "b") + [f"s.{START} <= b.{END}", f"b.{START} <= s.{END}"])
             row = " AND ".join(self._same_key("s", "r") + self._touches("s", "r"))
             behind = " AND ".join(self._same_key("r", "b") + ["r.__island = b.__island", "b.__has_behind"])
+            touched = f"EXISTS (SELECT 1 FROM batch_sessions b WHERE NOT b.__has_behind AND {island})"
+            if behind_rows:
+                touched += f" OR EXISTS (SELECT 1 FROM batch_rows r JOIN batch_sessions b ON {behind} WHERE {row})"
             self._run(f"CREATE OR REPLACE TEMP TABLE touched AS SELECT s.rowid AS __state_row, s.* "
-                      f"FROM {SESSIONS} s WHERE EXISTS (SELECT 1 FROM batch_sessions b WHERE NOT b.__has_behind "
-                      f"AND {island}) OR EXISTS (SELECT 1 FROM batch_rows r JOIN batch_sessions b ON {behind} "
-                      f"WHERE {row})")
+                      f"FROM {SESSIONS} s WHERE {touched}")
             state_part = f" UNION ALL SELECT {carried}, NULL, __state_row FROM touched"
         else:
             state_part = ""
@@ -564,6 +569,7 @@ class SessionWindow(StreamsFirings, StateOperator):
                    f"AND 1 PRECEDING) THEN 0 ELSE 1 END AS __new FROM ({candidates})")
         grouped = (f"SELECT *, sum(__new) OVER ({window} ROWS UNBOUNDED PRECEDING) AS __merged FROM ({flagged})")
         island = f"OVER ({self._partition('__merged')})"
+        self._temp_tables.add("candidates")
         self._run(f"CREATE OR REPLACE TEMP TABLE candidates AS SELECT *, min({START}) {island} AS __merged_start, "
                   f"max({END}) {island} AS __merged_end FROM ({grouped})")
 
@@ -585,9 +591,16 @@ class SessionWindow(StreamsFirings, StateOperator):
             return False
         for name, values in zip(("__merged", "__merged_start", "__merged_end"), merged):
             table = table.append_column(name, pa.array(values))
-        self._run("DROP TABLE IF EXISTS candidates")
-        self.con.register("candidates", table)
+        self._register("candidates", table)
         return True
+
+    def _register(self, name: str, table: pa.Table) -> None:
+        """``table`` registered with the connection as ``name``, in place of the temp table of
+        that name the SQL path may have made."""
+        if name in self._temp_tables:
+            self._run(f"DROP TABLE {name}")
+            self._temp_tables.discard(name)
+        self.con.register(name, table)
 
     def _merge_distinct(self, d: DistinctAccumulator) -> None:
         """Rename the values of merged sessions to the merged start; add the batch's values."""
