@@ -30,6 +30,7 @@ from weir.planner.late_rows import plan_bad_rows_table, plan_late_rows_tables
 from weir.planner.locate import locate, name, quoted
 from weir.planner.queries import QueryPlanner
 from weir.planner.settings import check_setting
+from weir.planner.reuse import reuse_sub_plans
 from weir.planner.types import UnsupportedType, assignable, column_field, sql_name
 from weir.sql import statements as st
 from weir.sql.errors import Problem, WeirSqlError
@@ -84,6 +85,7 @@ class Planner:
         late_rows_tables = plan_late_rows_tables(self.builder, self.catalog, self.db_path)
         plan_bad_rows_table(self.builder, self.catalog, self.db_path, self.settings)
         graph.settings = dict(self.settings)
+        reuse_sub_plans(graph)
         graph.functions = graph_functions(graph, self.catalog)
         if "pipeline.name" in self.settings:
             graph.name = self.settings["pipeline.name"]

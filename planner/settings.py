@@ -126,6 +126,9 @@ SETTINGS: dict[str, Setting] = {
     "table.optimizer.agg-phase-strategy": Setting(
         "AUTO", "'AUTO'/'TWO_PHASE': window aggregates pre-aggregate before a parallel exchange; "
                 "'ONE_PHASE': they do not", _one_of("AUTO", "TWO_PHASE", "ONE_PHASE", case=False)),
+    "table.optimizer.reuse-sub-plan-enabled": Setting(
+        "true", "'true': a window aggregate that repeats another (same input, windows, keys, aggregates) "
+                "runs once, the second reading the first's output", _one_of("TRUE", "FALSE", case=False)),
     "table.exec.source.idle-timeout": Setting("0", "a split with no data this long stops holding the watermark",
                                               _duration(positive=False)),
     "sql-client.execution.result-mode": Setting("table", "'table', 'changelog' or 'tableau' (the shell checks it)"),

@@ -49,7 +49,7 @@ def test_settings_given_to_the_planner_are_checked_too():
     ("weir.source.batch-size", "1"), ("execution.checkpointing.interval", "500ms"),
     ("execution.checkpointing.interval", "2min"), ("taskmanager.memory.managed.size", "512mb"),
     ("taskmanager.memory.managed.fraction", "0.25"), ("restart-strategy.fixed-delay.delay", "0s"),
-    ("table.optimizer.agg-phase-strategy", "two_phase"),
+    ("table.optimizer.agg-phase-strategy", "two_phase"), ("table.optimizer.reuse-sub-plan-enabled", "False"),
 ])
 def test_values_in_range_are_accepted(key, value):
     assert check_setting(key, value=value) is None
