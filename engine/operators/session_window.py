@@ -144,6 +144,17 @@ class SessionWindow(StreamsFirings, StateOperator):
     drops_late_rows = True
 
     @classmethod
+    def input_expressions(cls, config: SessionWindowConfig) -> list[str] | None:
+        """Keys, aggregate arguments and filters, and the time column (a source reads only those,
+        and only they cross an exchange); with a bad-rows table and a Python aggregate, every
+        column (a bad row is kept as it came)."""
+        if config.bad_rows and any(a.python is not None for a in config.aggregates):
+            return None
+        texts = [sql for _, sql in config.keys]
+        texts += [text or "" for a in config.aggregates for text in (a.argument, a.filter)]
+        return texts + [config.window.time_column]
+
+    @classmethod
     def explain(cls, config: SessionWindowConfig) -> list[str]:
         return explain_lines(
             ", ".join(name for name, _ in config.keys) or "- (one global sequence of sessions)",

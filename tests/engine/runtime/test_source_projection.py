@@ -1,5 +1,5 @@
 """A parquet source reads only the columns its consumers read (``Source.project``, from the
-window aggregate's and a calc's ``input_expressions``), with the same results; a consumer that may read
+window aggregate's, the session window's and a calc's ``input_expressions``), with the same results; a consumer that may read
 any column gets them all, and a declared column missing from the file is still refused. A csv
 source converts only those columns: a bad value in another one is not looked at (as in Flink's
 csv format with projection push-down), a line with the wrong number of fields is still malformed."""
@@ -48,6 +48,25 @@ def test_a_window_aggregate_over_parquet_reads_only_its_columns_with_the_same_re
     expected = duckdb.sql(f"""SELECT auction, time_bucket(INTERVAL 10 SECOND, date_time), count(*), sum(price)::BIGINT
                               FROM read_parquet('{bids}') GROUP BY ALL ORDER BY ALL""").fetchall()
     assert got == expected and len(got) > 20
+
+
+def test_a_session_window_over_parquet_reads_only_its_columns_with_the_same_result(tmp_path, bids):
+    job = executor(tmp_path, bids, "bidder BIGINT, window_start TIMESTAMP(3), bids BIGINT, total BIGINT",
+                   """INSERT INTO out SELECT bidder, window_start, COUNT(*), SUM(price)
+                   FROM TABLE(SESSION(TABLE bids PARTITION BY bidder, DESCRIPTOR(date_time), INTERVAL '1500' MILLISECOND))
+                   GROUP BY bidder, window_start, window_end;""")
+    job.run()
+    (source,) = [t.reader.source for t in job.tasks.values() if t.reader]
+    assert source.read_columns == ["bidder", "price", "date_time"]
+    got = duckdb.sql(f"SELECT * FROM read_csv('{tmp_path}/out/*.csv') ORDER BY ALL").fetchall()
+    expected = duckdb.sql(f"""
+        SELECT bidder, min(date_time), count(*), sum(price)::BIGINT FROM (
+            SELECT *, sum(new) OVER (PARTITION BY bidder ORDER BY date_time ROWS UNBOUNDED PRECEDING) AS session
+            FROM (SELECT *, CASE WHEN date_time - lag(date_time) OVER (PARTITION BY bidder ORDER BY date_time)
+                                 <= INTERVAL 1500 MILLISECOND THEN 0 ELSE 1 END AS new
+                  FROM read_parquet('{bids}')))
+        GROUP BY bidder, session ORDER BY ALL""").fetchall()
+    assert got == expected and len(got) > 13
 
 
 def test_a_calc_reads_its_projection_and_filter_and_the_watermark_its_column(tmp_path, bids):
