@@ -14,9 +14,14 @@ process, owns checkpoints:
 3. With all N the coordinator writes checkpoint n in the background
    (``Coordinator.take``), metadata last. Once it is durable it sends
    ``complete(n)`` and each worker commits its sinks' output.
-4. At the end of input each worker sends a final snapshot; the coordinator
-   writes the finished checkpoint and sends ``complete``; the workers commit
-   and report their metrics.
+4. At the end of input each worker says it has finished. Once all have (and
+   no checkpoint is pending, nor a savepoint or stop asked for, which comes
+   first), the coordinator numbers the final checkpoint and asks every worker
+   for it; it writes the finished checkpoint and sends ``complete``; the
+   workers commit and report their metrics. A worker pre-commits its sinks
+   only under ids the coordinator sent, so the checkpoint that commits output
+   is the one its name and the sinks' commit logs say (a savepoint taken
+   after a worker finished holds that worker's last output as its own).
 
 A sink whose output is one transaction (``Sink.global_commit``: a DuckDB table)
 is committed once per checkpoint, by the coordinator, from every worker's
@@ -178,6 +183,9 @@ class ProcessExecutor:
         self._stopped_with: CheckpointEvent | None = None
         self._stopping = False
         self._cancelled = False
+        #: Workers that have finished (every task's input ended) and wait for the final checkpoint.
+        self._finished: set[int] = set()
+        #: The final checkpoint's id, once it was asked for.
         self._final_id: int | None = None
         self._final_event: CheckpointEvent | None = None
         self._last_barrier_step = 0
@@ -340,6 +348,8 @@ class ProcessExecutor:
                 self._started = time.perf_counter()
         elif kind == "snapshot":
             self._collect(subtask, *message[2:])
+        elif kind == "finished":
+            self._finished.add(subtask)
         elif kind == "done":
             self._results[subtask] = message[2]
         elif kind == "cancelled":
@@ -352,8 +362,7 @@ class ProcessExecutor:
         if checkpoint_id in self._aborted:
             discard_staged(snapshots)  # a worker passed the barrier before it heard of the abort
             return
-        key = "final" if finished else checkpoint_id
-        collect = self._collecting.setdefault(key, _Collect(kind, finished))
+        collect = self._collecting.setdefault(checkpoint_id, _Collect(kind, finished))
         collect.arrived.add(subtask)
         for source_id, position in sources.items():  # each worker read its own splits
             merged = collect.sources.setdefault(source_id, {"offsets": {}, "split_watermarks": {},
@@ -367,12 +376,11 @@ class ProcessExecutor:
             collect.snapshots.setdefault(op, {})[subtask] = state
         for sink, sink_handles in handles.items():
             collect.handles.setdefault(sink, {})[subtask] = sink_handles
-        if not finished and len(collect.arrived) == self.parallelism and not self.coordinator.in_flight:
-            self._write(key)  # the final checkpoint is written by _checkpoints
+        if len(collect.arrived) == self.parallelism and not self.coordinator.in_flight:
+            self._write(checkpoint_id)
 
-    def _write(self, key) -> None:
-        collect = self._collecting.pop(key)
-        checkpoint_id = self.coordinator.next_id if collect.finished else key
+    def _write(self, checkpoint_id: int) -> None:
+        collect = self._collecting.pop(checkpoint_id)
         self._handles[checkpoint_id] = collect.handles
         self.coordinator.take(collect.kind, collect.sources, collect.snapshots, collect.handles,
                               finished=collect.finished, parallelism=self.parallelism,
@@ -381,12 +389,8 @@ class ProcessExecutor:
 
     def _checkpoints(self) -> None:
         coordinator = self.coordinator
-        all_final = "final" in self._collecting and len(self._collecting["final"].arrived) == self.parallelism
-        if all_final and not coordinator.in_flight and self._pending_barrier is None:
-            self._final_id = coordinator.next_id
-            self._write("final")
         # complete(n) goes out before a stop that the savepoint's callback may send. Once the
-        # final checkpoint is being written every worker is idle, waiting for it: wait with them.
+        # final checkpoint is asked for every worker is idle, waiting for it: wait with them.
         event = coordinator.poll(self._commit, wait=self._final_id is not None)
         if event is not None:
             if event.checkpoint_id == self._final_id:
@@ -394,15 +398,19 @@ class ProcessExecutor:
             if self.on_checkpoint:
                 self.on_checkpoint(event)
         self._stop_when_checkpointed(event)
-        if self.control is not None:
-            for request in self.control.poll():
-                self._request(request)
+        self._serve_requests()
         if self._pending_barrier is not None \
                 and time.monotonic() - self._pending_since > coordinator.config.timeout:
             self._abort(self._pending_barrier)
         if self._pending_barrier is None and not coordinator.in_flight and not self._stopping \
-                and not all_final and self._final_id is None:
+                and self._final_id is None:
+            every_worker_finished = len(self._finished) == self.parallelism
+            if every_worker_finished:  # a savepoint or stop asked for before the final checkpoint comes first
+                self._serve_requests(throttled=False)
             kind = "checkpoint" if self._stop_request is not None else coordinator.due()
+            if every_worker_finished and kind != "savepoint" and self._stop_request is None:
+                self._ask_for_final()
+                return
             if kind is None and coordinator.config.interval_batches:
                 kind = self._batches_due()
             if kind is not None and self._progress:
@@ -412,6 +420,20 @@ class ProcessExecutor:
                 self._broadcast(("barrier", checkpoint_id, kind))
                 if self._stop_request is not None:
                     self._stop_checkpoint = checkpoint_id
+
+    def _serve_requests(self, *, throttled: bool = True) -> None:
+        """Take the control channel's requests (``weir savepoint``, ``weir stop``, Ctrl-C)."""
+        if self.control is not None:
+            for request in self.control.poll(throttled=throttled):
+                self._request(request)
+
+    def _ask_for_final(self) -> None:
+        """Every worker has finished: number the final checkpoint and ask each for its part (its
+        sources' last positions and its sinks' last output, pre-committed under this id). Its
+        barrier passes no channel (every channel has ended) and is not timed out."""
+        self._final_id = self.coordinator.next_id
+        self.coordinator.next_id += 1
+        self._broadcast(("final", self._final_id))
 
     def _stop_when_checkpointed(self, event: CheckpointEvent | None) -> None:
         """Serving a ``STOP_AT_CHECKPOINT`` request: once the checkpoint taken for it is complete

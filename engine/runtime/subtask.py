@@ -30,8 +30,15 @@ Checkpoint n, with aligned barriers (Chandy–Lamport, as in Flink):
    and the worker commits its sinks' output.
 
 At the end of the input every task finishes once all its channels have
-ended; the worker sends its final snapshot and, once the coordinator has
-written the final checkpoint, commits and reports its metrics.
+ended, and the worker tells the coordinator so (``finished``). Once every
+worker has, the coordinator numbers the final checkpoint f and asks for it
+(``final``); the worker sends its final snapshot (its sinks pre-commit under f)
+and, once the coordinator has written it, commits and reports its metrics. A
+worker pre-commits its sinks only at a checkpoint the coordinator numbered: a
+checkpoint or savepoint whose barrier reaches a finished worker (sent before
+the coordinator heard it had finished) carries its last output under that
+checkpoint's own id, which a sink's commit log records (a restore from it
+must not take that output back as published after it).
 
 Backpressure. An outbox (the bytes queued for one peer) holds at most
 ``'weir.exchange.buffer-size'``: past it the worker reads no source batch, and a
@@ -79,8 +86,6 @@ from weir.engine.runtime.local import JobResult, LocalExecutor
 from weir.engine.runtime.task import Task
 from weir.engine.state.key_groups import range_for_subtask
 
-#: The id under which a worker stages its final output.
-FINAL = 2**62
 #: Read no new source batch while this many bytes wait to be sent to one peer (the default).
 OUTBOX_LIMIT = "32MB"
 #: Source steps after which a task fed by an exchange hands over what it gathered (see ``_flush``).
@@ -175,7 +180,8 @@ class SubtaskExecutor(LocalExecutor):
         #: A checkpoint whose barrier this worker's sources hold back (fault point ``inject``:
         #: a stalled source); they read nothing until it is aborted.
         self._held: int | None = None
-        self._final_sent = False
+        #: Every task has finished and the coordinator was told so (it then asks for the final checkpoint).
+        self._finished_sent = False
         self._final_committed = False
         self._streams: dict[str, object] = {}
         #: The coordinator counts batches for 'weir.checkpointing.interval-batches': report every step.
@@ -271,9 +277,10 @@ class SubtaskExecutor(LocalExecutor):
                 continue
             if self._flush_all():
                 continue  # nothing to read: hand over what was gathered before waiting
-            if not self._final_sent and all(t.finished for t in self._order):
+            if not self._finished_sent and all(t.finished for t in self._order):
                 self._progress()
-                self._send_final()
+                self._finished_sent = True
+                self.conn.send(("finished", self.subtask))
             # Nothing to read: wait for a peer or the coordinator (briefly, if only the outboxes are full).
             timeout = 0.002 if self._streams else 1.0
             wait([*self.peers_in.values(), self.conn], timeout=timeout)
@@ -303,9 +310,11 @@ class SubtaskExecutor(LocalExecutor):
             kind = message[0]
             if kind == "barrier":
                 self._to_inject.append((message[1], message[2]))
+            elif kind == "final":
+                self._send_final(message[1])
             elif kind == "complete":
                 checkpoint_id, final = message[1], message[2]
-                self.commit(FINAL if final else checkpoint_id)  # (LocalExecutor.commit: every sink task's)
+                self.commit(checkpoint_id)  # (LocalExecutor.commit: every sink task's)
                 if final:
                     self._final_committed = True
             elif kind == "abort":
@@ -320,10 +329,11 @@ class SubtaskExecutor(LocalExecutor):
         watermark = min((t.watermark for t in self._order if t.reader), default=MIN_WATERMARK)
         self.conn.send(("progress", self.subtask, self.step, sum(r.rows_read for r in readers), watermark))
 
-    def _send_final(self) -> None:
-        self._final_sent = True
-        sources, snapshots, handles = self.barrier(FINAL, finished=True)
-        self.conn.send(("snapshot", self.subtask, None, "checkpoint", True, sources, self._staged(snapshots), handles))
+    def _send_final(self, checkpoint_id: int) -> None:
+        """The final checkpoint, numbered by the coordinator once every worker has finished."""
+        sources, snapshots, handles = self.barrier(checkpoint_id, finished=True)
+        self.conn.send(("snapshot", self.subtask, checkpoint_id, "checkpoint", True, sources,
+                        self._staged(snapshots), handles))
 
     # -- checkpoints ----------------------------------------------------------------------
     def _inject(self, checkpoint_id: int, kind: str) -> None:
