@@ -13,47 +13,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import duckdb
 import pytest
+from bids_job import JOB, output  # the job the Ray tests share
 
 from weir.engine.runtime.job import JobOptions, run_job
 from weir.planner.planner import plan_script
 from weir.sql import parse
 
-#: A SESSION window into an append-only view (no key: a restore withdraws its rows by the commit
-#: log), an updating GROUP BY into a keyed view, and a tumble into csv files.
-JOB = """
-CREATE TABLE bids (auction BIGINT, bidder BIGINT, price BIGINT, date_time TIMESTAMP(3),
-  WATERMARK FOR date_time AS date_time - INTERVAL '1' SECOND)
-WITH ('connector' = 'nexmark', 'first-event.rate' = '2000', 'splits' = '2', 'events' = '4000');
-CREATE TABLE per_auction (auction BIGINT, window_start TIMESTAMP(3), n BIGINT, top BIGINT)
-WITH ('connector' = 'filesystem', 'path' = '{out}', 'format' = 'csv');
-INSERT INTO per_auction SELECT auction, window_start, COUNT(*), MAX(price)
-FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(date_time), INTERVAL '2' SECOND)) GROUP BY auction, window_start, window_end;
-CREATE MATERIALIZED VIEW sessions AS SELECT bidder, window_start, window_end, COUNT(*) AS bids, MAX(price) AS top
-FROM TABLE(SESSION(TABLE bids PARTITION BY bidder, DESCRIPTOR(date_time), INTERVAL '2' SECOND))
-GROUP BY bidder, window_start, window_end;
-CREATE MATERIALIZED VIEW per_auction_total AS SELECT auction, COUNT(*) AS n, SUM(price) AS total
-FROM bids GROUP BY auction;
-"""
-
 
 def run(tmp: Path, parallelism: int, **options):
     settings = {"parallelism.default": str(parallelism), "weir.source.batch-size": "200",
                 "weir.checkpointing.interval-batches": "4"}
-    script = plan_script(parse(JOB.format(out=tmp / "out")), db_path=str(tmp / "views.duckdb"), settings=settings)
+    sql = JOB.format(events=", 'events' = '4000'", out=tmp / "out")
+    script = plan_script(parse(sql), db_path=str(tmp / "views.duckdb"), settings=settings)
     return run_job(script.graph, JobOptions(state_dir=tmp / "state", **options))
-
-
-def output(tmp: Path) -> dict[str, list]:
-    con = duckdb.connect(str(tmp / "views.duckdb"), read_only=True)
-    try:
-        views = {view: con.sql(f"SELECT * FROM {view} ORDER BY ALL").fetchall()
-                 for view in ("sessions", "per_auction_total")}
-    finally:
-        con.close()
-    files = duckdb.sql(f"SELECT * FROM read_csv('{tmp / 'out'}/*.csv') ORDER BY ALL").fetchall()
-    return {"per_auction": files, **views}
 
 
 @pytest.fixture(scope="module")
