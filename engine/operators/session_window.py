@@ -373,14 +373,9 @@ class SessionWindow(StreamsFirings, StateOperator):
         """Steps 2–3 for ``ready`` rows none of which is behind its watermark (one segment, no row late):
         sorted by keys and time and their islands numbered in Arrow, then read by DuckDB in
         place, as ``batch_rows``; False (nothing done) for keys Arrow does not sort or compare."""
-        keys = [ready.column(k) for k in self.key_columns]
-        if not all(comparable(k.type) for k in keys):
+        rows = self._sorted_by_key(ready, "__ts")
+        if rows is None:
             return False
-        try:
-            order = key_time_order(ready, self.key_columns, "__ts")
-        except pa.ArrowNotImplementedError:
-            return False
-        rows = ready.take(order).combine_chunks()
         numbers = island_numbers([rows.column(k).chunk(0) for k in self.key_columns],
                                  rows.column("__ts").chunk(0), self.gap)
         rows = rows.append_column("__island", numbers)
@@ -590,11 +585,8 @@ class SessionWindow(StreamsFirings, StateOperator):
         as ``candidates``; False (nothing done) for keys Arrow does not sort or compare, or times
         too far apart to rank in one int64."""
         table = query_arrow(self.con, candidates, self.ctx.operator_id)
-        if not table.num_rows or not all(comparable(table.column(k).type) for k in self.key_columns):
-            return False
-        try:
-            table = table.take(key_time_order(table, self.key_columns, START)).combine_chunks()
-        except pa.ArrowNotImplementedError:
+        table = self._sorted_by_key(table, START) if table.num_rows else None
+        if table is None:
             return False
         merged = merged_intervals([table.column(k).chunk(0) for k in self.key_columns],
                                   table.column(START).chunk(0), table.column(END).chunk(0))
@@ -604,6 +596,16 @@ class SessionWindow(StreamsFirings, StateOperator):
             table = table.append_column(name, pa.array(values))
         self._register("candidates", table)
         return True
+
+    def _sorted_by_key(self, table: pa.Table, time: str) -> pa.Table | None:
+        """``table`` sorted by the keys, then ``time``, in one chunk; None for keys Arrow does not
+        compare or sort (the SQL paths take those)."""
+        if not all(comparable(table.column(k).type) for k in self.key_columns):
+            return None
+        try:
+            return table.take(key_time_order(table, self.key_columns, time)).combine_chunks()
+        except pa.ArrowNotImplementedError:
+            return None
 
     def _register(self, name: str, table: pa.Table) -> None:
         """``table`` registered with the connection as ``name``, in place of the temp table of
