@@ -25,6 +25,7 @@ from __future__ import annotations
 from math import gcd
 from typing import Any, Callable, Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -32,16 +33,15 @@ from weir.engine.connectors.base import ConnectorSpec, OptionSpec, Source, optio
 from weir.engine.connectors.nexmark_model import (
     AVG_BYTES, CHANNELS_NUMBER, FIRST_AUCTION_ID, FIRST_CATEGORY_ID, FIRST_PERSON_ID, HOT_BLOCK,
     HOT_CHANNELS, NUM_CATEGORIES, NUM_IN_FLIGHT_AUCTIONS, US_CITIES, US_STATES, Draws, Proportions,
-    StringPools, div, extra_lengths, hot_or, mod, person_names, price, random_active_person,
-    random_in_flight_auction,
+    StringPools, extra_lengths, hot_or, person_names, price, random_active_person, random_in_flight_auction,
 )
 from weir.engine.connectors.options import parse_int, parse_timestamp_us
 from weir.engine.connectors.pacing import Pacer, paced_batch_size
 from weir.engine.errors import ConnectorOptionError
-from weir.engine.operators.batches import positions
 from weir.engine.pandas_import import scalar
 
 _TS = pa.timestamp("us")
+_INT64_MAX = np.iinfo(np.int64).max
 COLUMNS: dict[str, dict[str, pa.DataType]] = {
     "bid": {"auction": pa.int64(), "bidder": pa.int64(), "price": pa.int64(), "channel": pa.string(),
             "url": pa.string(), "date_time": _TS, "extra": pa.string()},
@@ -68,17 +68,17 @@ class SplitTimeline:
         self.split, self.splits = split, splits
         self.period = total // gcd(splits, total)
         self.residues = [r for r in range(self.period) if low <= (split + r * splits) % total < high]
-        self._residues = pa.array(self.residues, pa.int64())
+        self._residues = np.array(self.residues, np.int64)
 
     def row_at_or_after(self, k: int) -> int:
         """The first row whose event is the k-th of the split or later."""
         whole, rest = divmod(k, self.period)
         return whole * len(self.residues) + sum(1 for r in self.residues if r < rest)
 
-    def events(self, rows: pa.Array) -> pa.Array:
-        """k (the index of the event within the split) for each row number."""
-        count = len(self.residues)
-        return pc.add(pc.multiply(div(rows, count), scalar(self.period)), self._residues.take(mod(rows, count)))
+    def events(self, first_row: int, count: int) -> np.ndarray:
+        """k (the index of the event within the split) of rows ``first_row`` ... + count - 1."""
+        whole, rest = np.divmod(np.arange(first_row, first_row + count, dtype=np.int64), len(self.residues))
+        return whole * self.period + self._residues[rest]
 
 
 class NexmarkSource(Source):
@@ -149,44 +149,46 @@ class NexmarkSource(Source):
         pacer = Pacer(split_rate)
         while end_row is None or row < end_row:
             count = size if end_row is None else min(size, end_row - row)
-            rows = positions(count, row)
-            k = timeline.events(rows)
+            k = timeline.events(row, count)
             batch = self.generate(k, index)
             row += count
-            pacer.wait(k[0].as_py())
-            last_k = k[count - 1].as_py()
-            yield batch, index + (last_k + 1) * n
+            pacer.wait(int(k[0]))
+            yield batch, index + (int(k[-1]) + 1) * n
 
-    def generate(self, k: pa.Array, split: int) -> pa.RecordBatch:
-        """The declared columns for the split's events number ``k``."""
+    def generate(self, k: np.ndarray, split: int) -> pa.RecordBatch:
+        """The declared columns for the split's events number ``k`` (int64, ascending)."""
         columns = _Columns(self, k, split)
+        arrays = [columns.get(f.name) for f in self.schema]
         return pa.RecordBatch.from_arrays(
-            [pc.cast(columns.get(f.name), f.type) for f in self.schema], schema=self.schema
+            [a if a.type == f.type else pc.cast(a, f.type) for a, f in zip(arrays, self.schema)], schema=self.schema
         )
 
-    def timestamp_us(self, k) -> pa.Array:
-        """base + k * n * 1e6 / rate, in whole µs (integer arithmetic)."""
-        scaled = pc.multiply_checked(k, scalar(self.split_count * 1_000_000))
-        return pc.add(div(scaled, self.rate), scalar(self.base_us))
+    def timestamp_us(self, k: np.ndarray) -> np.ndarray:
+        """base + k * n * 1e6 / rate, in whole µs (integer arithmetic; k >= 0)."""
+        factor = self.split_count * 1_000_000
+        if len(k) and int(k.max()) > _INT64_MAX // factor:
+            raise pa.ArrowInvalid("overflow")  # what Arrow's checked multiply raised here before
+        return k * factor // self.rate + self.base_us
 
 
-def milliseconds(us: pa.Array) -> pa.Array:
-    """µs since the epoch as a TIMESTAMP(3) value: whole milliseconds, as Nexmark's generator
-    makes them (its tables declare TIMESTAMP(3); sub-millisecond digits would show in
-    CAST(date_time AS STRING) and MAX(date_time))."""
-    return pc.floor_temporal(pc.cast(us, _TS), unit="millisecond")
+def milliseconds(us: np.ndarray) -> pa.Array:
+    """µs since the epoch as a TIMESTAMP(3) value: whole milliseconds (floored, as Arrow's
+    floor_temporal), as Nexmark's generator makes them (its tables declare TIMESTAMP(3);
+    sub-millisecond digits would show in CAST(date_time AS STRING) and MAX(date_time))."""
+    return pa.array(us // 1000 * 1000).view(_TS)
 
 
 class _Columns:
     """The columns of one batch, each computed on first use from shared parts."""
 
-    def __init__(self, source: NexmarkSource, k: pa.Array, split: int):
+    def __init__(self, source: NexmarkSource, k: np.ndarray, split: int):
         self.source = source
         self.kind = source.table
         self.k = k
-        self.event_ids = pc.add(pc.multiply(k, scalar(source.split_count)), scalar(split))
+        self.event_ids = k * source.split_count + split
         self.draws = Draws(self.event_ids, source.seed)
         self._cache: dict[str, pa.Array] = {}
+        self._channel_index: np.ndarray | None = None
         self._builders: dict[str, Callable[[], pa.Array]] = getattr(self, f"_{self.kind}_columns")()
 
     def get(self, name: str) -> pa.Array:
@@ -197,18 +199,22 @@ class _Columns:
     def _date_time(self) -> pa.Array:
         return milliseconds(self.source.timestamp_us(self.k))
 
-    def _last_person(self) -> pa.Array:
+    def _last_person(self) -> np.ndarray:
         return self.source.proportions.last_person_id(self.event_ids, self.kind)
 
-    def _last_auction(self) -> pa.Array:
+    def _last_auction(self) -> np.ndarray:
         return self.source.proportions.last_auction_id(self.event_ids, self.kind)
 
-    def _extra(self, word: int, current_size, variant_word: int) -> pa.Array:
+    def _extra(self, word: int, current_size: int | np.ndarray, variant_word: int) -> pa.Array:
         average = AVG_BYTES[self.kind]
         pool = self._pools.extra(average + average // 5 + 1)
         lengths = extra_lengths(self.draws, word, current_size, average)
         variant = self.draws.uniform(variant_word, StringPools.EXTRA_VARIANTS)
-        return pool.take(pc.add(pc.multiply(lengths, scalar(StringPools.EXTRA_VARIANTS)), variant))
+        return pool.take(pa.array(lengths * StringPools.EXTRA_VARIANTS + variant))
+
+    def _lengths(self, *columns: str) -> np.ndarray:
+        """The characters of the strings of ``columns`` together, row by row."""
+        return sum(pc.utf8_length(self.get(c)).to_numpy().astype(np.int64) for c in columns)
 
     @property
     def _pools(self) -> StringPools:
@@ -220,26 +226,26 @@ class _Columns:
 
         def auction() -> pa.Array:
             last = self._last_auction()
-            hot = pc.multiply(div(last, HOT_BLOCK), scalar(HOT_BLOCK))
+            hot = last // HOT_BLOCK * HOT_BLOCK
             chosen = hot_or(d, 0, s.hot_auctions, hot, random_in_flight_auction(d, 1, last))
-            return pc.add(chosen, scalar(FIRST_AUCTION_ID))
+            return pa.array(chosen + FIRST_AUCTION_ID)
 
         def bidder() -> pa.Array:
             last = self._last_person()
-            hot = pc.add(pc.multiply(div(last, HOT_BLOCK), scalar(HOT_BLOCK)), scalar(1))
+            hot = last // HOT_BLOCK * HOT_BLOCK + 1
             chosen = hot_or(d, 2, s.hot_bidders, hot, random_active_person(d, 3, last))
-            return pc.add(chosen, scalar(FIRST_PERSON_ID + s.bidder_shift))
+            return pa.array(chosen + (FIRST_PERSON_ID + s.bidder_shift))
 
         def channel_index() -> pa.Array:
-            if "channel_index" not in self._cache:
-                hot = pc.add(d.uniform(6, len(HOT_CHANNELS)), scalar(CHANNELS_NUMBER))
-                self._cache["channel_index"] = hot_or(d, 5, 2, hot, d.uniform(6, CHANNELS_NUMBER))
-            return self._cache["channel_index"]
+            if self._channel_index is None:
+                hot = d.uniform(6, len(HOT_CHANNELS)) + CHANNELS_NUMBER
+                self._channel_index = pa.array(hot_or(d, 5, 2, hot, d.uniform(6, CHANNELS_NUMBER)))
+            return self._channel_index
 
         return {
             "auction": auction,
             "bidder": bidder,
-            "price": lambda: price(d, 4),
+            "price": lambda: pa.array(price(d, 4)),
             "channel": lambda: self._pools.channels()[0].take(channel_index()),
             "url": lambda: self._pools.channels()[1].take(channel_index()),
             "date_time": self._date_time,
@@ -251,61 +257,55 @@ class _Columns:
 
         def seller() -> pa.Array:
             last = self._last_person()
-            hot = pc.multiply(div(last, HOT_BLOCK), scalar(HOT_BLOCK))
+            hot = last // HOT_BLOCK * HOT_BLOCK
             chosen = hot_or(d, 0, s.hot_sellers, hot, random_active_person(d, 1, last))
-            return pc.add(chosen, scalar(FIRST_PERSON_ID))
+            return pa.array(chosen + FIRST_PERSON_ID)
 
         def expires() -> pa.Array:
             # Auctions last 1 ms + uniform[0, 2H): H is the event time in which
             # NUM_IN_FLIGHT_AUCTIONS more auctions are generated on this split.
             ahead = NUM_IN_FLIGHT_AUCTIONS * s.proportions.total // s.proportions.auction
             now = s.timestamp_us(self.k)
-            horizon = pc.subtract(s.timestamp_us(pc.add(self.k, scalar(ahead))), now)
-            length = pc.add(d.uniform(5, pc.max_element_wise(pc.multiply(horizon, scalar(2)), scalar(1))),
-                            scalar(1000))
-            return milliseconds(pc.add(now, length))
+            horizon = s.timestamp_us(self.k + ahead) - now
+            length = d.uniform(5, np.maximum(horizon * 2, 1)) + 1000
+            return milliseconds(now + length)
 
-        def extra() -> pa.Array:
-            current = pc.add(pc.add(pc.utf8_length(self.get("item_name")),
-                                    pc.utf8_length(self.get("description"))), scalar(8 + 8 * 5))
-            return self._extra(8, current, 9)
+        def strings(max_length: int, word: int) -> pa.Array:
+            return self._pools.next_string(max_length).take(pa.array(d.uniform(word, StringPools.POOL_SIZE)))
 
         return {
-            "id": lambda: pc.add(self._last_auction(), scalar(FIRST_AUCTION_ID)),
-            "item_name": lambda: self._pools.next_string(20).take(d.uniform(6, StringPools.POOL_SIZE)),
-            "description": lambda: self._pools.next_string(100).take(d.uniform(7, StringPools.POOL_SIZE)),
-            "initial_bid": lambda: price(d, 3),
-            "reserve": lambda: pc.add(self.get("initial_bid"), price(d, 4)),
+            "id": lambda: pa.array(self._last_auction() + FIRST_AUCTION_ID),
+            "item_name": lambda: strings(20, 6),
+            "description": lambda: strings(100, 7),
+            "initial_bid": lambda: pa.array(price(d, 3)),
+            "reserve": lambda: pa.array(self.get("initial_bid").to_numpy() + price(d, 4)),
             "date_time": self._date_time,
             "expires": expires,
             "seller": seller,
-            "category": lambda: pc.add(d.uniform(2, NUM_CATEGORIES), scalar(FIRST_CATEGORY_ID)),
-            "extra": extra,
+            "category": lambda: pa.array(d.uniform(2, NUM_CATEGORIES) + FIRST_CATEGORY_ID),
+            "extra": lambda: self._extra(8, self._lengths("item_name", "description") + (8 + 8 * 5), 9),
         }
 
     def _person_columns(self) -> dict[str, Callable[[], pa.Array]]:
         d = self.draws
 
+        def pick(strings: pa.Array, word: int) -> pa.Array:
+            return strings.take(pa.array(d.uniform(word, len(strings))))
+
         def credit_card() -> pa.Array:
-            groups = [pc.utf8_lpad(pc.cast(d.uniform(w, 10_000), pa.string()), 4, "0") for w in (2, 3, 4, 5)]
+            groups = [pc.utf8_lpad(pa.array(d.uniform(w, 10_000)).cast(pa.string()), 4, "0") for w in (2, 3, 4, 5)]
             return pc.binary_join_element_wise(*groups, scalar(" "))
 
-        def extra() -> pa.Array:
-            lengths = [pc.utf8_length(self.get(c)) for c in ("name", "email_address", "credit_card", "city", "state")]
-            current = lengths[0]
-            for length in lengths[1:]:
-                current = pc.add(current, length)
-            return self._extra(8, pc.add(current, scalar(8)), 9)
-
         return {
-            "id": lambda: pc.add(self._last_person(), scalar(FIRST_PERSON_ID)),
-            "name": lambda: person_names().take(d.uniform(0, 99)),
-            "email_address": lambda: self._pools.emails().take(d.uniform(1, StringPools.POOL_SIZE)),
+            "id": lambda: pa.array(self._last_person() + FIRST_PERSON_ID),
+            "name": lambda: pick(person_names(), 0),
+            "email_address": lambda: pick(self._pools.emails(), 1),
             "credit_card": credit_card,
-            "city": lambda: pa.array(US_CITIES, pa.string()).take(d.uniform(6, len(US_CITIES))),
-            "state": lambda: pa.array(US_STATES, pa.string()).take(d.uniform(7, len(US_STATES))),
+            "city": lambda: pick(pa.array(US_CITIES, pa.string()), 6),
+            "state": lambda: pick(pa.array(US_STATES, pa.string()), 7),
             "date_time": self._date_time,
-            "extra": extra,
+            "extra": lambda: self._extra(
+                8, self._lengths("name", "email_address", "credit_card", "city", "state") + 8, 9),
         }
 
 

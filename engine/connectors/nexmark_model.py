@@ -3,13 +3,19 @@
 Every random draw of an event is a function of (seed, event id) only, so a
 batch can be generated for any range of event ids, in any order, with the
 same result: that is what makes the nexmark source rewindable. The draws come
-from SplitMix64 written with pyarrow compute (wrapping uint64 arithmetic), so
-they are stable across processes, machines and library versions.
+from SplitMix64 over numpy uint64 arrays (numpy's uint64 arithmetic wraps, as
+the hash needs; ``splitmix64_array`` is ``state.key_groups.splitmix64`` on
+ndarrays), so they are stable across processes, machines and library
+versions. Everything else is integer arithmetic, except a price's power of
+ten, which Arrow's kernel computes (``price``).
 
 The rules follow the Flink Nexmark suite's ``generator`` package (itself from
 Apache Beam): see /work/shared/reference/nexmark-generator.md. Where Java
 draws strings character by character, we draw from pools of strings built
 once per seed with the same distribution (``StringPools``).
+
+Arrays here are int64 ndarrays and every operand is >= 0, so ``//`` and ``%``
+are Java's integer division and remainder.
 """
 from __future__ import annotations
 
@@ -17,11 +23,12 @@ import random
 import zlib
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from weir.engine.pandas_import import scalar
-from weir.engine.state.key_groups import splitmix64, splitmix64_int
+from weir.engine.state.key_groups import splitmix64_int
 
 FIRST_PERSON_ID = 1000
 FIRST_AUCTION_ID = 1000
@@ -42,11 +49,24 @@ US_CITIES = ("Phoenix", "Los Angeles", "San Francisco", "Boise", "Portland",
 FIRST_NAMES = ("Peter", "Paul", "Luke", "John", "Saul", "Vicky", "Kate", "Julie", "Sarah", "Deiter", "Walter")
 LAST_NAMES = ("Shultz", "Abrams", "Spencer", "White", "Bartels", "Walton", "Smith", "Jones", "Noris")
 
-_U64 = pa.uint64()
+_MASK64 = 0xFFFFFFFFFFFFFFFF
+_LOW32 = np.uint64(0xFFFFFFFF)
+_32 = np.uint64(32)
 
 
-def _u(value: int) -> pa.Scalar:
-    return pa.scalar(value & 0xFFFFFFFFFFFFFFFF, _U64)
+def splitmix64_array(z: np.ndarray) -> np.ndarray:
+    """``state.key_groups.splitmix64`` over a uint64 ndarray, into a new array (two
+    temporaries in all: the steps run in place)."""
+    z = z + np.uint64(0x9E3779B97F4A7C15)
+    shifted = z >> np.uint64(30)
+    z ^= shifted
+    z *= np.uint64(0xBF58476D1CE4E5B9)
+    np.right_shift(z, np.uint64(27), out=shifted)
+    z ^= shifted
+    z *= np.uint64(0x94D049BB133111EB)
+    np.right_shift(z, np.uint64(31), out=shifted)
+    z ^= shifted
+    return z
 
 
 class Draws:
@@ -57,44 +77,31 @@ class Draws:
     first use, so a projection that needs few columns hashes less.
     """
 
-    def __init__(self, event_ids: pa.Array, seed: int):
-        self._chain = [splitmix64(pc.bit_wise_xor(pc.cast(event_ids, _U64), _u(splitmix64_int(seed))))]
+    def __init__(self, event_ids: np.ndarray, seed: int):
+        key = np.uint64(splitmix64_int(seed))
+        self._chain = [splitmix64_array(event_ids.view(np.uint64) ^ key)]  # event ids are >= 0
 
-    def word(self, i: int) -> pa.Array:
+    def word(self, i: int) -> np.ndarray:
+        """As uint64 (below 2**32)."""
         while len(self._chain) <= i // 2:
-            self._chain.append(splitmix64(self._chain[-1]))
+            self._chain.append(splitmix64_array(self._chain[-1]))
         h = self._chain[i // 2]
-        return pc.bit_wise_and(h, _u(0xFFFFFFFF)) if i % 2 == 0 else pc.shift_right(h, _u(32))
+        return h & _LOW32 if i % 2 == 0 else h >> _32
 
-    def uniform(self, i: int, bound) -> pa.Array:
-        """Integers uniform in [0, bound) (bound: int or int64 array), as int64."""
-        if isinstance(bound, pa.Scalar):
-            bound = bound.as_py()
-        bound = pc.cast(bound, _U64) if isinstance(bound, (pa.Array, pa.ChunkedArray)) else _u(bound)
-        return pc.cast(pc.shift_right(pc.multiply(self.word(i), bound), _u(32)), pa.int64())
+    def uniform(self, i: int, bound: int | np.ndarray) -> np.ndarray:
+        """Integers uniform in [0, bound) (bound: an int, or int64 values >= 0), as int64:
+        (word * bound) >> 32, the product wrapping at 64 bits."""
+        bound = np.uint64(bound & _MASK64) if isinstance(bound, int) else np.asarray(bound).astype(np.uint64)
+        return ((self.word(i) * bound) >> _32).astype(np.int64)
 
-    def unit(self, i: int) -> pa.Array:
+    def unit(self, i: int) -> np.ndarray:
         """Doubles uniform in [0, 1)."""
-        return pc.divide(pc.cast(self.word(i), pa.float64()), scalar(4294967296.0))
+        return self.word(i).astype(np.float64) / 4294967296.0
 
 
-def _arrow(value):
-    """A Python number as the scalar pyarrow would make of it; an Arrow value as it is."""
-    return scalar(value) if isinstance(value, (int, float)) else value
-
-
-def div(x, d):
-    return pc.divide(_arrow(x), _arrow(d))  # integer division; every operand here is >= 0
-
-
-def mod(x, d):
-    x, d = _arrow(x), _arrow(d)
-    return pc.subtract(x, pc.multiply(pc.divide(x, d), d))
-
-
-def java_round(x: pa.Array) -> pa.Array:
+def java_round(x: np.ndarray) -> np.ndarray:
     """Math.round: floor(x + 0.5), as int64."""
-    return pc.cast(pc.floor(pc.add(x, scalar(0.5))), pa.int64())
+    return np.floor(x + 0.5).astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -112,52 +119,54 @@ class Proportions:
         p, a = self.person, self.auction
         return {"person": (0, p), "auction": (p, p + a), "bid": (p + a, self.total)}[kind]
 
-    def last_person_id(self, event_ids: pa.Array, kind: str) -> pa.Array:
+    def last_person_id(self, event_ids: np.ndarray, kind: str) -> np.ndarray:
         """lastBase0PersonId for events of ``kind``: the newest person so far."""
-        epoch, offset = div(event_ids, self.total), mod(event_ids, self.total)
+        epoch, offset = np.divmod(event_ids, self.total)
         if kind == "person":
-            return pc.add(pc.multiply(epoch, scalar(self.person)), offset)
-        return pc.add(pc.multiply(epoch, scalar(self.person)), scalar(self.person - 1))
+            return epoch * self.person + offset
+        return epoch * self.person + (self.person - 1)
 
-    def last_auction_id(self, event_ids: pa.Array, kind: str) -> pa.Array:
+    def last_auction_id(self, event_ids: np.ndarray, kind: str) -> np.ndarray:
         """lastBase0AuctionId for events of ``kind``: the newest auction so far."""
-        epoch, offset = div(event_ids, self.total), mod(event_ids, self.total)
+        epoch, offset = np.divmod(event_ids, self.total)
         if kind == "auction":
-            return pc.add(pc.multiply(epoch, scalar(self.auction)), pc.subtract(offset, scalar(self.person)))
-        return pc.add(pc.multiply(epoch, scalar(self.auction)), scalar(self.auction - 1))
+            return epoch * self.auction + (offset - self.person)
+        return epoch * self.auction + (self.auction - 1)
 
 
-def random_active_person(draws: Draws, word: int, last_person: pa.Array) -> pa.Array:
+def random_active_person(draws: Draws, word: int, last_person: np.ndarray) -> np.ndarray:
     """nextBase0PersonId: uniform over the last 1000 persons plus a lead of 10."""
-    people = pc.add(last_person, scalar(1))
-    active = pc.min_element_wise(people, scalar(NUM_ACTIVE_PEOPLE))
-    return pc.add(pc.subtract(people, active), draws.uniform(word, pc.add(active, scalar(PERSON_ID_LEAD))))
+    people = last_person + 1
+    active = np.minimum(people, NUM_ACTIVE_PEOPLE)
+    return (people - active) + draws.uniform(word, active + PERSON_ID_LEAD)
 
 
-def random_in_flight_auction(draws: Draws, word: int, last_auction: pa.Array) -> pa.Array:
+def random_in_flight_auction(draws: Draws, word: int, last_auction: np.ndarray) -> np.ndarray:
     """nextBase0AuctionId: uniform over [last - 100, last + 10]."""
-    low = pc.max_element_wise(pc.subtract(last_auction, scalar(NUM_IN_FLIGHT_AUCTIONS)), scalar(0))
-    span = pc.add(pc.subtract(last_auction, low), scalar(1 + AUCTION_ID_LEAD))
-    return pc.add(low, draws.uniform(word, span))
+    low = np.maximum(last_auction - NUM_IN_FLIGHT_AUCTIONS, 0)
+    span = (last_auction - low) + (1 + AUCTION_ID_LEAD)
+    return low + draws.uniform(word, span)
 
 
-def hot_or(draws: Draws, word: int, ratio: int, hot: pa.Array, other: pa.Array) -> pa.Array:
+def hot_or(draws: Draws, word: int, ratio: int, hot: np.ndarray, other: np.ndarray) -> np.ndarray:
     """``hot`` with probability 1 - 1/ratio (Java: random.nextInt(ratio) > 0), else ``other``."""
-    return pc.if_else(pc.greater(draws.uniform(word, ratio), scalar(0)), hot, other)
+    return np.where(draws.uniform(word, ratio) > 0, hot, other)
 
 
-def price(draws: Draws, word: int) -> pa.Array:
-    """round(100 * 10^(6u)): log-uniform over [100, 10^8] cents."""
-    return java_round(pc.multiply(pc.power(scalar(10.0), pc.multiply(draws.unit(word), scalar(6.0))), scalar(100.0)))
+def price(draws: Draws, word: int) -> np.ndarray:
+    """round(100 * 10^(6u)): log-uniform over [100, 10^8] cents. Arrow's kernel takes the power,
+    as it always has: numpy's may round the last bit otherwise on some CPUs (SIMD builds)."""
+    tens = pc.power(scalar(10.0), pa.array(draws.unit(word) * 6.0)).to_numpy()
+    return java_round(tens * 100.0)
 
 
-def extra_lengths(draws: Draws, word: int, current_size, average: int) -> pa.Array:
+def extra_lengths(draws: Draws, word: int, current_size: int | np.ndarray, average: int) -> np.ndarray:
     """nextExtra's length: about ``average - current_size``, +-20%."""
-    desired = pc.max_element_wise(pc.subtract(_arrow(average), _arrow(current_size)), scalar(0))
-    delta = java_round(pc.multiply(pc.cast(desired, pa.float64()), scalar(0.2)))
-    low = pc.subtract(desired, delta)
-    spread = pc.max_element_wise(pc.multiply(delta, scalar(2)), scalar(1))
-    return pc.if_else(pc.equal(delta, scalar(0)), low, pc.add(low, draws.uniform(word, spread)))
+    desired = np.maximum(average - np.asarray(current_size, np.int64), 0)
+    delta = java_round(desired * 0.2)
+    low = desired - delta
+    spread = np.maximum(delta * 2, 1)
+    return np.where(delta == 0, low, low + draws.uniform(word, spread))
 
 
 class StringPools:
