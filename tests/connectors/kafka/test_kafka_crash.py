@@ -4,7 +4,11 @@ materialized view job and a Kafka -> tumble -> Kafka (exactly-once) job, in one 
 The kills come at the crash harness's fault points (a batch boundary, right after a
 checkpoint's metadata, right after a commit, after the final commit), at random moments (a
 seeded timer) and while the output topic holds records of a transaction of the sink that is
-not committed yet (seen in the broker's log). The view is exact: the read side rewinds each
+not committed yet (seen in the broker's log). The fault points come first and each one kills
+(each test says why its job is certain to reach them); the kills that depend on timing come after them, because one of
+those may find the job already ended, and a fault point after it would then never fire (the
+kill at ``commit:3`` did not, on a quiet machine that finished the whole job within the timer's
+2.9 s). The view is exact: the read side rewinds each
 partition to its checkpointed offset. The output topic is exact too: the records a
 read_committed consumer is owed, decided by the log's transaction markers
 (``Broker.committed``; tansu itself returns aborted records to librdkafka's read_committed
@@ -96,15 +100,18 @@ def test_killed_at_fault_points_and_random_moments_the_view_and_the_topic_are_ex
         broker.produce(source, [json.dumps({"ts": f"2024-01-01 00:00:{i // 2:02d}", "k": "abc"[i % 3], "v": i})
                                 .encode() for i in range(EVENTS) if i % 3 == p], partition=p)
     (tmp_path / "job.sql").write_text(script(broker, source, out))
-    draw = random.Random(15)
-    kills = [("batch:3", None), ("after-metadata:2", None), (None, draw.uniform(1.0, 3.0)), ("commit:3", None)]
-    codes = [run(tmp_path, fault, after) for fault, after in kills]
-    assert codes.count(-signal.SIGKILL) >= 3  # the fault points kill; a timer may come after the end
+    # Every fault point is reached before the job can end: a step reads at most 3 events of one
+    # partition, and each step ends in a checkpoint ('interval-batches' = 1: the step waits for the
+    # one in flight, whose output both sinks then commit). The three runs, each resuming where the
+    # one before was killed, read at most 9 events each before they reach their fault (3 steps;
+    # commit:3 at the third step), and 60 events take at least 20 steps.
+    assert [run(tmp_path, fault) for fault in ["batch:3", "after-metadata:2", "commit:3"]] == [-signal.SIGKILL] * 3
     # Killed once the log holds this run's undecided transaction, or ended first: which one a
     # run reaches depends on timing (a CI run finished before the look at the log saw one). The
     # fault points above kill with output pre-committed and not committed every time.
     for _ in range(2):
         assert run_killed_with_output_uncommitted(broker, tmp_path, out) in (0, -signal.SIGKILL)
+    run(tmp_path, kill_after=random.Random(15).uniform(1.0, 3.0))  # a random moment, or after the end
     assert run(tmp_path, "output-committed:1") in (0, -signal.SIGKILL)
     assert run(tmp_path) == 0
     with duckdb.connect(str(tmp_path / "r.duckdb"), read_only=True) as con:
@@ -158,11 +165,13 @@ WITH ('connector' = 'upsert-kafka', 'topic' = '{topic}', 'properties.bootstrap.s
       'key.format' = 'json', 'value.format' = 'json', 'scan.bounded.mode' = 'latest-offset');
 CREATE MATERIALIZED VIEW g AS SELECT id % 3 AS g, COUNT(*) AS n, SUM(v) AS total FROM u GROUP BY id % 3;
 """)
-    draw = random.Random(17)
-    kills = [("batch:4", None), ("after-metadata:3", None), ("batch:9", None), (None, draw.uniform(1.5, 4.0)),
-             ("after-metadata:12", None)]
-    codes = [run(tmp_path, fault, after) for fault, after in kills]
-    assert codes.count(-signal.SIGKILL) >= 4
+    # Every fault point is reached before the job can end: a step reads at most 2 messages of one
+    # partition and ends in a checkpoint. The first three runs resume at most 3, 3 and 8 steps
+    # further on (28 messages), so the fourth has at least 10 steps to read, and at least 11
+    # checkpoints with the final one.
+    faults = ["batch:4", "after-metadata:3", "batch:9", "after-metadata:10"]
+    assert [run(tmp_path, fault) for fault in faults] == [-signal.SIGKILL] * 4
+    run(tmp_path, kill_after=random.Random(17).uniform(1.5, 4.0))  # a random moment, or after the end
     assert run(tmp_path) == 0
     with duckdb.connect(str(tmp_path / "r.duckdb"), read_only=True) as con:
         assert con.sql("SELECT g, n, total FROM g ORDER BY g").fetchall() == upsert_expected(messages)
