@@ -22,6 +22,7 @@ core. It changes when rows are made, never which: event time comes from
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from math import gcd
 from typing import Any, Callable, Iterator
 
@@ -54,12 +55,32 @@ COLUMNS: dict[str, dict[str, pa.DataType]] = {
 }
 
 
+@dataclass(frozen=True)
+class Events:
+    """The events of a batch's rows: each one's index ``k`` within the split, its event id, and
+    the block of ``total`` events it is in (``epoch``) and its place there (``offset``): int64."""
+
+    k: np.ndarray
+    event_ids: np.ndarray
+    epoch: np.ndarray
+    offset: np.ndarray
+
+    def slice(self, start: int, count: int) -> Events:
+        end = start + count
+        return Events(self.k[start:end], self.event_ids[start:end], self.epoch[start:end], self.offset[start:end])
+
+
 class SplitTimeline:
     """Which event ids split ``split`` of ``splits`` generates for one kind, row by row.
 
     The k-th event of the split has id ``split + k * splits``; whether it is
     of the kind repeats with period ``total / gcd(splits, total)`` in k, so
     row j of the kind is at k = (j // R) * period + residues[j % R].
+
+    Row j + R is then ``period`` events later in the split and ``period * splits``
+    later in the stream, a whole number of blocks (``lcm(splits, total)``): its
+    event is row j's shifted, in the same place of its block. So a batch's
+    events are those of the rows from 0 (made once), sliced and shifted.
     """
 
     def __init__(self, split: int, splits: int, proportions: Proportions, kind: str):
@@ -69,16 +90,30 @@ class SplitTimeline:
         self.period = total // gcd(splits, total)
         self.residues = [r for r in range(self.period) if low <= (split + r * splits) % total < high]
         self._residues = np.array(self.residues, np.int64)
+        self._proportions = proportions
+        self._from_zero: Events | None = None  # rows 0, 1, ...: as many as a batch has needed
+
+    def _events_from_zero(self, count: int) -> Events:
+        rows = np.arange(count, dtype=np.int64)
+        k = rows // len(self.residues) * self.period + self._residues[rows % len(self.residues)]
+        event_ids = k * self.splits + self.split
+        epoch = event_ids // self._proportions.total
+        return Events(k, event_ids, epoch, event_ids - epoch * self._proportions.total)
 
     def row_at_or_after(self, k: int) -> int:
         """The first row whose event is the k-th of the split or later."""
         whole, rest = divmod(k, self.period)
         return whole * len(self.residues) + sum(1 for r in self.residues if r < rest)
 
-    def events(self, first_row: int, count: int) -> np.ndarray:
-        """k (the index of the event within the split) of rows ``first_row`` ... + count - 1."""
-        whole, rest = np.divmod(np.arange(first_row, first_row + count, dtype=np.int64), len(self.residues))
-        return whole * self.period + self._residues[rest]
+    def events(self, first_row: int, count: int) -> Events:
+        """The events of rows ``first_row`` ... ``first_row + count - 1``."""
+        cycles, rest = divmod(first_row, len(self.residues))
+        if self._from_zero is None or len(self._from_zero.k) < rest + count:
+            self._from_zero = self._events_from_zero(rest + count)
+        events = self._from_zero.slice(rest, count)
+        shift = cycles * self.period * self.splits  # in event ids, whole blocks
+        return Events(events.k + cycles * self.period, events.event_ids + shift,
+                      events.epoch + shift // self._proportions.total, events.offset)
 
 
 class NexmarkSource(Source):
@@ -149,15 +184,15 @@ class NexmarkSource(Source):
         pacer = Pacer(split_rate)
         while end_row is None or row < end_row:
             count = size if end_row is None else min(size, end_row - row)
-            k = timeline.events(row, count)
-            batch = self.generate(k, index)
+            events = timeline.events(row, count)
+            batch = self.generate(events)
             row += count
-            pacer.wait(int(k[0]))
-            yield batch, index + (int(k[-1]) + 1) * n
+            pacer.wait(int(events.k[0]))
+            yield batch, int(events.event_ids[-1]) + n
 
-    def generate(self, k: np.ndarray, split: int) -> pa.RecordBatch:
-        """The declared columns for the split's events number ``k`` (int64, ascending)."""
-        columns = _Columns(self, k, split)
+    def generate(self, events: Events) -> pa.RecordBatch:
+        """The declared columns for ``events``."""
+        columns = _Columns(self, events)
         arrays = [columns.get(f.name) for f in self.schema]
         return pa.RecordBatch.from_arrays(
             [a if a.type == f.type else pc.cast(a, f.type) for a, f in zip(arrays, self.schema)], schema=self.schema
@@ -181,12 +216,12 @@ def milliseconds(us: np.ndarray) -> pa.Array:
 class _Columns:
     """The columns of one batch, each computed on first use from shared parts."""
 
-    def __init__(self, source: NexmarkSource, k: np.ndarray, split: int):
+    def __init__(self, source: NexmarkSource, events: Events):
         self.source = source
         self.kind = source.table
-        self.k = k
-        self.event_ids = k * source.split_count + split
-        self.draws = Draws(self.event_ids, source.seed)
+        self.events = events
+        self.k = events.k
+        self.draws = Draws(events.event_ids, source.seed)
         self._cache: dict[str, pa.Array] = {}
         self._channel_index: np.ndarray | None = None
         self._builders: dict[str, Callable[[], pa.Array]] = getattr(self, f"_{self.kind}_columns")()
@@ -200,10 +235,10 @@ class _Columns:
         return milliseconds(self.source.timestamp_us(self.k))
 
     def _last_person(self) -> np.ndarray:
-        return self.source.proportions.last_person_id(self.event_ids, self.kind)
+        return self.source.proportions.last_person_id(self.events.epoch, self.events.offset, self.kind)
 
     def _last_auction(self) -> np.ndarray:
-        return self.source.proportions.last_auction_id(self.event_ids, self.kind)
+        return self.source.proportions.last_auction_id(self.events.epoch, self.events.offset, self.kind)
 
     def _extra(self, word: int, current_size: int | np.ndarray, variant_word: int) -> pa.Array:
         average = AVG_BYTES[self.kind]

@@ -92,7 +92,10 @@ class Draws:
         """Integers uniform in [0, bound) (bound: an int, or int64 values >= 0), as int64:
         (word * bound) >> 32, the product wrapping at 64 bits."""
         bound = np.uint64(bound & _MASK64) if isinstance(bound, int) else np.asarray(bound).astype(np.uint64)
-        return ((self.word(i) * bound) >> _32).astype(np.int64)
+        drawn = self.word(i)  # a new array: the steps run in place
+        drawn *= bound
+        drawn >>= _32
+        return drawn.view(np.int64)  # below 2**32
 
     def unit(self, i: int) -> np.ndarray:
         """Doubles uniform in [0, 1)."""
@@ -119,16 +122,16 @@ class Proportions:
         p, a = self.person, self.auction
         return {"person": (0, p), "auction": (p, p + a), "bid": (p + a, self.total)}[kind]
 
-    def last_person_id(self, event_ids: np.ndarray, kind: str) -> np.ndarray:
-        """lastBase0PersonId for events of ``kind``: the newest person so far."""
-        epoch, offset = np.divmod(event_ids, self.total)
+    def last_person_id(self, epoch: np.ndarray, offset: np.ndarray, kind: str) -> np.ndarray:
+        """lastBase0PersonId for events of ``kind`` (event id = epoch * total + offset): the
+        newest person so far."""
         if kind == "person":
             return epoch * self.person + offset
         return epoch * self.person + (self.person - 1)
 
-    def last_auction_id(self, event_ids: np.ndarray, kind: str) -> np.ndarray:
-        """lastBase0AuctionId for events of ``kind``: the newest auction so far."""
-        epoch, offset = np.divmod(event_ids, self.total)
+    def last_auction_id(self, epoch: np.ndarray, offset: np.ndarray, kind: str) -> np.ndarray:
+        """lastBase0AuctionId for events of ``kind`` (event id = epoch * total + offset): the
+        newest auction so far."""
         if kind == "auction":
             return epoch * self.auction + (offset - self.person)
         return epoch * self.auction + (self.auction - 1)
