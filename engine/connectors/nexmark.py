@@ -35,6 +35,7 @@ from weir.engine.connectors.nexmark_model import (
     AVG_BYTES, CHANNELS_NUMBER, FIRST_AUCTION_ID, FIRST_CATEGORY_ID, FIRST_PERSON_ID, HOT_BLOCK,
     HOT_CHANNELS, NUM_CATEGORIES, NUM_IN_FLIGHT_AUCTIONS, US_CITIES, US_STATES, Draws, Proportions,
     StringPools, extra_lengths, hot_or, person_names, price, random_active_person, random_in_flight_auction,
+    values_of,
 )
 from weir.engine.connectors.options import parse_int, parse_timestamp_us
 from weir.engine.connectors.pacing import Pacer, paced_batch_size
@@ -249,7 +250,7 @@ class _Columns:
 
     def _lengths(self, *columns: str) -> np.ndarray:
         """The characters of the strings of ``columns`` together, row by row."""
-        return sum(pc.utf8_length(self.get(c)).to_numpy().astype(np.int64) for c in columns)
+        return sum(values_of(pc.utf8_length(self.get(c)), np.int32).astype(np.int64) for c in columns)
 
     @property
     def _pools(self) -> StringPools:
@@ -313,7 +314,7 @@ class _Columns:
             "item_name": lambda: strings(20, 6),
             "description": lambda: strings(100, 7),
             "initial_bid": lambda: pa.array(price(d, 3)),
-            "reserve": lambda: pa.array(self.get("initial_bid").to_numpy() + price(d, 4)),
+            "reserve": lambda: pa.array(values_of(self.get("initial_bid"), np.int64) + price(d, 4)),
             "date_time": self._date_time,
             "expires": expires,
             "seller": seller,

@@ -1,4 +1,7 @@
 """The nexmark source: proportions, id rules, skew, timestamps, determinism and rewind."""
+import subprocess
+import sys
+import textwrap
 from datetime import datetime
 
 import duckdb
@@ -229,3 +232,24 @@ def test_a_split_that_never_has_an_event_of_its_kind_ends_at_once_even_unbounded
     first = next(iter(source.read("0")))[0]
     assert first.num_rows == 10 and first.column("id").to_pylist()[:2] == [1000, 1001]
     assert len(list(itertools.islice(source.read("0"), 3))) == 3  # split 0 goes on: unbounded
+
+
+def test_generating_every_column_imports_no_pandas():
+    """pyarrow converts through pandas on some paths (``Array.to_numpy``) and would import it
+    (~1 s) in every job: engine/pandas_import.py. A fresh interpreter, as ``weir run`` starts."""
+    code = textwrap.dedent("""
+        import sys
+        import pyarrow as pa
+        from weir.engine.pandas_import import defer_pandas
+        defer_pandas()
+        from weir.engine.connectors.nexmark import COLUMNS
+        from weir.engine.connectors.registry import create_source
+        for table, columns in COLUMNS.items():
+            source = create_source({"connector": "nexmark", "table": table, "events": "1000"},
+                                   pa.schema(list(columns.items())))
+            assert sum(b.num_rows for b, _ in source.read("0")) > 0
+        print("pandas" in sys.modules)
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
