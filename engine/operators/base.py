@@ -70,18 +70,23 @@ class OperatorContext:
         """The key groups this subtask owns."""
         return range_for_subtask(self.subtask_index, self.parallelism, self.max_parallelism)
 
-    def state_connection(self, *, preserve_insertion_order: bool = True) -> duckdb.DuckDBPyConnection:
+    def state_connection(self, *, preserve_insertion_order: bool = True,
+                         max_threads: int | None = None) -> duckdb.DuckDBPyConnection:
         """A private DuckDB database for this operator's state tables: with the 'duckdb' backend it
         is limited to a share of managed memory and spills to a directory of its own under
         ``spill_dir``. ``preserve_insertion_order=False`` where no statement relies on the order
-        rows were inserted (DuckDB then needs less memory for large results)."""
+        rows were inserted (DuckDB then needs less memory for large results). ``max_threads``
+        caps DuckDB's threads for an operator whose statements are too small to share out."""
         if self.state_backend == "memory":
             connection = duckdb.connect(":memory:")
             connection.execute("SET temp_directory = ''")
+            if max_threads:
+                connection.execute(f"SET threads = {max_threads}")
         else:
             if self.memory is None:
                 self.memory = ManagedMemory.for_job({}, parallelism=self.parallelism, spill_dir=self.spill_dir)
-            connection = self.memory.connect(self.operator_id, preserve_insertion_order=preserve_insertion_order)
+            connection = self.memory.connect(self.operator_id, preserve_insertion_order=preserve_insertion_order,
+                                             max_threads=max_threads)
         if self.memory_limit:
             connection.execute("SET memory_limit = ?", [self.memory_limit])
         if self.parallelism > 1:

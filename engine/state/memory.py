@@ -146,7 +146,8 @@ class ManagedMemory:
     spill_dir: str | None = None
     #: DuckDB threads per connection at most (1 in a parallel worker: one core per subtask).
     max_threads: int = field(default_factory=lambda: os.cpu_count() or 1)
-    _connections: list[duckdb.DuckDBPyConnection] = field(default_factory=list, repr=False)
+    #: The open connections, each with the most threads it may have.
+    _connections: list[tuple[duckdb.DuckDBPyConnection, int]] = field(default_factory=list, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
@@ -161,9 +162,11 @@ class ManagedMemory:
     def share(self, connections: int) -> int:
         return max(MIN_CONNECTION_BYTES, self.total // max(1, connections))
 
-    def connect(self, operator_id: str, *, preserve_insertion_order: bool = True) -> duckdb.DuckDBPyConnection:
+    def connect(self, operator_id: str, *, preserve_insertion_order: bool = True,
+                max_threads: int | None = None) -> duckdb.DuckDBPyConnection:
         """A private in-memory DuckDB database for ``operator_id``'s state, limited to its share
-        and spilling to ``<spill_dir>/<operator_id>``."""
+        and spilling to ``<spill_dir>/<operator_id>``, with at most ``max_threads`` threads
+        (and never more than this process's ``max_threads``)."""
         connection = duckdb.connect(":memory:")
         connection.execute("SET enable_progress_bar = false")  # a job's output is not DuckDB's to print
         if self.spill_dir:
@@ -173,13 +176,13 @@ class ManagedMemory:
             connection.execute("SET temp_directory = ?", [str(Path(self.spill_dir) / _safe(operator_id))])
         if not preserve_insertion_order:
             connection.execute("SET preserve_insertion_order = false")
+        cap = min(self.max_threads, max_threads or self.max_threads)
         with self._lock:
-            self._connections = [c for c in self._connections if _alive(c)] + [connection]
+            self._connections = [(c, t) for c, t in self._connections if _alive(c)] + [(connection, cap)]
             share = self.share(len(self._connections))
-            threads = max(1, min(self.max_threads, share // BYTES_PER_THREAD))
-            for existing in self._connections:
+            for existing, most in self._connections:
                 existing.execute(f"SET memory_limit = '{share}B'")
-                existing.execute(f"SET threads = {threads}")
+                existing.execute(f"SET threads = {max(1, min(most, share // BYTES_PER_THREAD))}")
         return connection
 
 

@@ -119,7 +119,17 @@ def test_the_window_aggregate_asks_for_a_state_without_insertion_order(tmp_path)
     op.open()
     assert setting(op.state.con, "preserve_insertion_order") is False
     assert limit_bytes(op.state.con) == 128 * MB
+    assert setting(op.state.con, "threads") == 1  # its statements are too small to share out
     op.close()
+
+
+def test_a_connection_capped_at_one_thread_keeps_it_when_the_others_are_set_again(tmp_path):
+    managed = ManagedMemory(512 * MB, spill_dir=str(tmp_path / "spill"), max_threads=4)
+    capped = managed.connect("q.window_aggregate", max_threads=1)
+    assert setting(capped, "threads") == 1
+    other = managed.connect("q.group_aggregate")  # every connection is set again: the cap holds
+    assert setting(capped, "threads") == 1 and setting(other, "threads") == 2
+    assert limit_bytes(capped) == limit_bytes(other) == 256 * MB
 
 
 def test_the_memory_backend_neither_spills_nor_shares():
