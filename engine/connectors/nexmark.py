@@ -33,10 +33,10 @@ import pyarrow.compute as pc
 from weir.engine.connectors.base import ConnectorSpec, OptionSpec, Source, option_value
 from weir.engine.connectors.nexmark_model import (
     AVG_BYTES, CHANNELS_NUMBER, FIRST_AUCTION_ID, FIRST_CATEGORY_ID, FIRST_PERSON_ID, HOT_BLOCK,
-    HOT_CHANNELS, NUM_CATEGORIES, NUM_IN_FLIGHT_AUCTIONS, US_CITIES, US_STATES, Draws, Proportions,
-    StringPools, extra_lengths, hot_or, person_names, price, random_active_person, random_in_flight_auction,
-    values_of,
+    HOT_CHANNELS, NUM_CATEGORIES, NUM_IN_FLIGHT_AUCTIONS, US_CITIES, US_STATES, Draws, Proportions, extra_lengths,
+    hot_or, price, random_active_person, random_in_flight_auction, values_of,
 )
+from weir.engine.connectors.nexmark_strings import PERSON_NAMES, StringPools, Strings
 from weir.engine.connectors.options import parse_int, parse_timestamp_us
 from weir.engine.connectors.pacing import Pacer, paced_batch_size
 from weir.engine.errors import ConnectorOptionError
@@ -246,7 +246,11 @@ class _Columns:
         pool = self._pools.extra(average + average // 5 + 1)
         lengths = extra_lengths(self.draws, word, current_size, average)
         variant = self.draws.uniform(variant_word, StringPools.EXTRA_VARIANTS)
-        return pool.take(pa.array(lengths * StringPools.EXTRA_VARIANTS + variant))
+        return pool.pick(lengths * StringPools.EXTRA_VARIANTS + variant)
+
+    def _pick(self, strings: Strings, word: int) -> pa.Array:
+        """One of ``strings`` per row, uniformly."""
+        return strings.pick(self.draws.uniform(word, len(strings)))
 
     def _lengths(self, *columns: str) -> np.ndarray:
         """The characters of the strings of ``columns`` together, row by row."""
@@ -272,18 +276,18 @@ class _Columns:
             chosen = hot_or(d, 2, s.hot_bidders, hot, random_active_person(d, 3, last))
             return pa.array(chosen + (FIRST_PERSON_ID + s.bidder_shift))
 
-        def channel_index() -> pa.Array:
+        def channel_index() -> np.ndarray:
             if self._channel_index is None:
                 hot = d.uniform(6, len(HOT_CHANNELS)) + CHANNELS_NUMBER
-                self._channel_index = pa.array(hot_or(d, 5, 2, hot, d.uniform(6, CHANNELS_NUMBER)))
+                self._channel_index = hot_or(d, 5, 2, hot, d.uniform(6, CHANNELS_NUMBER))
             return self._channel_index
 
         return {
             "auction": auction,
             "bidder": bidder,
             "price": lambda: pa.array(price(d, 4)),
-            "channel": lambda: self._pools.channels()[0].take(channel_index()),
-            "url": lambda: self._pools.channels()[1].take(channel_index()),
+            "channel": lambda: self._pools.channels()[0].pick(channel_index()),
+            "url": lambda: self._pools.channels()[1].pick(channel_index()),
             "date_time": self._date_time,
             "extra": lambda: self._extra(7, 8 + 8 + 8 + 8, 8),
         }
@@ -306,13 +310,10 @@ class _Columns:
             length = d.uniform(5, np.maximum(horizon * 2, 1)) + 1000
             return milliseconds(now + length)
 
-        def strings(max_length: int, word: int) -> pa.Array:
-            return self._pools.next_string(max_length).take(pa.array(d.uniform(word, StringPools.POOL_SIZE)))
-
         return {
             "id": lambda: pa.array(self._last_auction() + FIRST_AUCTION_ID),
-            "item_name": lambda: strings(20, 6),
-            "description": lambda: strings(100, 7),
+            "item_name": lambda: self._pick(self._pools.next_string(20), 6),
+            "description": lambda: self._pick(self._pools.next_string(100), 7),
             "initial_bid": lambda: pa.array(price(d, 3)),
             "reserve": lambda: pa.array(values_of(self.get("initial_bid"), np.int64) + price(d, 4)),
             "date_time": self._date_time,
@@ -325,20 +326,17 @@ class _Columns:
     def _person_columns(self) -> dict[str, Callable[[], pa.Array]]:
         d = self.draws
 
-        def pick(strings: pa.Array, word: int) -> pa.Array:
-            return strings.take(pa.array(d.uniform(word, len(strings))))
-
         def credit_card() -> pa.Array:
             groups = [pc.utf8_lpad(pa.array(d.uniform(w, 10_000)).cast(pa.string()), 4, "0") for w in (2, 3, 4, 5)]
             return pc.binary_join_element_wise(*groups, scalar(" "))
 
         return {
             "id": lambda: pa.array(self._last_person() + FIRST_PERSON_ID),
-            "name": lambda: pick(person_names(), 0),
-            "email_address": lambda: pick(self._pools.emails(), 1),
+            "name": lambda: self._pick(self._pools.listed(PERSON_NAMES), 0),
+            "email_address": lambda: self._pick(self._pools.emails(), 1),
             "credit_card": credit_card,
-            "city": lambda: pick(pa.array(US_CITIES, pa.string()), 6),
-            "state": lambda: pick(pa.array(US_STATES, pa.string()), 7),
+            "city": lambda: self._pick(self._pools.listed(US_CITIES), 6),
+            "state": lambda: self._pick(self._pools.listed(US_STATES), 7),
             "date_time": self._date_time,
             "extra": lambda: self._extra(
                 8, self._lengths("name", "email_address", "credit_card", "city", "state") + 8, 9),

@@ -11,16 +11,14 @@ ten, which Arrow's kernel computes (``price``).
 
 The rules follow the Flink Nexmark suite's ``generator`` package (itself from
 Apache Beam): see /work/shared/reference/nexmark-generator.md. Where Java
-draws strings character by character, we draw from pools of strings built
-once per seed with the same distribution (``StringPools``).
+draws strings character by character, we pick from pools of strings built
+once per seed with the same distribution (``nexmark_strings``).
 
 Arrays here are int64 ndarrays and every operand is >= 0, so ``//`` and ``%``
 are Java's integer division and remainder.
 """
 from __future__ import annotations
 
-import random
-import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -178,108 +176,3 @@ def extra_lengths(draws: Draws, word: int, current_size: int | np.ndarray, avera
     low = desired - delta
     spread = np.maximum(delta * 2, 1)
     return np.where(delta == 0, low, low + draws.uniform(word, spread))
-
-
-class StringPools:
-    """Strings drawn once per seed, then picked per event by index (a vectorised take). Each
-    pool has a generator of its own (``_random_for``), so which columns a table declares or a
-    job reads (``NexmarkSource.project``) never changes another column's strings.
-
-    ``next_string(max_length)`` pools follow StringsGenerator.nextString
-    (3..max-1 characters, a space with probability 1/13, trimmed); the extra
-    pool holds ``EXTRA_VARIANTS`` random lowercase strings of every length up
-    to the table's maximum, so that ``extra`` has exactly the suite's length.
-    """
-
-    POOL_SIZE = 8192
-    EXTRA_VARIANTS = 8
-
-    def __init__(self, seed: int):
-        self._seed = splitmix64_int(seed ^ 0x6E65786D61726B)
-        self._pools: dict[object, pa.Array] = {}
-
-    def _random_for(self, key: tuple) -> random.Random:
-        """The generator of one pool: seeded by the seed and the pool alone, so a pool holds the
-        same strings whichever pools were made before it (whichever columns a job reads)."""
-        return random.Random(splitmix64_int(self._seed ^ zlib.crc32(repr(key).encode())))
-
-    @staticmethod
-    def _letters(rng: random.Random, count: int, spaces: bool) -> bytes:
-        alphabet = "abcdefghijklmnopqrstuvwxyz"
-        table = bytes((ord(" ") if spaces and b < 20 else ord(alphabet[b % 26])) for b in range(256))
-        return rng.randbytes(count).translate(table)
-
-    def next_string(self, max_length: int) -> pa.Array:
-        key = ("string", max_length)
-        if key not in self._pools:
-            rng = self._random_for(key)
-            lengths = [3 + rng.randrange(max_length - 3) for _ in range(self.POOL_SIZE)]
-            text = self._letters(rng, sum(lengths), spaces=True).decode()
-            strings, start = [], 0
-            for length in lengths:
-                strings.append(text[start : start + length].strip())
-                start += length
-            self._pools[key] = pa.array(strings, pa.string())
-        return self._pools[key]
-
-    def emails(self) -> pa.Array:
-        if "email" not in self._pools:
-            local, domain = self.next_string(7), self.next_string(5)
-            rng = self._random_for(("email",))
-            picks = [rng.randrange(self.POOL_SIZE) for _ in range(2 * self.POOL_SIZE)]
-            users = local.take(pa.array(picks[: self.POOL_SIZE], pa.int64()))
-            hosts = domain.take(pa.array(picks[self.POOL_SIZE :], pa.int64()))
-            self._pools["email"] = pc.binary_join_element_wise(users, scalar("@"), hosts, scalar(".com"), scalar(""))
-        return self._pools["email"]
-
-    def extra(self, max_length: int) -> pa.Array:
-        """Entry ``length * EXTRA_VARIANTS + v`` has ``length`` characters."""
-        key = ("extra", max_length)
-        if key not in self._pools:
-            n = self.EXTRA_VARIANTS
-            total = n * max_length * (max_length + 1) // 2
-            data = self._letters(self._random_for(key), total, spaces=False)
-            offsets, position = [0], 0
-            for length in range(max_length + 1):
-                for _ in range(n):
-                    position += length
-                    offsets.append(position)
-            self._pools[key] = pa.StringArray.from_buffers(
-                len(offsets) - 1, pa.array(offsets, pa.int32()).buffers()[1], pa.py_buffer(data)
-            )
-        return self._pools[key]
-
-    def channels(self) -> tuple[pa.Array, pa.Array]:
-        """(channel, url) for channel numbers 0..9999, then the 4 hot channels."""
-        if "channel" not in self._pools:
-            names = [f"channel-{n}" for n in range(CHANNELS_NUMBER)] + list(HOT_CHANNELS)
-            urls = []
-            rng = self._random_for(("channel",))
-            for n in range(CHANNELS_NUMBER + len(HOT_CHANNELS)):
-                url = self._base_url(rng)
-                if n < CHANNELS_NUMBER and rng.randrange(10) > 0:
-                    url += f"&channel_id={abs(_java_reverse_int(n))}"
-                urls.append(url)
-            self._pools["channel"] = pa.array(names, pa.string())
-            self._pools["url"] = pa.array(urls, pa.string())
-        return self._pools["channel"], self._pools["url"]
-
-    @staticmethod
-    def _base_url(rng: random.Random) -> str:
-        def part() -> str:
-            length = 3 + rng.randrange(2)
-            return "".join("_" if rng.randrange(13) == 0 else chr(97 + rng.randrange(26))
-                           for _ in range(length))
-
-        return f"https://www.nexmark.com/{part()}/{part()}/{part()}/item.htm?query=1"
-
-
-def _java_reverse_int(n: int) -> int:
-    """Integer.reverse: the 32 bits in reverse order, as a signed int."""
-    reversed_bits = int(f"{n & 0xFFFFFFFF:032b}"[::-1], 2)
-    return reversed_bits - (1 << 32) if reversed_bits >= 1 << 31 else reversed_bits
-
-
-def person_names() -> pa.Array:
-    """The 99 'First Last' names; index first * 9 + last."""
-    return pa.array([f"{f} {l}" for f in FIRST_NAMES for l in LAST_NAMES], pa.string())
