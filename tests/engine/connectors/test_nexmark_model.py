@@ -1,0 +1,95 @@
+"""The nexmark generator's numpy parts against references: SplitMix64 and its draws against
+the pyarrow functions they replaced (state.key_groups.splitmix64 and wrapping uint64 kernels),
+a split's timeline against its defining formula, and a pick of strings against Arrow's take.
+Any difference would change the rows every seed gives (the generator must be rewindable
+and stable across versions)."""
+from __future__ import annotations
+
+from math import gcd
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from weir.engine.connectors.nexmark import SplitTimeline
+from weir.engine.connectors.nexmark_model import Draws, Proportions, splitmix64_array
+from weir.engine.connectors.nexmark_strings import Strings
+from weir.engine.state.key_groups import splitmix64, splitmix64_int
+
+U64 = st.integers(0, 2**64 - 1)
+EDGES = [0, 1, 2**32 - 1, 2**32, 2**63 - 1, 2**63, 2**64 - 1]
+
+
+@given(st.lists(U64, min_size=1, max_size=50))
+def test_splitmix64_array_is_the_pyarrow_and_the_python_splitmix64(values):
+    values = values + EDGES
+    got = splitmix64_array(np.array(values, np.uint64)).tolist()
+    assert got == splitmix64(pa.array(values, pa.uint64())).to_pylist()
+    assert got == [splitmix64_int(v) for v in values]
+
+
+def _reference_uniform(event_ids: list[int], seed: int, word: int, bound) -> list[int]:
+    """The draw as the pyarrow generator made it: the ``word``-th 32-bit half of the hash chain,
+    times the bound (wrapping at 64 bits), shifted right by 32."""
+    h = splitmix64(pc.bit_wise_xor(pa.array(event_ids, pa.uint64()), pa.scalar(splitmix64_int(seed), pa.uint64())))
+    for _ in range(word // 2):
+        h = splitmix64(h)
+    half = (pc.bit_wise_and(h, pa.scalar(0xFFFFFFFF, pa.uint64())) if word % 2 == 0
+            else pc.shift_right(h, pa.scalar(32, pa.uint64())))
+    bound = pc.cast(pa.array(bound), pa.uint64()) if isinstance(bound, list) else pa.scalar(bound, pa.uint64())
+    return pc.shift_right(pc.multiply(half, bound), pa.scalar(32, pa.uint64())).to_pylist()
+
+
+@settings(max_examples=60)
+@given(event_ids=st.lists(st.integers(0, 2**62), min_size=1, max_size=40), seed=st.integers(0, 2**40),
+       word=st.integers(0, 9), bounds=st.lists(st.integers(1, 2**40), min_size=40, max_size=40))
+def test_draws_are_the_pyarrow_draws(event_ids, seed, word, bounds):
+    """Bounds past 2**32 make the product wrap, as Arrow's uint64 multiply did."""
+    draws = Draws(np.array(event_ids, np.int64), seed)
+    for bound in (bounds[0], bounds[: len(event_ids)]):
+        drawn = draws.uniform(word, bound if isinstance(bound, int) else np.array(bound, np.int64))
+        assert drawn.dtype == np.int64
+        assert drawn.tolist() == _reference_uniform(event_ids, seed, word, bound)
+
+
+@settings(max_examples=80)
+@given(proportions=st.tuples(st.integers(1, 5), st.integers(1, 5), st.integers(1, 60)),
+       splits=st.integers(1, 64), data=st.data(), kind=st.sampled_from(["person", "auction", "bid"]))
+def test_a_timeline_slices_the_events_its_formula_defines(proportions, splits, data, kind):
+    """Row j is at k = (j // R) * period + residues[j % R], event id k * splits + split; batches
+    of any size, from any row (far ones too), in any order."""
+    p = Proportions(*proportions)
+    split = data.draw(st.integers(0, splits - 1))
+    timeline = SplitTimeline(split, splits, p, kind)
+    if not timeline.residues:
+        return
+    period, count = p.total // gcd(splits, p.total), len(timeline.residues)
+    for _ in range(3):
+        first = data.draw(st.one_of(st.integers(0, 500), st.integers(0, 10**12)))
+        size = data.draw(st.integers(1, 300))
+        events = timeline.events(first, size)
+        k = [(j // count) * period + timeline.residues[j % count] for j in range(first, first + size)]
+        ids = [x * splits + split for x in k]
+        assert events.k.tolist() == k
+        assert events.event_ids.tolist() == ids
+        assert events.epoch.tolist() == [e // p.total for e in ids]
+        assert events.offset.tolist() == [e % p.total for e in ids]
+
+
+TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=30)
+
+
+@given(strings=st.lists(TEXT, min_size=1, max_size=40), data=st.data())
+def test_a_pick_is_arrows_take(strings, data):
+    """Short strings (inline in their view) and long ones, of a pool sliced out of a larger array too."""
+    whole = pa.array(["before", *strings, "after, and longer than twelve bytes"], pa.string())
+    for pool in (pa.array(strings, pa.string()), whole.slice(1, len(strings))):
+        index = data.draw(st.lists(st.integers(0, len(strings) - 1), min_size=1, max_size=60))
+        picked = Strings(pool).pick(np.array(index, np.int64))
+        expected = pool.take(pa.array(index, pa.int64()))
+        assert picked.type == pa.string() and picked.null_count == 0
+        assert picked.equals(expected)
+        assert picked.buffers()[1].to_pybytes() == expected.buffers()[1].to_pybytes()
+        assert picked.buffers()[2].to_pybytes() == expected.buffers()[2].to_pybytes()
