@@ -6,7 +6,10 @@ reaches ``point``. With ``@<subtask>`` only worker ``subtask`` of a parallel job
 counts (its coordinator and the other workers never fire), so that a test can
 name the worker that dies. ``:stall`` makes ``reach`` return True instead: the
 caller stalls in its own way (a worker's sources hold checkpoint n's barrier,
-a checkpoint's writer waits until the checkpoint is aborted). With
+a checkpoint's writer waits until the checkpoint is aborted; at ``batch`` a
+parallel job's worker reads no more source batches in this run, while it goes
+on taking part in checkpoints, so that the job cannot end before a test's
+fault elsewhere lands). With
 ``WEIR_FAULT_ONCE=<file>`` the fault fires at most once across every process
 and restart: the first to fire creates the file.
 

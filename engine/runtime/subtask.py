@@ -180,6 +180,9 @@ class SubtaskExecutor(LocalExecutor):
         #: A checkpoint whose barrier this worker's sources hold back (fault point ``inject``:
         #: a stalled source); they read nothing until it is aborted.
         self._held: int | None = None
+        #: This worker's sources read nothing more in this run (fault point ``batch`` with ``:stall``):
+        #: the job cannot end, while checkpoints go on, until the run fails (a test kills a node).
+        self._paused = False
         #: Every task has finished and the coordinator was told so (it then asks for the final checkpoint).
         self._finished_sent = False
         self._final_committed = False
@@ -267,10 +270,11 @@ class SubtaskExecutor(LocalExecutor):
             self._replay()
             self._receive()
             self._replay()
-            if self._streams and self._room() and self._held is None:
+            if self._streams and self._room() and self._held is None and not self._paused:
                 self._read_step()
                 self._flush_all(older_than=FLUSH_STEPS)
-                faults.reach("batch")
+                if faults.reach("batch"):  # ':stall'
+                    self._paused = True
                 if time.perf_counter() >= next_progress:
                     self._progress()
                     next_progress = time.perf_counter() + self._progress_every
@@ -282,7 +286,7 @@ class SubtaskExecutor(LocalExecutor):
                 self._finished_sent = True
                 self.conn.send(("finished", self.subtask))
             # Nothing to read: wait for a peer or the coordinator (briefly, if only the outboxes are full).
-            timeout = 0.002 if self._streams else 1.0
+            timeout = 0.002 if self._streams and not self._paused else 1.0
             wait([*self.peers_in.values(), self.conn], timeout=timeout)
 
     def _room(self) -> bool:

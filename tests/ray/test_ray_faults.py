@@ -37,6 +37,8 @@ from weir.engine.runtime.ray_executor import RayExecutor
 pytestmark = pytest.mark.xdist_group("ray")
 
 EVERY_BATCH = {"weir.checkpointing.interval-batches": "1"}
+#: Checkpoints also while no source reads (a worker paused by ``batch:<n>:stall``).
+EVERY_100_MS = {"execution.checkpointing.interval": "100ms"}
 #: Each actor takes a whole node of the cluster (two CPUs): one actor per node, wherever Ray puts them.
 WHOLE_NODE = {"ray.actor.num-cpus": "2"}
 
@@ -107,10 +109,19 @@ def test_worker_actors_killed_at_random_batches_and_checkpoints_restart_to_the_e
 
 
 def test_a_node_killed_mid_job_restarts_on_the_rest_at_lower_parallelism_when_adaptive(
-        cluster, third_node, tmp_path, one_worker):
+        cluster, third_node, tmp_path, one_worker, monkeypatch):
     """Parallelism 3 on three nodes, one actor each; the third node's processes are all killed
-    (raylet and workers, no graceful shutdown) at checkpoint 2. Adaptive, the restart runs at 2."""
+    (raylet and workers, no graceful shutdown) at checkpoint 2. Adaptive, the restart runs at 2.
+
+    The kill lands mid-job however slow the machine: worker 0's sources read nothing after their
+    2nd batch in the first run (``batch:2:stall``, once), so that run cannot end, and checkpoints
+    go on at an interval of time. (Paced sources were not enough: a loaded machine's workers had
+    all finished by checkpoint 2, and the node's worker outlived its raylet long enough to finish
+    the job with the others: no restart.)"""
     expected, _ = one_worker
+    monkeypatch.setenv("WEIR_FAULT", "batch:2:stall@0")  # worker 0 reads a split (the source has two)
+    fired = tmp_path / "fired"
+    monkeypatch.setenv("WEIR_FAULT_ONCE", str(fired))
     executors: list[RayExecutor] = []
 
     def kill_the_node(event) -> None:
@@ -118,9 +129,10 @@ def test_a_node_killed_mid_job_restarts_on_the_rest_at_lower_parallelism_when_ad
             cluster.remove_node(third_node, allow_graceful=False)
 
     warnings: list[str] = []
-    settings = {**EVERY_BATCH, **RESTARTS, **WHOLE_NODE, "jobmanager.scheduler": "adaptive"}
-    run(tmp_path, 3, batch_size=200, rate=PACED, settings=settings, on_executor=executors.append,
+    settings = {**EVERY_BATCH, **RESTARTS, **WHOLE_NODE, **EVERY_100_MS, "jobmanager.scheduler": "adaptive"}
+    run(tmp_path, 3, batch_size=200, settings=settings, on_executor=executors.append,
         on_checkpoint=kill_the_node, warn=warnings.append)
+    assert fired.exists(), "worker 0's sources were never paused"
     assert third_node not in cluster.worker_nodes, "the job ended before its second checkpoint"
     assert third_node.node_id in executors[0].worker_nodes  # one of its actors was on the node killed
     assert [e.parallelism for e in (executors[0], executors[-1])] == [3, 2]
