@@ -26,7 +26,7 @@ except ImportError as missing:  # pragma: no cover - CI installs the test extra,
     pytest.skip(f"Ray is not installed ({missing}): pip install 'weir[ray]'", allow_module_level=True)
 
 from jobs import stop_after_first_checkpoint
-from ray_jobs import EVENTS, JOB, PACED, RESTARTS, output, restarts, run
+from ray_jobs import EVENTS, EVERY_100_MS, JOB, PACED, RESTARTS, output, pause_the_first_run, restarts, run
 
 from ray._private.ray_constants import PROCESS_TYPE_RAYLET as RAYLET
 
@@ -37,8 +37,6 @@ from weir.engine.runtime.ray_executor import RayExecutor
 pytestmark = pytest.mark.xdist_group("ray")
 
 EVERY_BATCH = {"weir.checkpointing.interval-batches": "1"}
-#: Checkpoints also while no source reads (a worker paused by ``batch:<n>:stall``).
-EVERY_100_MS = {"execution.checkpointing.interval": "100ms"}
 #: Each actor takes a whole node of the cluster (two CPUs): one actor per node, wherever Ray puts them.
 WHOLE_NODE = {"ray.actor.num-cpus": "2"}
 
@@ -111,17 +109,10 @@ def test_worker_actors_killed_at_random_batches_and_checkpoints_restart_to_the_e
 def test_a_node_killed_mid_job_restarts_on_the_rest_at_lower_parallelism_when_adaptive(
         cluster, third_node, tmp_path, one_worker, monkeypatch):
     """Parallelism 3 on three nodes, one actor each; the third node's processes are all killed
-    (raylet and workers, no graceful shutdown) at checkpoint 2. Adaptive, the restart runs at 2.
-
-    The kill lands mid-job however slow the machine: worker 0's sources read nothing after their
-    2nd batch in the first run (``batch:2:stall``, once), so that run cannot end, and checkpoints
-    go on at an interval of time. (Paced sources were not enough: a loaded machine's workers had
-    all finished by checkpoint 2, and the node's worker outlived its raylet long enough to finish
-    the job with the others: no restart.)"""
+    (raylet and workers, no graceful shutdown) at checkpoint 2, while the first run cannot end
+    (``pause_the_first_run``). Adaptive, the restart runs at 2."""
     expected, _ = one_worker
-    monkeypatch.setenv("WEIR_FAULT", "batch:2:stall@0")  # worker 0 reads a split (the source has two)
-    fired = tmp_path / "fired"
-    monkeypatch.setenv("WEIR_FAULT_ONCE", str(fired))
+    paused = pause_the_first_run(monkeypatch, tmp_path)
     executors: list[RayExecutor] = []
 
     def kill_the_node(event) -> None:
@@ -132,7 +123,7 @@ def test_a_node_killed_mid_job_restarts_on_the_rest_at_lower_parallelism_when_ad
     settings = {**EVERY_BATCH, **RESTARTS, **WHOLE_NODE, **EVERY_100_MS, "jobmanager.scheduler": "adaptive"}
     run(tmp_path, 3, batch_size=200, settings=settings, on_executor=executors.append,
         on_checkpoint=kill_the_node, warn=warnings.append)
-    assert fired.exists(), "worker 0's sources were never paused"
+    assert paused.exists(), "worker 0's sources were never paused"
     assert third_node not in cluster.worker_nodes, "the job ended before its second checkpoint"
     assert third_node.node_id in executors[0].worker_nodes  # one of its actors was on the node killed
     assert [e.parallelism for e in (executors[0], executors[-1])] == [3, 2]
@@ -143,14 +134,16 @@ def test_a_node_killed_mid_job_restarts_on_the_rest_at_lower_parallelism_when_ad
 
 
 def test_a_node_lost_while_its_frozen_worker_keeps_its_sockets_open_is_noticed_by_asking_ray(
-        cluster, third_node, tmp_path, one_worker):
-    """The third node is frozen at checkpoint 2, as a machine cut off from the others: its raylet
-    and its worker stopped (SIGSTOP), the worker's sockets open but silent. Only Ray learns the
+        cluster, third_node, tmp_path, one_worker, monkeypatch):
+    """The third node is frozen at checkpoint 2 of a first run that cannot end
+    (``pause_the_first_run``), as a machine cut off from the others: its raylet and its worker
+    stopped (SIGSTOP), the worker's sockets open but silent. Only Ray learns the
     node is gone (it misses its health checks), and the driver, asking Ray about the actors once
     a second, fails the run; the restart runs at parallelism 2 on the rest. (The node's raylet is
     stopped, not killed: a raylet's death would orphan its stopped worker's process group, whose
     members then get SIGHUP, ending the worker and its sockets.)"""
     expected, _ = one_worker
+    paused = pause_the_first_run(monkeypatch, tmp_path)
     executors: list[RayExecutor] = []
     frozen: list[int] = []
 
@@ -163,10 +156,11 @@ def test_a_node_lost_while_its_frozen_worker_keeps_its_sockets_open_is_noticed_b
                 os.kill(pid, signal.SIGSTOP)
 
     warnings: list[str] = []
-    settings = {**EVERY_BATCH, **RESTARTS, **WHOLE_NODE, "jobmanager.scheduler": "adaptive"}
+    settings = {**EVERY_BATCH, **RESTARTS, **WHOLE_NODE, **EVERY_100_MS, "jobmanager.scheduler": "adaptive"}
     try:
-        run(tmp_path, 3, batch_size=200, rate=PACED, settings=settings, on_executor=executors.append,
+        run(tmp_path, 3, batch_size=200, settings=settings, on_executor=executors.append,
             on_checkpoint=freeze_the_node, warn=warnings.append)
+        assert paused.exists(), "worker 0's sources were never paused"
         assert frozen, "the job ended before its second checkpoint"
         os.kill(frozen[1], 0)  # the frozen worker still lives: nothing ended its sockets
     finally:
@@ -179,11 +173,14 @@ def test_a_node_lost_while_its_frozen_worker_keeps_its_sockets_open_is_noticed_b
 
 
 def test_without_adaptive_a_job_that_lost_a_node_fails_naming_the_option_until_a_node_is_back(
-        cluster, third_node, tmp_path, one_worker):
-    """Not adaptive, the restart after the lost node waits 'slot.request.timeout' for room for 3
-    actors and fails, naming 'jobmanager.scheduler'; the node is back for the next restart, which
-    runs at parallelism 3 again. Once no restart is left, that error is the job's."""
+        cluster, third_node, tmp_path, one_worker, monkeypatch):
+    """The third node is killed at checkpoint 2 of a first run that cannot end
+    (``pause_the_first_run``). Not adaptive, the restart after the lost node waits
+    'slot.request.timeout' for room for 3 actors and fails, naming 'jobmanager.scheduler'; the
+    node is back for the next restart, which runs at parallelism 3 again. Once no restart is
+    left, that error is the job's."""
     expected, _ = one_worker
+    paused = pause_the_first_run(monkeypatch, tmp_path)
     executors: list[RayExecutor] = []
     back: list = []
 
@@ -198,10 +195,11 @@ def test_without_adaptive_a_job_that_lost_a_node_fails_naming_the_option_until_a
             cluster.wait_for_nodes()
 
     warnings: list[str] = []
-    settings = {**EVERY_BATCH, **RESTARTS, **WHOLE_NODE, "slot.request.timeout": "2s"}
+    settings = {**EVERY_BATCH, **RESTARTS, **WHOLE_NODE, **EVERY_100_MS, "slot.request.timeout": "2s"}
     try:
-        run(tmp_path, 3, batch_size=200, rate=PACED, settings=settings, on_executor=executors.append,
+        run(tmp_path, 3, batch_size=200, settings=settings, on_executor=executors.append,
             on_checkpoint=kill_the_node, warn=add_a_node_back)
+        assert paused.exists(), "worker 0's sources were never paused"
         assert back, warnings
         assert {e.parallelism for e in executors} == {3}
         assert "have had room for 2 of the 3 worker actors" in restarts(warnings)[1], warnings

@@ -5,8 +5,8 @@ directory (on its node's disk, which a driver on another machine cannot see).
 
 Staging is forced for small tables (``WEIR_SNAPSHOT_BATCH_ROWS``, forwarded to the actors: a table
 of more than two such batches is staged); the driver SIGKILLs worker actor 1 once the first
-checkpoint is complete (its staged tables moved), with the sources paced so that the job has more
-to do then, and the restart restores from that checkpoint to the exact output."""
+checkpoint is complete (its staged tables moved), in a first run that cannot end before it
+(``pause_the_first_run``), and the restart restores from that checkpoint to the exact output."""
 from __future__ import annotations
 
 import os
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ray_jobs import PACED, RESTARTS, output, restarts, run  # the job every Ray test shares
+from ray_jobs import EVERY_100_MS, RESTARTS, output, pause_the_first_run, restarts, run  # the job every Ray test shares
 
 from weir.engine.checkpoint import state_files
 from weir.engine.checkpoint.staging import STAGED_FOLDER
@@ -29,6 +29,7 @@ def test_staged_tables_reach_the_checkpoint_through_its_storage_and_a_killed_act
         cluster, tmp_path, one_worker, monkeypatch):
     expected, _ = one_worker
     monkeypatch.setenv(SNAPSHOT_BATCH_ROWS_VARIABLE, "8")
+    paused = pause_the_first_run(monkeypatch, tmp_path)
     received: list[str] = []
     before_kill: list[str] = []
     executors: list = []
@@ -55,8 +56,9 @@ def test_staged_tables_reach_the_checkpoint_through_its_storage_and_a_killed_act
     monkeypatch.setattr(state_files, "move_file", record_local)
     shared = tmp_path / "shared"
     warnings: list[str] = []
-    run(tmp_path, 2, rate=PACED, settings={**RESTARTS, "state.checkpoints.dir": shared.as_uri()},
+    run(tmp_path, 2, settings={**RESTARTS, **EVERY_100_MS, "state.checkpoints.dir": shared.as_uri()},
         on_executor=executors.append, on_checkpoint=kill_worker_1, warn=warnings.append)
+    assert paused.exists(), "worker 0's sources were never paused"
     assert killed and len(restarts(warnings)) == 1 and len(executors) == 2, warnings
 
     checkpoints = shared / "job" / "checkpoints"
