@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from weir.engine.pandas_import import scalar
+from weir.engine.pandas_import import numpy_values, scalar
 
 
 def comparable(kind: pa.DataType) -> bool:
@@ -50,7 +50,7 @@ def island_numbers(keys: list[pa.Array], times: pa.Array, gap: int) -> pa.Int64A
     new = pc.greater(pc.subtract(times.slice(1), times.slice(0, rows - 1)), scalar(gap))
     for column in keys:
         new = pc.or_(new, pc.invert(_same_as_previous(column)))
-    starts = pa.concat_arrays([pa.array([True]), new]).cast(pa.int64())
+    starts = pa.concat_arrays([pa.array([True], pa.bool_()), new]).cast(pa.int64())
     return pc.cumulative_sum(starts)
 
 
@@ -67,7 +67,7 @@ def key_time_order(table: pa.Table, keys: list[str], time: str) -> pa.Array:
         earliest, latest = (v.as_py() for v in pc.min_max(times).values())
         time_bits = (latest - earliest).bit_length()
         if (high - low).bit_length() + time_bits <= 62:
-            packed = ((key.to_numpy().astype(np.int64) - low) << time_bits) | (times.to_numpy() - earliest)
+            packed = ((numpy_values(key).astype(np.int64) - low) << time_bits) | (numpy_values(times) - earliest)
             return pa.array(np.argsort(packed))
     return pc.sort_indices(table, [(k, "ascending") for k in [*keys, time]])
 
@@ -91,8 +91,8 @@ def merged_intervals(keys: list[pa.Array], starts: pa.Array,
     new[0] = True
     for column in keys:
         if rows > 1:
-            new[1:] |= ~_same_as_previous(column).to_numpy(zero_copy_only=False)
-    begin, end = starts.to_numpy(), ends.to_numpy()
+            new[1:] |= ~numpy_values(_same_as_previous(column))
+    begin, end = numpy_values(starts), numpy_values(ends)
     low = int(min(begin.min(), end.min()))
     span = int(max(begin.max(), end.max())) - low + 1
     rank = np.cumsum(new)

@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 
 from weir.engine.errors import EngineError
 from weir.engine.operators.config import OperatorConfig, optional
-from weir.engine.pandas_import import scalar
+from weir.engine.pandas_import import numpy_values, scalar
 
 #: window_time = window_end - 1 ms: the largest timestamp inside the window
 #: at Flink's millisecond resolution; a window fires when the watermark reaches it.
@@ -65,7 +65,7 @@ def int64s(values: pa.Array | int) -> np.ndarray | int | None:
         return values
     if values.null_count or not pa.types.is_int64(values.type):
         return None
-    return values.to_numpy()
+    return numpy_values(values)
 
 
 def align_array(ts: pa.Array, width: int, offset: int) -> pa.Array:

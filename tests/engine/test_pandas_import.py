@@ -10,7 +10,7 @@ import textwrap
 import pyarrow as pa
 import pytest
 
-from weir.engine.pandas_import import scalar
+from weir.engine.pandas_import import numpy_values, scalar
 
 
 def _run(code: str) -> str:
@@ -63,3 +63,24 @@ def test_pandas_imported_later_converts_as_without_deferring(first):
 def test_scalar_is_what_pyarrow_would_infer(value):
     assert scalar(value).equals(pa.scalar(value))
     assert scalar(value).type == pa.scalar(value).type
+
+
+@pytest.mark.parametrize("values", [
+    pa.array(range(-5, 12), pa.int64()).slice(3),
+    pa.array(range(9), pa.int32()),
+    pa.array(range(9), pa.uint16()).slice(2, 5),
+    pa.array([0.5, -1.25, 3.0], pa.float64()),
+    pa.array([True, False, True, True, False, False, True, False, True, True], pa.bool_()).slice(3),
+    pa.array([1, 2, 3], pa.timestamp("us")),
+    pa.chunked_array([pa.array([1, 2], pa.int64()), pa.array([3], pa.int64())]),
+    pa.chunked_array([pa.array([7, 8], pa.int64()).slice(1)]),
+], ids=lambda v: str(v.type))
+def test_numpy_values_are_the_arrays_values(values):
+    got = numpy_values(values)
+    expected = values.cast(pa.int64()) if pa.types.is_temporal(values.type) else values
+    assert got.tolist() == expected.to_pylist() and len(got) == len(values)
+
+
+def test_numpy_values_refuses_nulls():
+    with pytest.raises(ValueError, match="without NULLs"):
+        numpy_values(pa.array([1, None], pa.int64()))

@@ -64,10 +64,13 @@ WINDOWS = {
     "tumble": "TUMBLE(TABLE bids, DESCRIPTOR(date_time), INTERVAL '10' MILLISECOND)",
     "hop": "HOP(TABLE bids, DESCRIPTOR(date_time), INTERVAL '5' MILLISECOND, INTERVAL '10' MILLISECOND)",
     "cumulate": "CUMULATE(TABLE bids, DESCRIPTOR(date_time), INTERVAL '5' MILLISECOND, INTERVAL '10' MILLISECOND)",
+    # sorts and merges in numpy (engine/operators/islands.py)
+    "session": "SESSION(TABLE bids PARTITION BY auction, DESCRIPTOR(date_time), INTERVAL '2' MILLISECOND)",
 }
 
 
-@pytest.mark.parametrize("window,parallelism", [("tumble", 1), ("hop", 1), ("cumulate", 1), ("hop", 2)])
+@pytest.mark.parametrize("window,parallelism", [("tumble", 1), ("hop", 1), ("cumulate", 1), ("session", 1),
+                                                ("hop", 2)])
 def test_a_windowed_job_with_late_rows_imports_no_pandas(tmp_path, window, parallelism):
     times = pa.array([i * 1000 - (i * 7 % 4) * 1000 for i in range(400)], pa.int64())
     pq.write_table(pa.table({"auction": pa.array([i % 3 for i in range(400)], pa.int64()),
