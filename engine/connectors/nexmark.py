@@ -99,7 +99,10 @@ class SplitTimeline:
         k = rows // len(self.residues) * self.period + self._residues[rows % len(self.residues)]
         event_ids = k * self.splits + self.split
         epoch = event_ids // self._proportions.total
-        return Events(k, event_ids, epoch, event_ids - epoch * self._proportions.total)
+        events = Events(k, event_ids, epoch, event_ids - epoch * self._proportions.total)
+        for values in (events.k, events.event_ids, events.epoch, events.offset):
+            values.flags.writeable = False  # batches share them (their offsets are slices of them)
+        return events
 
     def row_at_or_after(self, k: int) -> int:
         """The first row whose event is the k-th of the split or later."""

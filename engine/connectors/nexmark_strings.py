@@ -3,9 +3,9 @@
 A string column of a batch is one pick per row from a pool, by index. A pick
 gathers the pool's 16-byte string views with numpy and has Arrow copy the
 picked strings once into a string array of exactly their size
-(``Strings.pick``): Arrow's ``take`` of a string array made the same array at
-three times the cost under jemalloc, the allocator weir sets (the weir
-package's ``__init__``).
+(``Strings.pick``), which cost less in a job than Arrow's ``take`` of the
+string array, under jemalloc, the allocator weir sets (the weir package's
+``__init__``): Nexmark q0 at 10M events, 1.8 s of engine time against 2.1 s.
 """
 from __future__ import annotations
 
@@ -30,8 +30,9 @@ class Strings:
     def __init__(self, strings: pa.Array):
         self.strings = strings
         views = strings.cast(pa.string_view())
+        every_view = np.frombuffer(views.buffers()[1], np.uint64).reshape(-1, 2)
         #: One view per string: 16 bytes, its length and its bytes or where they are in ``_data``.
-        self._views = np.frombuffer(views.buffers()[1], np.uint64).reshape(-1, 2)[views.offset:][: len(views)]
+        self._views = every_view[views.offset : views.offset + len(views)]
         self._data = views.buffers()[2:]
 
     def __len__(self) -> int:
