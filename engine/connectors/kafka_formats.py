@@ -24,6 +24,7 @@ from weir.engine.changelog import DELETE, INSERT, ROW_KIND, ROW_KIND_TYPE, UPDAT
 from weir.engine.connectors.file_readers import conform
 from weir.engine.connectors.text_format import debezium_envelope, timestamps_as_text
 from weir.engine.errors import ConnectorOptionError, SourceError
+from weir.engine.pandas_import import scalar
 
 FORMATS = ("json", "csv", "raw", "debezium-json")
 
@@ -147,8 +148,8 @@ def debezium_changes(envelopes: pa.Table, schema: pa.Schema) -> pa.Table:
     op = envelopes.column("op").combine_chunks()
     n = len(op)
     position = pa.array(range(n), pa.int64())
-    befores = pc.is_in(op, pa.array(["u", "d"]))
-    afters = pc.is_in(op, pa.array(["c", "r", "u"]))
+    befores = pc.is_in(op, pa.array(["u", "d"], pa.string()))
+    afters = pc.is_in(op, pa.array(["c", "r", "u"], pa.string()))
     unknown = pc.invert(pc.or_kleene(befores, afters))
     if pc.any(pc.fill_null(unknown, True)).as_py():
         bad = pc.filter(op, pc.fill_null(unknown, True))[0].as_py()
@@ -161,11 +162,11 @@ def debezium_changes(envelopes: pa.Table, schema: pa.Schema) -> pa.Table:
         at = pc.filter(position, mask)
         ops = pc.filter(op, mask)
         if side == "before":
-            kinds = pc.if_else(pc.equal(ops, "u"), UPDATE_BEFORE, DELETE)
+            kinds = pc.if_else(pc.equal(ops, scalar("u")), scalar(UPDATE_BEFORE), scalar(DELETE))
         else:
-            kinds = pc.if_else(pc.equal(ops, "u"), UPDATE_AFTER, INSERT)
+            kinds = pc.if_else(pc.equal(ops, scalar("u")), scalar(UPDATE_AFTER), scalar(INSERT))
         table = pa.Table.from_arrays([rows.field(i) for i in range(rows.type.num_fields)], names=schema.names)
-        parts.append(table.append_column("_at", pc.add(pc.multiply(at, 2), 0 if side == "before" else 1))
+        parts.append(table.append_column("_at", pc.add(pc.multiply(at, scalar(2)), scalar(0 if side == "before" else 1)))
                      .append_column(ROW_KIND, pc.cast(kinds, ROW_KIND_TYPE)))
     changes = pa.concat_tables(parts).sort_by("_at").drop_columns(["_at"])
     conformed = conform(changes.select(schema.names), schema, "value (debezium-json)")

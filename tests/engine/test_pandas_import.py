@@ -84,3 +84,23 @@ def test_numpy_values_are_the_arrays_values(values):
 def test_numpy_values_refuses_nulls():
     with pytest.raises(ValueError, match="without NULLs"):
         numpy_values(pa.array([1, None], pa.int64()))
+
+
+def test_reading_debezium_envelopes_imports_no_pandas():
+    """A CDC source's changelog (Kafka's 'debezium-json') is made on every batch of the job."""
+    code = textwrap.dedent("""
+        import sys
+        import pyarrow as pa
+        from weir.engine.pandas_import import defer_pandas
+        defer_pandas()
+        from weir.engine.connectors.kafka_formats import debezium_changes
+        schema = pa.schema([("id", pa.int64())])
+        row = pa.struct(list(schema))
+        envelopes = pa.table({"before": pa.array([None, {"id": 1}], row), "after": pa.array([{"id": 1}, {"id": 2}], row),
+                              "op": pa.array(["c", "u"], pa.string())})
+        changes = debezium_changes(envelopes, schema)
+        print(changes.num_rows, "pandas" in sys.modules)
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["3", "False"]
