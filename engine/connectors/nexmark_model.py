@@ -1,4 +1,4 @@
-"""The Nexmark generator's rules, vectorised: ids, key skew, prices, strings.
+"""The Nexmark generator's rules, vectorised: random draws, ids, key skew, prices, extra's lengths.
 
 Every random draw of an event is a function of (seed, event id) only, so a
 batch can be generated for any range of event ids, in any order, with the
