@@ -44,6 +44,7 @@ from weir.engine.connectors.base import ConnectorSpec, OptionSpec, Sink, Source,
 from weir.engine.connectors.kafka_formats import FORMATS, Format, debezium_changes
 from weir.engine.connectors.options import parse_bool, parse_char, parse_duration_seconds, parse_int
 from weir.engine.errors import ConnectorOptionError, EngineError, SourceError
+from weir.engine.pandas_import import numpy_values
 
 #: Metadata columns a Kafka table can declare (``col BIGINT METADATA FROM 'offset'``), and
 #: their types: the internal option 'weir.metadata' maps column -> key.
@@ -444,7 +445,7 @@ class KafkaSource(Source):
         physical = self._row_schema()
         key_array = pa.array(keys, pa.binary())
         key_rows = lay.key_format.decode(key_array).rows
-        has_value = present.to_numpy(zero_copy_only=False)
+        has_value = numpy_values(present)
         n = len(has_value)
         row_of = pa.array(np.where(has_value, np.cumsum(has_value) - 1, 0), pa.int64())
         row_of = pc.if_else(present, row_of, pa.scalar(None, pa.int64()))  # tombstones: a row of nulls
@@ -455,7 +456,7 @@ class KafkaSource(Source):
         rows = pa.table([_cast(_one_chunk(columns[f.name]), f.type) for f in physical], schema=physical)
         state = self._last_rows[split]
         # previous message of the same key in this batch (-1: none), and each key's last message
-        codes = pc.dictionary_encode(key_array).indices.to_numpy(zero_copy_only=False)
+        codes = numpy_values(pc.dictionary_encode(key_array).indices)
         order = np.lexsort((np.arange(n), codes))
         same = codes[order][1:] == codes[order][:-1]
         prev = np.full(n, -1, np.int64)
@@ -463,8 +464,8 @@ class KafkaSource(Source):
         last = np.ones(n, bool)
         last[order[:-1][same]] = False
         kept = pc.index_in(key_array, value_set=state.keys)
-        in_state = pc.is_valid(kept).to_numpy(zero_copy_only=False)
-        kept = pc.fill_null(kept, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        in_state = numpy_values(pc.is_valid(kept))
+        kept = numpy_values(pc.fill_null(kept, pa.scalar(0, kept.type))).astype(np.int64)
         # old rows index into rows + state rows: a message's previous one, else its key's state row
         old = np.where(prev >= 0, prev, np.where(in_state, n + kept, -1))
         old_exists = np.where(prev >= 0, has_value[np.maximum(prev, 0)], in_state)

@@ -34,13 +34,13 @@ from weir.engine.connectors.base import ConnectorSpec, OptionSpec, Source, optio
 from weir.engine.connectors.nexmark_model import (
     AVG_BYTES, CHANNELS_NUMBER, FIRST_AUCTION_ID, FIRST_CATEGORY_ID, FIRST_PERSON_ID, HOT_BLOCK,
     HOT_CHANNELS, NUM_CATEGORIES, NUM_IN_FLIGHT_AUCTIONS, US_CITIES, US_STATES, Draws, Proportions, extra_lengths,
-    hot_or, price, random_active_person, random_in_flight_auction, values_of,
+    hot_or, price, random_active_person, random_in_flight_auction,
 )
 from weir.engine.connectors.nexmark_strings import PERSON_NAMES, StringPools, Strings
 from weir.engine.connectors.options import parse_int, parse_timestamp_us
 from weir.engine.connectors.pacing import Pacer, paced_batch_size
 from weir.engine.errors import ConnectorOptionError
-from weir.engine.pandas_import import scalar
+from weir.engine.pandas_import import numpy_values, scalar
 
 _TS = pa.timestamp("us")
 _INT64_MAX = np.iinfo(np.int64).max
@@ -257,7 +257,7 @@ class _Columns:
 
     def _lengths(self, *columns: str) -> np.ndarray:
         """The characters of the strings of ``columns`` together, row by row."""
-        return sum(values_of(pc.utf8_length(self.get(c)), np.int32).astype(np.int64) for c in columns)
+        return sum(numpy_values(pc.utf8_length(self.get(c))).astype(np.int64) for c in columns)
 
     @property
     def _pools(self) -> StringPools:
@@ -318,7 +318,7 @@ class _Columns:
             "item_name": lambda: self._pick(self._pools.next_string(20), 6),
             "description": lambda: self._pick(self._pools.next_string(100), 7),
             "initial_bid": lambda: pa.array(price(d, 3)),
-            "reserve": lambda: pa.array(values_of(self.get("initial_bid"), np.int64) + price(d, 4)),
+            "reserve": lambda: pa.array(numpy_values(self.get("initial_bid")) + price(d, 4)),
             "date_time": self._date_time,
             "expires": expires,
             "seller": seller,

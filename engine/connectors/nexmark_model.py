@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from weir.engine.pandas_import import scalar
+from weir.engine.pandas_import import numpy_values, scalar
 from weir.engine.state.key_groups import splitmix64_int
 
 FIRST_PERSON_ID = 1000
@@ -100,14 +100,6 @@ class Draws:
         return self.word(i).astype(np.float64) / 4294967296.0
 
 
-def values_of(array: pa.Array, dtype: type[np.generic]) -> np.ndarray:
-    """The values of a fixed-width Arrow array without nulls, read-only and zero-copy.
-    (``Array.to_numpy`` goes through pyarrow's pandas conversion, which imports pandas:
-    see engine/pandas_import.py.)"""
-    size = np.dtype(dtype).itemsize
-    return np.frombuffer(array.buffers()[1], dtype, count=len(array), offset=array.offset * size)
-
-
 def java_round(x: np.ndarray) -> np.ndarray:
     """Math.round: floor(x + 0.5), as int64."""
     return np.floor(x + 0.5).astype(np.int64)
@@ -165,7 +157,7 @@ def hot_or(draws: Draws, word: int, ratio: int, hot: np.ndarray, other: np.ndarr
 def price(draws: Draws, word: int) -> np.ndarray:
     """round(100 * 10^(6u)): log-uniform over [100, 10^8] cents. Arrow's kernel takes the power,
     as it always has: numpy's may round the last bit otherwise on some CPUs (SIMD builds)."""
-    tens = values_of(pc.power(scalar(10.0), pa.array(draws.unit(word) * 6.0)), np.float64)
+    tens = numpy_values(pc.power(scalar(10.0), pa.array(draws.unit(word) * 6.0)))
     return java_round(tens * 100.0)
 
 
