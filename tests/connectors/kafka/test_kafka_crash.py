@@ -4,16 +4,15 @@ materialized view job and a Kafka -> tumble -> Kafka (exactly-once) job, in one 
 The kills come at the crash harness's fault points (a batch boundary, right after a
 checkpoint's metadata, right after a commit, after the final commit), at random moments (a
 seeded timer) and while the output topic holds records of a transaction of the sink that is
-not committed yet (seen in the broker's log). The fault points come first and each one kills
-(each test says why its job is certain to reach them); the kills that depend on timing come after them, because one of
-those may find the job already ended, and a fault point after it would then never fire (the
-kill at ``commit:3`` did not, on a quiet machine that finished the whole job within the timer's
-2.9 s). The view is exact: the read side rewinds each
-partition to its checkpointed offset. The output topic is exact too: the records a
-read_committed consumer is owed, decided by the log's transaction markers
-(``Broker.committed``; tansu itself returns aborted records to librdkafka's read_committed
-consumer, test_kafka_isolation.py), hold every window exactly once, while the log also holds
-aborted copies (so the check is not vacuous)."""
+not committed yet (seen in the broker's log). The fault points come first, and each one kills
+(each test says why its job is certain to reach them); the kills that depend on timing come
+after them, since one of those may find the job ended, and a fault point after it would then
+never fire (``commit:3`` did not, on a quiet machine that finished the whole job within the
+timer's 2.9 s). The view is exact: the read side rewinds each partition to its checkpointed
+offset. The output topic is exact too: the records a read_committed consumer is owed, decided
+by the log's transaction markers (``Broker.committed``; tansu itself returns aborted records to
+librdkafka's read_committed consumer, test_kafka_isolation.py), hold every window exactly once,
+while the log also holds aborted copies (so the check is not vacuous)."""
 from __future__ import annotations
 
 import json
