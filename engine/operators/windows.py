@@ -196,9 +196,10 @@ class SlicedWindows:
         if self.windows_per_slice == 1:  # TUMBLE: a row whose window fired is late
             return None
         unfired = stepped(watermarks, low, high, WINDOW_TIME_LAG_US - self.slice_size, self.slice_size, self.offset)
-        times, marks = int64s(ts), int64s(watermarks)
-        if unfired is None and times is not None and marks is not None:
-            return self._first_windows_numpy(times, marks)
+        if unfired is None:
+            times, marks = int64s(ts), int64s(watermarks)
+            if times is not None and marks is not None:
+                return self._first_windows_numpy(times, marks)
         if unfired is None:  # the first window of the row's slice ends - 1 ms at or before its watermark
             first_end = pc.add(align_array(ts, self.slice_size, self.offset),
                                scalar(self.slice_size - WINDOW_TIME_LAG_US))
@@ -232,11 +233,12 @@ class SlicedWindows:
         return pc.subtract(self._last_window_end(ts), scalar(WINDOW_TIME_LAG_US))
 
     def _last_window_end(self, ts: pa.Array) -> pa.Array:
-        # TUMBLE and HOP: a slice's last window ends ``size`` after the slice starts
-        return pc.add(align_array(ts, self.slice_size, self.offset), scalar(self.size))
+        # a row's last window ends ``size`` after the start of its expiry period (TUMBLE, HOP:
+        # its slice; CUMULATE: its size-aligned period, whose full-size window is the last)
+        return pc.add(align_array(ts, self._expiry_period(), self.offset), scalar(self.size))
 
     def _last_window_end_numpy(self, times: np.ndarray) -> np.ndarray:
-        return align_numpy(times, self.slice_size, self.offset) + self.size
+        return align_numpy(times, self._expiry_period(), self.offset) + self.size
 
     def describe(self) -> str:
         return f"{self.kind}({self.time_column})"
@@ -306,13 +308,6 @@ class CumulativeWindows(SlicedWindows):
 
     def _expiry_period(self) -> int:
         return self.size
-
-    def _last_window_end(self, ts: pa.Array) -> pa.Array:
-        # every slice of a period ends with the period's full-size window
-        return pc.add(align_array(ts, self.size, self.offset), scalar(self.size))
-
-    def _last_window_end_numpy(self, times: np.ndarray) -> np.ndarray:
-        return align_numpy(times, self.size, self.offset) + self.size
 
 
 @dataclass(frozen=True)
