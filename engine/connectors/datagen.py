@@ -48,7 +48,7 @@ from weir.engine.connectors.options import parse_duration, parse_int, parse_time
 from weir.engine.connectors.pacing import Pacer, paced_batch_size
 from weir.engine.connectors.timestamps import declared_precision, truncate
 from weir.engine.errors import ConnectorOptionError
-from weir.engine.state.key_groups import splitmix64_int
+from weir.engine.state.key_groups import splitmix64_int, splitmix64_numpy
 
 FIELDS = "fields."
 KINDS = ("random", "sequence")
@@ -57,18 +57,9 @@ PROPERTIES = ("kind", "min", "max", "max-past", "length", "start", "end", "null-
 DETERMINISTIC_EPOCH = "2024-01-01 00:00:00"
 DEFAULT_STRING_LENGTH = 100
 _HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _US_PER_DAY = 86_400_000_000
 #: Draw words of a row, per column: which purpose uses which.
 _VALUE, _NULL, _STRING = 0, 1, 2
-
-
-def _mix(z: np.ndarray) -> np.ndarray:
-    """SplitMix64's finaliser over uint64 (wrapping), as ``state.key_groups.splitmix64``."""
-    z = z + _GOLDEN
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
 
 
 @dataclass
@@ -194,8 +185,8 @@ class _Field:
 
     # -- generation -----------------------------------------------------------
     def _words(self, rows: _Rows, purpose: int) -> np.ndarray:
-        base = _mix(rows.index.astype(np.uint64) ^ self.salt)
-        return _mix(base + np.uint64((purpose * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF))
+        base = splitmix64_numpy(rows.index.astype(np.uint64) ^ self.salt)
+        return splitmix64_numpy(base + np.uint64((purpose * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF))
 
     def _units(self, rows: _Rows, purpose: int) -> np.ndarray:
         """Doubles uniform in [0, 1)."""

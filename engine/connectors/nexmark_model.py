@@ -3,10 +3,9 @@
 Every random draw of an event is a function of (seed, event id) only, so a
 batch can be generated for any range of event ids, in any order, with the
 same result: that is what makes the nexmark source rewindable. The draws come
-from SplitMix64 over numpy uint64 arrays (numpy's uint64 arithmetic wraps, as
-the hash needs; ``splitmix64_array`` is ``state.key_groups.splitmix64`` on
-ndarrays), so they are stable across processes, machines and library
-versions. Everything else is integer arithmetic, except a price's power of
+from SplitMix64 over numpy uint64 arrays (``state.key_groups.splitmix64_numpy``:
+numpy's uint64 arithmetic wraps, as the hash needs), so they are stable across
+processes, machines and library versions. Everything else is integer arithmetic, except a price's power of
 ten, which Arrow's kernel computes (``price``).
 
 The rules follow the Flink Nexmark suite's ``generator`` package (itself from
@@ -26,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from weir.engine.pandas_import import numpy_values, scalar
-from weir.engine.state.key_groups import splitmix64_int
+from weir.engine.state.key_groups import splitmix64_int, splitmix64_numpy
 
 FIRST_PERSON_ID = 1000
 FIRST_AUCTION_ID = 1000
@@ -52,21 +51,6 @@ _LOW32 = np.uint64(0xFFFFFFFF)
 _32 = np.uint64(32)
 
 
-def splitmix64_array(z: np.ndarray) -> np.ndarray:
-    """``state.key_groups.splitmix64`` over a uint64 ndarray, into a new array (two
-    temporaries in all: the steps run in place)."""
-    z = z + np.uint64(0x9E3779B97F4A7C15)
-    shifted = z >> np.uint64(30)
-    z ^= shifted
-    z *= np.uint64(0xBF58476D1CE4E5B9)
-    np.right_shift(z, np.uint64(27), out=shifted)
-    z ^= shifted
-    z *= np.uint64(0x94D049BB133111EB)
-    np.right_shift(z, np.uint64(31), out=shifted)
-    z ^= shifted
-    return z
-
-
 class Draws:
     """Independent 32-bit random words for each event id of a batch.
 
@@ -77,12 +61,12 @@ class Draws:
 
     def __init__(self, event_ids: np.ndarray, seed: int):
         key = np.uint64(splitmix64_int(seed))
-        self._chain = [splitmix64_array(event_ids.view(np.uint64) ^ key)]  # event ids are >= 0
+        self._chain = [splitmix64_numpy(event_ids.view(np.uint64) ^ key)]  # event ids are >= 0
 
     def word(self, i: int) -> np.ndarray:
         """As uint64 (below 2**32)."""
         while len(self._chain) <= i // 2:
-            self._chain.append(splitmix64_array(self._chain[-1]))
+            self._chain.append(splitmix64_numpy(self._chain[-1]))
         h = self._chain[i // 2]
         return h & _LOW32 if i % 2 == 0 else h >> _32
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 import threading
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -69,6 +70,22 @@ def splitmix64(z: pa.Array) -> pa.Array:
     z = pc.multiply(pc.bit_wise_xor(z, pc.shift_right(z, _u(30))), _u(0xBF58476D1CE4E5B9))
     z = pc.multiply(pc.bit_wise_xor(z, pc.shift_right(z, _u(27))), _u(0x94D049BB133111EB))
     return pc.bit_wise_xor(z, pc.shift_right(z, _u(31)))
+
+
+def splitmix64_numpy(z: np.ndarray) -> np.ndarray:
+    """The same function over a uint64 ndarray (numpy's uint64 arithmetic wraps), into a new
+    array: the sources that draw from it (datagen, nexmark) run it on every column of a batch,
+    so its steps run in place, two temporaries in all."""
+    z = z + np.uint64(0x9E3779B97F4A7C15)
+    shifted = z >> np.uint64(30)
+    z ^= shifted
+    z *= np.uint64(0xBF58476D1CE4E5B9)
+    np.right_shift(z, np.uint64(27), out=shifted)
+    z ^= shifted
+    z *= np.uint64(0x94D049BB133111EB)
+    np.right_shift(z, np.uint64(31), out=shifted)
+    z ^= shifted
+    return z
 
 
 def splitmix64_int(z: int) -> int:

@@ -8,10 +8,9 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from weir.engine.connectors.datagen import _mix
 from weir.engine.connectors.registry import create_source
 from weir.engine.errors import ConnectorOptionError
-from weir.engine.state.key_groups import splitmix64_int
+from weir.engine.state.key_groups import splitmix64_int, splitmix64_numpy
 
 SCHEMA = pa.schema([("id", pa.int64()), ("age", pa.int32()), ("score", pa.float64()),
                     ("amount", pa.decimal128(7, 2)), ("flag", pa.bool_()), ("name", pa.string()),
@@ -112,4 +111,4 @@ def test_a_type_it_cannot_generate_is_refused():
 
 def test_the_draws_are_splitmix64_so_they_stay_the_same_across_versions():
     values = [0, 1, 12345, 2**63 + 7, 2**64 - 1]
-    assert _mix(np.array(values, dtype=np.uint64)).tolist() == [splitmix64_int(v) for v in values]
+    assert splitmix64_numpy(np.array(values, dtype=np.uint64)).tolist() == [splitmix64_int(v) for v in values]
