@@ -43,7 +43,7 @@ def _reference_uniform(event_ids: list[int], seed: int, word: int, bound) -> lis
     return pc.shift_right(pc.multiply(half, bound), pa.scalar(32, pa.uint64())).to_pylist()
 
 
-@settings(max_examples=60)
+@settings(max_examples=60, deadline=None)
 @given(event_ids=st.lists(st.integers(0, 2**62), min_size=1, max_size=40), seed=st.integers(0, 2**40),
        word=st.integers(0, 9), bounds=st.lists(st.integers(1, 2**40), min_size=40, max_size=40))
 def test_draws_are_the_pyarrow_draws(event_ids, seed, word, bounds):
@@ -55,7 +55,7 @@ def test_draws_are_the_pyarrow_draws(event_ids, seed, word, bounds):
         assert drawn.tolist() == _reference_uniform(event_ids, seed, word, bound)
 
 
-@settings(max_examples=80)
+@settings(max_examples=80, deadline=None)
 @given(proportions=st.tuples(st.integers(1, 5), st.integers(1, 5), st.integers(1, 60)),
        splits=st.integers(1, 64), data=st.data(), kind=st.sampled_from(["person", "auction", "bid"]))
 def test_a_timeline_slices_the_events_its_formula_defines(proportions, splits, data, kind):
@@ -82,6 +82,7 @@ def test_a_timeline_slices_the_events_its_formula_defines(proportions, splits, d
 TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=30)
 
 
+@settings(deadline=None)
 @given(strings=st.lists(TEXT, min_size=1, max_size=40), data=st.data())
 def test_a_pick_is_arrows_take(strings, data):
     """Short strings (inline in their view) and long ones, of a pool sliced out of a larger array too."""
