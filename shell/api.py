@@ -53,6 +53,7 @@ from weir.engine import udfs
 from weir.engine.connectors import python_source
 from weir.engine.errors import EngineError
 from weir.engine.operators.registry import operator_class
+from weir.engine.pandas_import import defer_pandas
 from weir.engine.runtime import control
 from weir.engine.runtime.local import JobResult
 from weir.planner.catalog import register_function
@@ -66,6 +67,10 @@ from weir.sql import statements as st
 from weir.sql.errors import Problem, WeirSqlError
 
 __all__ = ["connect", "run", "Connection", "JobHandle", "Result", "ChangeStream", "Subscription"]
+
+# pyarrow would import pandas (~1 s) on a job's first conversion, as it would under `weir run`
+# without the same call (shell/cli.py): a user who imports pandas gets it told to pyarrow then.
+defer_pandas()
 
 #: Seconds a stream or subscription waits at a time for its job, between checks that it still runs.
 POLL_SECONDS = 0.5

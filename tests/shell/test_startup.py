@@ -48,6 +48,20 @@ def test_a_small_job_imports_no_pandas_and_only_its_connectors(tmp_path, paralle
     assert connectors.isdisjoint({"kafka", "kafka_formats", "filesystem", "file_readers", "datagen", "print_sink"})
 
 
+
+def test_a_small_job_run_from_python_imports_no_pandas(tmp_path):
+    """``weir.run`` from a script that has not imported pandas: the API defers it as `weir run` does."""
+    (tmp_path / "job.sql").write_text(JOB)
+    code = ("import sys, weir\n"
+            "result = weir.run('job.sql', db='job.duckdb')\n"
+            "print(result.rows_read, 'pandas' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split()[-2:] == ["92", "False"]
+    assert [m for m in _imports(done.stderr) if m.startswith("pandas.")] == []
+
+
 #: Rows up to 3 ms out of order in batches of 16 through a window, so that the window aggregate
 #: judges rows against arrival watermarks and its own (the paths that compare arrays with
 #: numbers), finds late rows and fires windows while rows come.
