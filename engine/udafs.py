@@ -63,6 +63,7 @@ import numpy as np
 import pyarrow as pa
 
 from weir.engine.operators.config import OperatorConfig, optional
+from weir.engine.pandas_import import numpy_values
 from weir.engine.udfs import UdfError, UdfFailure, arrow_type, duckdb_type, record_failure, take_failure
 
 #: The methods every UDAF has; one of each pair at least.
@@ -325,10 +326,10 @@ class PythonAggregate:
 
     def _accumulate_lists(self, lists, *keys) -> pa.Array:  # varargs: DuckDB takes 1 or 2 arguments
         lists, keys = _combined(lists), _keys(keys)
-        offsets = lists.offsets.to_numpy()
+        offsets = numpy_values(lists.offsets)
         arguments = self._arguments(lists.values)
         rows = self._python_rows("accumulate", arguments)
-        valid = lists.is_valid().to_numpy(zero_copy_only=False) if lists.null_count else None
+        valid = numpy_values(lists.is_valid()) if lists.null_count else None
         out = []
         for i in range(len(lists)):
             acc = self._call("create_accumulator", self._create)
@@ -386,12 +387,12 @@ class PythonAggregate:
     def _apply(self, states, lists, *keys) -> pa.Array:
         """Each key's accumulator (NULL: none yet) with its batch's signed rows folded in."""
         states, lists, keys = _combined(states).to_pylist(), _combined(lists), _keys(keys)
-        offsets = lists.offsets.to_numpy()
+        offsets = numpy_values(lists.offsets)
         values = lists.values
-        signs = values.field(0).to_numpy(zero_copy_only=False) if len(values) else np.zeros(0, np.int8)
+        signs = numpy_values(values.field(0)) if len(values) else np.zeros(0, np.int8)
         arguments = self._arguments(values.field(1)) if len(values) else []
         rows = {m: self._python_rows(m, arguments) for m in ("accumulate", "retract")}
-        valid = lists.is_valid().to_numpy(zero_copy_only=False) if lists.null_count else None
+        valid = numpy_values(lists.is_valid()) if lists.null_count else None
         catching = self.catching is not None and len(values) and values.type.num_fields > 2
         out = []
         for i, blob in enumerate(states):
@@ -445,8 +446,8 @@ class PythonAggregate:
         values = lists.values
         arguments = self._arguments(values.field("v")) if self.spec.arity else []
         rows = self._python_rows("accumulate", arguments)
-        offsets = lists.offsets.to_numpy()
-        valid = lists.is_valid().to_numpy(zero_copy_only=False) if lists.null_count else None
+        offsets = numpy_values(lists.offsets)
+        valid = numpy_values(lists.is_valid()) if lists.null_count else None
         self.catching = {}
         try:
             for i in range(len(lists)):

@@ -48,6 +48,7 @@ import pyarrow.compute as pc
 
 from weir.engine import udfs
 from weir.engine.operators.config import OperatorConfig
+from weir.engine.pandas_import import numpy_values
 from weir.engine.udfs import UdfError, UdfFailure, arrow_type, duckdb_type
 
 FUNC_TYPES = ("general", "arrow")
@@ -263,7 +264,7 @@ def _struct_rows(function: TableFunction, arguments: list[pa.Array], rows: int):
     ends = table.is_null()
     if table.null_count != rows:  # a row that was None: _rows_of names it
         return None
-    mask = ends.to_numpy(zero_copy_only=False)
+    mask = numpy_values(ends)
     index = (np.cumsum(mask, dtype=np.int64) - mask)[~mask]
     return index, table.filter(pc.invert(ends)).flatten()
 
@@ -383,7 +384,7 @@ def _apply_arrow(function: TableFunction, arguments: list[pa.Array], rows: int, 
         raise UdfError(f"the first column of what the arrow table function {function.name} returned is "
                        f"{index.type}{' with nulls' if index.null_count else ''}, not the input row index",
                        hint="return the index (0, 1, ... within the chunk) of each output row's input row first")
-    positions = index.to_numpy().astype(np.int64, copy=False) if len(index) else np.zeros(0, np.int64)
+    positions = numpy_values(index).astype(np.int64, copy=False) if len(index) else np.zeros(0, np.int64)
     if len(positions) and (positions.min() < 0 or positions.max() >= rows):
         raise UdfError(f"the arrow table function {function.name} returned the row index "
                        f"{int(positions.min() if positions.min() < 0 else positions.max())} for a chunk of "

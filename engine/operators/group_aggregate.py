@@ -57,6 +57,7 @@ from weir.engine.operators.batches import conform
 from weir.engine.operators.config import OperatorConfig, optional
 from weir.engine.operators.late_rows import BadRows
 from weir.engine.operators.duckdb_sql import create_table_from_arrow, query_arrow, quote_ident, snapshot_tables
+from weir.engine.pandas_import import numpy_values
 from weir.engine.state.key_groups import KEY_GROUP_COLUMN, key_groups
 from weir.engine.state.keyed_tables import merge_snapshots, owned_tables
 from weir.engine.udafs import key_sql
@@ -385,7 +386,7 @@ class GroupAggregate(StateOperator):
         of the same row in ``batch`` not yet paired: the numbers of those retractions, which are left
         out too (and not listed, should they be among ``failures``); the additions left unpaired
         are kept in ``LEFT_OUT`` for the retractions of later batches."""
-        kinds = batch[ROW_KIND].to_numpy(zero_copy_only=False)
+        kinds = numpy_values(batch[ROW_KIND])
         adds = [n for n in sorted(failures) if kinds[n] in (INSERT, UPDATE_AFTER)]
         if not adds:
             return []

@@ -79,6 +79,7 @@ from weir.engine.operators.late_rows import BadRows
 from weir.engine.operators.duckdb_sql import (create_table_from_arrow, int_literal, query_arrow, quote_ident,
                                               snapshot_tables)
 from weir.engine.operators.firings import StreamsFirings
+from weir.engine.pandas_import import numpy_values
 from weir.engine.state.key_groups import key_groups
 from weir.engine.udafs import PythonAggregate, PythonAggregateSpec
 from weir.engine.udfs import UdfError, take_failure
@@ -433,15 +434,15 @@ class OverAggregate(StreamsFirings, StateOperator):
         frames = query_arrow(self.con, self._frames_sql(watermark), self.ctx.operator_id)
         seq = frames.column("__seq").combine_chunks()
         rows = seq.flatten()  # every key's rows, key after key: its history's first, then its firing's
-        offsets = seq.offsets.to_numpy() - seq.offsets[0].as_py()
+        offsets = numpy_values(seq.offsets) - seq.offsets[0].as_py()
         firing = rows.field("id").is_valid()
-        counts = frames.column("__rows").to_numpy()
-        ready_counts = frames.column("__ready").to_numpy()
+        counts = numpy_values(frames.column("__rows"))
+        ready_counts = numpy_values(frames.column("__ready"))
         ready = np.concatenate([[0], np.cumsum(ready_counts)])
         history = counts - ready_counts
-        los = rows.field("lo").filter(firing).to_numpy(zero_copy_only=False)
-        his = rows.field("hi").filter(firing).to_numpy(zero_copy_only=False)
-        drops = frames.column("__drop").to_numpy()
+        los = numpy_values(rows.field("lo").filter(firing))
+        his = numpy_values(rows.field("hi").filter(firing))
+        drops = numpy_values(frames.column("__drop"))
         key_names = [self._c(k) for k in self.keys]
         keys = list(zip(*(frames.column(k).to_pylist() for k in key_names))) if key_names else None
         values, done = {ROW_ID: rows.field("id").filter(firing)}, {}

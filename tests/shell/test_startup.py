@@ -62,6 +62,58 @@ def test_a_small_job_run_from_python_imports_no_pandas(tmp_path):
     assert [m for m in _imports(done.stderr) if m.startswith("pandas.")] == []
 
 
+
+#: A Python aggregate (GROUP BY over an updating count, so it retracts, and OVER a bounded frame)
+#: and a Python table function: each hands its rows to Python through numpy offsets and masks.
+PYTHON_FUNCTIONS = """
+import weir
+
+@weir.udaf(result_type="BIGINT", accumulator_type="ARRAY<BIGINT>")
+class PySum:
+    def create_accumulator(self):
+        return [0]
+    def accumulate(self, acc, v):
+        acc[0] += v or 0
+    def retract(self, acc, v):
+        acc[0] -= v or 0
+    def merge(self, acc, others):
+        acc[0] += sum(o[0] for o in others)
+    def get_value(self, acc):
+        return acc[0]
+
+@weir.udtf(result_types="BIGINT")
+def count_to(n):
+    for i in range(n):
+        yield (i,)
+"""
+PYTHON_JOB = """
+CREATE FUNCTION py_sum AS 'my_functions.PySum' LANGUAGE PYTHON;
+CREATE FUNCTION count_to AS 'my_functions.count_to' LANGUAGE PYTHON;
+CREATE TABLE bids (auction BIGINT, price BIGINT, date_time TIMESTAMP(3),
+                   WATERMARK FOR date_time AS date_time - INTERVAL '1' SECOND)
+WITH ('connector' = 'nexmark', 'events' = '300');
+CREATE TABLE totals (bids BIGINT, total BIGINT) WITH ('connector' = 'blackhole');
+INSERT INTO totals SELECT n, py_sum(auction) FROM (SELECT auction, COUNT(*) AS n FROM bids GROUP BY auction) GROUP BY n;
+CREATE TABLE running (auction BIGINT, total BIGINT) WITH ('connector' = 'blackhole');
+INSERT INTO running SELECT auction, py_sum(price) OVER (PARTITION BY auction ORDER BY date_time
+  ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) FROM bids;
+CREATE TABLE counted (auction BIGINT, i BIGINT) WITH ('connector' = 'blackhole');
+INSERT INTO counted SELECT auction, i FROM bids, LATERAL TABLE(count_to(CAST(auction % 3 AS INT))) AS T(i);
+"""
+
+
+def test_a_job_of_python_aggregates_and_table_functions_imports_no_pandas(tmp_path):
+    (tmp_path / "my_functions.py").write_text(PYTHON_FUNCTIONS)
+    (tmp_path / "job.sql").write_text(PYTHON_JOB)
+    done = subprocess.run([sys.executable, "-m", "weir.shell.cli", "run", "job.sql", "--no-progress"],
+                          cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    for sink in ("totals", "running", "counted"):  # every function ran on rows
+        assert re.search(rf"{sink}\.sink\s+[1-9]", done.stdout), done.stdout
+    assert [m for m in _imports(done.stderr) if m.startswith("pandas.")] == []
+
+
 #: Rows up to 3 ms out of order in batches of 16 through a window, so that the window aggregate
 #: judges rows against arrival watermarks and its own (the paths that compare arrays with
 #: numbers), finds late rows and fires windows while rows come.
