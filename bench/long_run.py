@@ -1,14 +1,21 @@
 """Benchmark: does a long job's memory stay flat? RSS over a TUMBLE job of many events.
 
-    python bench/long_run.py [--events 100000000] [--runs 1] [--baseline DIR]
+    python bench/long_run.py [--events 100000000] [--source parquet|nexmark] [--runs 1]
+                             [--baseline DIR]
 
-Runs `weir run` of a TUMBLE (10 s per auction: COUNT, SUM, MAX, into a blackhole) over the
-Nexmark generator's bids ('first-event.rate' 10000: 100M events span 10,000 s of event time,
-so a thousand windows fire one after another and the state stays about one window's keys), and reads the process's resident memory
-(``VmRSS``) every 0.2 s while it runs. It prints, per tenth of the run's wall time, the
-largest RSS seen in it, then the peak of the second half against that of the first (without
-its first tenth: start-up, and the first windows' state growing): about 1 for a job whose
-memory is flat, more for one whose memory creeps up as it runs.
+Runs `weir run` of the TUMBLE of ``bench/compare.py`` (10 s per auction: COUNT, SUM, MAX,
+into a blackhole) at parallelism 1 over ``--events`` bids, and reads the process's resident
+memory (``VmRSS``) every 0.2 s while it runs. The bids (``--source``):
+
+- ``parquet``: one Parquet file made by ``tumble.generate``, as compare.py's, cached in
+  ``bench/.data/`` (100M events: 1.5 GB, a minute or two to generate the first time);
+- ``nexmark``: weir's Nexmark generator ('first-event.rate' 10000).
+
+Either way the events span 10,000 s of event time per 100M events, so a thousand windows fire
+one after another and the state stays about one window's keys. It prints, per tenth of the
+run's wall time, the largest RSS seen in it, then the peak of the second half against that of
+the first (without its first tenth: start-up, and the first windows' state growing): about 1
+for a job whose memory is flat, more for one whose memory creeps up as it runs.
 
 With ``--baseline DIR`` the job also runs with weir from DIR (a directory holding a ``weir``
 package: a symlink to another checkout, first on PYTHONPATH), alternating with this tree.
@@ -23,13 +30,18 @@ import sys
 import time
 from pathlib import Path
 
+from tumble import generate
+
 HERE = Path(__file__).resolve().parent
 WORK = HERE / ".data" / "long-run"
 
+SOURCES = {
+    "parquet": "'connector' = 'filesystem', 'path' = '{path}', 'format' = 'parquet'",
+    "nexmark": "'connector' = 'nexmark', 'table' = 'bid', 'events' = '{events}', 'first-event.rate' = '10000'",
+}
 JOB = """
 CREATE TABLE bid (auction BIGINT, price BIGINT, date_time TIMESTAMP(3),
-  WATERMARK FOR date_time AS date_time - INTERVAL '4' SECOND
-) WITH ('connector' = 'nexmark', 'table' = 'bid', 'events' = '{events}', 'first-event.rate' = '10000');
+  WATERMARK FOR date_time AS date_time - INTERVAL '2' SECOND) WITH ({source});
 CREATE TABLE out (auction BIGINT, window_start TIMESTAMP(3), window_end TIMESTAMP(3),
                   bids BIGINT, total BIGINT, top BIGINT) WITH ('connector' = 'blackhole');
 INSERT INTO out SELECT auction, window_start, window_end, COUNT(*), SUM(price), MAX(price)
@@ -74,17 +86,22 @@ def run(env: dict[str, str]) -> tuple[float, list[float]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=100_000_000)
+    parser.add_argument("--source", choices=sorted(SOURCES), default="parquet")
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--baseline", metavar="DIR", help="also run weir from DIR (holding a `weir` package)")
     args = parser.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
-    (WORK / "job.sql").write_text(JOB.format(events=args.events))
+    path = HERE / ".data" / f"bids-{args.events}.parquet"
+    if args.source == "parquet" and not path.exists():
+        generate(path, args.events)
+    source = SOURCES[args.source].format(path=path, events=args.events)
+    (WORK / "job.sql").write_text(JOB.format(source=source))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPYCACHEPREFIX"] = str(HERE / ".data" / "pycache")
     trees = {"this tree": env}
     if args.baseline:
         trees["baseline"] = {**env, "PYTHONPATH": args.baseline}
-    print(f"TUMBLE over {args.events:,} Nexmark events; RSS MB, the largest in each tenth of the run")
+    print(f"TUMBLE over {args.events:,} events ({args.source}); RSS MB, the largest in each tenth of the run")
     print(f"{'':12} {'wall s':>7}  {' '.join(f'{i + 1:>5}' for i in range(TENTHS))}  {'2nd half / 1st':>14}")
     for _ in range(args.runs):
         for name, tree_env in trees.items():
