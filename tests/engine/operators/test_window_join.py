@@ -8,6 +8,7 @@ also at another parallelism — anywhere in between.
 from __future__ import annotations
 
 import random
+from unittest import mock
 
 import duckdb
 import pyarrow as pa
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 from weir.engine.errors import EngineError
 from weir.engine.messages import MAX_WATERMARK
 from weir.engine.operators.base import OperatorContext
+from weir.engine.operators import window_join
 from weir.engine.operators.window_join import JOIN_TYPES, WindowJoin
 from weir.engine.state.key_groups import key_groups, range_for_subtask
 
@@ -214,10 +216,17 @@ def test_outer_join_with_a_silent_side_emits_nulls():
 
 @given(seed=st.integers(0, 10_000), max_batch=st.integers(1, 40),
        join_type=st.sampled_from(JOIN_TYPES), restore_at=st.floats(0, 1),
-       parallelism=st.sampled_from([1, 2, 3]))
-@settings(max_examples=40, deadline=None)
+       parallelism=st.sampled_from([1, 2, 3]), held_bytes=st.sampled_from([0, 2000, window_join.HELD_BYTES]))
+@settings(max_examples=60, deadline=None)
 def test_batching_interleaving_and_restore_never_change_the_result(seed, max_batch, join_type,
-                                                                     restore_at, parallelism):
+                                                                     restore_at, parallelism, held_bytes):
+    """... nor where the rows wait: held in Arrow, moved into the state tables at once (0) or
+    now and then (2000 bytes)."""
+    with mock.patch.object(window_join, "HELD_BYTES", held_bytes):
+        _batching_interleaving_and_restore(seed, max_batch, join_type, restore_at, parallelism)
+
+
+def _batching_interleaving_and_restore(seed, max_batch, join_type, restore_at, parallelism):
     rng = random.Random(seed)
     left, right = random_side(rng, LEFT, rng.randint(0, 60)), random_side(rng, RIGHT, rng.randint(0, 60))
     steps = interleave(rng, left, right, max_batch)
