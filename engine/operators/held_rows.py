@@ -9,8 +9,9 @@ fired rows with DuckDB as one view.
 1. ``add`` keeps a batch whose first column is its rows' window_end (µs, never NULL), with
    that column's minimum and maximum.
 2. ``split(upto)`` cuts the held rows into those of windows with ``window_end <= upto`` and the
-   rest: whole batches where their range is on one side, a filter only for a batch that
-   straddles ``upto``. Nothing changes until ``keep`` takes the rest.
+   rest: whole batches where their range is on one side; a batch that straddles ``upto`` is
+   cut in two slices when its rows are in window order (the usual case: no copy), else
+   filtered. Nothing changes until ``keep`` takes the rest.
 3. ``take`` hands every held batch over (to move them into DuckDB when they grow large, or for a
    snapshot) and holds none.
 """
@@ -54,8 +55,12 @@ class HeldRows:
                 rest.append(held)
             else:
                 mask = pc.less_equal(rows.column(0), pa.scalar(upto, pa.int64()))
-                fired.append(rows.filter(mask))
-                later = rows.filter(pc.invert(mask))
+                count = pc.sum(mask).as_py()
+                if pc.all(mask.slice(0, count)).as_py():  # rows in time order: two slices, no copy
+                    now, later = rows.slice(0, count), rows.slice(count)
+                else:
+                    now, later = rows.filter(mask), rows.filter(pc.invert(mask))
+                fired.append(now)
                 rest.append((later, pc.min(later.column(0)).as_py(), high))
         return fired, rest
 
