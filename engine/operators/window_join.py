@@ -4,6 +4,7 @@ Config (``WindowJoinConfig``)::
 
     join_type:  "inner" | "left" | "right" | "full" | "semi" | "anti"
     null_aware: False   # anti only: NOT IN semantics (a NULL key matches anything)
+    condition:  None    # inner only: SQL over the output columns a joined row must satisfy
     left:       WindowJoinSide(columns=(name, ...), keys=(column, ...),
                                window_start=column, window_end=column)
     right:      WindowJoinSide(...the same for the right input)
@@ -29,6 +30,9 @@ view, and those of the tables — are joined by one DuckDB statement with the
 join type's semantics and emitted — the left columns, then the right ones
 (NULLs for a missing outer side); SEMI and ANTI emit each left row once, left
 columns only — and the window's rows are dropped (an emptied table with them).
+An inner join's ``condition`` (Flink's non-equi join condition, e.g. Nexmark q5's
+``num >= maxn``) filters the joined rows in the same statement, so that only
+those leave DuckDB.
 A snapshot holds each side's rows, held and in its table, as one table by key
 group (the format does not depend on where the rows were).
 
@@ -52,7 +56,7 @@ from weir.engine.operators.base import OperatorContext, StateOperator, explain_l
 from weir.engine.operators.clock import EventTimeClock
 from weir.engine.operators.firings import StreamsFirings
 from weir.engine.operators.held_rows import HeldRows
-from weir.engine.operators.duckdb_sql import create_table_from_arrow, int_literal, snapshot_table
+from weir.engine.operators.duckdb_sql import create_table_from_arrow, int_literal, quote_ident, snapshot_table
 from weir.engine.operators.windows import WINDOW_TIME_LAG_US
 from weir.engine.state.key_groups import key_groups
 from weir.engine.watermarks import USE, row_watermarks, without_arrival
@@ -70,6 +74,8 @@ HELD_VIEW = "join_held"
 #: where DuckDB keeps them within its memory share and spills.
 HELD_BYTES = 64 << 20
 SNAPSHOT_VERSION = 1
+#: The firing's order column, where a condition filters the joined rows.
+ORDER = "__weir_order"
 MAX_BIGINT = 2**63 - 1
 
 
@@ -92,6 +98,9 @@ class WindowJoinConfig(OperatorConfig):
     #: ANTI only: NOT IN semantics (a NULL key matches anything).
     null_aware: bool = False
     late_rows: LateRowsConfig | None = optional()
+    #: INNER only: SQL over the output columns (named as in the output schema) that a joined row
+    #: must satisfy, or None.
+    condition: str | None = optional()
 
 
 class _Side:
@@ -142,6 +151,11 @@ class WindowJoin(StreamsFirings, StateOperator):
             raise EngineError(f"unknown window join type {config.join_type!r}",
                               hint=f"one of: {', '.join(JOIN_TYPES)}", operator_id=oid)
         self.null_aware = bool(config.null_aware) and self.join_type == "anti"
+        self.condition = config.condition
+        if self.condition and self.join_type != "inner":
+            raise EngineError(f"a {self.join_type} window join cannot filter its joined rows by a condition",
+                              hint="only an inner join's condition can; filter after the join",
+                              operator_id=oid)
         self.sides = [_Side(name, getattr(config, name), oid) for name in SIDES]
         if len(self.sides[0].keys) != len(self.sides[1].keys):
             raise EngineError("window_join needs as many keys on the left as on the right",
@@ -279,7 +293,7 @@ class WindowJoin(StreamsFirings, StateOperator):
         nulls = "".join(f", NULL AS c{i}" for i in range(len(side.columns)))
         return f"SELECT NULL::BIGINT AS {WINDOW_END}{nulls} WHERE false"
 
-    def _condition(self) -> str:
+    def _equalities(self) -> str:
         """``l`` and ``r`` are in the same window and their keys are equal."""
         left, right = self.sides
         parts = [f"l.{WINDOW_END} = r.{WINDOW_END}",
@@ -297,12 +311,18 @@ class WindowJoin(StreamsFirings, StateOperator):
         if self.join_type in ("semi", "anti"):
             exists = "EXISTS" if self.join_type == "semi" else "NOT EXISTS"
             return (f"{ctes}SELECT {', '.join(left_columns)} FROM l "
-                    f"WHERE {exists} (SELECT 1 FROM r WHERE {self._condition()}) ORDER BY l.{WINDOW_END}")
+                    f"WHERE {exists} (SELECT 1 FROM r WHERE {self._equalities()}) ORDER BY l.{WINDOW_END}")
         right_columns = [f"r.c{i}" for i in range(len(right.columns))]
+        order = f"coalesce(l.{WINDOW_END}, r.{WINDOW_END})"
+        if self.condition:  # over the output's names, which the columns take first
+            names = self.ctx.output_schema.names
+            columns = [f"{c} AS {quote_ident(n)}" for c, n in zip(left_columns + right_columns, names)]
+            return (f"{ctes}SELECT * EXCLUDE ({ORDER}) FROM (SELECT {', '.join(columns)}, {order} AS {ORDER} "
+                    f"FROM l JOIN r ON {self._equalities()}) AS joined WHERE {self.condition} ORDER BY {ORDER}")
         return (
             f"{ctes}SELECT {', '.join(left_columns + right_columns)} "
-            f"FROM l {self.join_type.upper()} JOIN r ON {self._condition()} "
-            f"ORDER BY coalesce(l.{WINDOW_END}, r.{WINDOW_END})"
+            f"FROM l {self.join_type.upper()} JOIN r ON {self._equalities()} "
+            f"ORDER BY {order}"
         )
 
     def _state_earliest_end(self) -> int | None:
