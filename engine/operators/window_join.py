@@ -56,8 +56,12 @@ from weir.engine.operators.base import OperatorContext, StateOperator, explain_l
 from weir.engine.operators.clock import EventTimeClock
 from weir.engine.operators.firings import StreamsFirings
 from weir.engine.operators.held_rows import HeldRows
+from weir.engine.operators.arrow_join import equi_join
+from weir.engine.operators.batches import conform
+from weir.engine.operators import duckdb_sql
 from weir.engine.operators.duckdb_sql import create_table_from_arrow, int_literal, quote_ident, snapshot_table
 from weir.engine.operators.windows import WINDOW_TIME_LAG_US
+from weir.engine.pandas_import import scalar
 from weir.engine.state.key_groups import key_groups
 from weir.engine.watermarks import USE, row_watermarks, without_arrival
 from weir.engine.state.keyed_tables import merge_snapshots, owned_tables
@@ -74,6 +78,9 @@ HELD_VIEW = "join_held"
 #: where DuckDB keeps them within its memory share and spills.
 HELD_BYTES = 64 << 20
 SNAPSHOT_VERSION = 1
+#: A firing is joined in Arrow (``arrow_join``) where it cannot make more rows than this many
+#: output batches (``duckdb_sql.OUTPUT_BATCH_ROWS``): as many as a streamed firing holds at most.
+ARROW_JOIN_BATCHES = 2
 #: The firing's order column, where a condition filters the joined rows.
 ORDER = "__weir_order"
 MAX_BIGINT = 2**63 - 1
@@ -194,7 +201,8 @@ class WindowJoin(StreamsFirings, StateOperator):
         if nulls:
             self.ctx.count("null_time_rows_dropped", nulls)
         if watermarks is not None:
-            late = pc.fill_null(pc.less_equal(pc.subtract(ends, WINDOW_TIME_LAG_US), watermarks), False)
+            met = scalar(watermarks) if isinstance(watermarks, int) else watermarks  # typed: no pandas import
+            late = pc.fill_null(pc.less_equal(pc.subtract(ends, scalar(WINDOW_TIME_LAG_US)), met), scalar(False))
             late_count = self.late_rows.drop(batch, late, watermarks, input_index)
             if late_count:
                 self.ctx.count(f"late_rows_dropped_{side.name}", late_count)
@@ -268,7 +276,36 @@ class WindowJoin(StreamsFirings, StateOperator):
             rests.append(rest)
             if fired:
                 views[f"{side.table}_fired"] = pa.Table.from_batches(fired, held.schema)
+        joined = self._join_in_arrow(views)
+        if joined is not None:
+            self._evict(upto, rests)
+            self.ctx.count("rows_out", joined.num_rows)
+            n = duckdb_sql.OUTPUT_BATCH_ROWS  # as a streamed firing's batches
+            return [b.slice(at, n) for b in conform(joined, self.ctx.output_schema, self.ctx.operator_id)
+                    for at in range(0, b.num_rows, n)]
         return self.stream_firing(self._join_sql(upto, views), lambda: self._evict(upto, rests), views)
+
+    def _join_in_arrow(self, views: dict[str, pa.Table]) -> pa.Table | None:
+        """The firing joined in Arrow (``arrow_join``), ordered by window_end, where every fired
+        row is held and the join is a plain one; None for the SQL join."""
+        if self.condition or self.null_aware or self._created:
+            return None
+        tables, keys = [], []
+        for side, held, prefix in zip(self.sides, self._held, "lr"):
+            if held.schema is None:
+                return None
+            table = views.get(f"{side.table}_fired") or held.schema.empty_table()
+            tables.append(table.rename_columns([f"{prefix}_end", *(f"{prefix}{i}" for i in range(len(side.columns)))]))
+            keys.append([f"{prefix}_end", *(f"{prefix}{side.columns.index(c)}" for c in (side.window_start, *side.keys))])
+        joined = equi_join(tables[0], tables[1], keys[0], keys[1], self.join_type,
+                           ARROW_JOIN_BATCHES * duckdb_sql.OUTPUT_BATCH_ROWS)
+        if joined is None:
+            return None
+        ends = joined.column("l_end") if self.join_type in ("semi", "anti") else \
+            pc.coalesce(joined.column("l_end"), joined.column("r_end"))
+        if joined.num_rows > 1:
+            joined = joined.take(pc.sort_indices(ends))
+        return joined.drop_columns([n for n in ("l_end", "r_end") if n in joined.schema.names])
 
     def _evict(self, upto: int, rests: list) -> None:
         """Drop the rows of the windows that fired (``window_end <= upto``), once joined and

@@ -154,7 +154,11 @@ class Driver:
 
 
 @pytest.mark.parametrize("join_type", JOIN_TYPES)
-def test_every_join_type_equals_duckdb_batch_join(join_type):
+@pytest.mark.parametrize("in_arrow", [True, False])
+def test_every_join_type_equals_duckdb_batch_join(join_type, in_arrow, monkeypatch):
+    """Joined in Arrow (``arrow_join``) or, with no pair allowed there, by DuckDB."""
+    if not in_arrow:
+        monkeypatch.setattr(window_join, "ARROW_JOIN_BATCHES", -1)
     rng = random.Random(join_type)
     left, right = random_side(rng, LEFT, 120), random_side(rng, RIGHT, 90)
     op = make_join(join_type)
@@ -217,13 +221,15 @@ def test_outer_join_with_a_silent_side_emits_nulls():
 
 @given(seed=st.integers(0, 10_000), max_batch=st.integers(1, 40),
        join_type=st.sampled_from(JOIN_TYPES), restore_at=st.floats(0, 1),
-       parallelism=st.sampled_from([1, 2, 3]), held_bytes=st.sampled_from([0, 2000, window_join.HELD_BYTES]))
-@settings(max_examples=60, deadline=None)
+       parallelism=st.sampled_from([1, 2, 3]), held_bytes=st.sampled_from([0, 2000, window_join.HELD_BYTES]),
+       in_arrow=st.booleans())
+@settings(max_examples=80, deadline=None)
 def test_batching_interleaving_and_restore_never_change_the_result(seed, max_batch, join_type,
-                                                                     restore_at, parallelism, held_bytes):
+                                                                     restore_at, parallelism, held_bytes, in_arrow):
     """... nor where the rows wait: held in Arrow, moved into the state tables at once (0) or
-    now and then (2000 bytes)."""
-    with mock.patch.object(window_join, "HELD_BYTES", held_bytes):
+    now and then (2000 bytes); nor where held rows are joined: in Arrow or by DuckDB."""
+    with mock.patch.object(window_join, "HELD_BYTES", held_bytes), \
+            mock.patch.object(window_join, "ARROW_JOIN_BATCHES", window_join.ARROW_JOIN_BATCHES if in_arrow else -1):
         _batching_interleaving_and_restore(seed, max_batch, join_type, restore_at, parallelism)
 
 
