@@ -39,14 +39,30 @@ class FiringStream:
         #: The open stream and its eviction (None: no firing being read).
         self._open: tuple[ArrowStream, Callable[[], None]] | None = None
 
-    def start(self, con: duckdb.DuckDBPyConnection, sql: str,
-              evict: Callable[[], None]) -> Iterable[pa.RecordBatch]:
+    def start(self, con: duckdb.DuckDBPyConnection, sql: str, evict: Callable[[], None],
+              views: dict[str, pa.Table] | None = None) -> Iterable[pa.RecordBatch]:
         """The rows of ``sql`` (a firing, in output order) in the operator's output schema, in
-        batches of at most ``OUTPUT_BATCH_ROWS``; ``evict()`` deletes what fired, once they are read."""
+        batches of at most ``OUTPUT_BATCH_ROWS``; ``evict()`` deletes what fired, once they are read.
+        ``views`` are Arrow tables ``sql`` reads by name, registered on the cursor while it runs."""
         self.end()  # before the cursor runs another query
         if self._cursor is None:
             self._cursor = con.cursor()
-        return self.start_stream(stream_arrow(self._cursor, sql, self.ctx.operator_id), evict)
+        cursor = self._cursor
+        for name, table in (views or {}).items():
+            cursor.register(name, table)
+
+        def unregister_and_evict() -> None:
+            for name in views or ():
+                cursor.unregister(name)
+            evict()
+
+        try:
+            stream = stream_arrow(cursor, sql, self.ctx.operator_id)
+        except BaseException:
+            for name in views or ():
+                cursor.unregister(name)
+            raise
+        return self.start_stream(stream, unregister_and_evict)
 
     def start_stream(self, stream: ArrowStream, evict: Callable[[], None]) -> Iterable[pa.RecordBatch]:
         """``start`` for a firing already running as ``stream`` (on a connection of the caller's)."""
@@ -112,7 +128,8 @@ class StreamsFirings:
             self._firing = None
         super().close()
 
-    def stream_firing(self, sql: str, evict: Callable[[], None]) -> Iterable[pa.RecordBatch]:
+    def stream_firing(self, sql: str, evict: Callable[[], None],
+                      views: dict[str, pa.Table] | None = None) -> Iterable[pa.RecordBatch]:
         if self._firing is None:
             self._firing = FiringStream(self.ctx)
-        return self._firing.start(self.con, sql, evict)
+        return self._firing.start(self.con, sql, evict, views)

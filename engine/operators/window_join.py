@@ -4,6 +4,7 @@ Config (``WindowJoinConfig``)::
 
     join_type:  "inner" | "left" | "right" | "full" | "semi" | "anti"
     null_aware: False   # anti only: NOT IN semantics (a NULL key matches anything)
+    condition:  None    # inner only: SQL over the output columns a joined row must satisfy
     left:       WindowJoinSide(columns=(name, ...), keys=(column, ...),
                                window_start=column, window_end=column)
     right:      WindowJoinSide(...the same for the right input)
@@ -19,12 +20,21 @@ the same key groups.
 Per batch: rows with a NULL ``window_end`` and late rows (their window already
 fired: ``window_end - 1 ms <= watermark``) are counted (``late_rows_dropped``
 and per side ``late_rows_dropped_left``/``_right``) and dropped; the rest are
-appended to ``left_rows`` or ``right_rows`` with their key group and
-``window_end`` in µs. Per watermark (the minimum of both inputs'): the rows of
-every window with ``window_end - 1 ms <= watermark`` are joined by one DuckDB
-statement with the join type's semantics and emitted — the left columns, then
-the right ones (NULLs for a missing outer side); SEMI and ANTI emit each left
-row once, left columns only — and the window's rows are deleted.
+held in Arrow as they came, with their ``window_end`` in µs
+(``engine.operators.held_rows``: no DuckDB statement per batch). Past
+``HELD_BYTES`` held, the held rows move into the state tables ``left_rows``
+and ``right_rows`` with their key group (DuckDB spills them); a restored
+snapshot is there too. Per watermark (the minimum of both inputs'): the rows of
+every window with ``window_end - 1 ms <= watermark`` — held ones registered as a
+view, and those of the tables — are joined by one DuckDB statement with the
+join type's semantics and emitted — the left columns, then the right ones
+(NULLs for a missing outer side); SEMI and ANTI emit each left row once, left
+columns only — and the window's rows are dropped (an emptied table with them).
+An inner join's ``condition`` (Flink's non-equi join condition, e.g. Nexmark q5's
+``num >= maxn``) filters the joined rows in the same statement, so that only
+those leave DuckDB.
+A snapshot holds each side's rows, held and in its table, as one table by key
+group (the format does not depend on where the rows were).
 
 The result equals DuckDB's batch join over the rows that were not late::
 
@@ -45,8 +55,13 @@ from weir.engine.operators.late_rows import LateRows, LateRowsConfig
 from weir.engine.operators.base import OperatorContext, StateOperator, explain_lines
 from weir.engine.operators.clock import EventTimeClock
 from weir.engine.operators.firings import StreamsFirings
-from weir.engine.operators.duckdb_sql import create_table_from_arrow, int_literal, snapshot_table
+from weir.engine.operators.held_rows import HeldRows
+from weir.engine.operators.arrow_join import equi_join
+from weir.engine.operators.batches import conform
+from weir.engine.operators import duckdb_sql
+from weir.engine.operators.duckdb_sql import create_table_from_arrow, int_literal, quote_ident, snapshot_table
 from weir.engine.operators.windows import WINDOW_TIME_LAG_US
+from weir.engine.pandas_import import scalar
 from weir.engine.state.key_groups import key_groups
 from weir.engine.watermarks import USE, row_watermarks, without_arrival
 from weir.engine.state.keyed_tables import merge_snapshots, owned_tables
@@ -56,8 +71,18 @@ SIDES = ("left", "right")
 #: The state table of each input: its rows by key group and window, until the window fires.
 STATE_TABLES = ("left_rows", "right_rows")
 WINDOW_END = "__window_end"
-INPUT_VIEW = "join_input"
+#: The view of a side's held rows being moved into its table or snapshotted; ``<table>_fired``:
+#: a side's held rows of the windows firing.
+HELD_VIEW = "join_held"
+#: Past this many bytes of rows held in Arrow (both sides), they move into the state tables,
+#: where DuckDB keeps them within its memory share and spills.
+HELD_BYTES = 64 << 20
 SNAPSHOT_VERSION = 1
+#: A firing is joined in Arrow (``arrow_join``) where it cannot make more rows than this many
+#: output batches (``duckdb_sql.OUTPUT_BATCH_ROWS``): as many as a streamed firing holds at most.
+ARROW_JOIN_BATCHES = 2
+#: The firing's order column, where a condition filters the joined rows.
+ORDER = "__weir_order"
 MAX_BIGINT = 2**63 - 1
 
 
@@ -80,6 +105,9 @@ class WindowJoinConfig(OperatorConfig):
     #: ANTI only: NOT IN semantics (a NULL key matches anything).
     null_aware: bool = False
     late_rows: LateRowsConfig | None = optional()
+    #: INNER only: SQL over the output columns (named as in the output schema) that a joined row
+    #: must satisfy, or None.
+    condition: str | None = optional()
 
 
 class _Side:
@@ -130,12 +158,20 @@ class WindowJoin(StreamsFirings, StateOperator):
             raise EngineError(f"unknown window join type {config.join_type!r}",
                               hint=f"one of: {', '.join(JOIN_TYPES)}", operator_id=oid)
         self.null_aware = bool(config.null_aware) and self.join_type == "anti"
+        self.condition = config.condition
+        if self.condition and self.join_type != "inner":
+            raise EngineError(f"a {self.join_type} window join cannot filter its joined rows by a condition",
+                              hint="only an inner join's condition can; filter after the join",
+                              operator_id=oid)
         self.sides = [_Side(name, getattr(config, name), oid) for name in SIDES]
         if len(self.sides[0].keys) != len(self.sides[1].keys):
             raise EngineError("window_join needs as many keys on the left as on the right",
                               operator_id=oid)
         self.clock = EventTimeClock()
-        #: Tables created so far; the earliest window_end held (None: no state).
+        #: Each side's rows held in Arrow (``held_rows``), until they fire or grow past ``HELD_BYTES``.
+        self._held = [HeldRows(), HeldRows()]
+        #: The state tables that exist (holding rows moved out of Arrow or restored); the earliest
+        #: window_end held anywhere (None: no state).
         self._created: set[str] = set()
         self._earliest_end: int | None = None
 
@@ -165,33 +201,48 @@ class WindowJoin(StreamsFirings, StateOperator):
         if nulls:
             self.ctx.count("null_time_rows_dropped", nulls)
         if watermarks is not None:
-            late = pc.fill_null(pc.less_equal(pc.subtract(ends, WINDOW_TIME_LAG_US), watermarks), False)
+            met = scalar(watermarks) if isinstance(watermarks, int) else watermarks  # typed: no pandas import
+            late = pc.fill_null(pc.less_equal(pc.subtract(ends, scalar(WINDOW_TIME_LAG_US)), met), scalar(False))
             late_count = self.late_rows.drop(batch, late, watermarks, input_index)
             if late_count:
                 self.ctx.count(f"late_rows_dropped_{side.name}", late_count)
                 keep = pc.and_(keep, pc.invert(late))
-        groups = key_groups(batch, side.keys, self.ctx.max_parallelism).cast(pa.int64())
         rows = pa.RecordBatch.from_arrays(
-            [groups, ends, *batch.columns],
-            names=["key_group", WINDOW_END, *(f"c{i}" for i in range(batch.num_columns))],
-        )
+            [ends, *batch.columns], names=[WINDOW_END, *(f"c{i}" for i in range(batch.num_columns))])
         if not pc.all(keep).as_py():
             rows = rows.filter(keep)
         if rows.num_rows == 0:
             return []
-        earliest = pc.min(rows.column(1)).as_py()
+        held = self._held[input_index]
+        held.add(rows)
+        earliest = held.earliest_end()
         if self._earliest_end is None or earliest < self._earliest_end:
             self._earliest_end = earliest
-        self.con.register(INPUT_VIEW, rows)
+        if sum(h.nbytes for h in self._held) > HELD_BYTES:
+            for s in self.sides:
+                self._move_to_table(s)
+        return []
+
+    def _with_key_groups(self, side: _Side, batches: list[pa.RecordBatch]) -> pa.Table:
+        """Held rows as the state table keeps them: their key group first."""
+        table = pa.Table.from_batches(batches, self._held[self.sides.index(side)].schema)
+        groups = key_groups(table, [side.column(k) for k in side.keys], self.ctx.max_parallelism)
+        return table.add_column(0, "key_group", groups.cast(pa.int64()))
+
+    def _move_to_table(self, side: _Side) -> None:
+        """The side's held rows into its state table (one statement), where DuckDB spills them."""
+        held = self._held[self.sides.index(side)]
+        if not held:
+            return
+        self.con.register(HELD_VIEW, self._with_key_groups(side, held.take()))
         try:
             if side.table in self._created:
-                self._run(f"INSERT INTO {side.table} SELECT * FROM {INPUT_VIEW}")
+                self._run(f"INSERT INTO {side.table} SELECT * FROM {HELD_VIEW}")
             else:
-                self._run(f"CREATE TABLE {side.table} AS SELECT * FROM {INPUT_VIEW}")
+                self._run(f"CREATE TABLE {side.table} AS SELECT * FROM {HELD_VIEW}")
                 self._created.add(side.table)
         finally:
-            self.con.unregister(INPUT_VIEW)
-        return []
+            self.con.unregister(HELD_VIEW)
 
     def _window_ends(self, batch: pa.RecordBatch, side: _Side) -> pa.Array:
         """The batch's window_end column in µs since the epoch (int64)."""
@@ -219,22 +270,67 @@ class WindowJoin(StreamsFirings, StateOperator):
         upto = min(watermark + WINDOW_TIME_LAG_US, MAX_BIGINT)
         if self._earliest_end is None or self._earliest_end > upto:
             return []
-        return self.stream_firing(self._join_sql(upto), lambda: self._evict(upto))
+        views, rests = {}, []
+        for side, held in zip(self.sides, self._held):
+            fired, rest = held.split(upto)
+            rests.append(rest)
+            if fired:
+                views[f"{side.table}_fired"] = pa.Table.from_batches(fired, held.schema)
+        joined = self._join_in_arrow(views)
+        if joined is not None:
+            self._evict(upto, rests)
+            self.ctx.count("rows_out", joined.num_rows)
+            n = duckdb_sql.OUTPUT_BATCH_ROWS  # as a streamed firing's batches
+            return [b.slice(at, n) for b in conform(joined, self.ctx.output_schema, self.ctx.operator_id)
+                    for at in range(0, b.num_rows, n)]
+        return self.stream_firing(self._join_sql(upto, views), lambda: self._evict(upto, rests), views)
 
-    def _evict(self, upto: int) -> None:
-        """Delete the rows of the windows that fired (``window_end <= upto``), once joined and emitted."""
-        for name in self._created:
+    def _join_in_arrow(self, views: dict[str, pa.Table]) -> pa.Table | None:
+        """The firing joined in Arrow (``arrow_join``), ordered by window_end, where every fired
+        row is held and the join is a plain one; None for the SQL join."""
+        if self.condition or self.null_aware or self._created:
+            return None
+        tables, keys = [], []
+        for side, held, prefix in zip(self.sides, self._held, "lr"):
+            if held.schema is None:
+                return None
+            table = views.get(f"{side.table}_fired") or held.schema.empty_table()
+            tables.append(table.rename_columns([f"{prefix}_end", *(f"{prefix}{i}" for i in range(len(side.columns)))]))
+            keys.append([f"{prefix}_end", *(f"{prefix}{side.columns.index(c)}" for c in (side.window_start, *side.keys))])
+        joined = equi_join(tables[0], tables[1], keys[0], keys[1], self.join_type,
+                           ARROW_JOIN_BATCHES * duckdb_sql.OUTPUT_BATCH_ROWS)
+        if joined is None:
+            return None
+        ends = joined.column("l_end") if self.join_type in ("semi", "anti") else \
+            pc.coalesce(joined.column("l_end"), joined.column("r_end"))
+        if joined.num_rows > 1:
+            joined = joined.take(pc.sort_indices(ends))
+        return joined.drop_columns([n for n in ("l_end", "r_end") if n in joined.schema.names])
+
+    def _evict(self, upto: int, rests: list) -> None:
+        """Drop the rows of the windows that fired (``window_end <= upto``), once joined and
+        emitted: the held ones (``rests`` is what stays held) and those of the tables."""
+        for held, rest in zip(self._held, rests):
+            held.keep(rest)
+        for name in sorted(self._created):
             self._run(f"DELETE FROM {name} WHERE {WINDOW_END} <= {int_literal(upto)}")
         self._earliest_end = self._state_earliest_end()
 
-    def _fired_rows(self, side: _Side, upto: int) -> str:
-        """The side's rows of fired windows; a side that never saw a row has none."""
+    def _fired_rows(self, side: _Side, upto: int, views: dict[str, pa.Table]) -> str:
+        """The side's rows of fired windows (window_end, then its columns): of its table, and
+        held (the view ``<table>_fired``); a side that has neither has none."""
+        columns = ", ".join([WINDOW_END, *(f"c{i}" for i in range(len(side.columns)))])
+        parts = []
         if side.table in self._created:
-            return f"SELECT * FROM {side.table} WHERE {WINDOW_END} <= {int_literal(upto)}"
+            parts.append(f"SELECT {columns} FROM {side.table} WHERE {WINDOW_END} <= {int_literal(upto)}")
+        if f"{side.table}_fired" in views:
+            parts.append(f"SELECT {columns} FROM {side.table}_fired")
+        if parts:
+            return " UNION ALL ".join(parts)
         nulls = "".join(f", NULL AS c{i}" for i in range(len(side.columns)))
-        return f"SELECT NULL::BIGINT AS key_group, NULL::BIGINT AS {WINDOW_END}{nulls} WHERE false"
+        return f"SELECT NULL::BIGINT AS {WINDOW_END}{nulls} WHERE false"
 
-    def _condition(self) -> str:
+    def _equalities(self) -> str:
         """``l`` and ``r`` are in the same window and their keys are equal."""
         left, right = self.sides
         parts = [f"l.{WINDOW_END} = r.{WINDOW_END}",
@@ -245,23 +341,36 @@ class WindowJoin(StreamsFirings, StateOperator):
                          if self.null_aware else f"{lc} = {rc}")
         return " AND ".join(parts)
 
-    def _join_sql(self, upto: int) -> str:
+    def _join_sql(self, upto: int, views: dict[str, pa.Table]) -> str:
         left, right = self.sides
-        ctes = f"WITH l AS ({self._fired_rows(left, upto)}), r AS ({self._fired_rows(right, upto)}) "
+        ctes = f"WITH l AS ({self._fired_rows(left, upto, views)}), r AS ({self._fired_rows(right, upto, views)}) "
         left_columns = [f"l.c{i}" for i in range(len(left.columns))]
         if self.join_type in ("semi", "anti"):
             exists = "EXISTS" if self.join_type == "semi" else "NOT EXISTS"
             return (f"{ctes}SELECT {', '.join(left_columns)} FROM l "
-                    f"WHERE {exists} (SELECT 1 FROM r WHERE {self._condition()}) ORDER BY l.{WINDOW_END}")
+                    f"WHERE {exists} (SELECT 1 FROM r WHERE {self._equalities()}) ORDER BY l.{WINDOW_END}")
         right_columns = [f"r.c{i}" for i in range(len(right.columns))]
+        order = f"coalesce(l.{WINDOW_END}, r.{WINDOW_END})"
+        if self.condition:  # over the output's names, which the columns take first
+            names = self.ctx.output_schema.names
+            columns = [f"{c} AS {quote_ident(n)}" for c, n in zip(left_columns + right_columns, names)]
+            return (f"{ctes}SELECT * EXCLUDE ({ORDER}) FROM (SELECT {', '.join(columns)}, {order} AS {ORDER} "
+                    f"FROM l JOIN r ON {self._equalities()}) AS joined WHERE {self.condition} ORDER BY {ORDER}")
         return (
             f"{ctes}SELECT {', '.join(left_columns + right_columns)} "
-            f"FROM l {self.join_type.upper()} JOIN r ON {self._condition()} "
-            f"ORDER BY coalesce(l.{WINDOW_END}, r.{WINDOW_END})"
+            f"FROM l {self.join_type.upper()} JOIN r ON {self._equalities()} "
+            f"ORDER BY {order}"
         )
 
     def _state_earliest_end(self) -> int | None:
-        ends = [self._run(f"SELECT min({WINDOW_END}) FROM {name}")[0][0] for name in self._created]
+        """The earliest window_end held or in a table; a table left empty is dropped."""
+        ends = [held.earliest_end() for held in self._held]
+        for name in sorted(self._created):
+            end, = self._run(f"SELECT min({WINDOW_END}) FROM {name}")[0]
+            if end is None:
+                self._run(f"DROP TABLE {name}")
+                self._created.discard(name)
+            ends.append(end)
         ends = [e for e in ends if e is not None]
         return min(ends) if ends else None
 
@@ -270,16 +379,27 @@ class WindowJoin(StreamsFirings, StateOperator):
         """``{"version", "watermark", "max_parallelism", "tables": {name: pa.Table}}``;
         every table has a ``key_group`` column and is ordered by it."""
         self.open()
-        tables = {
-            name: snapshot_table(self.con, f"SELECT * FROM {name} ORDER BY key_group", self.ctx, name)
-            for name in STATE_TABLES if name in self._created
-        }
+        tables = {side.table: self._snapshot_side(side) for side, held in zip(self.sides, self._held)
+                  if side.table in self._created or held.schema is not None}
         return {
             "version": SNAPSHOT_VERSION,
             "watermark": self.clock.watermark,
             "max_parallelism": self.ctx.max_parallelism,
             "tables": tables,
         }
+
+    def _snapshot_side(self, side: _Side) -> Any:
+        """The side's rows, held and in its table, as its state table, ordered by key group."""
+        held = self._held[self.sides.index(side)]
+        if side.table in self._created and not held:
+            return snapshot_table(self.con, f"SELECT * FROM {side.table} ORDER BY key_group", self.ctx, side.table)
+        rows = f"SELECT * FROM {side.table} UNION ALL " if side.table in self._created else ""
+        self.con.register(HELD_VIEW, self._with_key_groups(side, held.batches()))
+        try:
+            return snapshot_table(self.con, f"{rows}SELECT * FROM {HELD_VIEW} ORDER BY key_group",
+                                  self.ctx, side.table)
+        finally:
+            self.con.unregister(HELD_VIEW)
 
     @staticmethod
     def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
@@ -293,9 +413,10 @@ class WindowJoin(StreamsFirings, StateOperator):
         tables = owned_tables(state, version=SNAPSHOT_VERSION, max_parallelism=self.ctx.max_parallelism,
                               key_groups=self.ctx.owned_key_groups(), what="window join",
                               operator_id=oid, known=set(STATE_TABLES))
-        for name in self._created:
+        for name in sorted(self._created):
             self._run(f"DROP TABLE {name}")
         self._created.clear()
+        self._held = [HeldRows(), HeldRows()]
         for name, table in tables.items():
             create_table_from_arrow(self.con, name, table, oid)
             self._created.add(name)

@@ -17,7 +17,10 @@ only sees rows that already carry their window's bounds.
 Plan: ``planner/joins/__init__.py`` plans both inputs and finds the key equalities
 (``planner/joins/conditions.py``); a join is a window join when an equality names a
 window bound of an input (``is_window_join``); a ``window_join`` node joins both; the
-outer projection and WHERE become a ``calc`` over its output.
+outer projection and WHERE become a ``calc`` over its output. An inner join's other ON
+terms and WHERE terms that are plain comparisons of columns and constants (Nexmark q5's
+``num >= maxn``) filter in the join itself, as Flink's join condition does, so that the
+rows they reject never leave it (``pushed_condition``).
 """
 from __future__ import annotations
 
@@ -25,8 +28,10 @@ from sqlglot import exp
 
 from weir.engine.graph import Edge
 from weir.engine.operators.window_join import WindowJoinConfig, WindowJoinSide
+from weir.engine.sql_eval import INPUT
 from weir.planner.changelog import require_append_only
 from weir.planner.errors import PlanError
+from weir.planner.expressions import bind, contains_aggregate, to_duckdb
 from weir.planner.graph_builder import Stream
 from weir.planner.joins.conditions import JoinPlanner
 from weir.planner.joins.scope import (DESCRIBED_TYPES, JoinScope, Pair, Relation, left_bounds, output_names,
@@ -34,6 +39,10 @@ from weir.planner.joins.scope import (DESCRIBED_TYPES, JoinScope, Pair, Relation
 from weir.planner.windows import same_window
 
 BOUNDS = ("window_start", "window_end")
+#: What a term the join filters by may be made of: columns, constants, comparisons, arithmetic
+#: that cannot fail and logic — never a function (a Python UDF's bad rows are the calc's).
+PUSHABLE_NODES = (exp.Column, exp.Identifier, exp.Literal, exp.Boolean, exp.Null, exp.Paren, exp.Not, exp.And,
+                  exp.Or, exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Is, exp.Add, exp.Sub, exp.Neg)
 REGULAR_JOIN_HINT = ("a window join equates both L.window_start = R.window_start and "
                      "L.window_end = R.window_end, a regular join neither; for an interval join, bound one "
                      "input's time attribute by the other's: R.ts BETWEEN L.ts - INTERVAL '1' HOUR AND "
@@ -100,8 +109,11 @@ def plan_window_join(planner: JoinPlanner, join_type: str, left: Relation, right
         if select.args.get(unsupported):
             raise qp.fail(f"{what} over a window join is not supported yet", select.args[unsupported],
                           "join in a subquery and aggregate in the query around it")
+    pushed: list[exp.Expression] = []
     if join_type == "inner":  # the other ON terms filter the joined rows, as in Flink
         remaining = [*(term for term, _ in planner.residual), *remaining]
+        pushed = [term for term in remaining if _pushable(term)]
+        remaining = [term for term in remaining if not _pushable(term)]
     else:
         planner.problems.extend(problem for _, problem in planner.residual if problem is not None)
     if planner.problems:
@@ -116,9 +128,11 @@ def plan_window_join(planner: JoinPlanner, join_type: str, left: Relation, right
     right.output_names = output_names(left.stream.schema.names, right.stream.schema.names)
     scope = JoinScope([left] if join_type in ("semi", "anti") else [left, right], qp.fallback)
     window = left.stream.window_bound(bounds["window_start"][0])[1].describe()
+    condition = pushed_condition(planner, pushed, scope)
     config = WindowJoinConfig(
         join_type=join_type,
         null_aware=null_aware,
+        condition=condition,
         left=WindowJoinSide(columns=left.stream.schema.names, keys=left_keys,
                             window_start=bounds["window_start"][0], window_end=bounds["window_end"][0]),
         right=WindowJoinSide(columns=right.stream.schema.names, keys=right_keys,
@@ -126,7 +140,8 @@ def plan_window_join(planner: JoinPlanner, join_type: str, left: Relation, right
     )
     description = (
         f"WindowJoin(joinType=[{DESCRIBED_TYPES[join_type]}{', null-aware' if null_aware else ''}], "
-        f"window=[{window}], leftKeys=[{', '.join(left_keys)}], rightKeys=[{', '.join(right_keys)}])"
+        f"window=[{window}], leftKeys=[{', '.join(left_keys)}], rightKeys=[{', '.join(right_keys)}]"
+        f"{f', where=[{condition}]' if condition else ''})"
     )
     edges = [Edge(r.stream.node_id, "hash", tuple(k)) if k else Edge(r.stream.node_id)
              for r, k in ((left, left_keys), (right, right_keys))]
@@ -134,3 +149,20 @@ def plan_window_join(planner: JoinPlanner, join_type: str, left: Relation, right
     joined = Stream(node.id, scope.schema, frozenset(), f"{left.alias} JOIN {right.alias}",
                     window_columns=left_bounds(left))
     return project_joined(qp, select, joined, scope, remaining, planner.pipeline)
+
+
+def _pushable(term: exp.Expression) -> bool:
+    return not contains_aggregate(term) and all(isinstance(node, PUSHABLE_NODES) for node in term.walk())
+
+
+def pushed_condition(planner: JoinPlanner, terms: list[exp.Expression], scope: JoinScope) -> str | None:
+    """The terms an inner window join filters its joined rows by, as DuckDB SQL over its output
+    columns (``WindowJoinConfig.condition``); None without any."""
+    if not terms:
+        return None
+    problems: list = []
+    condition = " AND ".join(to_duckdb(bind(term, scope, problems), scope.schema) for term in terms)
+    if problems:
+        raise PlanError(problems)
+    planner.qp.describe(f"SELECT 1 FROM {INPUT} WHERE {condition}", scope.schema, planner.select)
+    return condition

@@ -158,10 +158,29 @@ def test_different_windows_are_refused():
 
 
 def test_an_inner_window_joins_other_conditions_filter_the_joined_rows():
-    """As in Flink (Nexmark q5: ``AuctionBids.num >= MaxBids.maxn`` in ON)."""
+    """As in Flink (Nexmark q5: ``AuctionBids.num >= MaxBids.maxn`` in ON), in the join itself:
+    the rows they reject never leave it."""
     graph = plan(f"SELECT L.id FROM {LW} L JOIN {RW} R ON {ON} AND L.num < R.num AND L.id = 'x'")
-    (calc,) = graph.consumers(join_node(graph).id)
-    assert calc[0].config.filter == "\"num\" < \"num0\" AND \"id\" = 'x'"
+    join = join_node(graph)
+    assert join.config.condition == "\"num\" < \"num0\" AND \"id\" = 'x'"
+    assert join.description.endswith(f"where=[{join.config.condition}])")
+    (calc,) = graph.consumers(join.id)
+    assert calc[0].config.filter is None
+
+
+def test_where_terms_with_functions_and_after_an_outer_join_filter_after_it():
+    """A function (maybe a Python UDF, whose bad rows the calc keeps) filters in the calc after
+    the join, and so does every WHERE term over an outer join (its NULL rows are filtered too)."""
+    graph = plan(f"SELECT L.id FROM {LW} L JOIN {RW} R ON {ON} WHERE upper(L.id) = 'X' AND L.num > 1")
+    join = join_node(graph)
+    assert join.config.condition == "\"num\" > 1"
+    (calc,) = graph.consumers(join.id)
+    assert calc[0].config.filter.startswith("UPPER(") and "num" not in calc[0].config.filter
+    graph = plan(f"SELECT L.id FROM {LW} L LEFT JOIN {RW} R ON {ON} WHERE R.num > 1")
+    join = join_node(graph)
+    assert join.config.condition is None
+    (calc,) = graph.consumers(join.id)
+    assert calc[0].config.filter == "\"num0\" > 1"
 
 
 def test_outer_window_join_non_equi_conditions_and_mixed_bounds_are_reported_together():
