@@ -14,12 +14,17 @@ exact and bounded, and answers None for the caller's SQL otherwise:
 
 Single-threaded: the row order depends on the inputs' alone. The plan is built with
 ``pyarrow._acero`` itself: ``Table.join`` goes through ``pyarrow.acero``, whose import of
-``pyarrow.dataset`` imports pandas (0.8 s on a loaded machine, once per process).
+``pyarrow.dataset`` imports pandas (0.8 s on a loaded machine, once per process). It is a
+private module: a pyarrow without it leaves every join to the caller's SQL.
 """
 from __future__ import annotations
 
 import pyarrow as pa
-from pyarrow._acero import Declaration, HashJoinNodeOptions, TableSourceNodeOptions
+
+try:
+    from pyarrow._acero import Declaration, HashJoinNodeOptions, TableSourceNodeOptions
+except ImportError:  # pragma: no cover - pyarrow moved its private module: DuckDB joins
+    Declaration = None
 
 #: Acero's name for each SQL join type.
 ACERO_JOIN_TYPES = {"inner": "inner", "left": "left outer", "right": "right outer", "full": "full outer",
@@ -36,7 +41,7 @@ def equi_join(left: pa.Table, right: pa.Table, left_keys: list[str], right_keys:
     """``left <join_type> JOIN right ON left_keys = right_keys``: the left columns, then the
     right ones (NULLs for a missing outer side; SEMI and ANTI: the left columns only). Column
     names must differ between the sides. None where Arrow cannot give exactly that."""
-    if left.num_rows * right.num_rows > max_pairs:
+    if Declaration is None or left.num_rows * right.num_rows > max_pairs:
         return None
     for lk, rk in zip(left_keys, right_keys):
         t = left.schema.field(lk).type
