@@ -21,7 +21,9 @@ other side it matches, its arrival time, then the input's columns as
 Per batch of one side (the delta), with one SQL statement each:
 
 1. the delta is joined with the other side's rows on the keys and the
-   residual condition: the pairs, each signed by its delta row;
+   residual condition: the pairs, each signed by its delta row (of an INNER
+   join, which needs nothing else of them, as row numbers alone: the rows'
+   columns are gathered in Arrow, each matched row of the other side read once);
 2. a delta row of a preserved side (LEFT's left, FULL's both) with no match
    is padded with NULLs (SEMI: emitted when it matches, ANTI: when it does
    not); rows of the other side whose match count goes from 0 to more, or
@@ -68,6 +70,8 @@ JOIN_TYPES = ("inner", "left", "right", "full", "semi", "anti")
 SIDES = ("left", "right")
 STATE_TABLES = ("left_rows", "right_rows")
 DELTA = "join_delta"
+#: An INNER join's pairs as row numbers (``StreamJoin._pairs_output``).
+PAIR_IDS = "join_pair_ids"
 SNAPSHOT_VERSION = 1
 #: The bookkeeping columns of a state table, before the input's columns.
 META = ("key_group", "_rid", "_matches", "_t")
@@ -224,7 +228,7 @@ class StreamJoin(StateOperator):
                 self._pairs(side, other)
                 out = query_arrow(self.con, self._output_sql(side, other), self.ctx.operator_id)
             else:  # the pairs are the whole output: no table of them
-                out = query_arrow(self.con, self._pairs_output_sql(side, other), self.ctx.operator_id)
+                out = self._pairs_output(side, other, delta)
             self._update_state(side, other, delta, now)
         finally:
             self.con.unregister(DELTA)
@@ -257,12 +261,30 @@ class StreamJoin(StateOperator):
         return (self.left_only or self.preserved(side) or self.preserved(other)
                 or self._bad_pairs is not None)
 
-    def _pairs_output_sql(self, side: _Side, other: _Side) -> str:
+    def _pairs_output(self, side: _Side, other: _Side, delta: pa.RecordBatch) -> pa.Table:
         """An INNER join's changes: its pairs, in the order of the delta's rows (``_output_sql``
-        without NULL-padded rows)."""
-        left, right = self.sides
-        return (f"SELECT {self._output(left.named(), right.named())}, ({KIND})::TINYINT AS {ROW_KIND} "
-                f"FROM ({self._pairs_sql(side, other)}) ORDER BY _ord, _orid")
+        without NULL-padded rows).
+
+        DuckDB finds the pairs as row numbers alone (the delta's ``_ord``, the other side's
+        ``_rid``), then reads each matched row of the other side once; the rows' columns are
+        gathered in Arrow. Neither the join nor its sort carries the rows' strings."""
+        pairs = query_arrow(self.con, f"SELECT _ord, _orid FROM ({self._pairs_sql(side, other)})",
+                            self.ctx.operator_id)
+        pairs = pairs.take(pc.sort_indices(pairs, [("_ord", "ascending"), ("_orid", "ascending")]))
+        ords, orids = pairs.column("_ord"), pairs.column("_orid")
+        self.con.register(PAIR_IDS, pairs)
+        try:
+            matched = query_arrow(self.con, f"SELECT o._rid, {', '.join(other.as_named('o'))} FROM {other.table} o "
+                                            f"WHERE o._rid IN (SELECT _orid FROM {PAIR_IDS})", self.ctx.operator_id)
+        finally:
+            self.con.unregister(PAIR_IDS)
+        at = pc.index_in(orids, value_set=matched.column(0).combine_chunks())
+        gathered = {other.index: [matched.column(i + 1).take(at) for i in range(len(other.names))],
+                    side.index: [delta.column(3 + i).take(ords) for i in range(len(side.names))]}
+        kinds = pc.if_else(pc.greater(delta.column(1).take(ords), 0), pa.scalar(INSERT, pa.int8()),
+                           pa.scalar(DELETE, pa.int8()))
+        left, right = self.sides  # an INNER join: both sides' columns
+        return pa.Table.from_arrays([*gathered[0], *gathered[1], kinds], names=[*left.names, *right.names, ROW_KIND])
 
     def _pairs(self, side: _Side, other: _Side) -> None:
         """The temp table ``pairs`` (``_pairs_sql``); with bad rows kept, a pair a UDF raised on is none."""

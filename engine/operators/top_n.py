@@ -19,11 +19,12 @@ row id, the input's columns). The row id ``_rid`` is the row's arrival
 sequence at this operator, a counter kept in state. Each batch is the
 operator's mini-batch: the partitions it touches are ranked before and after
 it is applied, and the difference of the two results is emitted — rows that left first (-D), then
-rows that entered (+I). A row whose rank changed leaves with its old rank and
+rows that entered (+I), each in arrival order. A row whose rank changed leaves with its old rank and
 enters with the new one, so a sink keyed by (partition keys, rank) applies
 the changes by upsert. With append-only input a row ranked below N can never
 rise again, so it is deleted at once: a partition holds at most N rows (and
-their ties); a batch's rows outside the top N among the batch alone are not stored at all.
+their ties); a batch's rows outside the top N among the batch alone are dropped before anything
+else (found on the sort keys alone, dropped in Arrow), so never stored nor ranked again.
 
 Ties (rows equal on ``order_by``) are broken by arrival, as in Flink: the
 earlier-arriving row ranks first, except for keep-last deduplication (``ties``
@@ -146,13 +147,14 @@ class TopN(StateOperator):
                 f"FROM {rows}")
 
     def _result(self, ranked: str | None = None) -> str:
-        """The touched partitions' part of the result: ranks in range, filtered, projected."""
+        """The touched partitions' part of the result: ranks in range, filtered, projected, after
+        each row's ``_rid`` and ``_rank``."""
         rank = quote_ident(self.rank_column)
         where = f"{rank} BETWEEN {int_literal(self.low)} AND {int_literal(self.high)}"
         if self.filter:
             where += f" AND ({self.filter})"
         select = ", ".join(f"{sql} AS {quote_ident(name)}" for name, sql in self.projection)
-        return f"SELECT {select} FROM {ranked or '(' + self._ranked() + ')'} WHERE {where}"
+        return f"SELECT _rid, {rank} AS _rank, {select} FROM {ranked or '(' + self._ranked() + ')'} WHERE {where}"
 
     # -- batches ------------------------------------------------------------------
     def process_batch(self, batch: pa.RecordBatch, input_index: int = 0) -> list[pa.RecordBatch]:
@@ -183,6 +185,8 @@ class TopN(StateOperator):
             if not self._created:
                 self._run(f"CREATE TABLE {TABLE} AS SELECT * EXCLUDE (_sign) FROM {DELTA} LIMIT 0")
                 self._created = True
+            if self.append_only_input:
+                delta = self._batch_top(delta)
             self._expire(now)
             if self.keys:
                 self._run(f"CREATE OR REPLACE TEMP TABLE touched AS SELECT DISTINCT {self._quoted(self.keys)} FROM {DELTA}")
@@ -193,25 +197,71 @@ class TopN(StateOperator):
                 self._run(f"DELETE FROM {TABLE} WHERE _rid IN (SELECT _rid FROM top_ranked "
                           f"WHERE {quote_ident(self.rank_column)} > {int_literal(self.high)})")
             self._run(f"CREATE OR REPLACE TEMP TABLE top_after AS {self._result('top_ranked')}")
-            out = query_arrow(self.con, (
-                f"SELECT *, {DELETE}::TINYINT AS {ROW_KIND} FROM (SELECT * FROM top_before EXCEPT ALL "
-                f"SELECT * FROM top_after) UNION ALL SELECT *, {INSERT}::TINYINT FROM (SELECT * FROM top_after "
-                f"EXCEPT ALL SELECT * FROM top_before)"), self.ctx.operator_id)
+            out = query_arrow(self.con, self._changes_sql(), self.ctx.operator_id)
         finally:
             self.con.unregister(DELTA)
         self.ctx.count("rows_out", out.num_rows)
         return conform(out, self.ctx.output_schema, self.ctx.operator_id)
 
+    def _batch_top(self, delta: pa.RecordBatch) -> pa.RecordBatch:
+        """The delta's rows in the top N of their partition among the batch's own rows, registered
+        as the delta instead of the whole batch. With append-only input a row outside them is
+        outside the top N among all rows (they are more, and rank it no better): it is never kept,
+        so never stored or ranked. Ranked on the row ids and sort keys alone (the scan reads no
+        other column), then taken from the batch in Arrow."""
+        partition = f"PARTITION BY {self._quoted(self.keys)} " if self.keys else ""
+        kept = query_arrow(self.con, f"SELECT _rid FROM {DELTA} QUALIFY {self.function}() OVER "
+                                     f"({partition}ORDER BY {self._order()}) <= {int_literal(self.high)}",
+                           self.ctx.operator_id).column(0)
+        if len(kept) == delta.num_rows:
+            return delta
+        delta = delta.filter(pc.is_in(delta.column(1), value_set=kept.combine_chunks()))  # in arrival order
+        self.con.unregister(DELTA)
+        self.con.register(DELTA, delta)
+        return delta
+
+    def _changes_sql(self) -> str:
+        """The result's changes: rows of ``top_before`` not in ``top_after`` (-D), then rows of
+        ``top_after`` not in ``top_before`` (+I), as multisets of projected rows (EXCEPT ALL),
+        each part in arrival order (``_rid``).
+
+        A row with the same ``_rid`` and rank on both sides projects to the same values: it is
+        dropped from both by row id first, which leaves the few rows that changed. Of those, a
+        retracted and an inserted row that project to equal values still cancel out (a row that
+        only moved to another rank, when the rank is not projected); only rows whose projected
+        values hash alike can, and only they are compared column by column and numbered among
+        equal rows, so that no statement compares or sorts the wide rows of the whole result."""
+        names = [quote_ident(name) for name, _ in self.projection]
+        listed = ", ".join(names)
+        equal = " AND ".join(f"x.{n} IS NOT DISTINCT FROM y.{n}" for n in names) or "true"
+        partition = f"PARTITION BY {listed} " if names else ""
+
+        def changed(side: str, other: str) -> str:
+            return (f"{side}_changed AS MATERIALIZED (SELECT x.*, hash({listed or 0}) AS _h FROM top_{side} x "
+                    f"ANTI JOIN top_{other} y ON x._rid = y._rid AND x._rank = y._rank)")
+
+        def equal_hash(side: str, other: str) -> str:
+            """Changed rows of ``side`` that may equal one of ``other``: the same hash."""
+            return (f"{side}_equal AS MATERIALIZED (SELECT * FROM {side}_changed "
+                    f"WHERE _h IN (SELECT _h FROM {other}_changed))")
+
+        def numbered(side: str) -> str:
+            return f"SELECT *, row_number() OVER ({partition}ORDER BY _rid) AS _n FROM {side}_equal"
+
+        def part(side: str, other: str, kind: int, place: int) -> str:
+            cancelled = (f"SELECT x._rid FROM ({numbered(side)}) x SEMI JOIN ({numbered(other)}) y "
+                         f"ON {equal} AND x._n = y._n")
+            return (f"SELECT {listed}, {kind}::TINYINT AS {ROW_KIND}, {place} AS _place, _rid "
+                    f"FROM {side}_changed WHERE _rid NOT IN ({cancelled})")
+
+        return (f"WITH {changed('before', 'after')}, {changed('after', 'before')}, "
+                f"{equal_hash('before', 'after')}, {equal_hash('after', 'before')} "
+                f"SELECT * EXCLUDE (_place, _rid) FROM ({part('before', 'after', DELETE, 0)} UNION ALL "
+                f"{part('after', 'before', INSERT, 1)}) ORDER BY _place, _rid")
+
     def _apply(self, delta: pa.RecordBatch) -> None:
         columns = self._quoted(["key_group", "_rid", "_t", *self.columns])
         added = f"SELECT {columns} FROM {DELTA} WHERE _sign > 0"
-        if self.append_only_input:
-            # A row outside the top N of its partition among the batch's own rows is outside it among
-            # all of them (they are more, and rank it no better): it is never kept, so never stored.
-            # Ranked on the row ids alone, so that the sort does not carry the rows' other columns.
-            partition = f"PARTITION BY {self._quoted(self.keys)} " if self.keys else ""
-            added += (f" AND _rid IN (SELECT _rid FROM {DELTA} WHERE _sign > 0 QUALIFY {self.function}() "
-                      f"OVER ({partition}ORDER BY {self._order()}) <= {int_literal(self.high)})")
         self._run(f"INSERT INTO {TABLE} {added}")
         if pc.any(pc.less(delta.column(delta.num_columns - 1), pa.scalar(0, pa.int8()))).as_py():  # delete one equal row each
             data = self._quoted(self.columns)

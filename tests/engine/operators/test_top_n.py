@@ -52,6 +52,17 @@ def oracle(rows, function, high, with_rank):
                            f"FROM t) WHERE rn <= {high}").fetchall())
 
 
+def assert_net(batches) -> None:
+    """A batch's changes are net: retractions first, and no row both retracted and inserted (a row
+    that only moved to another rank, when the rank is not projected, is no change)."""
+    kinds = [k for b in batches for k in b.column(ROW_KIND).to_pylist()]
+    assert kinds == sorted(kinds, key=lambda k: k not in (DELETE, UPDATE_BEFORE))
+    rows = [(r.pop(ROW_KIND), tuple(r.values())) for b in batches for r in b.to_pylist()]
+    retracted = Counter(row for kind, row in rows if kind in (DELETE, UPDATE_BEFORE))
+    inserted = Counter(row for kind, row in rows if kind in (INSERT, UPDATE_AFTER))
+    assert not retracted & inserted, f"changes that cancel out: {retracted & inserted}"
+
+
 @st.composite
 def changelogs(draw, retractions: bool):
     live, out = [], []
@@ -79,7 +90,9 @@ def test_top_n_changelog_equals_the_batch_ranking(retractions, function, high, w
         part = changes[start:start + chunk]
         batch = pa.record_batch([pa.array([r[0] for r, _ in part], pa.int64()), pa.array([r[1] for r, _ in part], pa.int64()),
                                  pa.array([k for _, k in part], pa.int8())], names=["k", "v", ROW_KIND])
-        apply(result, op.process_batch(batch))
+        out = op.process_batch(batch)
+        assert_net(out)
+        apply(result, out)
         if step == restore_at:
             snap = op.snapshot()
             op = make(function, high, append_only=not retractions, with_rank=with_rank)
