@@ -84,7 +84,7 @@ def plan_window_rank(qp: QueryPlanning, select: exp.Select, pipeline: str) -> St
     if problems:
         raise _error(problems)
 
-    stream, hidden = _plan_input(qp, inner, item, window, pipeline)
+    stream, hidden, renamed = _plan_input(qp, inner, item, window, pipeline)
     if windowed:
         require_append_only(qp, stream, "a window Top-N or deduplication", inner)
     scope = Scope(pa.schema([f for f in stream.schema if f.name != ROW_KIND]), stream.name, qp.fallback)
@@ -96,7 +96,12 @@ def plan_window_rank(qp: QueryPlanning, select: exp.Select, pipeline: str) -> St
                                      "compute it as a column of the inner query and partition by its name"))
         elif bound.name not in keys:
             keys.append(bound.name)
-    order_by = [_order_sql(o, scope, problems) for o in order.expressions]
+    # an ORDER BY term renamed by _plan_input is bound by its new name, and shown as written
+    ordered = [o if i not in renamed else exp.Ordered(this=exp.column(renamed[i]), desc=o.args.get("desc"),
+                                                      nulls_first=o.args.get("nulls_first"))
+               for i, o in enumerate(order.expressions)]
+    order_by = [_order_sql(o, scope, problems, shown=order.expressions[i].this.sql() if i in renamed else None)
+                for i, o in enumerate(ordered)]
     if scope.has(rank_column):
         problems.append(_problem(qp, f"the rank column `{rank_column}` is also a column of the input", item,
                                  "name the rank differently, e.g. AS rownum"))
@@ -120,7 +125,7 @@ def plan_window_rank(qp: QueryPlanning, select: exp.Select, pipeline: str) -> St
     schema = qp.describe_projection(projection, filter_sql, ranked, select)
     if not windowed:
         return plan_top_n(qp, stream, scope, keys, order_by, function, rank_column, (low, high), filter_sql,
-                          projection, schema, order.expressions, pipeline)
+                          projection, schema, ordered, pipeline)
 
     window_cols = [k for k in keys if k in WINDOW_BOUNDS]
     others = [k for k in keys if k not in WINDOW_BOUNDS]
@@ -134,9 +139,9 @@ def plan_window_rank(qp: QueryPlanning, select: exp.Select, pipeline: str) -> St
         rank_range=(low, high),
         filter=filter_sql,
         projection=projection,
-        ties=tie_order(function, (low, high), order.expressions, stream),
+        ties=tie_order(function, (low, high), ordered, stream),
     )
-    description = _describe(config, [text for _, text in order_by], order.expressions, stream)
+    description = _describe(config, [text for _, text in order_by], ordered, stream)
     edge = Edge(stream.node_id, "hash", ("window_start", "window_end", *others))
     node = qp.builder.add(pipeline, "window_rank", config, schema, [edge], description)
     return Stream(node.id, schema, frozenset(times), stream.name, window_columns=carried_bounds(stream.window_columns, items))
@@ -159,37 +164,45 @@ def _rank_item(qp: QueryPlanning, inner: exp.Select) -> tuple[exp.Expression, ex
 
 
 def _plan_input(qp: QueryPlanning, inner: exp.Select, item: exp.Expression, window: exp.Window,
-                pipeline: str) -> tuple[Stream, frozenset[str]]:
-    """The inner query without its window function, and the names of the columns added to it:
-    as in Flink, PARTITION BY and ORDER BY may name columns of the inner query's FROM that its
-    SELECT leaves out (``SELECT window_start, ... PARTITION BY window_start, window_end``);
-    they are selected too, for the rank only."""
+                pipeline: str) -> tuple[Stream, frozenset[str], dict[int, str]]:
+    """The inner query without its window function, the names of the columns added to it, and
+    the ORDER BY terms given a name of their own (by position). As in Flink, PARTITION BY and
+    ORDER BY may name columns of the inner query's FROM that its SELECT leaves out (``SELECT
+    window_start, ... PARTITION BY window_start, window_end``); they are selected too, for the
+    rank only. An ORDER BY column with its table's name (``B.date_time``) is selected under a
+    name of its own (``__order_<i>``): the SELECT's column of that name may be another table's
+    (``SELECT A.*, B.date_time AS bid_time``), and the rank must order by the one named."""
     rest = [i for i in inner.expressions if i is not item]
     relation = inner.args["from_"].this
     star_only = all(isinstance(i, exp.Star) for i in rest)
     plain = not any(inner.args.get(k) for k in ("where", "group", "having", "joins"))
     if star_only and plain and not isinstance(relation, WindowTVF):
-        return qp.plan_relation(relation, pipeline), frozenset()
+        return qp.plan_relation(relation, pipeline), frozenset(), {}
     copy = inner.copy()
     added: list[str] = []
+    order = window.args.get("order")
+    renamed = {i: f"__order_{i}" for i, o in enumerate(order.expressions if order else [])
+               if isinstance(o.this, exp.Column) and o.this.table}
+    qualified = [exp.alias_(order.expressions[i].this.copy(), name) for i, name in renamed.items()]
     if not any(isinstance(i, exp.Star) for i in rest):
         selected = {output_name(i, n).lower() for n, i in enumerate(rest)}
-        order = window.args.get("order")
         referenced = [*(window.args.get("partition_by") or []), *(order.expressions if order else [])]
         for column in (c for node in referenced for c in node.find_all(exp.Column)):
             if not column.table and column.name.lower() not in selected and column.name not in added:
                 added.append(column.name)
-    copy.set("expressions", [i.copy() for i in rest] + [exp.column(name) for name in added] or [exp.Star()])
-    return qp.plan_query(copy, pipeline), frozenset(added)
+    copy.set("expressions", [i.copy() for i in rest] + [exp.column(name) for name in added] + qualified
+             or [exp.Star()])
+    return qp.plan_query(copy, pipeline), frozenset(added) | frozenset(renamed.values()), renamed
 
 
-def _order_sql(ordered: exp.Ordered, scope: Scope, problems: list[Problem]) -> tuple[str, str]:
-    """(DuckDB SQL with direction and NULLs order, the text for EXPLAIN)."""
+def _order_sql(ordered: exp.Ordered, scope: Scope, problems: list[Problem],
+               shown: str | None = None) -> tuple[str, str]:
+    """(DuckDB SQL with direction and NULLs order, the text for EXPLAIN: ``shown`` if given)."""
     bound = bind(ordered.this, scope, problems)
     direction = "DESC" if ordered.args.get("desc") else "ASC"
     nulls = "NULLS FIRST" if ordered.args.get("nulls_first") else "NULLS LAST"
     sql = to_duckdb(bound, scope.schema)
-    return f"{sql} {direction} {nulls}", f"{sql} {direction}"
+    return f"{sql} {direction} {nulls}", f"{shown or sql} {direction}"
 
 
 def _literal_int(node: exp.Expression) -> int | None:

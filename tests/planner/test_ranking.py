@@ -170,3 +170,38 @@ def test_the_outer_query_cannot_name_a_column_added_for_the_rank():
     [problem] = problems("SELECT window_end FROM (SELECT window_start, price, ROW_NUMBER() OVER (PARTITION BY "
                          f"window_start, window_end ORDER BY price DESC) AS rn FROM {WINDOW}) WHERE rn = 1")
     assert "window_end" in problem.message
+
+
+#: Auctions, and bids on them out of time order with ties on price: the winner of each auction
+#: is its highest bid, the earliest of equal ones (Nexmark q9's rank).
+AUCTIONS = "id,date_time\n1,2024-01-01 00:00:00\n2,2024-01-01 00:00:01\n"
+BIDS = ("auction,price,date_time\n1,10,2024-01-01 00:00:05\n1,10,2024-01-01 00:00:02\n"
+        "1,7,2024-01-01 00:00:01\n2,30,2024-01-01 00:00:09\n2,30,2024-01-01 00:00:03\n2,31,2024-01-01 00:00:08\n")
+WINNERS = """
+CREATE TABLE a (id BIGINT, date_time TIMESTAMP(3), WATERMARK FOR date_time AS date_time)
+WITH ('connector' = 'filesystem', 'path' = '{dir}/a.csv', 'format' = 'csv');
+CREATE TABLE b (auction BIGINT, price BIGINT, date_time TIMESTAMP(3), WATERMARK FOR date_time AS date_time)
+WITH ('connector' = 'filesystem', 'path' = '{dir}/b.csv', 'format' = 'csv');
+CREATE MATERIALIZED VIEW winners AS
+SELECT id, date_time, price, bid_time FROM (
+  SELECT A.*, B.price, B.date_time AS bid_time,
+    ROW_NUMBER() OVER (PARTITION BY A.id ORDER BY B.price DESC, B.date_time ASC) AS rownum
+  FROM a A, b B WHERE A.id = B.auction)
+WHERE rownum <= 1;
+"""
+
+
+def test_an_order_by_column_named_with_its_table_ranks_by_that_tables_column(tmp_path):
+    """`B.date_time` orders by the bid's time, not by the `date_time` that `A.*` selects (the
+    auction's, the same for every bid of an auction: ties would fall back to arrival order)."""
+    import weir
+
+    (tmp_path / "a.csv").write_text(AUCTIONS)
+    (tmp_path / "b.csv").write_text(BIDS)
+    weir.run(WINNERS.format(dir=tmp_path), db=str(tmp_path / "w.duckdb"), state_dir=tmp_path / "state")
+    with duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True) as con:
+        rows = con.sql("SELECT id, price, strftime(bid_time, '%S') FROM winners ORDER BY id").fetchall()
+    assert rows == [(1, 10, "02"), (2, 31, "08")]
+    node = plan_script(parse(WINNERS.format(dir=tmp_path))).graph
+    [rank] = [n for n in node.nodes if n.kind == "top_n"]
+    assert "B.date_time ASC" in rank.description
