@@ -51,16 +51,18 @@ class FiringStream:
         for name, table in (views or {}).items():
             cursor.register(name, table)
 
-        def unregister_and_evict() -> None:
+        def unregister() -> None:
             for name in views or ():
                 cursor.unregister(name)
+
+        def unregister_and_evict() -> None:
+            unregister()
             evict()
 
         try:
             stream = stream_arrow(cursor, sql, self.ctx.operator_id)
         except BaseException:
-            for name in views or ():
-                cursor.unregister(name)
+            unregister()
             raise
         return self.start_stream(stream, unregister_and_evict)
 

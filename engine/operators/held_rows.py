@@ -7,7 +7,7 @@ statements per batch (register, insert, unregister); held as the Arrow batches t
 fired rows with DuckDB as one view.
 
 1. ``add`` keeps a batch whose first column is its rows' window_end (µs, never NULL), with
-   that column's minimum and maximum.
+   that column's minimum and maximum, and answers the minimum.
 2. ``split(upto)`` cuts the held rows into those of windows with ``window_end <= upto`` and the
    rest: whole batches where their range is on one side; a batch that straddles ``upto`` is
    cut in two slices when its rows are in window order (the usual case: no copy), else
@@ -34,12 +34,14 @@ class HeldRows:
     def __bool__(self) -> bool:
         return bool(self._batches)
 
-    def add(self, rows: pa.RecordBatch) -> None:
-        """Hold ``rows`` (window_end first, no NULL in it)."""
+    def add(self, rows: pa.RecordBatch) -> int:
+        """Hold ``rows`` (window_end first, no NULL in it); their least window_end."""
         bounds = pc.min_max(rows.column(0))
-        self._batches.append((rows, bounds["min"].as_py(), bounds["max"].as_py()))
+        low = bounds["min"].as_py()
+        self._batches.append((rows, low, bounds["max"].as_py()))
         self.nbytes += rows.nbytes
         self.schema = rows.schema
+        return low
 
     def earliest_end(self) -> int | None:
         return min((low for _, low, _ in self._batches), default=None)

@@ -71,8 +71,8 @@ SIDES = ("left", "right")
 #: The state table of each input: its rows by key group and window, until the window fires.
 STATE_TABLES = ("left_rows", "right_rows")
 WINDOW_END = "__window_end"
-#: The view of a side's held rows being moved into its table or snapshotted; ``<table>_fired``:
-#: a side's held rows of the windows firing.
+#: The view of a side's held rows being moved into its table or snapshotted (those of the
+#: windows firing: ``_Side.fired``).
 HELD_VIEW = "join_held"
 #: Past this many bytes of rows held in Arrow (both sides), they move into the state tables,
 #: where DuckDB keeps them within its memory share and spills.
@@ -116,6 +116,8 @@ class _Side:
     def __init__(self, name: str, config: WindowJoinSide, operator_id: str):
         self.name = name
         self.table = STATE_TABLES[SIDES.index(name)]
+        #: The view of its held rows of the windows firing, while the firing's join runs.
+        self.fired = f"{self.table}_fired"
         #: The input's column names, in order.
         self.columns: list[str] = list(config.columns)
         self.keys: list[str] = list(config.keys)
@@ -213,9 +215,7 @@ class WindowJoin(StreamsFirings, StateOperator):
             rows = rows.filter(keep)
         if rows.num_rows == 0:
             return []
-        held = self._held[input_index]
-        held.add(rows)
-        earliest = held.earliest_end()
+        earliest = self._held[input_index].add(rows)  # (not a scan of every batch held)
         if self._earliest_end is None or earliest < self._earliest_end:
             self._earliest_end = earliest
         if sum(h.nbytes for h in self._held) > HELD_BYTES:
@@ -275,7 +275,7 @@ class WindowJoin(StreamsFirings, StateOperator):
             fired, rest = held.split(upto)
             rests.append(rest)
             if fired:
-                views[f"{side.table}_fired"] = pa.Table.from_batches(fired, held.schema)
+                views[side.fired] = pa.Table.from_batches(fired, held.schema)
         joined = self._join_in_arrow(views)
         if joined is not None:
             self._evict(upto, rests)
@@ -294,7 +294,7 @@ class WindowJoin(StreamsFirings, StateOperator):
         for side, held, prefix in zip(self.sides, self._held, "lr"):
             if held.schema is None:
                 return None
-            table = views.get(f"{side.table}_fired") or held.schema.empty_table()
+            table = views.get(side.fired) or held.schema.empty_table()
             tables.append(table.rename_columns([f"{prefix}_end", *(f"{prefix}{i}" for i in range(len(side.columns)))]))
             keys.append([f"{prefix}_end", *(f"{prefix}{side.columns.index(c)}" for c in (side.window_start, *side.keys))])
         joined = equi_join(tables[0], tables[1], keys[0], keys[1], self.join_type,
@@ -318,13 +318,13 @@ class WindowJoin(StreamsFirings, StateOperator):
 
     def _fired_rows(self, side: _Side, upto: int, views: dict[str, pa.Table]) -> str:
         """The side's rows of fired windows (window_end, then its columns): of its table, and
-        held (the view ``<table>_fired``); a side that has neither has none."""
+        held (the view ``side.fired``); a side that has neither has none."""
         columns = ", ".join([WINDOW_END, *(f"c{i}" for i in range(len(side.columns)))])
         parts = []
         if side.table in self._created:
             parts.append(f"SELECT {columns} FROM {side.table} WHERE {WINDOW_END} <= {int_literal(upto)}")
-        if f"{side.table}_fired" in views:
-            parts.append(f"SELECT {columns} FROM {side.table}_fired")
+        if side.fired in views:
+            parts.append(f"SELECT {columns} FROM {side.fired}")
         if parts:
             return " UNION ALL ".join(parts)
         nulls = "".join(f", NULL AS c{i}" for i in range(len(side.columns)))
