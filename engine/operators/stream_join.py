@@ -280,8 +280,8 @@ class StreamJoin(StateOperator):
             self.con.unregister(PAIR_IDS)
         at = pc.index_in(orids, value_set=matched.column(0).combine_chunks())
         gathered = {other.index: [matched.column(i + 1).take(at) for i in range(len(other.names))],
-                    side.index: [delta.column(3 + i).take(ords) for i in range(len(side.names))]}
-        kinds = pc.if_else(pc.greater(delta.column(1).take(ords), 0), pa.scalar(INSERT, pa.int8()),
+                    side.index: [delta.column(c).take(ords) for c in side.data()]}
+        kinds = pc.if_else(pc.greater(delta.column("_sign").take(ords), 0), pa.scalar(INSERT, pa.int8()),
                            pa.scalar(DELETE, pa.int8()))
         left, right = self.sides  # an INNER join: both sides' columns
         return pa.Table.from_arrays([*gathered[0], *gathered[1], kinds], names=[*left.names, *right.names, ROW_KIND])
