@@ -84,18 +84,20 @@ def plan_window_rank(qp: QueryPlanning, select: exp.Select, pipeline: str) -> St
     if problems:
         raise _error(problems)
 
-    stream, hidden, renamed = _plan_input(qp, inner, item, window, pipeline)
+    stream, hidden, renamed, partition_renamed = _plan_input(qp, inner, item, window, pipeline)
     if windowed:
         require_append_only(qp, stream, "a window Top-N or deduplication", inner)
     scope = Scope(pa.schema([f for f in stream.schema if f.name != ROW_KIND]), stream.name, qp.fallback)
     keys: list[str] = []
-    for p in partition:
-        bound = bind(p, scope, problems)
+    shown_keys: list[str] = []  # as written, for EXPLAIN
+    for i, p in enumerate(partition):
+        bound = bind(exp.column(partition_renamed[i]) if i in partition_renamed else p, scope, problems)
         if not isinstance(bound, exp.Column):
             problems.append(_problem(qp, f"PARTITION BY {p.sql()} is an expression", p,
                                      "compute it as a column of the inner query and partition by its name"))
         elif bound.name not in keys:
             keys.append(bound.name)
+            shown_keys.append(p.sql() if i in partition_renamed else bound.name)
     # an ORDER BY term renamed by _plan_input is bound by its new name, and shown as written
     ordered = [o if i not in renamed else exp.Ordered(this=exp.column(renamed[i]), desc=o.args.get("desc"),
                                                       nulls_first=o.args.get("nulls_first"))
@@ -125,7 +127,7 @@ def plan_window_rank(qp: QueryPlanning, select: exp.Select, pipeline: str) -> St
     schema = qp.describe_projection(projection, filter_sql, ranked, select)
     if not windowed:
         return plan_top_n(qp, stream, scope, keys, order_by, function, rank_column, (low, high), filter_sql,
-                          projection, schema, ordered, pipeline)
+                          projection, schema, ordered, pipeline, shown_keys=shown_keys)
 
     window_cols = [k for k in keys if k in WINDOW_BOUNDS]
     others = [k for k in keys if k not in WINDOW_BOUNDS]
@@ -141,7 +143,7 @@ def plan_window_rank(qp: QueryPlanning, select: exp.Select, pipeline: str) -> St
         projection=projection,
         ties=tie_order(function, (low, high), ordered, stream),
     )
-    description = _describe(config, [text for _, text in order_by], ordered, stream)
+    description = _describe(config, [text for _, text in order_by], ordered, stream, dict(zip(keys, shown_keys)))
     edge = Edge(stream.node_id, "hash", ("window_start", "window_end", *others))
     node = qp.builder.add(pipeline, "window_rank", config, schema, [edge], description)
     return Stream(node.id, schema, frozenset(times), stream.name, window_columns=carried_bounds(stream.window_columns, items))
@@ -164,26 +166,34 @@ def _rank_item(qp: QueryPlanning, inner: exp.Select) -> tuple[exp.Expression, ex
 
 
 def _plan_input(qp: QueryPlanning, inner: exp.Select, item: exp.Expression, window: exp.Window,
-                pipeline: str) -> tuple[Stream, frozenset[str], dict[int, str]]:
+                pipeline: str) -> tuple[Stream, frozenset[str], dict[int, str], dict[int, str]]:
     """The inner query without its window function, the names of the columns added to it, and
-    the ORDER BY terms given a name of their own (by position). As in Flink, PARTITION BY and
-    ORDER BY may name columns of the inner query's FROM that its SELECT leaves out (``SELECT
-    window_start, ... PARTITION BY window_start, window_end``); they are selected too, for the
-    rank only. An ORDER BY column with its table's name (``B.date_time``) is selected under a
-    name of its own (``__order_<i>``): the SELECT's column of that name may be another table's
-    (``SELECT A.*, B.date_time AS bid_time``), and the rank must order by the one named."""
+    the ORDER BY and the PARTITION BY terms given a name of their own (by position). As in
+    Flink, PARTITION BY and ORDER BY may name columns of the inner query's FROM that its SELECT
+    leaves out (``SELECT window_start, ... PARTITION BY window_start, window_end``); they are
+    selected too, for the rank only. An ORDER BY column with its table's name (``B.date_time``)
+    is selected under a name of its own (``__order_<i>``): the SELECT's column of that name may
+    be another table's (``SELECT A.*, B.date_time AS bid_time``), and the rank must order by the
+    one named. So is a PARTITION BY column with its table's name (``__partition_<i>``), unless
+    the SELECT selects that very column under its name: then the partition key stays a column
+    of the result (its upsert key)."""
     rest = [i for i in inner.expressions if i is not item]
     relation = inner.args["from_"].this
     star_only = all(isinstance(i, exp.Star) for i in rest)
     plain = not any(inner.args.get(k) for k in ("where", "group", "having", "joins"))
     if star_only and plain and not isinstance(relation, WindowTVF):
-        return qp.plan_relation(relation, pipeline), frozenset(), {}
+        return qp.plan_relation(relation, pipeline), frozenset(), {}, {}
     copy = inner.copy()
     added: list[str] = []
     order = window.args.get("order")
+    partition = window.args.get("partition_by") or []
     renamed = {i: f"__order_{i}" for i, o in enumerate(order.expressions if order else [])
                if isinstance(o.this, exp.Column) and o.this.table}
+    partition_renamed = {i: f"__partition_{i}" for i, p in enumerate(partition)
+                         if isinstance(p, exp.Column) and p.table and p.name.lower() not in WINDOW_BOUNDS
+                         and not _selects_itself(rest, p)}
     qualified = [exp.alias_(order.expressions[i].this.copy(), name) for i, name in renamed.items()]
+    qualified += [exp.alias_(partition[i].copy(), name) for i, name in partition_renamed.items()]
     if not any(isinstance(i, exp.Star) for i in rest):
         selected = {output_name(i, n).lower() for n, i in enumerate(rest)}
         referenced = [*(window.args.get("partition_by") or []), *(order.expressions if order else [])]
@@ -192,7 +202,24 @@ def _plan_input(qp: QueryPlanning, inner: exp.Select, item: exp.Expression, wind
                 added.append(column.name)
     copy.set("expressions", [i.copy() for i in rest] + [exp.column(name) for name in added] + qualified
              or [exp.Star()])
-    return qp.plan_query(copy, pipeline), frozenset(added) | frozenset(renamed.values()), renamed
+    hidden = frozenset(added) | frozenset(renamed.values()) | frozenset(partition_renamed.values())
+    return qp.plan_query(copy, pipeline), hidden, renamed, partition_renamed
+
+
+def _selects_itself(items: list[exp.Expression], column: exp.Column) -> bool:
+    """True if the SELECT ``items`` give ``column`` (``T.c``) under its own name ``c``: as
+    ``T.c``, ``T.c AS c``, ``T.*``, or ``*`` (all tables' columns, as before table names
+    counted). Otherwise ``c`` in the SELECT's output is another table's, or not selected."""
+    table, name = column.table.lower(), column.name.lower()
+    for item in items:
+        if isinstance(item, exp.Star):
+            return True
+        target = item.unalias() if isinstance(item, exp.Alias) else item
+        if not isinstance(target, exp.Column) or target.table.lower() != table:
+            continue
+        if isinstance(target.this, exp.Star) or (target.name.lower() == name and item.alias_or_name.lower() == name):
+            return True
+    return False
 
 
 def _order_sql(ordered: exp.Ordered, scope: Scope, problems: list[Problem],
@@ -248,8 +275,9 @@ def _rank_bounds(where: exp.Where | None, rank: str) -> tuple[int, int | None, e
     return low, high, exp.and_(*rest) if rest else None
 
 
-def _describe(config: WindowRankConfig, order_text: list[str], ordered: list[exp.Ordered], stream: Stream) -> str:
-    partition = ", ".join([config.window_start, config.window_end, *config.partition_keys])
+def _describe(config: WindowRankConfig, order_text: list[str], ordered: list[exp.Ordered], stream: Stream,
+              shown: dict[str, str]) -> str:
+    partition = ", ".join([config.window_start, config.window_end, *(shown[k] for k in config.partition_keys)])
     select = ", ".join(n if s == quote(n) else f"{n}={s}" for n, s in config.projection)
     low, high = config.rank_range
     if is_deduplication(config.function, (low, high), ordered, stream):

@@ -28,7 +28,8 @@ from weir.planner.state_ttl import state_ttl_ms
 
 def plan_top_n(qp: QueryPlanning, stream: Stream, scope: Scope, keys: list[str], order_by: list[tuple[str, str]],
                function: str, rank_column: str, rank_range: tuple[int, int], filter_sql: str | None,
-               projection: list[list[str]], schema: pa.Schema, ordered: list[exp.Ordered], pipeline: str) -> Stream:
+               projection: list[list[str]], schema: pa.Schema, ordered: list[exp.Ordered], pipeline: str,
+               shown_keys: list[str] | None = None) -> Stream:
     config = TopNConfig(
         columns=scope.schema.names,
         partition_keys=keys,
@@ -45,7 +46,7 @@ def plan_top_n(qp: QueryPlanning, stream: Stream, scope: Scope, keys: list[str],
     low, high = rank_range
     order_text = ", ".join(text for _, text in order_by)
     select = ", ".join(n if s == quote(n) else f"{n}={s}" for n, s in projection)
-    partition = ", ".join(keys) or "-"
+    partition = ", ".join(shown_keys or keys) or "-"
     if is_deduplication(function, rank_range, ordered, stream):
         keep = "last row" if ordered[0].args.get("desc") else "first row"
         description = f"Deduplicate(keep=[{keep}], partitionBy=[{partition}], orderBy=[{order_text}], select=[{select}]"
