@@ -240,9 +240,11 @@ class _OverPlanner:
 def plan_over_aggregate(qp: QueryPlanning, select: exp.Select, pipeline: str) -> Stream:
     for unsupported, what in (("group", "GROUP BY"), ("having", "HAVING"), ("order", "ORDER BY"),
                               ("limit", "LIMIT"), ("distinct", "DISTINCT"), ("joins", "JOIN")):
-        if select.args.get(unsupported):
+        if node := select.args.get(unsupported):
+            hint = ("join in a subquery and compute the OVER aggregate over it" if unsupported == "joins"
+                    else "compute the OVER aggregate in a subquery")
             raise qp.fail(f"{what} with an OVER aggregate in the same SELECT is not supported",
-                          select.args[unsupported], "compute the OVER aggregate in a subquery")
+                          node[0] if isinstance(node, list) else node, hint)
     windows = _windows(select)
     ranking = [w for w in windows if not _is_over_aggregate(w)]
     if ranking:

@@ -373,3 +373,11 @@ def test_arithmetic_with_a_string_literal_is_refused_as_flink_refuses_it():
     assert (p.line, p.col) == at(sql, "*")
     p = the_problem("INSERT INTO counts SELECT auction, price FROM bids WHERE price - 'x' > 0")
     assert p.message == "the operator - cannot take BIGINT and VARCHAR: price - 'x'"
+
+
+def test_an_over_aggregate_beside_a_join_is_refused_at_the_join():
+    problem = the_problem(
+        "INSERT INTO counts SELECT b.auction, SUM(b.price) OVER (PARTITION BY b.auction ORDER BY b.date_time "
+        "ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) FROM bids b JOIN bids c ON b.auction = c.auction;")
+    assert "JOIN with an OVER aggregate" in problem.message
+    assert "join in a subquery" in problem.hint
