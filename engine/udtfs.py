@@ -48,7 +48,7 @@ import pyarrow.compute as pc
 
 from weir.engine import udfs
 from weir.engine.operators.config import OperatorConfig
-from weir.engine.pandas_import import numpy_values
+from weir.engine.pandas_import import arrow_array, numpy_values
 from weir.engine.udfs import UdfError, UdfFailure, arrow_type, duckdb_type
 
 FUNC_TYPES = ("general", "arrow")
@@ -393,7 +393,7 @@ def _apply_arrow(function: TableFunction, arguments: list[pa.Array], rows: int, 
     if len(positions) > 1 and bool(np.any(positions[1:] < positions[:-1])):
         order = np.argsort(positions, kind="stable")  # each input row's outputs together, in their order
         positions = positions[order]
-        take = pa.array(order)
+        take = arrow_array(order)
         columns = [c.take(take) for c in columns]
     return positions, columns
 
@@ -473,6 +473,6 @@ def left_outer(positions: np.ndarray, columns: list[pa.Array], rows: int,
         return positions, columns
     merged = np.concatenate([positions, missing])
     order = np.argsort(merged, kind="stable")
-    take = pa.array(order)
+    take = arrow_array(order)
     columns = [pa.concat_arrays([c, pa.nulls(len(missing), c.type)]).take(take) for c in columns]
     return merged[order], columns

@@ -53,7 +53,7 @@ from weir.engine import udfs
 from weir.engine.connectors import python_source
 from weir.engine.errors import EngineError
 from weir.engine.operators.registry import operator_class
-from weir.engine.pandas_import import defer_pandas
+from weir.engine.pandas_import import arrow_array, defer_pandas
 from weir.engine.runtime import control
 from weir.engine.runtime.local import JobResult
 from weir.planner.catalog import register_function
@@ -418,7 +418,7 @@ def _arrow_diff(before: pa.Table, after: pa.Table, key: tuple[str, ...] | None) 
     before the new, and a row next to one of the other side with the same key is -U/+U."""
     names = after.column_names
     side = "__weir_side"
-    both = pa.concat_tables([before.append_column(side, pa.array(np.zeros(before.num_rows, np.int64))),
+    both = pa.concat_tables([before.append_column(side, arrow_array(np.zeros(before.num_rows, np.int64))),
                              after.append_column(side, pa.array(np.ones(after.num_rows, np.int64)))])
     counts = both.group_by(names, use_threads=False).aggregate([(side, "sum"), (side, "count")])
     came_n = counts.column(f"{side}_sum").to_numpy(zero_copy_only=False).astype(np.int64)

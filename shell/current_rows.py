@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from weir.engine.changelog import DELETE, ROW_KIND, UPDATE_BEFORE
 from weir.engine.operators.duckdb_sql import quote_ident
+from weir.engine.pandas_import import arrow_array
 
 _N, _BIRTH, _SEQ, _DELTA = "__weir_n", "__weir_birth", "__weir_seq", "__weir_delta"
 _CHANGES, _TOUCHED = "__weir_changes", "__weir_touched"
@@ -76,7 +77,7 @@ class CurrentRows:
         delta = pc.if_else(pc.is_in(kinds, pa.array([UPDATE_BEFORE, DELETE], kinds.type)),
                            pa.scalar(-1, pa.int64()), pa.scalar(1, pa.int64()))
         changes = pa.table(batch.drop_columns([ROW_KIND])).append_column(
-            _SEQ, pa.array(np.arange(first, first + batch.num_rows, dtype=np.int64))).append_column(_DELTA, delta)
+            _SEQ, arrow_array(np.arange(first, first + batch.num_rows, dtype=np.int64))).append_column(_DELTA, delta)
         with self._lock:
             self._queued.append(changes)
             self._queued_rows += changes.num_rows
@@ -127,7 +128,7 @@ class CurrentRows:
                 copies = ordered.column(_N).to_numpy()
                 ordered = ordered.drop_columns([_N])
                 if len(copies) and copies.max() > 1:  # a row there n times shows n times
-                    ordered = ordered.take(pa.array(np.repeat(np.arange(len(copies)), copies)))
+                    ordered = ordered.take(arrow_array(np.repeat(np.arange(len(copies)), copies)))
                 try:  # the result's own types (a time zone as the job gave it, not the session's)
                     ordered = ordered.cast(self.schema)
                 except (pa.ArrowInvalid, pa.ArrowNotImplementedError):

@@ -34,6 +34,7 @@ from weir.engine.operators.duckdb_sql import query_arrow, quote_ident
 from weir.engine.operators.late_rows import ROW_NUMBER
 from weir.engine.udafs import PythonAggregate, key_sql
 from weir.engine.udfs import UdfError, UdfFailure
+from weir.engine.pandas_import import arrow_array
 
 T = TypeVar("T")
 
@@ -63,7 +64,7 @@ def without_bad_rows(run: Callable[[pa.RecordBatch], T], batch: pa.RecordBatch,
         if not is_bad_row(error):
             raise
         first = error
-    numbered = batch.append_column(ROW_NUMBER, pa.array(np.arange(batch.num_rows, dtype=np.int64)))
+    numbered = batch.append_column(ROW_NUMBER, arrow_array(np.arange(batch.num_rows, dtype=np.int64)))
     failures = find(numbered)
     if not failures:
         raise first

@@ -57,7 +57,7 @@ from weir.engine.operators.batches import conform
 from weir.engine.operators.config import OperatorConfig, optional
 from weir.engine.operators.late_rows import BadRows
 from weir.engine.operators.duckdb_sql import create_table_from_arrow, query_arrow, quote_ident, snapshot_tables
-from weir.engine.pandas_import import numpy_values
+from weir.engine.pandas_import import arrow_array, numpy_values
 from weir.engine.state.key_groups import KEY_GROUP_COLUMN, key_groups
 from weir.engine.state.keyed_tables import merge_snapshots, owned_tables
 from weir.engine.udafs import key_sql
@@ -304,7 +304,7 @@ class GroupAggregate(StateOperator):
             if batch.num_rows == 0:
                 return []
         if self.python:
-            batch = batch.append_column(SEQUENCE, pa.array(np.arange(batch.num_rows, dtype=np.int64)))
+            batch = batch.append_column(SEQUENCE, arrow_array(np.arange(batch.num_rows, dtype=np.int64)))
         out = self._apply(batch, signed) if self._bad_rows is None else self._apply_keeping_bad_rows(batch, signed)
         self.ctx.count("rows_out", sum(b.num_rows for b in out))
         return out
@@ -359,7 +359,7 @@ class GroupAggregate(StateOperator):
         (``LEFT_OUT``), each cancelling one, in arrival order; those additions are forgotten."""
         if not self._exists(LEFT_OUT):
             return batch
-        numbered = batch.append_column("__weir_at", pa.array(np.arange(batch.num_rows, dtype=np.int64)))
+        numbered = batch.append_column("__weir_at", arrow_array(np.arange(batch.num_rows, dtype=np.int64)))
         self.con.register(INPUT_VIEW, numbered)
         try:
             self._run("CREATE OR REPLACE TEMP TABLE cancelled AS SELECT x.pos, x.key_group, x.r FROM ("
@@ -379,7 +379,7 @@ class GroupAggregate(StateOperator):
                   f"FROM {LEFT_OUT} AS l LEFT JOIN (SELECT key_group, r, count(*) AS n FROM cancelled GROUP BY ALL) "
                   "AS c ON l.key_group = c.key_group AND l.r IS NOT DISTINCT FROM c.r "
                   "WHERE l.__count > COALESCE(c.n, 0)")
-        return batch.filter(pc.invert(pc.is_in(pa.array(np.arange(batch.num_rows, dtype=np.int64)), value_set=at)))
+        return batch.filter(pc.invert(pc.is_in(arrow_array(np.arange(batch.num_rows, dtype=np.int64)), value_set=at)))
 
     def _pair_left_out(self, batch: pa.RecordBatch, failures: dict) -> list[int]:
         """The additions among ``failures`` (arrival numbers), each paired with the first later -U/-D

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from weir.engine.pandas_import import numpy_values, scalar
+from weir.engine.pandas_import import arrow_array, numpy_values, scalar
 
 
 def comparable(kind: pa.DataType) -> bool:
@@ -68,7 +68,7 @@ def key_time_order(table: pa.Table, keys: list[str], time: str) -> pa.Array:
         time_bits = (latest - earliest).bit_length()
         if (high - low).bit_length() + time_bits <= 62:
             packed = ((numpy_values(key).astype(np.int64) - low) << time_bits) | (numpy_values(times) - earliest)
-            return pa.array(np.argsort(packed))
+            return arrow_array(np.argsort(packed))
     return pc.sort_indices(table, [(k, "ascending") for k in [*keys, time]])
 
 

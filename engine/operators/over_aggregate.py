@@ -79,7 +79,7 @@ from weir.engine.operators.late_rows import BadRows
 from weir.engine.operators.duckdb_sql import (create_table_from_arrow, int_literal, query_arrow, quote_ident,
                                               snapshot_tables)
 from weir.engine.operators.firings import StreamsFirings
-from weir.engine.pandas_import import numpy_values
+from weir.engine.pandas_import import arrow_array, numpy_values
 from weir.engine.state.key_groups import key_groups
 from weir.engine.udafs import PythonAggregate, PythonAggregateSpec
 from weir.engine.udfs import UdfError, take_failure
@@ -459,7 +459,7 @@ class OverAggregate(StreamsFirings, StateOperator):
                     raise
                 raise failure.engine_error(self.ctx.operator_id) from exc
             values[f"a{i}"], done[f"__u{i}"] = results, pa.array(blobs, pa.binary())
-        emptied = pa.array(counts == drops) if self.frame.kind != "unbounded" else pa.repeat(False, len(counts))
+        emptied = arrow_array(counts == drops) if self.frame.kind != "unbounded" else pa.repeat(False, len(counts))
         done_table = pa.table({"key_group": frames.column("key_group"),
                                **{k: frames.column(k) for k in key_names}, **done, "__emptied": emptied})
         self.con.register(DONE, done_table)

@@ -68,7 +68,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from weir.engine.errors import EngineError
-from weir.engine.pandas_import import scalar
+from weir.engine.pandas_import import arrow_array, scalar
 from weir.engine.operators.accumulators import (Accumulator, AggregateCall, DistinctAccumulator, PythonAccumulator,
                                                     accumulator, argument_columns, register_python)
 from weir.engine.operators.bad_aggregate_rows import is_bad_row, keep_python, python_arguments, raising_rows
@@ -593,7 +593,7 @@ class SessionWindow(StreamsFirings, StateOperator):
         if merged is None:
             return False
         for name, values in zip(("__merged", "__merged_start", "__merged_end"), merged):
-            table = table.append_column(name, pa.array(values))
+            table = table.append_column(name, arrow_array(values))
         self._register("candidates", table)
         return True
 

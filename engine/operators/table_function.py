@@ -38,6 +38,7 @@ from weir.engine.operators.late_rows import BadRows
 from weir.engine.udfs import UdfError
 from weir.engine.udtfs import TableFunction, TableFunctionSpec, apply, apply_catching, function_for, left_outer
 from weir.engine.watermarks import ARRIVAL_FIELD, ARRIVAL_WATERMARK, PASS, has_arrival
+from weir.engine.pandas_import import arrow_array
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,7 @@ class TableFunctionOperator(Operator):
         if not len(positions):
             return []
         kept = batch.select([*config.passed, *([ARRIVAL_WATERMARK] if has_arrival(batch) else [])])
-        kept = kept.take(pa.array(positions))
+        kept = kept.take(arrow_array(positions))
         by_name = dict(zip(config.columns, results))
         schema = self.ctx.output_schema
         arrays = [by_name[f.name] if f.name in by_name else kept.column(f.name) for f in schema]

@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 
 from weir.engine.errors import EngineError
 from weir.engine.operators.config import OperatorConfig, optional
-from weir.engine.pandas_import import numpy_values, scalar
+from weir.engine.pandas_import import arrow_array, numpy_values, scalar
 
 #: window_time = window_end - 1 ms: the largest timestamp inside the window
 #: at Flink's millisecond resolution; a window fires when the watermark reaches it.
@@ -187,7 +187,7 @@ class SlicedWindows:
             return pc.fill_null(pc.less_equal(self.expires_at(ts), typed(watermarks)), False)
         # Row by row, in numpy: a batch merged from source batches often spans more slices than
         # ``stepped`` takes, and numpy does this in five passes where pyarrow took a dozen.
-        return pa.array(self._last_window_end_numpy(times) - WINDOW_TIME_LAG_US <= marks)
+        return arrow_array(self._last_window_end_numpy(times) - WINDOW_TIME_LAG_US <= marks)
 
     def first_windows(self, ts: pa.Array, watermarks: pa.Array | int, low: int, high: int) -> pa.Array | None:
         """Per row (as ``late``, of rows that are not): the end of the first window of its slice
@@ -224,7 +224,7 @@ class SlicedWindows:
         # A watermark that met no row yet is the smallest int64: its sum below wraps, as
         # pyarrow's did, and its rows never started.
         after = align_numpy(np.asarray(marks + WINDOW_TIME_LAG_US), self.slice_size, self.offset) + self.slice_size
-        return pa.array(np.broadcast_to(after, times.shape), mask=~started)
+        return arrow_array(np.broadcast_to(after, times.shape), mask=~started)
 
     def expires_at(self, ts: pa.Array) -> pa.Array:
         """Per row (int64 µs times): the watermark at which the last window of its slice fires.

@@ -7,10 +7,11 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
-from weir.engine.pandas_import import numpy_values, scalar
+from weir.engine.pandas_import import arrow_array, numpy_values, scalar
 
 
 def _run(code: str) -> str:
@@ -84,6 +85,38 @@ def test_numpy_values_are_the_arrays_values(values):
 def test_numpy_values_refuses_nulls():
     with pytest.raises(ValueError, match="without NULLs"):
         numpy_values(pa.array([1, None], pa.int64()))
+
+
+@pytest.mark.parametrize("values", [
+    np.arange(-5, 12, dtype=np.int64)[3:],
+    np.arange(20, dtype=np.int64)[::3],  # strided: copied
+    np.arange(9, dtype=np.int32),
+    np.arange(9, dtype=np.uint16),
+    np.array([0.5, -1.25, 3.0]),
+    np.array([True, False, True, True, False, False, True, False, True, True])[3:],
+    np.array([1, 2, 3], "datetime64[us]"),
+    np.broadcast_to(np.int64(7), (5,)),  # stride 0
+    np.zeros(0, np.int64),
+], ids=lambda v: f"{v.dtype}-{v.strides}")
+def test_arrow_array_is_what_pa_array_makes(values):
+    got = arrow_array(values)
+    got.validate(full=True)
+    assert got.equals(pa.array(values)) and got.type == pa.array(values).type
+
+
+def test_arrow_array_takes_a_null_mask_and_a_type():
+    mask = np.array([False, True, False, False, False, False, False, False, True])
+    got = arrow_array(np.arange(9, dtype=np.int64), mask=mask)
+    got.validate(full=True)
+    assert got.to_pylist() == [0, None, 2, 3, 4, 5, 6, 7, None] and got.null_count == 2
+    assert arrow_array(np.arange(3, dtype=np.int64), pa.int32()).equals(pa.array([0, 1, 2], pa.int32()))
+
+
+def test_arrow_array_refuses_what_has_no_arrow_buffer_layout():
+    with pytest.raises(TypeError, match="numeric, temporal or boolean"):
+        arrow_array(np.array(["a", "b"], object))
+    with pytest.raises(TypeError, match="1-d"):
+        arrow_array(np.zeros((2, 2), np.int64))
 
 
 def test_reading_debezium_envelopes_imports_no_pandas():
