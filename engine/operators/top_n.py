@@ -24,7 +24,9 @@ enters with the new one, so a sink keyed by (partition keys, rank) applies
 the changes by upsert. With append-only input a row ranked below N can never
 rise again, so it is deleted at once: a partition holds at most N rows (and
 their ties); a batch's rows outside the top N among the batch alone are dropped before anything
-else (found on the sort keys alone, dropped in Arrow), so never stored nor ranked again.
+else (found on the sort keys alone, dropped in Arrow), so never stored nor ranked again. If
+besides the rank starts at 1 and is neither projected nor filtered on, a batch reads and compares
+only the rows that leave or enter the top (``_moves``).
 
 Ties (rows equal on ``order_by``) are broken by arrival, as in Flink: the
 earlier-arriving row ranks first, except for keep-last deduplication (``ties``
@@ -41,6 +43,7 @@ With ``ttl_ms`` > 0 a row is forgotten that long after it arrived (Flink's
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,6 +126,10 @@ class TopN(StateOperator):
         self._last_expiry: int | None = None
         self._next_rid = 0
         self._created = False
+        #: Whether a batch's changes are only rows leaving and entering the top (``_moves``).
+        self._moves_only = self.append_only_input and self.low == 1 and not any(
+            re.search(rf"\b{re.escape(self.rank_column)}\b", sql, re.IGNORECASE)
+            for sql in [*(sql for _, sql in self.projection), self.filter or ""])
 
     def close(self) -> None:
         super().close()
@@ -179,6 +186,7 @@ class TopN(StateOperator):
              pa.repeat(pa.scalar(now, pa.int64()), batch.num_rows),
              *(batch.column(names.index(c)) for c in self.columns), sign],
             names=["key_group", "_rid", "_t", *self.columns, "_sign"])
+        first_rid = self._next_rid
         self._next_rid += batch.num_rows
         self.con.register(DELTA, delta)
         try:
@@ -188,20 +196,48 @@ class TopN(StateOperator):
             if self.append_only_input:
                 delta = self._batch_top(delta)
             self._expire(now)
-            if self.keys:
+            if self._moves_only:
+                self._moves(first_rid)
+            elif self.keys:
                 self._run(f"CREATE OR REPLACE TEMP TABLE touched AS SELECT DISTINCT {self._quoted(self.keys)} FROM {DELTA}")
-            self._run(f"CREATE OR REPLACE TEMP TABLE top_before AS {self._result()}")
-            self._apply(delta)
-            self._run(f"CREATE OR REPLACE TEMP TABLE top_ranked AS {self._ranked()}")
-            if self.append_only_input:  # a row below the top N never rises again
-                self._run(f"DELETE FROM {TABLE} WHERE _rid IN (SELECT _rid FROM top_ranked "
-                          f"WHERE {quote_ident(self.rank_column)} > {int_literal(self.high)})")
-            self._run(f"CREATE OR REPLACE TEMP TABLE top_after AS {self._result('top_ranked')}")
+            if not self._moves_only:
+                self._run(f"CREATE OR REPLACE TEMP TABLE top_before AS {self._result()}")
+                self._apply(delta)
+                self._run(f"CREATE OR REPLACE TEMP TABLE top_ranked AS {self._ranked()}")
+                if self.append_only_input:  # a row below the top N never rises again
+                    self._run(f"DELETE FROM {TABLE} WHERE _rid IN (SELECT _rid FROM top_ranked "
+                              f"WHERE {quote_ident(self.rank_column)} > {int_literal(self.high)})")
+                self._run(f"CREATE OR REPLACE TEMP TABLE top_after AS {self._result('top_ranked')}")
             out = query_arrow(self.con, self._changes_sql(), self.ctx.operator_id)
         finally:
             self.con.unregister(DELTA)
         self.ctx.count("rows_out", out.num_rows)
         return conform(out, self.ctx.output_schema, self.ctx.operator_id)
+
+    def _moves(self, first_rid: int) -> None:
+        """A batch of append-only rows when the rank is kept from 1 and neither projected nor
+        filtered on: the result of a partition is then exactly its stored rows (all ranked within
+        the top N: a row below never rises again, so it is not kept), and a row's values do not
+        depend on its rank. So the changes are the stored rows that the batch's rows push out of
+        the top N (``top_before``) and the batch's rows that enter it (``top_after``), and only
+        they are read, projected and compared (``_changes_sql``); the touched partitions are
+        ranked once, on their row ids and sort keys. The stored rows become the new top."""
+        columns = self._quoted(["key_group", "_rid", "_t", *self.columns])
+        partition = f"PARTITION BY {self._quoted(self.keys)} " if self.keys else ""
+        same = " AND ".join(f"t.{quote_ident(k)} IS NOT DISTINCT FROM s.{quote_ident(k)}" for k in self.keys)
+        stored = (f"SELECT {columns} FROM {TABLE} s SEMI JOIN (SELECT DISTINCT {self._quoted(self.keys)} "
+                  f"FROM {DELTA}) t ON {same}") if self.keys else f"SELECT {columns} FROM {TABLE}"
+        start, high = int_literal(first_rid), int_literal(self.high)
+        self._run(f"CREATE OR REPLACE TEMP TABLE top_moves AS SELECT _rid, _rid >= {start} AS _new FROM "
+                  f"(SELECT _rid, {self.function}() OVER ({partition}ORDER BY {self._order()}) AS _r "
+                  f"FROM ({stored} UNION ALL SELECT {columns} FROM {DELTA})) WHERE (_rid < {start}) = (_r > {high})")
+        select = ", ".join(f"{sql} AS {quote_ident(name)}" for name, sql in self.projection)
+        where = f" AND ({self.filter})" if self.filter else ""
+        for table, source, moved in (("top_before", TABLE, "NOT _new"), ("top_after", DELTA, "_new")):
+            self._run(f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT _rid, 0 AS _rank, {select} FROM {source} "
+                      f"WHERE _rid IN (SELECT _rid FROM top_moves WHERE {moved}){where}")
+        self._run(f"DELETE FROM {TABLE} WHERE _rid IN (SELECT _rid FROM top_moves WHERE NOT _new)")
+        self._run(f"INSERT INTO {TABLE} SELECT {columns} FROM {DELTA} WHERE _rid IN (SELECT _rid FROM top_moves WHERE _new)")
 
     def _batch_top(self, delta: pa.RecordBatch) -> pa.RecordBatch:
         """The delta's rows in the top N of their partition among the batch's own rows, registered

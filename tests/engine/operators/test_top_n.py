@@ -164,3 +164,57 @@ def test_keep_last_deduplication_keeps_the_last_arriving_of_rows_with_the_same_t
         apply(results["first"], first.process_batch(batch))
     assert final(results["last"]) == [("a", 1)] and final(results["first"]) == [("b", 1)]
 
+
+
+def make_unranked(function: str, high: int, keys: list[str], projected: list[str], filter_sql: str | None) -> TopN:
+    """An append-only Top-N whose rank is neither projected nor filtered on (``TopN._moves``)."""
+    config = {"columns": ["k", "v"], "partition_keys": keys, "order_by": ['"v" DESC NULLS LAST'],
+              "function": function, "rank_column": "rn", "rank_range": [1, high], "filter": filter_sql,
+              "projection": [[c, f'"{c}"'] for c in projected], "append_only_input": True}
+    out = pa.schema([(c, pa.int64()) for c in projected] + [(ROW_KIND, pa.int8())])
+    op = TopN(config, OperatorContext("top", out, max_parallelism=8))
+    op.open()
+    return op
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(["row_number", "rank", "dense_rank"]), st.integers(1, 3), st.sampled_from([["k"], []]),
+       st.sampled_from([["k", "v"], ["k"], ["v"]]), st.sampled_from([None, '"v" > 1']),
+       st.lists(st.tuples(st.sampled_from([1, 2, None]), st.one_of(st.none(), st.integers(0, 5))), min_size=1,
+                max_size=30),
+       st.integers(1, 7), st.integers(0, 10))
+def test_an_unranked_append_only_top_n_changes_only_the_rows_that_move(function, high, keys, projected, filter_sql,
+                                                                        rows, chunk, restore_at):
+    """Batch by batch, the changes of rows leaving and entering the top alone (``_moves``) are
+    those of ranking the touched partitions before and after (the general path), as multisets,
+    net, retractions first; and what they leave is the ranking of all rows, ties by arrival."""
+    fast = make_unranked(function, high, keys, projected, filter_sql)
+    general = make_unranked(function, high, keys, projected, filter_sql)
+    assert fast._moves_only
+    general._moves_only = False
+    result = Counter()
+    for step, start in enumerate(range(0, len(rows), chunk)):
+        part = rows[start:start + chunk]
+        batch = pa.record_batch([pa.array([r[0] for r in part], pa.int64()), pa.array([r[1] for r in part], pa.int64())],
+                                names=["k", "v"])
+        out, expected = fast.process_batch(batch), general.process_batch(batch)
+        assert_net(out)
+        assert Counter(tuple(r.values()) for b in out for r in b.to_pylist()) == \
+            Counter(tuple(r.values()) for b in expected for r in b.to_pylist())
+        apply(result, out)
+        if step == restore_at:
+            fast_snap, general_snap = fast.snapshot(), general.snapshot()
+            fast = make_unranked(function, high, keys, projected, filter_sql)
+            fast.restore(TopN.merge_snapshots([fast_snap]))
+            general = make_unranked(function, high, keys, projected, filter_sql)
+            general._moves_only = False
+            general.restore(TopN.merge_snapshots([general_snap]))
+    con = duckdb.connect()
+    con.register("t", pa.table({"i": pa.array(range(len(rows)), pa.int64()),
+                                "k": pa.array([r[0] for r in rows], pa.int64()),
+                                "v": pa.array([r[1] for r in rows], pa.int64())}))
+    partition = "PARTITION BY k " if keys else ""
+    order = "v DESC NULLS LAST" + (", i" if function == "row_number" else "")
+    where = f" AND ({filter_sql})" if filter_sql else ""
+    ranked = f"SELECT *, {function}() OVER ({partition}ORDER BY {order}) AS rn FROM t"
+    assert result == Counter(con.sql(f"SELECT {', '.join(projected)} FROM ({ranked}) WHERE rn <= {high}{where}").fetchall())
