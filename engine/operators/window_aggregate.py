@@ -71,8 +71,8 @@ from weir.engine.operators.clock import EventTimeClock
 from weir.engine.operators.config import OperatorConfig, optional
 from weir.engine.operators.bad_aggregate_rows import keep_python, python_arguments, raising_rows, without_bad_rows
 from weir.engine.operators.late_rows import ROW_NUMBER, BadRows, LateRows, LateRowsConfig
-from weir.engine.operators.duckdb_sql import int_literal, query_arrow, quote_ident, stream_arrow
-from weir.engine.operators.firings import FiringStream
+from weir.engine.operators.duckdb_sql import int_literal, query_arrow, quote_ident, run_arrow, stream_arrow
+from weir.engine.operators.firings import FiringStream, small_firing_rows
 from weir.engine.operators.window_state import FROM_END, SLICE, WINDOW_END, WINDOW_START, WindowState
 from weir.engine.operators.windows import WINDOW_TIME_LAG_US, SlicedWindowConfig, window_assigner
 from weir.engine.state.key_groups import KEY_GROUP_COLUMN, key_groups
@@ -460,8 +460,9 @@ class WindowAggregate(Operator):
     # -- watermarks ----------------------------------------------------------
     def process_watermark(self, watermark: int) -> Iterable[pa.RecordBatch]:
         """The windows this watermark fires, in Arrow batches of at most ``OUTPUT_BATCH_ROWS``
-        rows. A firing that fits in two batches is read at once and returned as a list; a larger
-        one is an iterator that reads the rest from DuckDB as it is consumed (so no more than a
+        rows. A firing the state bounds to ``small_firing_rows()`` rows is read at once, its
+        statement planned once (``duckdb_sql.run_arrow``); one that turns out to fit in two
+        batches is read at once too; both are returned as a list. A larger one is an iterator that reads the rest from DuckDB as it is consumed (so no more than a
         batch of it is ever held outside DuckDB's limited, spilling memory), and deletes the
         fired slices when it ends. The windows are fired (the clock has moved) either way."""
         self.open()
@@ -471,12 +472,23 @@ class WindowAggregate(Operator):
         upto = self.assigner.last_fired_slice(watermark)
         if self._earliest_slice is None or self._earliest_slice > upto:
             return []
+        expired = self.assigner.last_expired_slice(watermark)
+        if self._fired_rows_at_most(watermark, fired_before) <= small_firing_rows():
+            table = run_arrow(self.state.reader(), self._emit_sql(upto, watermark, fired_before), self.ctx.operator_id)
+            return self._firing.start_small(table, lambda: self._evict(expired))
         materialize = self.state.rows() > MATERIALIZE_FIRING_ROWS
         batches = stream_arrow(self.state.reader(),
                                self._emit_sql(upto, watermark, fired_before, materialize=materialize),
                                self.ctx.operator_id)
-        expired = self.assigner.last_expired_slice(watermark)
         return self._firing.start_stream(batches, lambda: self._evict(expired))
+
+    def _fired_rows_at_most(self, watermark: int, fired_before: int) -> int:
+        """A bound on the rows a watermark fires: a row of partials per (key, slice) counts in at
+        most every window that fires (window ends are a slice apart), and in no more than its
+        slice is part of."""
+        width = self.assigner.slice_size
+        firing = (watermark - fired_before) // width + 1
+        return self.state.rows() * min(firing, self.assigner.windows_per_slice)
 
     def _evict(self, expired: int) -> None:
         if self._fired_table:
