@@ -16,6 +16,8 @@ from weir.engine.changelog import ROW_KIND, ROW_KIND_TYPE
 from weir.engine.connectors.options import parse_size
 from weir.engine.graph import Edge
 from weir.engine.operators.calc import CalcConfig
+from weir.engine.operators.window_assign import WindowAssignConfig
+from weir.engine.operators.windows import SlicedWindowConfig
 from weir.engine.runtime.source_reader import SourceConfig
 from weir.engine.sql_eval import INPUT, describe
 from weir.planner.aggregate_calls import python_aggregates
@@ -265,10 +267,9 @@ class QueryPlanner:
                 "column with a WATERMARK FOR it")
 
     def _assign_window(self, stream: Stream, window, pipeline: str) -> Stream:
-        projection = [[name, quote(name)] for name in stream.schema.names] + [list(p) for p in window.assign_sql()]
         schema = pa.schema([*stream.schema, *window_fields()])
         node = self.builder.add(
-            pipeline, "calc", CalcConfig(projection=projection), schema,
+            pipeline, "window_assign", WindowAssignConfig(window=SlicedWindowConfig(**window.config())), schema,
             [Edge(stream.node_id)], f"WindowAssign({window.describe()})", label="window_assign",
         )
         # window_time is a time attribute of the windowed rows (Flink's rowtime).

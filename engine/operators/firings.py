@@ -10,7 +10,9 @@ the state (``evict``) once the stream has ended:
    connection itself stays free) and reads two batches. Fewer than two: the firing was small, it
    is evicted at once, and the batches come back as a list.
 2. Else it returns an iterator that reads the rest as it is consumed and evicts when it ends.
-3. Every call into the operator ends an open stream first (``StreamsFirings.open``): its unread
+3. A firing its operator knows to be small (at most ``small_firing_rows()`` rows) is read at once
+   instead (``start_small``), its statement planned once, and evicted at once.
+4. Every call into the operator ends an open stream first (``StreamsFirings.open``): its unread
    rows are never emitted (as if read and dropped; the drivers read every stream to the end) and
    what fired is evicted, so the state never lags behind the watermark.
 
@@ -27,7 +29,15 @@ import duckdb
 import pyarrow as pa
 
 from weir.engine.operators.batches import conform
-from weir.engine.operators.duckdb_sql import ArrowStream, stream_arrow
+from weir.engine.operators import duckdb_sql
+from weir.engine.operators.duckdb_sql import ArrowStream, run_arrow, stream_arrow
+
+
+def small_firing_rows() -> int:
+    """A firing of at most this many rows (as many as a stream holds at most: two batches of
+    ``duckdb_sql.OUTPUT_BATCH_ROWS``) may be read from DuckDB at once, its statement planned once
+    (``duckdb_sql.run_arrow``), where its operator knows the bound beforehand."""
+    return 2 * duckdb_sql.OUTPUT_BATCH_ROWS
 
 
 class FiringStream:
@@ -40,10 +50,12 @@ class FiringStream:
         self._open: tuple[ArrowStream, Callable[[], None]] | None = None
 
     def start(self, con: duckdb.DuckDBPyConnection, sql: str, evict: Callable[[], None],
-              views: dict[str, pa.Table] | None = None) -> Iterable[pa.RecordBatch]:
+              views: dict[str, pa.Table] | None = None, *, small: bool = False) -> Iterable[pa.RecordBatch]:
         """The rows of ``sql`` (a firing, in output order) in the operator's output schema, in
         batches of at most ``OUTPUT_BATCH_ROWS``; ``evict()`` deletes what fired, once they are read.
-        ``views`` are Arrow tables ``sql`` reads by name, registered on the cursor while it runs."""
+        ``views`` are Arrow tables ``sql`` reads by name, registered on the cursor while it runs.
+        ``small``: the caller knows the firing has at most ``small_firing_rows()`` rows; it is read at
+        once (``start_small``)."""
         self.end()  # before the cursor runs another query
         if self._cursor is None:
             self._cursor = con.cursor()
@@ -59,12 +71,26 @@ class FiringStream:
             unregister()
             evict()
 
+        if small:
+            try:
+                table = run_arrow(cursor, sql, self.ctx.operator_id)
+            finally:
+                unregister()
+            return self.start_small(table, evict)
         try:
             stream = stream_arrow(cursor, sql, self.ctx.operator_id)
         except BaseException:
             unregister()
             raise
         return self.start_stream(stream, unregister_and_evict)
+
+    def start_small(self, table: pa.Table, evict: Callable[[], None]) -> list[pa.RecordBatch]:
+        """A firing read at once (``duckdb_sql.run_arrow``: at most ``small_firing_rows()``, as
+        many as a stream holds at most), evicted at once, in batches of at most ``OUTPUT_BATCH_ROWS``."""
+        self.end()
+        evict()
+        n = duckdb_sql.OUTPUT_BATCH_ROWS
+        return [batch.slice(at, n) for batch in self._conform(table.to_batches()) for at in range(0, batch.num_rows, n)]
 
     def start_stream(self, stream: ArrowStream, evict: Callable[[], None]) -> Iterable[pa.RecordBatch]:
         """``start`` for a firing already running as ``stream`` (on a connection of the caller's)."""
@@ -131,7 +157,7 @@ class StreamsFirings:
         super().close()
 
     def stream_firing(self, sql: str, evict: Callable[[], None],
-                      views: dict[str, pa.Table] | None = None) -> Iterable[pa.RecordBatch]:
+                      views: dict[str, pa.Table] | None = None, *, small: bool = False) -> Iterable[pa.RecordBatch]:
         if self._firing is None:
             self._firing = FiringStream(self.ctx)
-        return self._firing.start(self.con, sql, evict, views)
+        return self._firing.start(self.con, sql, evict, views, small=small)

@@ -19,6 +19,7 @@ _OPERATORS = {
     "window_aggregate": "weir.engine.operators.window_aggregate:WindowAggregate",
     "window_rank": "weir.engine.operators.window_rank:WindowRank",
     "window_join": "weir.engine.operators.window_join:WindowJoin",
+    "window_assign": "weir.engine.operators.window_assign:WindowAssign",
     "session_window": "weir.engine.operators.session_window:SessionWindow",
     "stream_join": "weir.engine.operators.stream_join:StreamJoin",
     "limit": "weir.engine.operators.limit:Limit",

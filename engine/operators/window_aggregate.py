@@ -71,14 +71,15 @@ from weir.engine.operators.clock import EventTimeClock
 from weir.engine.operators.config import OperatorConfig, optional
 from weir.engine.operators.bad_aggregate_rows import keep_python, python_arguments, raising_rows, without_bad_rows
 from weir.engine.operators.late_rows import ROW_NUMBER, BadRows, LateRows, LateRowsConfig
-from weir.engine.operators.duckdb_sql import int_literal, query_arrow, quote_ident, stream_arrow
-from weir.engine.operators.firings import FiringStream
+from weir.engine.operators.duckdb_sql import int_literal, query_arrow, quote_ident, run_arrow, stream_arrow
+from weir.engine.operators.firings import FiringStream, small_firing_rows
 from weir.engine.operators.window_state import FROM_END, SLICE, WINDOW_END, WINDOW_START, WindowState
-from weir.engine.operators.windows import WINDOW_TIME_LAG_US, SlicedWindowConfig, window_assigner
+from weir.engine.operators.windows import (WINDOW_TIME_LAG_US, SlicedWindowConfig, align_array, align_numpy,
+                                               window_assigner)
 from weir.engine.state.key_groups import KEY_GROUP_COLUMN, key_groups
 from weir.engine.state.keyed_tables import merge_snapshots, owned_tables
 from weir.engine.messages import MIN_WATERMARK
-from weir.engine.pandas_import import scalar
+from weir.engine.pandas_import import numpy_values, scalar
 from weir.engine.watermarks import USE, highest_watermark, row_watermarks
 
 INPUT_VIEW = "window_input"
@@ -189,7 +190,8 @@ class WindowAggregate(Operator):
         self._bad_rows = BadRows(ctx) if config.bad_rows and python_arguments(self.accumulators) else None
         keep_python([f for f, _, _ in python_arguments(self.accumulators)])
         self.state: WindowState | None = None
-        #: The earliest slice that may hold state (None: no state); saves a query per watermark.
+        #: A lower bound of the earliest slice in the state (None: no state); saves a query per
+        #: watermark.
         self._earliest_slice: int | None = None
         #: A large firing being streamed out (``process_watermark``, ``engine.operators.firings``).
         self._firing = FiringStream(ctx)
@@ -256,7 +258,8 @@ class WindowAggregate(Operator):
         # Late under its arrival watermark is a fact of the row alone (not of any state): decided
         # here. The own watermark of this subtask is left out: it depends on when the other
         # workers' watermarks came, and the owner checks its own anyway (``_append_partials``).
-        batch, _ = self._drop_late(batch, ts, MIN_WATERMARK)
+        batch, ts = self._drop_late(batch, ts, MIN_WATERMARK)
+        batch = self._with_slices(batch, ts)
         self.state.con.register(INPUT_VIEW, batch)
         try:
             from_end = has_from_end(batch)
@@ -315,6 +318,7 @@ class WindowAggregate(Operator):
         self._extend_earliest_slice(self.assigner.slice_start(earliest))
         if batch.schema.get_field_index(KEY_GROUP_COLUMN) < 0:  # else a parallel exchange computed them
             batch = batch.append_column(KEY_GROUP_COLUMN, self._key_groups(batch))
+        batch = self._with_slices(batch, ts)
         if self._bad_rows is None:
             self._append(batch)
         else:
@@ -347,7 +351,7 @@ class WindowAggregate(Operator):
         if self.copy_column is not None:
             first = pc.equal(rows.column(self.copy_column), 0)
             rows, failures = rows.filter(first), [f for f, a in zip(failures, first.to_pylist()) if a]
-        internal = {KEY_GROUP_COLUMN, FROM_END, *([self.copy_column] if self.copy_column else [])}
+        internal = {KEY_GROUP_COLUMN, FROM_END, SLICE, *([self.copy_column] if self.copy_column else [])}
         self._bad_rows.keep(rows.drop_columns([n for n in rows.schema.names if n in internal]), failures)
 
     def _drop_late(self, batch: pa.RecordBatch, ts: pa.Array, watermark: int) -> tuple[pa.RecordBatch, pa.Array]:
@@ -443,14 +447,23 @@ class WindowAggregate(Operator):
             batch = batch.set_column(index, batch.schema.field(index).with_type(column.type), column)
         return batch, column.view(pa.int64())
 
+    def _with_slices(self, batch: pa.RecordBatch, ts: pa.Array) -> pa.RecordBatch:
+        """``batch`` with each row's slice start (µs; NULL for a NULL time) in ``SLICE``, from its
+        times ``ts`` in µs: in numpy, where DuckDB's aligning of every row in the statement that
+        groups them cost as much as the grouping (``windows.align_numpy``)."""
+        if ts.null_count:
+            slices = align_array(ts, self.assigner.slice_size, self.assigner.offset)
+        else:
+            slices = pa.array(align_numpy(numpy_values(ts), self.assigner.slice_size, self.assigner.offset))
+        return batch.append_column(SLICE, slices)
+
     def _prepared_rows_sql(self, *, key_group: bool = True, from_end: bool = False, numbered: bool = False) -> str:
         """The batch's rows that count, with keys, slice, first window (``from_end``: the batch
         has ``FROM_END``), arguments and filters computed (and ``numbered``: ``ROW_NUMBER``)."""
         ts_col = quote_ident(self.assigner.time_column)
-        ts_us = f"epoch_us({ts_col})"
         columns = [f"CAST({quote_ident(KEY_GROUP_COLUMN)} AS BIGINT) AS key_group"] if key_group else []
         columns += [f"({sql}) AS __k{i}" for i, (_, sql) in enumerate(self.keys)]
-        columns.append(f"{self.assigner.slice_start_sql(ts_us)} AS {SLICE}")
+        columns.append(SLICE)  # (``_with_slices``)
         columns.append(quote_ident(FROM_END) if from_end else f"NULL::BIGINT AS {FROM_END}")
         columns += argument_columns(self.accumulators, self.distincts)
         columns += [quote_ident(ROW_NUMBER)] if numbered else []
@@ -460,8 +473,9 @@ class WindowAggregate(Operator):
     # -- watermarks ----------------------------------------------------------
     def process_watermark(self, watermark: int) -> Iterable[pa.RecordBatch]:
         """The windows this watermark fires, in Arrow batches of at most ``OUTPUT_BATCH_ROWS``
-        rows. A firing that fits in two batches is read at once and returned as a list; a larger
-        one is an iterator that reads the rest from DuckDB as it is consumed (so no more than a
+        rows. A firing the state bounds to ``small_firing_rows()`` rows is read at once, its
+        statement planned once (``duckdb_sql.run_arrow``); one that turns out to fit in two
+        batches is read at once too; both are returned as a list. A larger one is an iterator that reads the rest from DuckDB as it is consumed (so no more than a
         batch of it is ever held outside DuckDB's limited, spilling memory), and deletes the
         fired slices when it ends. The windows are fired (the clock has moved) either way."""
         self.open()
@@ -471,19 +485,35 @@ class WindowAggregate(Operator):
         upto = self.assigner.last_fired_slice(watermark)
         if self._earliest_slice is None or self._earliest_slice > upto:
             return []
+        expired = self.assigner.last_expired_slice(watermark)
+        if self._fired_rows_at_most(watermark, fired_before) <= small_firing_rows():
+            table = run_arrow(self.state.reader(), self._emit_sql(upto, watermark, fired_before), self.ctx.operator_id)
+            return self._firing.start_small(table, lambda: self._evict(expired))
         materialize = self.state.rows() > MATERIALIZE_FIRING_ROWS
         batches = stream_arrow(self.state.reader(),
                                self._emit_sql(upto, watermark, fired_before, materialize=materialize),
                                self.ctx.operator_id)
-        expired = self.assigner.last_expired_slice(watermark)
         return self._firing.start_stream(batches, lambda: self._evict(expired))
 
+    def _fired_rows_at_most(self, watermark: int, fired_before: int) -> int:
+        """A bound on the rows a watermark fires: a row of partials per (key, slice) counts in at
+        most every window that fires (window ends are a slice apart), and in no more than its
+        slice is part of."""
+        width = self.assigner.slice_size
+        firing = (watermark - fired_before) // width + 1
+        return self.state.rows() * min(firing, self.assigner.windows_per_slice)
+
     def _evict(self, expired: int) -> None:
+        """Delete the slices up to ``expired`` (every window of theirs has fired). The earliest
+        slice is then a lower bound, not read back: no slice up to ``expired`` is left (None:
+        no partials left at all); a DELETE that the bound says finds nothing is not run."""
         if self._fired_table:
             self.state.run(f"DROP TABLE {FIRED_TABLE}")
             self._fired_table = False
+        if self._earliest_slice is None or self._earliest_slice > expired:
+            return
         self.state.evict(expired)
-        self._earliest_slice = self.state.earliest_slice()
+        self._earliest_slice = expired + self.assigner.slice_size if self.state.rows() else None
 
     def _emit_sql(self, upto: int, watermark: int, fired_before: int, *, materialize: bool = False) -> str:
         """Fired windows with their bounds, filtered by HAVING, projected, in a stable order.

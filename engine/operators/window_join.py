@@ -54,7 +54,7 @@ from weir.engine.operators.config import OperatorConfig, optional
 from weir.engine.operators.late_rows import LateRows, LateRowsConfig
 from weir.engine.operators.base import OperatorContext, StateOperator, explain_lines
 from weir.engine.operators.clock import EventTimeClock
-from weir.engine.operators.firings import StreamsFirings
+from weir.engine.operators.firings import StreamsFirings, small_firing_rows
 from weir.engine.operators.held_rows import HeldRows
 from weir.engine.operators.arrow_join import equi_join
 from weir.engine.operators.batches import conform
@@ -283,7 +283,16 @@ class WindowJoin(StreamsFirings, StateOperator):
             n = duckdb_sql.OUTPUT_BATCH_ROWS  # as a streamed firing's batches
             return [b.slice(at, n) for b in conform(joined, self.ctx.output_schema, self.ctx.operator_id)
                     for at in range(0, b.num_rows, n)]
-        return self.stream_firing(self._join_sql(upto, views), lambda: self._evict(upto, rests), views)
+        return self.stream_firing(self._join_sql(upto, views), lambda: self._evict(upto, rests), views,
+                                  small=self._small_firing(views))
+
+    def _small_firing(self, views: dict[str, pa.Table]) -> bool:
+        """Whether the firing's join makes at most ``small_firing_rows()`` rows, by its held rows
+        (every fired row held: none in the tables), so that it is read at once."""
+        if self._created:
+            return False
+        left, right = (views[s.fired].num_rows if s.fired in views else 0 for s in self.sides)
+        return (left + 1) * (right + 1) <= small_firing_rows()
 
     def _join_in_arrow(self, views: dict[str, pa.Table]) -> pa.Table | None:
         """The firing joined in Arrow (``arrow_join``), ordered by window_end, where every fired

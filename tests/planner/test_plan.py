@@ -134,7 +134,7 @@ def test_window_assignment_adds_window_columns():
     graph = view("SELECT auction, window_start, window_end, window_time "
                  "FROM TUMBLE(bids, date_time, INTERVAL '10' SECOND)")
     assign = graph.node("v.window_assign")
-    assert assign.kind == "calc"
+    assert assign.kind == "window_assign"
     assert assign.output_schema.names[-3:] == ["window_start", "window_end", "window_time"]
     assert graph.node("v.calc").output_schema.types == [pa.int64(), TS, TS, TS]
 
