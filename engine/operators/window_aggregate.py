@@ -79,7 +79,7 @@ from weir.engine.operators.windows import (WINDOW_TIME_LAG_US, SlicedWindowConfi
 from weir.engine.state.key_groups import KEY_GROUP_COLUMN, key_groups
 from weir.engine.state.keyed_tables import merge_snapshots, owned_tables
 from weir.engine.messages import MIN_WATERMARK
-from weir.engine.pandas_import import numpy_values, scalar
+from weir.engine.pandas_import import arrow_array, numpy_values, scalar
 from weir.engine.watermarks import USE, highest_watermark, row_watermarks
 
 INPUT_VIEW = "window_input"
@@ -454,7 +454,7 @@ class WindowAggregate(Operator):
         if ts.null_count:
             slices = align_array(ts, self.assigner.slice_size, self.assigner.offset)
         else:
-            slices = pa.array(align_numpy(numpy_values(ts), self.assigner.slice_size, self.assigner.offset))
+            slices = arrow_array(align_numpy(numpy_values(ts), self.assigner.slice_size, self.assigner.offset))
         return batch.append_column(SLICE, slices)
 
     def _prepared_rows_sql(self, *, key_group: bool = True, from_end: bool = False, numbered: bool = False) -> str:

@@ -39,7 +39,7 @@ from weir.engine.operators.base import Operator, OperatorContext, explain_lines
 from weir.engine.operators.batches import conform
 from weir.engine.operators.config import OperatorConfig
 from weir.engine.operators.windows import WINDOW_TIME_LAG_US, SlicedWindowConfig, align_numpy, window_assigner
-from weir.engine.pandas_import import numpy_values, scalar
+from weir.engine.pandas_import import arrow_array, numpy_values, scalar
 from weir.engine.watermarks import ARRIVAL_WATERMARK, PASS
 
 TIMESTAMP = pa.timestamp("us")
@@ -101,13 +101,13 @@ class WindowAssign(Operator):
         if batch.num_rows == 0:
             return []
         index, start, end = window_bounds(self.kind, numpy_values(ts), self.size, self.part, self.offset)
-        bounds = [pa.array(values, mask=nulls).view(TIMESTAMP) for values in (start, end, end - WINDOW_TIME_LAG_US)]
+        bounds = [arrow_array(values, mask=nulls).view(TIMESTAMP) for values in (start, end, end - WINDOW_TIME_LAG_US)]
         arrival = batch.schema.get_field_index(ARRIVAL_WATERMARK)
         passed = [c for i, c in enumerate(batch.columns) if i != arrival]
         if arrival >= 0:
             passed.append(batch.column(arrival))
         if index is not None:  # each row once per window
-            taken = pa.array(index)
+            taken = arrow_array(index)
             passed = [c.take(taken) for c in passed]
         names = [f"c{i}" for i in range(len(passed) + len(bounds))]
         if arrival >= 0:  # kept last, as ``conform`` expects
