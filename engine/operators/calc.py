@@ -26,6 +26,7 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from weir.engine.errors import EngineError
 from weir.engine.operators.base import Operator, OperatorContext, explain_lines
@@ -67,6 +68,44 @@ def _column_reference(sql: str) -> str | None:
     """The input column ``sql`` names when it is one quoted column reference (``"x"``), else None."""
     match = _QUOTED.fullmatch(sql)
     return match.group(1).replace('""', '"') if match else None
+
+
+_SHIFT = re.compile(r'("(?:[^"]|"")+") ([+-]) INTERVAL (\d+) MICROSECOND')
+#: Microseconds per unit of a timestamp.
+_UNIT_US = {"s": 1_000_000, "ms": 1_000, "us": 1}
+#: Times this far from the epoch (µs) are within DuckDB's TIMESTAMP range, both ways; a shift
+#: that leaves it is left to DuckDB, whose error names it.
+_DUCKDB_TIMESTAMP_US = 9_223_372_022_400_000_000
+
+
+def _shifted_column(sql: str) -> tuple[str, int] | None:
+    """(column, µs) when ``sql`` is a quoted column plus or minus a constant interval in µs
+    (``"endtime" - INTERVAL 1000 MICROSECOND``: the planner's time of a cascaded window), else None."""
+    match = _SHIFT.fullmatch(sql)
+    if not match:
+        return None
+    micros = int(match.group(3))
+    return _column_reference(match.group(1)), -micros if match.group(2) == "-" else micros
+
+
+def _shift(column: pa.Array, micros: int) -> pa.Array | None:
+    """A timestamp column shifted by ``micros`` in Arrow, on its int64 view (NULLs stay NULL);
+    None where DuckDB must do it: not a timestamp, a shift finer than its unit, a time out of
+    DuckDB's range."""
+    if not pa.types.is_timestamp(column.type) or column.type.unit not in _UNIT_US:
+        return None
+    steps, rest = divmod(micros, _UNIT_US[column.type.unit])
+    if rest:
+        return None
+    try:
+        shifted = pc.add_checked(column.view(pa.int64()), pa.scalar(steps, pa.int64()))
+    except pa.ArrowInvalid:  # past int64
+        return None
+    bound = _DUCKDB_TIMESTAMP_US // _UNIT_US[column.type.unit]
+    low, high = pc.min_max(shifted).values()
+    if low.is_valid and (low.as_py() < -bound or high.as_py() > bound):
+        return None
+    return shifted.view(column.type)
 
 
 class Calc(Operator):
@@ -119,14 +158,18 @@ class Calc(Operator):
         #: passes a column: a pruning, renames), and the passed columns, long strings among them,
         #: are taken from the batch by Arrow instead of copied in and out.
         self._passed: list[str | None] | None = None
+        #: Per item, (column, µs) when it shifts a timestamp column by a constant (``_shift``,
+        #: in Arrow: a cascaded window's time), else None; only with ``_passed``.
+        self._shifts: list[tuple[str, int] | None] = []
         self._computed_query: str | None = None
         if not (config.filter or expand or config.bad_rows):
             passed = [_column_reference(sql) for _, sql in projection]
+            shifts = [None if name else _shifted_column(sql) for (_, sql), name in zip(projection, passed)]
             # (unnest makes rows: a HOP window's assignment; its items stay in one statement)
-            if any(passed) and not any("unnest" in sql.lower() for _, sql in projection):
-                self._passed = passed
-                computed = ", ".join(f"{sql} AS {quote_ident(f'c{i}')}" for i, ((_, sql), name)
-                                     in enumerate(zip(projection, passed)) if name is None)
+            if (any(passed) or any(shifts)) and not any("unnest" in sql.lower() for _, sql in projection):
+                self._passed, self._shifts = passed, shifts
+                computed = ", ".join(f"{sql} AS {quote_ident(f'c{i}')}" for i, ((_, sql), name, shift)
+                                     in enumerate(zip(projection, passed, shifts)) if name is None and shift is None)
                 if computed:
                     self._computed_query = f"SELECT {computed} FROM {quote_ident(INPUT_VIEW)}"
 
@@ -145,10 +188,13 @@ class Calc(Operator):
         self.ctx.count("rows_in", batch.num_rows)
         if batch.num_rows == 0:
             return []
-        if self._passed is not None and all(c in batch.schema.names for c in self._passed if c):
-            out = conform(self._with_passed(batch), self.ctx.output_schema, self.ctx.operator_id)
-            self.ctx.count("rows_out", batch.num_rows)
-            return out
+        names = batch.schema.names
+        if self._passed is not None and all(c in names for c in [*self._passed, *(s[0] for s in self._shifts if s)] if c):
+            table = self._with_passed(batch)
+            if table is not None:
+                out = conform(table, self.ctx.output_schema, self.ctx.operator_id)
+                self.ctx.count("rows_out", batch.num_rows)
+                return out
         query = self.query_with_arrival if has_arrival(batch) else self.query
         result = self._bad_rows.evaluate(lambda rows: self._run(query, rows), batch,
                                          lambda rows: self._catch(query, rows)) if self._bad_rows \
@@ -157,17 +203,26 @@ class Calc(Operator):
         self.ctx.count("rows_out", sum(b.num_rows for b in out))
         return out
 
-    def _with_passed(self, batch: pa.RecordBatch) -> pa.Table:
+    def _with_passed(self, batch: pa.RecordBatch) -> pa.Table | None:
         """The projection over ``batch`` (no filter): its computed items by one statement (if it
-        has any), in order with the columns it passes through, taken from the batch."""
+        has any), in order with the columns it passes through, taken from the batch, and those
+        it shifts by a constant interval, shifted in Arrow (None if one cannot be: ``_shift``)."""
+        names = batch.schema.names
+        shifted = {}
+        for i, shift in enumerate(self._shifts):
+            if shift is not None:
+                shifted[i] = _shift(batch.column(names.index(shift[0])), shift[1])
+                if shifted[i] is None:
+                    return None
         computed = self._query(self._computed_query, batch) if self._computed_query else None
         if computed is not None and computed.num_rows != batch.num_rows:
             raise EngineError(f"a projection gave {computed.num_rows} rows for {batch.num_rows}",
                               operator_id=self.ctx.operator_id)
-        names = batch.schema.names
         columns, index = [], 0
-        for name in self._passed:
-            if name is None:
+        for i, name in enumerate(self._passed):
+            if i in shifted:
+                columns.append(pa.chunked_array([shifted[i]]))
+            elif name is None:
                 columns.append(computed.column(index))
                 index += 1
             else:

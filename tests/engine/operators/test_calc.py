@@ -151,3 +151,28 @@ def test_a_projection_that_makes_rows_stays_one_statement():
     assert op._passed is None
     [out] = op.process_batch(BIDS)
     assert out.to_pylist() == [{"auction": a, "slot": s} for a in (1, 2, 3, None) for s in (0, 1)]
+
+
+@pytest.mark.parametrize("unit", ["s", "ms", "us"])
+@pytest.mark.parametrize("micros", [1000, 2_000_000, 5])
+def test_a_time_shifted_by_a_constant_is_what_duckdb_computes(unit, micros):
+    """``"t" - INTERVAL n MICROSECOND`` (a cascaded window's time) is shifted in Arrow when the
+    column's unit can hold the shift, by DuckDB otherwise: the same rows either way."""
+    values = [-86_400_000_000, 0, None, 1_700_000_000_000_000, 1_999_000, 9_223_372_022_399_999_000]
+    factor = {"s": 1_000_000, "ms": 1_000, "us": 1}[unit]
+    batch = pa.record_batch({"t": pa.array([v if v is None else v // factor for v in values], pa.timestamp(unit)),
+                             "n": pa.array(range(len(values)), pa.int64())})
+    schema = pa.schema([("n", pa.int64()), ("earlier", pa.timestamp("us")), ("later", pa.timestamp("us"))])
+    projection = [["n", '"n"'], ["earlier", f'"t" - INTERVAL {micros} MICROSECOND'],
+                  ["later", f'"t" + INTERVAL {micros} MICROSECOND']]
+    shifted, evaluated = make_calc(projection, schema), make_calc(projection, schema)
+    evaluated._passed = None  # the whole projection in DuckDB
+    assert shifted._shifts[1] == ("t", -micros) and shifted._shifts[2] == ("t", micros)
+    assert shifted.process_batch(batch) == evaluated.process_batch(batch)
+
+
+def test_a_time_shift_that_overflows_fails_as_duckdb_fails():
+    batch = pa.record_batch({"t": pa.array([9_223_372_036_854_775_000], pa.timestamp("us"))})
+    op = make_calc([["t", '"t" + INTERVAL 1000 MICROSECOND']], pa.schema([("t", pa.timestamp("us"))]))
+    with pytest.raises(EngineError, match="DuckDB failed: .*timestamp range"):
+        op.process_batch(batch)
