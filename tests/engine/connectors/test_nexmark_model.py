@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from weir.engine.connectors.nexmark import SplitTimeline
-from weir.engine.connectors.nexmark_model import Draws, Proportions
+from weir.engine.connectors import nexmark_model
+from weir.engine.connectors.nexmark_model import Draws, Proportions, exact_price, price
 from weir.engine.connectors.nexmark_strings import Strings
 from weir.engine.state.key_groups import splitmix64, splitmix64_int, splitmix64_numpy
 
@@ -95,3 +96,34 @@ def test_a_pick_is_arrows_take(strings, data):
         assert picked.equals(expected)
         assert picked.buffers()[1].to_pybytes() == expected.buffers()[1].to_pybytes()
         assert picked.buffers()[2].to_pybytes() == expected.buffers()[2].to_pybytes()
+
+
+def test_a_price_from_the_tables_is_the_price_arrows_power_gives():
+    """``price`` rounds a product of two tables and has ``exact_price`` (Arrow's power) compute
+    the rows near a .5; over 2M words, the edges of the range and words on both paths, every
+    price is the exact one."""
+    draws = Draws(np.arange(2_000_000, dtype=np.int64), 11)
+    drawn = draws.word(4)
+    drawn[:4] = [0, 1, 2**32 - 2, 2**32 - 1]
+    draws.word = lambda i: drawn.copy()  # the words above, edges included
+    got = price(draws, 4)
+    assert got.dtype == np.int64
+    assert np.array_equal(got, exact_price(drawn))
+    assert got[0] == 100 and got[3] == 100_000_000
+    power = np.take(nexmark_model._PRICE_HIGH, drawn >> np.uint64(16)) * np.take(
+        nexmark_model._PRICE_LOW, drawn & np.uint64(0xFFFF))
+    near = np.abs(power + 0.5 - np.floor(power + 0.5) - 0.5) > 0.5 - nexmark_model._NEAR_HALF
+    assert 100 < near.sum() < 10_000  # the exact path ran, for few rows
+
+
+def test_a_price_near_a_half_is_the_exact_one_even_from_tables_a_little_off(monkeypatch):
+    """Tables off by 1e-12 (100 times the error they have) round some prices wrongly on their
+    own: the exact path must give every one of them back."""
+    draws = Draws(np.arange(2_000_000, dtype=np.int64), 3)
+    drawn = draws.word(4)
+    monkeypatch.setattr(nexmark_model, "_PRICE_LOW", nexmark_model._PRICE_LOW * (1 + 1e-12))
+    power = np.take(nexmark_model._PRICE_HIGH, drawn >> np.uint64(16)) * np.take(
+        nexmark_model._PRICE_LOW, drawn & np.uint64(0xFFFF))
+    exact = exact_price(drawn)
+    assert (np.floor(power + 0.5).astype(np.int64) != exact).any()  # the tables alone are wrong
+    assert np.array_equal(price(draws, 4), exact)
