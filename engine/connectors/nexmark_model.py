@@ -72,11 +72,15 @@ class Draws:
         key = np.uint64(splitmix64_int(seed))
         self._chain = [splitmix64_numpy(event_ids.view(np.uint64) ^ key)]  # event ids are >= 0
 
-    def word(self, i: int) -> np.ndarray:
-        """As uint64 (below 2**32)."""
+    def _hash(self, i: int) -> np.ndarray:
+        """The hash that word ``i`` is half of."""
         while len(self._chain) <= i // 2:
             self._chain.append(splitmix64_numpy(self._chain[-1]))
-        h = self._chain[i // 2]
+        return self._chain[i // 2]
+
+    def word(self, i: int) -> np.ndarray:
+        """As uint64 (below 2**32)."""
+        h = self._hash(i)
         return h & _LOW32 if i % 2 == 0 else h >> _32
 
     def uniform(self, i: int, bound: int | np.ndarray) -> np.ndarray:
@@ -87,6 +91,17 @@ class Draws:
         drawn *= bound
         drawn >>= _32
         return drawn.view(np.int64)  # below 2**32
+
+    def uniform_above_zero(self, i: int, bound: int) -> np.ndarray:
+        """``uniform(i, bound) > 0``, as a bool array: for 0 < bound < 2**32 the product does not
+        wrap, so it is word * bound >= 2**32, i.e. word >= ceil(2**32 / bound), one comparison."""
+        if not 0 < bound < 1 << 32:
+            return self.uniform(i, bound) > 0
+        if bound == 1:
+            return np.zeros(len(self._chain[0]), bool)
+        least = -(-(1 << 32) // bound)  # at most 2**31
+        h = self._hash(i)
+        return (h & _LOW32) >= np.uint64(least) if i % 2 == 0 else h >= np.uint64(least << 32)
 
 
 def java_round(x: np.ndarray) -> np.ndarray:
@@ -126,6 +141,11 @@ class Proportions:
 
 def random_active_person(draws: Draws, word: int, last_person: np.ndarray) -> np.ndarray:
     """nextBase0PersonId: uniform over the last 1000 persons plus a lead of 10."""
+    if len(last_person) and last_person.min() >= NUM_ACTIVE_PEOPLE - 1:  # 1000 persons before each row
+        chosen = draws.uniform(word, NUM_ACTIVE_PEOPLE + PERSON_ID_LEAD)
+        chosen += last_person
+        chosen -= NUM_ACTIVE_PEOPLE - 1
+        return chosen
     people = last_person + 1
     active = np.minimum(people, NUM_ACTIVE_PEOPLE)
     return (people - active) + draws.uniform(word, active + PERSON_ID_LEAD)
@@ -133,6 +153,11 @@ def random_active_person(draws: Draws, word: int, last_person: np.ndarray) -> np
 
 def random_in_flight_auction(draws: Draws, word: int, last_auction: np.ndarray) -> np.ndarray:
     """nextBase0AuctionId: uniform over [last - 100, last + 10]."""
+    if len(last_auction) and last_auction.min() >= NUM_IN_FLIGHT_AUCTIONS:  # no row near the first auction
+        chosen = draws.uniform(word, NUM_IN_FLIGHT_AUCTIONS + 1 + AUCTION_ID_LEAD)
+        chosen += last_auction
+        chosen -= NUM_IN_FLIGHT_AUCTIONS
+        return chosen
     low = np.maximum(last_auction - NUM_IN_FLIGHT_AUCTIONS, 0)
     span = (last_auction - low) + (1 + AUCTION_ID_LEAD)
     return low + draws.uniform(word, span)
@@ -140,7 +165,7 @@ def random_in_flight_auction(draws: Draws, word: int, last_auction: np.ndarray) 
 
 def hot_or(draws: Draws, word: int, ratio: int, hot: np.ndarray, other: np.ndarray) -> np.ndarray:
     """``hot`` with probability 1 - 1/ratio (Java: random.nextInt(ratio) > 0), else ``other``."""
-    return np.where(draws.uniform(word, ratio) > 0, hot, other)
+    return np.where(draws.uniform_above_zero(word, ratio), hot, other)
 
 
 def price(draws: Draws, word: int) -> np.ndarray:

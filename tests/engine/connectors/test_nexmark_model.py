@@ -15,7 +15,9 @@ from hypothesis import strategies as st
 
 from weir.engine.connectors.nexmark import SplitTimeline
 from weir.engine.connectors import nexmark_model
-from weir.engine.connectors.nexmark_model import Draws, Proportions, exact_price, price
+from weir.engine.connectors.nexmark_model import (
+    Draws, Proportions, exact_price, price, random_active_person, random_in_flight_auction,
+)
 from weir.engine.connectors.nexmark_strings import Strings
 from weir.engine.state.key_groups import splitmix64, splitmix64_int, splitmix64_numpy
 
@@ -127,3 +129,39 @@ def test_a_price_near_a_half_is_the_exact_one_even_from_tables_a_little_off(monk
     exact = exact_price(drawn)
     assert (np.floor(power + 0.5).astype(np.int64) != exact).any()  # the tables alone are wrong
     assert np.array_equal(price(draws, 4), exact)
+
+
+@settings(max_examples=60, deadline=None)
+@given(event_ids=st.lists(st.integers(0, 2**62), min_size=1, max_size=40), seed=st.integers(0, 2**40),
+       word=st.integers(0, 9), bound=st.one_of(st.sampled_from([1, 2, 3, 4, 2**31, 2**32 - 1, 2**32, 2**40]),
+                                                st.integers(1, 2**40)))
+def test_a_draw_above_zero_is_the_draw_compared(event_ids, seed, word, bound):
+    draws = Draws(np.array(event_ids, np.int64), seed)
+    assert draws.uniform_above_zero(word, bound).tolist() == (draws.uniform(word, bound) > 0).tolist()
+
+
+def _reference_active_person(draws, word, last):
+    people = last + 1
+    active = np.minimum(people, 1000)
+    return (people - active) + draws.uniform(word, active + 10)
+
+
+def _reference_in_flight_auction(draws, word, last):
+    low = np.maximum(last - 100, 0)
+    return low + draws.uniform(word, (last - low) + 11)
+
+
+@settings(max_examples=60, deadline=None)
+@given(last=st.lists(st.one_of(st.integers(0, 1200), st.integers(0, 2**40)), min_size=1, max_size=40),
+       seed=st.integers(0, 2**20))
+def test_random_ids_past_the_start_are_those_of_the_general_rule(last, seed):
+    """With every row past the first 1000 persons (100 auctions) the bound is one number; with
+    some row before, the general rule runs: both give the general rule's ids."""
+    last = np.array(last, np.int64)
+    draws = Draws(np.arange(len(last), dtype=np.int64), seed)
+    for rows in (last, last[last >= 999], last[last >= 100]):
+        if len(rows):
+            draws = Draws(np.arange(len(rows), dtype=np.int64), seed)
+            assert random_active_person(draws, 3, rows).tolist() == _reference_active_person(draws, 3, rows).tolist()
+            assert (random_in_flight_auction(draws, 1, rows).tolist()
+                    == _reference_in_flight_auction(draws, 1, rows).tolist())
