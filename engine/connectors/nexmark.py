@@ -255,9 +255,10 @@ class _Columns:
     def _extra(self, word: int, current_size: int | np.ndarray, variant_word: int) -> pa.Array:
         average = AVG_BYTES[self.kind]
         pool = self._pools.extra(average + average // 5 + 1)
-        lengths = extra_lengths(self.draws, word, current_size, average)
-        variant = self.draws.uniform(variant_word, StringPools.EXTRA_VARIANTS)
-        return pool.pick(lengths * StringPools.EXTRA_VARIANTS + variant)
+        index = extra_lengths(self.draws, word, current_size, average)  # a new array: the steps run in place
+        index *= StringPools.EXTRA_VARIANTS
+        index += self.draws.uniform(variant_word, StringPools.EXTRA_VARIANTS)
+        return pool.pick(index)
 
     def _pick(self, strings: Strings, word: int) -> pa.Array:
         """One of ``strings`` per row, uniformly."""

@@ -19,6 +19,7 @@ are Java's integer division and remainder.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,6 +73,9 @@ class Draws:
         key = np.uint64(splitmix64_int(seed))
         self._chain = [splitmix64_numpy(event_ids.view(np.uint64) ^ key)]  # event ids are >= 0
 
+    def __len__(self) -> int:
+        return len(self._chain[0])
+
     def _hash(self, i: int) -> np.ndarray:
         """The hash that word ``i`` is half of."""
         while len(self._chain) <= i // 2:
@@ -85,7 +89,14 @@ class Draws:
 
     def uniform(self, i: int, bound: int | np.ndarray) -> np.ndarray:
         """Integers uniform in [0, bound) (bound: an int, or int64 values >= 0), as int64:
-        (word * bound) >> 32, the product wrapping at 64 bits."""
+        (word * bound) >> 32, the product wrapping at 64 bits: for bound 2**b (b <= 32), word >> (32 - b)."""
+        if isinstance(bound, int) and 1 < bound <= 1 << 32 and bound & (bound - 1) == 0:
+            h, bits = self._hash(i), bound.bit_length() - 1
+            if i % 2:
+                return (h >> np.uint64(64 - bits)).view(np.int64)
+            drawn = h & _LOW32
+            drawn >>= np.uint64(32 - bits)
+            return drawn.view(np.int64)
         bound = np.uint64(bound & _MASK64) if isinstance(bound, int) else np.asarray(bound).astype(np.uint64)
         drawn = self.word(i)  # a new array: the steps run in place
         drawn *= bound
@@ -98,7 +109,7 @@ class Draws:
         if not 0 < bound < 1 << 32:
             return self.uniform(i, bound) > 0
         if bound == 1:
-            return np.zeros(len(self._chain[0]), bool)
+            return np.zeros(len(self), bool)
         least = -(-(1 << 32) // bound)  # at most 2**31
         h = self._hash(i)
         return (h & _LOW32) >= np.uint64(least) if i % 2 == 0 else h >= np.uint64(least << 32)
@@ -197,6 +208,14 @@ def exact_price(drawn: np.ndarray) -> np.ndarray:
 
 def extra_lengths(draws: Draws, word: int, current_size: int | np.ndarray, average: int) -> np.ndarray:
     """nextExtra's length: about ``average - current_size``, +-20%."""
+    if isinstance(current_size, int):  # (Python's floats are numpy's float64: the same rounding)
+        desired = max(average - current_size, 0)
+        delta = math.floor(desired * 0.2 + 0.5)
+        if delta == 0:
+            return np.full(len(draws), desired, np.int64)
+        lengths = draws.uniform(word, 2 * delta)
+        lengths += desired - delta
+        return lengths
     desired = np.maximum(average - np.asarray(current_size, np.int64), 0)
     delta = java_round(desired * 0.2)
     low = desired - delta

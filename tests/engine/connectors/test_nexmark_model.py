@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from weir.engine.connectors.nexmark import SplitTimeline
 from weir.engine.connectors import nexmark_model
 from weir.engine.connectors.nexmark_model import (
-    Draws, Proportions, exact_price, price, random_active_person, random_in_flight_auction,
+    Draws, Proportions, exact_price, extra_lengths, price, random_active_person, random_in_flight_auction,
 )
 from weir.engine.connectors.nexmark_strings import Strings
 from weir.engine.state.key_groups import splitmix64, splitmix64_int, splitmix64_numpy
@@ -165,3 +165,24 @@ def test_random_ids_past_the_start_are_those_of_the_general_rule(last, seed):
             assert random_active_person(draws, 3, rows).tolist() == _reference_active_person(draws, 3, rows).tolist()
             assert (random_in_flight_auction(draws, 1, rows).tolist()
                     == _reference_in_flight_auction(draws, 1, rows).tolist())
+
+
+@settings(max_examples=40, deadline=None)
+@given(event_ids=st.lists(st.integers(0, 2**62), min_size=1, max_size=40), seed=st.integers(0, 2**40),
+       word=st.integers(0, 9), bits=st.integers(0, 34))
+def test_a_draw_below_a_power_of_two_is_the_pyarrow_draw(event_ids, seed, word, bits):
+    """Bounds 2**b draw by a shift alone (up to 2**32; past it the product wraps, the general way)."""
+    drawn = Draws(np.array(event_ids, np.int64), seed).uniform(word, 1 << bits)
+    assert drawn.dtype == np.int64
+    assert drawn.tolist() == _reference_uniform(event_ids, seed, word, 1 << bits)
+
+
+@settings(max_examples=40, deadline=None)
+@given(sizes=st.lists(st.integers(0, 700), min_size=1, max_size=30), seed=st.integers(0, 2**20),
+       average=st.sampled_from([100, 200, 500, 3]))
+def test_extra_lengths_for_one_size_are_those_for_an_array_of_it(sizes, seed, average):
+    """A table whose other columns have a fixed size (bid) passes an int: the same lengths."""
+    draws = Draws(np.arange(len(sizes), dtype=np.int64), seed)
+    for size in sizes[:3]:
+        expected = extra_lengths(draws, 7, np.full(len(sizes), size, np.int64), average)
+        assert extra_lengths(draws, 7, size, average).tolist() == expected.tolist()
