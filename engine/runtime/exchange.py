@@ -63,8 +63,8 @@ def routing(consumer: OperatorNode, edge: Edge) -> tuple[str, ...] | str | None:
 _IDENTIFIER = re.compile(r'"((?:[^"]|"")*)"|([A-Za-z_][A-Za-z0-9_$]*)')
 #: Quoted identifiers and string literals, whose ``*`` is neither a star nor a product.
 _QUOTED = re.compile(r'"(?:[^"]|"")*"|\'(?:[^\']|\'\')*\'')
-#: A ``*`` with no operand before it (the start, ``(``, ``,``, ``.`` or a keyword that lists columns): a star.
-_STAR = re.compile(r'(?:^|[(,.]|\b(?:SELECT|DISTINCT|ALL|EXCLUDE|REPLACE|COLUMNS)\b)\s*\*', re.IGNORECASE)
+#: A ``*`` with no operand before it (the start, ``(``, ``,``, ``.``, SELECT, DISTINCT or ALL): a star.
+_STAR = re.compile(r'(?:^|[(,.]|\b(?:SELECT|DISTINCT|ALL)\b)\s*\*', re.IGNORECASE)
 
 
 def needed_columns(consumer: OperatorNode, schema: pa.Schema) -> list[str] | None:
