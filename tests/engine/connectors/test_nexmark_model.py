@@ -14,7 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from weir.engine.connectors.nexmark import SplitTimeline
-from weir.engine.connectors.nexmark_model import Draws, Proportions
+from weir.engine.connectors import nexmark_model
+from weir.engine.connectors.nexmark_model import (
+    Draws, Proportions, exact_price, extra_lengths, price, random_active_person, random_in_flight_auction,
+)
 from weir.engine.connectors.nexmark_strings import Strings
 from weir.engine.state.key_groups import splitmix64, splitmix64_int, splitmix64_numpy
 
@@ -95,3 +98,91 @@ def test_a_pick_is_arrows_take(strings, data):
         assert picked.equals(expected)
         assert picked.buffers()[1].to_pybytes() == expected.buffers()[1].to_pybytes()
         assert picked.buffers()[2].to_pybytes() == expected.buffers()[2].to_pybytes()
+
+
+def test_a_price_from_the_tables_is_the_price_arrows_power_gives():
+    """``price`` rounds a product of two tables and has ``exact_price`` (Arrow's power) compute
+    the rows near a .5; over 2M words, the edges of the range and words on both paths, every
+    price is the exact one."""
+    draws = Draws(np.arange(2_000_000, dtype=np.int64), 11)
+    drawn = draws.word(4)
+    drawn[:4] = [0, 1, 2**32 - 2, 2**32 - 1]
+    draws.word = lambda i: drawn.copy()  # the words above, edges included
+    got = price(draws, 4)
+    assert got.dtype == np.int64
+    assert np.array_equal(got, exact_price(drawn))
+    assert got[0] == 100 and got[3] == 100_000_000
+    power = np.take(nexmark_model._PRICE_HIGH, drawn >> np.uint64(16)) * np.take(
+        nexmark_model._PRICE_LOW, drawn & np.uint64(0xFFFF))
+    near = np.abs(power + 0.5 - np.floor(power + 0.5) - 0.5) > 0.5 - nexmark_model._NEAR_HALF
+    assert 100 < near.sum() < 10_000  # the exact path ran, for few rows
+
+
+def test_a_price_near_a_half_is_the_exact_one_even_from_tables_a_little_off(monkeypatch):
+    """Tables off by 1e-12 (100 times the error they have) round some prices wrongly on their
+    own: the exact path must give every one of them back."""
+    draws = Draws(np.arange(2_000_000, dtype=np.int64), 3)
+    drawn = draws.word(4)
+    monkeypatch.setattr(nexmark_model, "_PRICE_LOW", nexmark_model._PRICE_LOW * (1 + 1e-12))
+    power = np.take(nexmark_model._PRICE_HIGH, drawn >> np.uint64(16)) * np.take(
+        nexmark_model._PRICE_LOW, drawn & np.uint64(0xFFFF))
+    exact = exact_price(drawn)
+    assert (np.floor(power + 0.5).astype(np.int64) != exact).any()  # the tables alone are wrong
+    assert np.array_equal(price(draws, 4), exact)
+
+
+@settings(max_examples=60, deadline=None)
+@given(event_ids=st.lists(st.integers(0, 2**62), min_size=1, max_size=40), seed=st.integers(0, 2**40),
+       word=st.integers(0, 9), bound=st.one_of(st.sampled_from([1, 2, 3, 4, 2**31, 2**32 - 1, 2**32, 2**40]),
+                                                st.integers(1, 2**40)))
+def test_a_draw_above_zero_is_the_draw_compared(event_ids, seed, word, bound):
+    draws = Draws(np.array(event_ids, np.int64), seed)
+    assert draws.uniform_above_zero(word, bound).tolist() == (draws.uniform(word, bound) > 0).tolist()
+
+
+def _reference_active_person(draws, word, last):
+    people = last + 1
+    active = np.minimum(people, 1000)
+    return (people - active) + draws.uniform(word, active + 10)
+
+
+def _reference_in_flight_auction(draws, word, last):
+    low = np.maximum(last - 100, 0)
+    return low + draws.uniform(word, (last - low) + 11)
+
+
+@settings(max_examples=60, deadline=None)
+@given(last=st.lists(st.one_of(st.integers(0, 1200), st.integers(0, 2**40)), min_size=1, max_size=40),
+       seed=st.integers(0, 2**20))
+def test_random_ids_past_the_start_are_those_of_the_general_rule(last, seed):
+    """With every row past the first 1000 persons (100 auctions) the bound is one number; with
+    some row before, the general rule runs: both give the general rule's ids."""
+    last = np.array(last, np.int64)
+    draws = Draws(np.arange(len(last), dtype=np.int64), seed)
+    for rows in (last, last[last >= 999], last[last >= 100]):
+        if len(rows):
+            draws = Draws(np.arange(len(rows), dtype=np.int64), seed)
+            assert random_active_person(draws, 3, rows).tolist() == _reference_active_person(draws, 3, rows).tolist()
+            assert (random_in_flight_auction(draws, 1, rows).tolist()
+                    == _reference_in_flight_auction(draws, 1, rows).tolist())
+
+
+@settings(max_examples=40, deadline=None)
+@given(event_ids=st.lists(st.integers(0, 2**62), min_size=1, max_size=40), seed=st.integers(0, 2**40),
+       word=st.integers(0, 9), bits=st.integers(0, 34))
+def test_a_draw_below_a_power_of_two_is_the_pyarrow_draw(event_ids, seed, word, bits):
+    """Bounds 2**b draw by a shift alone (up to 2**32; past it the product wraps, the general way)."""
+    drawn = Draws(np.array(event_ids, np.int64), seed).uniform(word, 1 << bits)
+    assert drawn.dtype == np.int64
+    assert drawn.tolist() == _reference_uniform(event_ids, seed, word, 1 << bits)
+
+
+@settings(max_examples=40, deadline=None)
+@given(sizes=st.lists(st.integers(0, 700), min_size=1, max_size=30), seed=st.integers(0, 2**20),
+       average=st.sampled_from([100, 200, 500, 3]))
+def test_extra_lengths_for_one_size_are_those_for_an_array_of_it(sizes, seed, average):
+    """A table whose other columns have a fixed size (bid) passes an int: the same lengths."""
+    draws = Draws(np.arange(len(sizes), dtype=np.int64), seed)
+    for size in sizes[:3]:
+        expected = extra_lengths(draws, 7, np.full(len(sizes), size, np.int64), average)
+        assert extra_lengths(draws, 7, size, average).tolist() == expected.tolist()

@@ -200,6 +200,25 @@ def test_only_the_columns_a_window_aggregate_reads_cross_the_exchange(tmp_path):
     assert needed_columns(graph.node("by_k2.sink"), source) is None
 
 
+def test_a_product_is_no_star_but_a_star_keeps_every_column():
+    """Nexmark q1's ``0.908 * "price"`` read as a star made its source generate every column."""
+    from weir.engine.graph import OperatorNode
+    from weir.engine.operators.calc import CalcConfig
+    from weir.engine.runtime.exchange import needed_columns
+
+    schema = pa.schema([("auction", pa.int64()), ("price", pa.int64()), ("url", pa.string()), ("t*x", pa.int64())])
+
+    def read(*sql: str) -> list[str] | None:
+        config = CalcConfig(projection=tuple((f"c{i}", text) for i, text in enumerate(sql)))
+        return needed_columns(OperatorNode("calc", "calc", config, schema), schema)
+
+    assert read('"auction"', '0.908 * "price"') == ["auction", "price"]
+    assert read('"price"*2', '("price") * ("auction")', '"price" ** 2') == ["auction", "price"]
+    assert read('"t*x"', "'a*b' || \"url\"") == ["url", "t*x"]
+    for star in ("*", '"bid".*', "COUNT(*)", "count( * )", "(SELECT * FROM t)", "COLUMNS(*)"):
+        assert read('"auction"', star) is None, star
+
+
 @pytest.mark.parametrize("parallelism", [2, 3, 11])
 def test_split_cuts_by_the_stable_key_groups_and_can_carry_them(parallelism):
     from weir.engine.runtime.exchange import KEY_GROUP_COLUMN, split
