@@ -44,7 +44,7 @@ from weir.engine.connectors.base import ConnectorSpec, OptionSpec, Sink, Source,
 from weir.engine.connectors.kafka_formats import FORMATS, Format, debezium_changes
 from weir.engine.connectors.options import parse_bool, parse_char, parse_duration_seconds, parse_int
 from weir.engine.errors import ConnectorOptionError, EngineError, SourceError
-from weir.engine.pandas_import import numpy_values
+from weir.engine.pandas_import import numpy_values, scalar
 
 #: Metadata columns a Kafka table can declare (``col BIGINT METADATA FROM 'offset'``), and
 #: their types: the internal option 'weir.metadata' maps column -> key.
@@ -410,7 +410,7 @@ class KafkaSource(Source):
                 columns[column] = pa.array([m.offset() for m in messages], pa.int64())
             else:
                 millis = pa.array([m.timestamp()[1] for m in messages], pa.int64())
-                columns[column] = pc.cast(pc.multiply(millis, 1000), pa.timestamp("us"))
+                columns[column] = pc.cast(pc.multiply(millis, scalar(1000)), pa.timestamp("us"))
             target = self.schema.field(column).type
             if columns[column].type != target:
                 columns[column] = pc.cast(columns[column], target)
@@ -420,7 +420,7 @@ class KafkaSource(Source):
         changes = debezium_changes(envelopes, physical)
         if self.layout.metadata:  # a metadata value repeats for each change of its message
             ops = envelopes.column("op").combine_chunks()
-            repeat = pc.if_else(pc.equal(ops, "u"), 2, 1)
+            repeat = pc.if_else(pc.equal(ops, scalar("u")), scalar(2), scalar(1))
             index = pa.array([i for i, r in enumerate(repeat.to_pylist()) for _ in range(r)], pa.int64())
             for column in self.layout.metadata:
                 changes = changes.add_column(changes.num_columns - 1, column, columns[column].take(index))

@@ -40,7 +40,7 @@ from weir.engine.connectors.nexmark_strings import PERSON_NAMES, StringPools, St
 from weir.engine.connectors.options import parse_int, parse_timestamp_us
 from weir.engine.connectors.pacing import Pacer, paced_batch_size
 from weir.engine.errors import ConnectorOptionError
-from weir.engine.pandas_import import numpy_values, scalar
+from weir.engine.pandas_import import arrow_array, numpy_values, scalar
 
 _TS = pa.timestamp("us")
 _INT64_MAX = np.iinfo(np.int64).max
@@ -214,7 +214,7 @@ def milliseconds(us: np.ndarray) -> pa.Array:
     """µs since the epoch as a TIMESTAMP(3) value: whole milliseconds (floored, as Arrow's
     floor_temporal), as Nexmark's generator makes them (its tables declare TIMESTAMP(3);
     sub-millisecond digits would show in CAST(date_time AS STRING) and MAX(date_time))."""
-    return pa.array(us // 1000 * 1000).view(_TS)
+    return arrow_array(us // 1000 * 1000).view(_TS)
 
 
 class _Columns:
@@ -280,13 +280,13 @@ class _Columns:
             last = self._last_auction()
             hot = last // HOT_BLOCK * HOT_BLOCK
             chosen = hot_or(d, 0, s.hot_auctions, hot, random_in_flight_auction(d, 1, last))
-            return pa.array(chosen + FIRST_AUCTION_ID)
+            return arrow_array(chosen + FIRST_AUCTION_ID)
 
         def bidder() -> pa.Array:
             last = self._last_person()
             hot = last // HOT_BLOCK * HOT_BLOCK + 1
             chosen = hot_or(d, 2, s.hot_bidders, hot, random_active_person(d, 3, last))
-            return pa.array(chosen + (FIRST_PERSON_ID + s.bidder_shift))
+            return arrow_array(chosen + (FIRST_PERSON_ID + s.bidder_shift))
 
         def channel_index() -> np.ndarray:
             if self._channel_index is None:
@@ -297,7 +297,7 @@ class _Columns:
         return {
             "auction": auction,
             "bidder": bidder,
-            "price": lambda: pa.array(price(d, 4)),
+            "price": lambda: arrow_array(price(d, 4)),
             "channel": lambda: self._pools.channels()[0].pick(channel_index()),
             "url": lambda: self._pools.channels()[1].pick(channel_index()),
             "date_time": self._date_time,
@@ -311,7 +311,7 @@ class _Columns:
             last = self._last_person()
             hot = last // HOT_BLOCK * HOT_BLOCK
             chosen = hot_or(d, 0, s.hot_sellers, hot, random_active_person(d, 1, last))
-            return pa.array(chosen + FIRST_PERSON_ID)
+            return arrow_array(chosen + FIRST_PERSON_ID)
 
         def expires() -> pa.Array:
             # Auctions last 1 ms + uniform[0, 2H): H is the event time in which
@@ -323,15 +323,15 @@ class _Columns:
             return milliseconds(now + length)
 
         return {
-            "id": lambda: pa.array(self._last_auction() + FIRST_AUCTION_ID),
+            "id": lambda: arrow_array(self._last_auction() + FIRST_AUCTION_ID),
             "item_name": lambda: self._pick(self._pools.next_string(20), 6),
             "description": lambda: self._pick(self._pools.next_string(100), 7),
-            "initial_bid": lambda: pa.array(price(d, 3)),
-            "reserve": lambda: pa.array(numpy_values(self.get("initial_bid")) + price(d, 4)),
+            "initial_bid": lambda: arrow_array(price(d, 3)),
+            "reserve": lambda: arrow_array(numpy_values(self.get("initial_bid")) + price(d, 4)),
             "date_time": self._date_time,
             "expires": expires,
             "seller": seller,
-            "category": lambda: pa.array(d.uniform(2, NUM_CATEGORIES) + FIRST_CATEGORY_ID),
+            "category": lambda: arrow_array(d.uniform(2, NUM_CATEGORIES) + FIRST_CATEGORY_ID),
             "extra": lambda: self._extra(8, self._lengths("item_name", "description") + (8 + 8 * 5), 9),
         }
 
@@ -339,11 +339,11 @@ class _Columns:
         d = self.draws
 
         def credit_card() -> pa.Array:
-            groups = [pc.utf8_lpad(pa.array(d.uniform(w, 10_000)).cast(pa.string()), 4, "0") for w in (2, 3, 4, 5)]
+            groups = [pc.utf8_lpad(arrow_array(d.uniform(w, 10_000)).cast(pa.string()), 4, "0") for w in (2, 3, 4, 5)]
             return pc.binary_join_element_wise(*groups, scalar(" "))
 
         return {
-            "id": lambda: pa.array(self._last_person() + FIRST_PERSON_ID),
+            "id": lambda: arrow_array(self._last_person() + FIRST_PERSON_ID),
             "name": lambda: self._pick(self._pools.listed(PERSON_NAMES), 0),
             "email_address": lambda: self._pick(self._pools.emails(), 1),
             "credit_card": credit_card,

@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from weir.engine.pandas_import import numpy_values, scalar
+from weir.engine.pandas_import import arrow_array, numpy_values, scalar
 from weir.engine.state.key_groups import splitmix64_int, splitmix64_numpy
 
 FIRST_PERSON_ID = 1000
@@ -202,7 +202,7 @@ def price(draws: Draws, word: int) -> np.ndarray:
 def exact_price(drawn: np.ndarray) -> np.ndarray:
     """round(100 * 10^(6u)) for draw words ``drawn`` (u = word / 2^32), Arrow's kernel taking the
     power, as it always has: numpy's may round the last bit otherwise on some CPUs (SIMD builds)."""
-    tens = numpy_values(pc.power(scalar(10.0), pa.array(drawn.astype(np.float64) / 4294967296.0 * 6.0)))
+    tens = numpy_values(pc.power(scalar(10.0), arrow_array(drawn.astype(np.float64) / 4294967296.0 * 6.0)))
     return java_round(tens * 100.0)
 
 

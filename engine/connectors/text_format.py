@@ -9,6 +9,7 @@ import pyarrow.compute as pc
 
 from weir.engine.changelog import DELETE, INSERT, ROW_KIND, SHORT_NAMES, UPDATE_BEFORE
 from weir.engine.operators.duckdb_sql import quote_ident
+from weir.engine.pandas_import import scalar
 
 
 def timestamp_text(column: pa.Array, separator: str = " ") -> pa.Array:
@@ -64,7 +65,7 @@ def changelog_lines(batch: pa.RecordBatch, row_kind: str = "+I") -> pa.Array:
     parts = []
     for column in batch.columns:
         if pa.types.is_boolean(column.type):
-            text = pc.if_else(column, "true", "false")
+            text = pc.if_else(column, scalar("true"), scalar("false"))
         elif pa.types.is_floating(column.type):
             text = float_text(column)
         else:
@@ -72,7 +73,7 @@ def changelog_lines(batch: pa.RecordBatch, row_kind: str = "+I") -> pa.Array:
                 text = pc.cast(column, pa.string())
             except pa.ArrowNotImplementedError:  # lists, structs, maps: rare in a print sink
                 text = pa.array([None if v is None else str(v) for v in column.to_pylist()], pa.string())
-        parts.append(pc.fill_null(text, "null"))
+        parts.append(pc.fill_null(text, scalar("null")))
     if not parts:
         inner = pa.array([""] * batch.num_rows, pa.string())
     else:

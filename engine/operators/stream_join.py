@@ -65,6 +65,7 @@ from weir.engine.schemas import schema_from_json
 from weir.engine.state.key_groups import key_groups
 from weir.engine.state.keyed_tables import merge_snapshots, owned_tables
 from weir.engine.udfs import UdfError
+from weir.engine.pandas_import import scalar
 
 JOIN_TYPES = ("inner", "left", "right", "full", "semi", "anti")
 SIDES = ("left", "right")
@@ -281,7 +282,7 @@ class StreamJoin(StateOperator):
         at = pc.index_in(orids, value_set=matched.column(0).combine_chunks())
         gathered = {other.index: [matched.column(i + 1).take(at) for i in range(len(other.names))],
                     side.index: [delta.column(c).take(ords) for c in side.data()]}
-        kinds = pc.if_else(pc.greater(delta.column("_sign").take(ords), 0), pa.scalar(INSERT, pa.int8()),
+        kinds = pc.if_else(pc.greater(delta.column("_sign").take(ords), scalar(0)), pa.scalar(INSERT, pa.int8()),
                            pa.scalar(DELETE, pa.int8()))
         left, right = self.sides  # an INNER join: both sides' columns
         return pa.Table.from_arrays([*gathered[0], *gathered[1], kinds], names=[*left.names, *right.names, ROW_KIND])
@@ -371,7 +372,7 @@ class StreamJoin(StateOperator):
             self._run(f"INSERT INTO {side.table} SELECT d.key_group, {int_literal(start)} + d._ord, 0, "
                       f"{int_literal(now)}{qualified} FROM {DELTA} d WHERE d._sign > 0")
         side.next_rid = start + delta.num_rows
-        if pc.any(pc.less(delta.column(1), 0)).as_py():  # retractions delete one equal instance each
+        if pc.any(pc.less(delta.column(1), scalar(0))).as_py():  # retractions delete one equal instance each
             listed = ", ".join(data)
             partition = f"PARTITION BY {listed}" if data else ""
             same = " AND ".join(f"s.{c} IS NOT DISTINCT FROM r.{c}" for c in data) or "true"

@@ -349,7 +349,7 @@ class WindowAggregate(Operator):
     def _keep_bad_rows(self, rows: pa.RecordBatch, failures: list) -> None:
         """The bad rows as they came (one copy of a row expanded per grouping set)."""
         if self.copy_column is not None:
-            first = pc.equal(rows.column(self.copy_column), 0)
+            first = pc.equal(rows.column(self.copy_column), scalar(0))
             rows, failures = rows.filter(first), [f for f, a in zip(failures, first.to_pylist()) if a]
         internal = {KEY_GROUP_COLUMN, FROM_END, SLICE, *([self.copy_column] if self.copy_column else [])}
         self._bad_rows.keep(rows.drop_columns([n for n in rows.schema.names if n in internal]), failures)

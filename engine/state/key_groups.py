@@ -44,6 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from weir.engine.errors import EngineError
+from weir.engine.pandas_import import scalar
 
 DEFAULT_MAX_PARALLELISM = 128
 #: The column that carries each row's key group into a keyed operator: computed by the
@@ -124,7 +125,7 @@ def _words(array: pa.Array) -> pa.Array | None:
     if pa.types.is_duration(t):
         return pc.cast(array, pa.duration("us"), safe=False).view(pa.int64()).view(_U64)
     if pa.types.is_floating(t):
-        x = pc.add(pc.cast(array, pa.float64()), 0.0)  # -0.0 + 0.0 is +0.0
+        x = pc.add(pc.cast(array, pa.float64()), scalar(0.0))  # -0.0 + 0.0 is +0.0
         bits = x.view(pa.int64()).view(_U64)
         return pc.if_else(pc.is_nan(x), _u(CANONICAL_NAN_BITS), bits)
     return None

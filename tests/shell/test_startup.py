@@ -43,6 +43,8 @@ def test_a_small_job_imports_no_pandas_and_only_its_connectors(tmp_path, paralle
     assert imported.count("weir.engine.runtime.subtask") == 1 + (1 if parallelism > 1 else 0)
     # pyarrow's one refused attempt (engine/pandas_import.py) shows as a line for "pandas" alone.
     assert [m for m in imported if m.startswith("pandas.")] == []
+    # nor numpy.ma, which pa.array of an ndarray imports (the generator uses arrow_array)
+    assert [m for m in imported if m == "numpy.ma" or m.startswith("numpy.ma.")] == []
     connectors = {m.rsplit(".", 1)[1] for m in imported if m.startswith("weir.engine.connectors.")}
     assert {"nexmark", "blackhole"} <= connectors
     assert connectors.isdisjoint({"kafka", "kafka_formats", "filesystem", "file_readers", "datagen", "print_sink"})
@@ -196,3 +198,32 @@ def test_a_windowed_top_n_job_with_a_json_sink_imports_no_pandas(tmp_path):
     assert re.search(r"hops\.sink\s+[1-9]", done.stdout) and re.search(r"busiest\.sink\s+[1-9]", done.stdout), done.stdout
     assert list((tmp_path / "out" / "hops").glob("part-*.json"))
     assert [m for m in _imports(done.stderr) if m.startswith("pandas.")] == []
+
+
+#: An INNER regular join of two append-only inputs (Nexmark q3's shape), then an append-only
+#: Top-1 per partition: the join's pairs and both operators' signs are compared with numbers on
+#: every batch.
+JOIN_JOB = """
+CREATE TABLE auction (id BIGINT, seller BIGINT, category BIGINT, date_time TIMESTAMP(3))
+WITH ('connector' = 'nexmark', 'table' = 'auction', 'events' = '2000');
+CREATE TABLE person (id BIGINT, name VARCHAR, date_time TIMESTAMP(3))
+WITH ('connector' = 'nexmark', 'table' = 'person', 'events' = '2000');
+CREATE TABLE sellers (name VARCHAR, id BIGINT) WITH ('connector' = 'blackhole');
+INSERT INTO sellers SELECT P.name, A.id FROM auction AS A JOIN person AS P ON A.seller = P.id;
+CREATE TABLE latest (seller BIGINT, id BIGINT) WITH ('connector' = 'blackhole');
+INSERT INTO latest SELECT seller, id FROM (SELECT A.seller, A.id, ROW_NUMBER() OVER (PARTITION BY A.seller
+  ORDER BY A.id DESC) AS rn FROM auction AS A JOIN person AS P ON A.seller = P.id) WHERE rn <= 1;
+"""
+
+
+def test_a_regular_join_job_imports_neither_pandas_nor_numpy_ma(tmp_path):
+    (tmp_path / "job.sql").write_text(JOIN_JOB)
+    done = subprocess.run([sys.executable, "-m", "weir.shell.cli", "run", "job.sql", "--no-progress"],
+                          cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    for sink in ("sellers", "latest"):  # pairs were made and ranked
+        assert re.search(rf"{sink}\.sink\s+[1-9]", done.stdout), done.stdout
+    imported = _imports(done.stderr)
+    assert [m for m in imported if m.startswith("pandas.")] == []
+    assert [m for m in imported if m == "numpy.ma" or m.startswith("numpy.ma.")] == []
