@@ -140,7 +140,7 @@ WINDOWS = {
 @pytest.mark.parametrize("window,parallelism", [("tumble", 1), ("hop", 1), ("cumulate", 1), ("session", 1),
                                                 ("hop", 2)])
 def test_a_windowed_job_with_late_rows_imports_neither_pandas_nor_numpy_ma(tmp_path, window, parallelism):
-    """Nor ``numpy.ma``, which ``pa.array`` of an ndarray imports (~0.12 s): the window paths
+    """Nor ``numpy.ma``, which ``pa.array`` of an ndarray imports (~20 ms): the window paths
     convert their numpy results with ``arrow_array`` (engine/pandas_import.py)."""
     times = pa.array([i * 1000 - (i * 7 % 4) * 1000 for i in range(400)], pa.int64())
     pq.write_table(pa.table({"auction": pa.array([i % 3 for i in range(400)], pa.int64()),
