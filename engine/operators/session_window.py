@@ -82,7 +82,7 @@ from weir.engine.operators.firings import StreamsFirings
 from weir.engine.operators.islands import comparable, island_numbers, key_time_order, merged_intervals
 from weir.engine.operators.duckdb_sql import (create_table_from_arrow, int_literal, query_arrow, quote_ident,
                                               snapshot_tables, string_literal)
-from weir.engine.operators.windows import WINDOW_TIME_LAG_US
+from weir.engine.operators.windows import WINDOW_TIME_LAG_US, event_times
 from weir.engine.state.key_groups import KEY_GROUP_COLUMN, key_groups
 from weir.engine.state.keyed_tables import merge_snapshots, owned_tables
 from weir.engine.udfs import UdfError
@@ -450,18 +450,7 @@ class SessionWindow(StreamsFirings, StateOperator):
                 f"{s}.{END} - {LAG} > {r}.{ROW_WATERMARK}"]
 
     def _with_event_times(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        index = batch.schema.get_field_index(self.time_column)
-        if index < 0:
-            raise EngineError(f"the session window's time column {self.time_column!r} is not in the input",
-                              hint=f"input columns: {batch.schema.names}", operator_id=self.ctx.operator_id)
-        column = batch.column(index)
-        if not pa.types.is_timestamp(column.type):
-            raise EngineError(f"the session window's time column {self.time_column!r} is {column.type}, "
-                              "not a timestamp", operator_id=self.ctx.operator_id)
-        if column.type.unit != "us":
-            column = column.cast(pa.timestamp("us", column.type.tz))
-            batch = batch.set_column(index, batch.schema.field(index).with_type(column.type), column)
-        return batch
+        return event_times(batch, self.time_column, self.ctx.operator_id, "session window")[0]
 
     def _key_groups(self, batch: pa.RecordBatch) -> pa.Int32Array:
         names = batch.schema.names

@@ -74,7 +74,7 @@ from weir.engine.operators.late_rows import ROW_NUMBER, BadRows, LateRows, LateR
 from weir.engine.operators.duckdb_sql import int_literal, query_arrow, quote_ident, run_arrow, stream_arrow
 from weir.engine.operators.firings import FiringStream, small_firing_rows
 from weir.engine.operators.window_state import FROM_END, SLICE, WINDOW_END, WINDOW_START, WindowState
-from weir.engine.operators.windows import (WINDOW_TIME_LAG_US, SlicedWindowConfig, align_array, align_numpy,
+from weir.engine.operators.windows import (WINDOW_TIME_LAG_US, SlicedWindowConfig, align_array, align_numpy, event_times,
                                                window_assigner)
 from weir.engine.state.key_groups import KEY_GROUP_COLUMN, key_groups
 from weir.engine.state.keyed_tables import merge_snapshots, owned_tables
@@ -428,24 +428,7 @@ class WindowAggregate(Operator):
 
     def _event_times(self, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, pa.Array]:
         """The batch with its time column in µs, and that column as int64 (a zero-copy view)."""
-        name = self.assigner.time_column
-        index = batch.schema.get_field_index(name)
-        if index < 0:
-            raise EngineError(
-                f"the window's time column {name!r} is not in the input",
-                hint=f"input columns: {batch.schema.names}",
-                operator_id=self.ctx.operator_id,
-            )
-        column = batch.column(index)
-        if not pa.types.is_timestamp(column.type):
-            raise EngineError(
-                f"the window's time column {name!r} is {column.type}, not a timestamp",
-                operator_id=self.ctx.operator_id,
-            )
-        if column.type.unit != "us":
-            column = column.cast(pa.timestamp("us", column.type.tz))
-            batch = batch.set_column(index, batch.schema.field(index).with_type(column.type), column)
-        return batch, column.view(pa.int64())
+        return event_times(batch, self.assigner.time_column, self.ctx.operator_id)
 
     def _with_slices(self, batch: pa.RecordBatch, ts: pa.Array) -> pa.RecordBatch:
         """``batch`` with each row's slice start (µs; NULL for a NULL time) in ``SLICE``, from its

@@ -34,11 +34,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from weir.engine.errors import EngineError
 from weir.engine.operators.base import Operator, OperatorContext, explain_lines
 from weir.engine.operators.batches import conform
 from weir.engine.operators.config import OperatorConfig
-from weir.engine.operators.windows import WINDOW_TIME_LAG_US, SlicedWindowConfig, align_numpy, window_assigner
+from weir.engine.operators.windows import (WINDOW_TIME_LAG_US, SlicedWindowConfig, align_numpy, event_times,
+                                           window_assigner)
 from weir.engine.pandas_import import arrow_array, numpy_values, scalar
 from weir.engine.watermarks import ARRIVAL_WATERMARK, PASS
 
@@ -121,14 +121,4 @@ class WindowAssign(Operator):
 
     def _times(self, batch: pa.RecordBatch) -> pa.Array:
         """The time column as int64 µs since the epoch (a view where it is in µs already)."""
-        index = batch.schema.get_field_index(self.time_column)
-        if index < 0:
-            raise EngineError(f"the window's time column {self.time_column!r} is not in the input",
-                              hint=f"input columns: {batch.schema.names}", operator_id=self.ctx.operator_id)
-        column = batch.column(index)
-        if not pa.types.is_timestamp(column.type):
-            raise EngineError(f"the window's time column {self.time_column!r} is {column.type}, not a timestamp",
-                              operator_id=self.ctx.operator_id)
-        if column.type.unit != "us":
-            column = column.cast(pa.timestamp("us", column.type.tz))
-        return column.view(pa.int64())
+        return event_times(batch, self.time_column, self.ctx.operator_id)[1]

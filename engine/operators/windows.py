@@ -354,3 +354,22 @@ def window_assigner(window: SlicedWindowConfig, operator_id: str) -> SlicedWindo
 def _check_positive(what: str, value: int, operator_id: str) -> None:
     if value <= 0:
         raise EngineError(f"{what} must be positive, got {value} µs", operator_id=operator_id)
+
+
+def event_times(batch: pa.RecordBatch, name: str, operator_id: str,
+                window: str = "window") -> tuple[pa.RecordBatch, pa.Array]:
+    """``batch`` with its time column ``name`` in µs (cast from another unit, time zone kept),
+    and that column as int64 (a zero-copy view). A missing column, or one that is not a
+    timestamp, is an error naming the ``window``'s time column."""
+    index = batch.schema.get_field_index(name)
+    if index < 0:
+        raise EngineError(f"the {window}'s time column {name!r} is not in the input",
+                          hint=f"input columns: {batch.schema.names}", operator_id=operator_id)
+    column = batch.column(index)
+    if not pa.types.is_timestamp(column.type):
+        raise EngineError(f"the {window}'s time column {name!r} is {column.type}, not a timestamp",
+                          operator_id=operator_id)
+    if column.type.unit != "us":
+        column = column.cast(pa.timestamp("us", column.type.tz))
+        batch = batch.set_column(index, batch.schema.field(index).with_type(column.type), column)
+    return batch, column.view(pa.int64())

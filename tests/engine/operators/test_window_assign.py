@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import duckdb
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from weir.engine.operators.base import OperatorContext
 from weir.engine.operators.window_assign import WindowAssign, WindowAssignConfig
-from weir.engine.operators.windows import SlicedWindowConfig
+from weir.engine.errors import EngineError
+from weir.engine.operators.windows import SlicedWindowConfig, event_times
 from weir.engine.watermarks import ARRIVAL_WATERMARK
 from weir.planner.windows import WindowSpec, window_fields
 
@@ -74,3 +76,19 @@ def test_arrival_watermarks_pass_last_with_their_rows():
     assert out.column_names[-1] == ARRIVAL_WATERMARK
     assert out.column(ARRIVAL_WATERMARK).to_pylist() == [5, 5, 6, 6]
     assert out.column("id").to_pylist() == [0, 0, 1, 1]
+
+
+@pytest.mark.parametrize("batch,message", [
+    (pa.record_batch({"other": pa.array([1], pa.int64())}), "time column 'ts' is not in the input"),
+    (pa.record_batch({"ts": pa.array([1], pa.int64())}), "time column 'ts' is int64, not a timestamp"),
+])
+def test_a_time_column_missing_or_not_a_timestamp_is_named(batch, message):
+    with pytest.raises(EngineError, match=message):
+        event_times(batch, "ts", "w", "session window")
+
+
+def test_event_times_are_microseconds_whatever_the_unit():
+    batch = pa.record_batch({"ts": pa.array([1, None, -2], pa.timestamp("ms", "UTC"))})
+    cast, micros = event_times(batch, "ts", "w")
+    assert cast.schema.field("ts").type == pa.timestamp("us", "UTC")
+    assert micros.to_pylist() == [1000, None, -2000]
