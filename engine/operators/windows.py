@@ -140,9 +140,6 @@ class SlicedWindows:
     def slice_start(self, ts: int) -> int:
         return align(ts, self.slice_size, self.offset)
 
-    def slice_start_sql(self, ts_sql: str) -> str:
-        return align_sql(ts_sql, self.slice_size, self.offset)
-
     def windows_sql(self, slice_sql: str) -> SliceWindows:
         raise NotImplementedError
 
