@@ -158,6 +158,14 @@ class StreamsFirings:
 
     def stream_firing(self, sql: str, evict: Callable[[], None],
                       views: dict[str, pa.Table] | None = None, *, small: bool = False) -> Iterable[pa.RecordBatch]:
+        return self._firing_stream().start(self.con, sql, evict, views, small=small)
+
+    def fired_table(self, table: pa.Table, evict: Callable[[], None]) -> list[pa.RecordBatch]:
+        """A firing the operator computed itself (not in DuckDB), as a small firing is returned
+        (``FiringStream.start_small``)."""
+        return self._firing_stream().start_small(table, evict)
+
+    def _firing_stream(self) -> FiringStream:
         if self._firing is None:
             self._firing = FiringStream(self.ctx)
-        return self._firing.start(self.con, sql, evict, views, small=small)
+        return self._firing

@@ -57,7 +57,6 @@ from weir.engine.operators.clock import EventTimeClock
 from weir.engine.operators.firings import StreamsFirings, small_firing_rows
 from weir.engine.operators.held_rows import HeldRows
 from weir.engine.operators.arrow_join import equi_join
-from weir.engine.operators.batches import conform
 from weir.engine.operators import duckdb_sql
 from weir.engine.operators.duckdb_sql import create_table_from_arrow, int_literal, quote_ident, snapshot_table
 from weir.engine.operators.windows import WINDOW_TIME_LAG_US
@@ -278,11 +277,7 @@ class WindowJoin(StreamsFirings, StateOperator):
                 views[side.fired] = pa.Table.from_batches(fired, held.schema)
         joined = self._join_in_arrow(views)
         if joined is not None:
-            self._evict(upto, rests)
-            self.ctx.count("rows_out", joined.num_rows)
-            n = duckdb_sql.OUTPUT_BATCH_ROWS  # as a streamed firing's batches
-            return [b.slice(at, n) for b in conform(joined, self.ctx.output_schema, self.ctx.operator_id)
-                    for at in range(0, b.num_rows, n)]
+            return self.fired_table(joined, lambda: self._evict(upto, rests))
         return self.stream_firing(self._join_sql(upto, views), lambda: self._evict(upto, rests), views,
                                   small=self._small_firing(views))
 
