@@ -147,11 +147,14 @@ class TopN(StateOperator):
     def _ranked(self) -> str:
         """The rows of the touched partitions with their rank, best first."""
         partition = f"PARTITION BY {self._quoted(self.keys)} " if self.keys else ""
-        order = self._order()
+        return (f"SELECT *, {self.function}() OVER ({partition}ORDER BY {self._order()}) "
+                f"AS {quote_ident(self.rank_column)} FROM {self._stored('touched')}")
+
+    def _stored(self, touched: str) -> str:
+        """The stored rows of the partitions whose keys the relation ``touched`` lists (NULL keys
+        too); every stored row without partition keys."""
         same = " AND ".join(f"t.{quote_ident(k)} IS NOT DISTINCT FROM s.{quote_ident(k)}" for k in self.keys)
-        rows = f"(SELECT s.* FROM {TABLE} s SEMI JOIN touched t ON {same})" if self.keys else TABLE  # NULL keys too
-        return (f"SELECT *, {self.function}() OVER ({partition}ORDER BY {order}) AS {quote_ident(self.rank_column)} "
-                f"FROM {rows}")
+        return f"(SELECT s.* FROM {TABLE} s SEMI JOIN {touched} t ON {same})" if self.keys else TABLE
 
     def _result(self, ranked: str | None = None) -> str:
         """The touched partitions' part of the result: ranks in range, filtered, projected, after
@@ -198,21 +201,26 @@ class TopN(StateOperator):
             self._expire(now)
             if self._moves_only:
                 self._moves(first_rid)
-            elif self.keys:
-                self._run(f"CREATE OR REPLACE TEMP TABLE touched AS SELECT DISTINCT {self._quoted(self.keys)} FROM {DELTA}")
-            if not self._moves_only:
-                self._run(f"CREATE OR REPLACE TEMP TABLE top_before AS {self._result()}")
-                self._apply(delta)
-                self._run(f"CREATE OR REPLACE TEMP TABLE top_ranked AS {self._ranked()}")
-                if self.append_only_input:  # a row below the top N never rises again
-                    self._run(f"DELETE FROM {TABLE} WHERE _rid IN (SELECT _rid FROM top_ranked "
-                              f"WHERE {quote_ident(self.rank_column)} > {int_literal(self.high)})")
-                self._run(f"CREATE OR REPLACE TEMP TABLE top_after AS {self._result('top_ranked')}")
+            else:
+                self._before_and_after(delta)
             out = query_arrow(self.con, self._changes_sql(), self.ctx.operator_id)
         finally:
             self.con.unregister(DELTA)
         self.ctx.count("rows_out", out.num_rows)
         return conform(out, self.ctx.output_schema, self.ctx.operator_id)
+
+    def _before_and_after(self, delta: pa.RecordBatch) -> None:
+        """``top_before`` and ``top_after``: the touched partitions' results before and after the
+        batch is applied (``_apply``), ranked in full."""
+        if self.keys:
+            self._run(f"CREATE OR REPLACE TEMP TABLE touched AS SELECT DISTINCT {self._quoted(self.keys)} FROM {DELTA}")
+        self._run(f"CREATE OR REPLACE TEMP TABLE top_before AS {self._result()}")
+        self._apply(delta)
+        self._run(f"CREATE OR REPLACE TEMP TABLE top_ranked AS {self._ranked()}")
+        if self.append_only_input:  # a row below the top N never rises again
+            self._run(f"DELETE FROM {TABLE} WHERE _rid IN (SELECT _rid FROM top_ranked "
+                      f"WHERE {quote_ident(self.rank_column)} > {int_literal(self.high)})")
+        self._run(f"CREATE OR REPLACE TEMP TABLE top_after AS {self._result('top_ranked')}")
 
     def _moves(self, first_rid: int) -> None:
         """A batch of append-only rows when the rank is kept from 1 and neither projected nor
@@ -224,9 +232,7 @@ class TopN(StateOperator):
         ranked once, on their row ids and sort keys. The stored rows become the new top."""
         columns = self._quoted(["key_group", "_rid", "_t", *self.columns])
         partition = f"PARTITION BY {self._quoted(self.keys)} " if self.keys else ""
-        same = " AND ".join(f"t.{quote_ident(k)} IS NOT DISTINCT FROM s.{quote_ident(k)}" for k in self.keys)
-        stored = (f"SELECT {columns} FROM {TABLE} s SEMI JOIN (SELECT DISTINCT {self._quoted(self.keys)} "
-                  f"FROM {DELTA}) t ON {same}") if self.keys else f"SELECT {columns} FROM {TABLE}"
+        stored = f"SELECT {columns} FROM {self._stored(f'(SELECT DISTINCT {self._quoted(self.keys)} FROM {DELTA})')}"
         start, high = int_literal(first_rid), int_literal(self.high)
         self._run(f"CREATE OR REPLACE TEMP TABLE top_moves AS SELECT _rid, _rid >= {start} AS _new FROM "
                   f"(SELECT _rid, {self.function}() OVER ({partition}ORDER BY {self._order()}) AS _r "
