@@ -91,13 +91,13 @@ class WindowAssign(Operator):
 
     def process_batch(self, batch: pa.RecordBatch, input_index: int = 0) -> list[pa.RecordBatch]:
         self.ctx.count("rows_in", batch.num_rows)
-        ts = self._times(batch)
+        _, ts = event_times(batch, self.time_column, self.ctx.operator_id)  # (the batch keeps its unit)
         nulls = None
         if ts.null_count and self.kind == "tumble":  # the row stays, with NULL bounds
             nulls, ts = numpy_values(ts.is_null()), pc.fill_null(ts, scalar(0))
         elif ts.null_count:  # in no window
-            batch = batch.filter(ts.is_valid())
-            ts = self._times(batch)
+            valid = ts.is_valid()
+            batch, ts = batch.filter(valid), ts.filter(valid)
         if batch.num_rows == 0:
             return []
         index, start, end = window_bounds(self.kind, numpy_values(ts), self.size, self.part, self.offset)
@@ -118,7 +118,3 @@ class WindowAssign(Operator):
         out = pa.Table.from_arrays(columns, names=names)
         self.ctx.count("rows_out", out.num_rows)
         return conform(out, self.ctx.output_schema, self.ctx.operator_id)
-
-    def _times(self, batch: pa.RecordBatch) -> pa.Array:
-        """The time column as int64 µs since the epoch (a view where it is in µs already)."""
-        return event_times(batch, self.time_column, self.ctx.operator_id)[1]
