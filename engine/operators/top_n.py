@@ -196,14 +196,14 @@ class TopN(StateOperator):
             if not self._created:
                 self._run(f"CREATE TABLE {TABLE} AS SELECT * EXCLUDE (_sign) FROM {DELTA} LIMIT 0")
                 self._created = True
-            if self.append_only_input:
-                delta = self._batch_top(delta)
             self._expire(now)
             if self._moves_only:
-                self._moves(first_rid)
+                out = self._moves(first_rid)
             else:
+                if self.append_only_input:
+                    delta = self._batch_top(delta)
                 self._before_and_after(delta)
-            out = query_arrow(self.con, self._changes_sql(), self.ctx.operator_id)
+                out = query_arrow(self.con, self._changes_sql(), self.ctx.operator_id)
         finally:
             self.con.unregister(DELTA)
         self.ctx.count("rows_out", out.num_rows)
@@ -222,13 +222,13 @@ class TopN(StateOperator):
                       f"WHERE {quote_ident(self.rank_column)} > {int_literal(self.high)})")
         self._run(f"CREATE OR REPLACE TEMP TABLE top_after AS {self._result('top_ranked')}")
 
-    def _moves(self, first_rid: int) -> None:
-        """A batch of append-only rows when the rank is kept from 1 and neither projected nor
-        filtered on: the result of a partition is then exactly its stored rows (all ranked within
-        the top N: a row below never rises again, so it is not kept), and a row's values do not
-        depend on its rank. So the changes are the stored rows that the batch's rows push out of
-        the top N (``top_before``) and the batch's rows that enter it (``top_after``), and only
-        they are read, projected and compared (``_changes_sql``); the touched partitions are
+    def _moves(self, first_rid: int) -> pa.Table:
+        """The changes of a batch of append-only rows when the rank is kept from 1 and neither
+        projected nor filtered on: the result of a partition is then exactly its stored rows (all
+        ranked within the top N: a row below never rises again, so it is not kept), and a row's
+        values do not depend on its rank. So the changes are the stored rows that the batch's rows
+        push out of the top N and the batch's rows that enter it, and only they are read,
+        projected and compared (``_changes_sql``, in one statement); the touched partitions are
         ranked once, on their row ids and sort keys. The stored rows become the new top."""
         columns = self._quoted(["key_group", "_rid", "_t", *self.columns])
         partition = f"PARTITION BY {self._quoted(self.keys)} " if self.keys else ""
@@ -239,11 +239,13 @@ class TopN(StateOperator):
                   f"FROM ({stored} UNION ALL SELECT {columns} FROM {DELTA})) WHERE (_rid < {start}) = (_r > {high})")
         select = ", ".join(f"{sql} AS {quote_ident(name)}" for name, sql in self.projection)
         where = f" AND ({self.filter})" if self.filter else ""
-        for table, source, moved in (("top_before", TABLE, "NOT _new"), ("top_after", DELTA, "_new")):
-            self._run(f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT _rid, 0 AS _rank, {select} FROM {source} "
-                      f"WHERE _rid IN (SELECT _rid FROM top_moves WHERE {moved}){where}")
+        moved = {side: f"(SELECT _rid, {select} FROM {source} WHERE _rid IN "
+                       f"(SELECT _rid FROM top_moves WHERE {which}){where})"
+                 for side, source, which in (("before", TABLE, "NOT _new"), ("after", DELTA, "_new"))}
+        out = query_arrow(self.con, self._changes_sql(moved["before"], moved["after"]), self.ctx.operator_id)
         self._run(f"DELETE FROM {TABLE} WHERE _rid IN (SELECT _rid FROM top_moves WHERE NOT _new)")
         self._run(f"INSERT INTO {TABLE} SELECT {columns} FROM {DELTA} WHERE _rid IN (SELECT _rid FROM top_moves WHERE _new)")
+        return out
 
     def _batch_top(self, delta: pa.RecordBatch) -> pa.RecordBatch:
         """The delta's rows in the top N of their partition among the batch's own rows, registered
@@ -262,10 +264,11 @@ class TopN(StateOperator):
         self.con.register(DELTA, delta)
         return delta
 
-    def _changes_sql(self) -> str:
+    def _changes_sql(self, gone: str | None = None, came: str | None = None) -> str:
         """The result's changes: rows of ``top_before`` not in ``top_after`` (-D), then rows of
         ``top_after`` not in ``top_before`` (+I), as multisets of projected rows (EXCEPT ALL),
-        each part in arrival order (``_rid``).
+        each part in arrival order (``_rid``). ``gone`` and ``came``, when given, are the rows
+        that left and the rows that entered, without ranks (``_moves``): no row is on both sides.
 
         A row with the same ``_rid`` and rank on both sides projects to the same values: it is
         dropped from both by row id first, which leaves the few rows that changed. Of those, a
@@ -279,6 +282,9 @@ class TopN(StateOperator):
         partition = f"PARTITION BY {listed} " if names else ""
 
         def changed(side: str, other: str) -> str:
+            rows = {"before": gone, "after": came}[side]
+            if rows is not None:
+                return f"{side}_changed AS MATERIALIZED (SELECT x.*, hash({listed or 0}) AS _h FROM {rows} x)"
             return (f"{side}_changed AS MATERIALIZED (SELECT x.*, hash({listed or 0}) AS _h FROM top_{side} x "
                     f"ANTI JOIN top_{other} y ON x._rid = y._rid AND x._rank = y._rank)")
 
