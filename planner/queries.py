@@ -235,7 +235,7 @@ class QueryPlanner:
                             "aggregate the sessions, e.g. SELECT k, window_start, window_end, COUNT(*) ... "
                             "GROUP BY k, window_start, window_end")
         if window is not None:
-            stream = self._assign_window(stream, window, pipeline)
+            stream = self._assign_window(stream, window, pipeline, self._columns_read(select, scope, stream))
         return self.plan_calc(select, stream, scope, pipeline)
 
     def _window(self, tvf: WindowTVF, stream: Stream):
@@ -266,14 +266,41 @@ class QueryPlanner:
         return (f"`{column}` is {sql_name(stream.schema.field(column).type)}; a window needs a TIMESTAMP(3) "
                 "column with a WATERMARK FOR it")
 
-    def _assign_window(self, stream: Stream, window, pipeline: str) -> Stream:
-        schema = pa.schema([*stream.schema, *window_fields()])
+    @staticmethod
+    def _columns_read(select: exp.Select, scope: Scope, stream: Stream) -> list[str] | None:
+        """The columns of ``stream`` that ``select`` names, in the stream's order; None when it
+        may read every one (a star, or a name that does not resolve: the calc reports it)."""
+        read = set()
+        for part in [*select.expressions, select.args.get("where")]:
+            for node in part.walk() if part is not None else ():
+                if isinstance(node, exp.Star) or (isinstance(node, exp.Column) and isinstance(node.this, exp.Star)):
+                    return None
+                if isinstance(node, exp.Column):
+                    declared = scope.resolve(node.name)
+                    if declared is None:
+                        return None
+                    read.add(declared)
+                    if node.table and scope.resolve(node.table):  # a field of a ROW column: `s.f`
+                        read.add(scope.resolve(node.table))
+        return [name for name in stream.schema.names if name in read]
+
+    def _assign_window(self, stream: Stream, window, pipeline: str, columns: list[str] | None) -> Stream:
+        """Rows with their windows' bounds: the stream's ``columns`` (None: all) and the window's
+        time column, so that a source leaves out what the query does not read (Nexmark q7's bids
+        pass on neither `channel` nor `url`)."""
+        if columns is not None:
+            columns = [n for n in stream.schema.names if n in columns or n == window.time_column]
+            if len(columns) == len(stream.schema.names):
+                columns = None
+        passed = [stream.schema.field(name) for name in columns] if columns is not None else list(stream.schema)
+        schema = pa.schema([*passed, *window_fields()])
+        config = WindowAssignConfig(window=SlicedWindowConfig(**window.config()), columns=columns)
         node = self.builder.add(
-            pipeline, "window_assign", WindowAssignConfig(window=SlicedWindowConfig(**window.config())), schema,
+            pipeline, "window_assign", config, schema,
             [Edge(stream.node_id)], f"WindowAssign({window.describe()})", label="window_assign",
         )
         # window_time is a time attribute of the windowed rows (Flink's rowtime).
-        return Stream(node.id, schema, stream.time_attributes | {"window_time"}, stream.name,
+        return Stream(node.id, schema, (stream.time_attributes & set(schema.names)) | {"window_time"}, stream.name,
                       window_columns={name: (name, window) for name in WINDOW_COLUMNS})
 
     def plan_calc(self, select: exp.Select, stream: Stream, scope: Scope, pipeline: str) -> Stream:

@@ -6,8 +6,9 @@ Config (``WindowAssignConfig``)::
 
     window: SlicedWindowConfig(kind="hop", time_column="date_time", size=10000000, slide=2000000, offset=0)
 
-The output is the input's columns, then the three bounds (the last three columns of the output
-schema), then the rows' arrival watermarks if they came with them. Windows are aligned to the
+The output is the input's columns (``columns`` of them, when the planner names the ones the query
+reads: the source then leaves the others out), then the three bounds (the last three columns of the
+output schema), then the rows' arrival watermarks if they came with them. Windows are aligned to the
 epoch plus ``offset``; with ``floor(t, w) = t - (t - offset) mod w`` (a non-negative mod) of the
 row's time ``t`` in µs:
 
@@ -34,9 +35,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from weir.engine.errors import EngineError
 from weir.engine.operators.base import Operator, OperatorContext, explain_lines
 from weir.engine.operators.batches import conform
-from weir.engine.operators.config import OperatorConfig
+from weir.engine.operators.config import OperatorConfig, optional
+from weir.engine.operators.duckdb_sql import quote_ident
 from weir.engine.operators.windows import (WINDOW_TIME_LAG_US, SlicedWindowConfig, align_numpy, event_times,
                                            window_assigner)
 from weir.engine.pandas_import import arrow_array, numpy_values, scalar
@@ -48,6 +51,8 @@ TIMESTAMP = pa.timestamp("us")
 @dataclass(frozen=True)
 class WindowAssignConfig(OperatorConfig):
     window: SlicedWindowConfig
+    #: The input columns passed on, in order; None: every one.
+    columns: tuple[str, ...] | None = optional()
 
 
 def window_bounds(kind: str, ts: np.ndarray, size: int, part: int, offset: int) -> tuple[np.ndarray, ...]:
@@ -78,6 +83,12 @@ class WindowAssign(Operator):
     arrival_watermark = PASS
 
     @classmethod
+    def input_expressions(cls, config: WindowAssignConfig) -> list[str] | None:
+        if config.columns is None:
+            return None
+        return [quote_ident(name) for name in (*config.columns, config.window.time_column)]
+
+    @classmethod
     def explain(cls, config: WindowAssignConfig) -> list[str]:
         return explain_lines("-", "none")
 
@@ -88,6 +99,7 @@ class WindowAssign(Operator):
         self.kind = assigner.kind
         self.size, self.part, self.offset = assigner.size, assigner.slice_size, assigner.offset
         self.time_column = window.time_column
+        self.columns = self.config.columns
 
     def process_batch(self, batch: pa.RecordBatch, input_index: int = 0) -> list[pa.RecordBatch]:
         self.ctx.count("rows_in", batch.num_rows)
@@ -103,7 +115,13 @@ class WindowAssign(Operator):
         index, start, end = window_bounds(self.kind, numpy_values(ts), self.size, self.part, self.offset)
         bounds = [arrow_array(values, mask=nulls).view(TIMESTAMP) for values in (start, end, end - WINDOW_TIME_LAG_US)]
         arrival = batch.schema.get_field_index(ARRIVAL_WATERMARK)
-        passed = [c for i, c in enumerate(batch.columns) if i != arrival]
+        if self.columns is None:
+            passed = [c for i, c in enumerate(batch.columns) if i != arrival]
+        else:
+            missing = [name for name in self.columns if name not in batch.schema.names]
+            if missing:
+                raise EngineError(f"the input lacks columns {missing}", operator_id=self.ctx.operator_id)
+            passed = [batch.column(name) for name in self.columns]
         if arrival >= 0:
             passed.append(batch.column(arrival))
         if index is not None:  # each row once per window

@@ -8,6 +8,7 @@ import pyarrow as pa
 
 from weir.engine.operators.windows import SlicedWindowConfig
 from weir.engine.graph import Edge, JobGraph
+from weir.engine.runtime.exchange import needed_columns
 from weir.planner.planner import plan_script
 from weir.planner.queries import bounded_delay
 from weir.sql import parse
@@ -137,6 +138,25 @@ def test_window_assignment_adds_window_columns():
     assert assign.kind == "window_assign"
     assert assign.output_schema.names[-3:] == ["window_start", "window_end", "window_time"]
     assert graph.node("v.calc").output_schema.types == [pa.int64(), TS, TS, TS]
+
+
+def test_window_assignment_passes_on_only_the_columns_the_query_reads():
+    """So that the source leaves the others out (Nexmark q7's bids without `channel`, `url`):
+    the projection's and the WHERE clause's columns, and the window's time column."""
+    graph = view("SELECT auction, window_start FROM TUMBLE(bids, date_time, INTERVAL '10' SECOND) "
+                 "WHERE channel <> 'x'")
+    assign = graph.node("v.window_assign")
+    assert assign.config.columns == ("auction", "channel", "date_time")
+    assert assign.output_schema.names == ["auction", "channel", "date_time", "window_start", "window_end",
+                                          "window_time"]
+    assert needed_columns(assign, graph.node("bids.source").output_schema) == ["auction", "channel", "date_time"]
+
+
+def test_window_assignment_passes_on_every_column_under_a_star():
+    graph = view("SELECT *, price * 2 AS twice FROM TUMBLE(bids, date_time, INTERVAL '10' SECOND)")
+    assign = graph.node("v.window_assign")
+    assert assign.config.columns is None
+    assert needed_columns(assign, graph.node("bids.source").output_schema) is None
 
 
 def test_settings_from_set_and_the_command_line():

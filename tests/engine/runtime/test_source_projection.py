@@ -1,5 +1,5 @@
 """A parquet source reads only the columns its consumers read (``Source.project``, from the
-window aggregate's, the session window's and a calc's ``input_expressions``), with the same results; a consumer that may read
+window aggregate's, the session window's, a window assignment's and a calc's ``input_expressions``), with the same results; a consumer that may read
 any column gets them all, and a declared column missing from the file is still refused. A csv
 source converts only those columns: a bad value in another one is not looked at (as in Flink's
 csv format with projection push-down), a line with the wrong number of fields is still malformed."""
@@ -79,6 +79,23 @@ def test_a_calc_reads_its_projection_and_filter_and_the_watermark_its_column(tmp
     expected = duckdb.sql(f"SELECT auction, upper(channel) FROM read_parquet('{bids}') WHERE price > 50 "
                           "ORDER BY ALL").fetchall()
     assert got == expected and len(got) > 1000
+
+
+def test_a_window_table_function_without_aggregate_reads_only_the_columns_the_query_names(tmp_path, bids):
+    job = executor(tmp_path, bids, "auction BIGINT, window_start TIMESTAMP(3), window_time TIMESTAMP(3)",
+                   """INSERT INTO out SELECT auction, window_start, window_time
+                   FROM TABLE(HOP(TABLE bids, DESCRIPTOR(date_time), INTERVAL '2' SECOND, INTERVAL '6' SECOND))
+                   WHERE channel <> 'channel-3';""")
+    job.run()
+    (source,) = [t.reader.source for t in job.tasks.values() if t.reader]
+    assert source.read_columns == ["auction", "channel", "date_time"]
+    got = duckdb.sql(f"SELECT * FROM read_csv('{tmp_path}/out/*.csv') ORDER BY ALL").fetchall()
+    expected = duckdb.sql(f"""SELECT auction, s, s + INTERVAL 6 SECOND - INTERVAL 1 MILLISECOND
+                              FROM read_parquet('{bids}'),
+                                   unnest(range(time_bucket(INTERVAL 2 SECOND, date_time) - INTERVAL 4 SECOND,
+                                                date_time + INTERVAL 1 MICROSECOND, INTERVAL 2 SECOND)) t(s)
+                              WHERE channel <> 'channel-3' ORDER BY ALL""").fetchall()
+    assert got == expected and len(got) > 6000
 
 
 def test_a_consumer_that_may_read_any_column_gets_every_column(tmp_path, bids):
