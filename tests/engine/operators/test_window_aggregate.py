@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+import duckdb
 import pyarrow as pa
 import pytest
 
@@ -123,6 +124,26 @@ def test_fired_windows_come_ordered_by_window_end_then_keys():
     assert [(r["window_start"], r["auction"]) for r in rows] == [
         (at(0), 1), (at(0), 3), (at(0), None), (at(10 * SECOND), 2), (at(20 * SECOND), 1),
     ]
+
+
+@pytest.mark.parametrize("key_type, keys", [
+    (pa.string(), ["b", "a", "B", "é", "", None, "ab", "a", "z"]),
+    (pa.float64(), [1.5, float("nan"), -2.0, None, float("inf"), 0.0, -0.5, 1.5, 3.0]),
+    (pa.int32(), [3, -1, None, 7, 0, 3, 2, -5, 1]),
+])
+def test_fired_windows_are_in_duckdbs_order_of_their_keys(key_type, keys):
+    """A small firing is sorted in Arrow where the keys' type sorts there as in DuckDB (strings:
+    by bytes; NULLs last), else by DuckDB's ORDER BY (floats: NaN): DuckDB's order either way."""
+    schema = pa.schema([("k", key_type), ("window_start", pa.timestamp("us")),
+                        ("window_end", pa.timestamp("us")), ("window_time", pa.timestamp("us")), ("n", pa.int64())])
+    op = make_window_op(count_config(keys=(("k", "k"),)), schema)
+    times = [5 * SECOND, 5 * SECOND, 15 * SECOND, 5 * SECOND, 15 * SECOND, 5 * SECOND, 5 * SECOND, 15 * SECOND, 5 * SECOND]
+    batch = pa.record_batch({"k": pa.array(keys, key_type), "date_time": timestamps(times)})
+    rows = to_rows(drive(op, [batch, MAX_WATERMARK]), schema)
+    con = duckdb.connect()
+    con.register("b", pa.table({"k": pa.array(keys, key_type), "t": pa.array(times, pa.int64())}))
+    expected = con.execute("SELECT k, count(*) FROM b GROUP BY t // 10000000, k ORDER BY t // 10000000, k").fetchall()
+    assert [(repr(r["k"]), r["n"]) for r in rows] == [(repr(k), n) for k, n in expected]
 
 
 def test_state_of_fired_windows_is_deleted():
