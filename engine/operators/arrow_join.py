@@ -16,10 +16,19 @@ Single-threaded: the row order depends on the inputs' alone. The plan is built w
 ``pyarrow._acero`` itself: ``Table.join`` goes through ``pyarrow.acero``, whose import of
 ``pyarrow.dataset`` imports pandas (0.8 s on a loaded machine, once per process). It is a
 private module: a pyarrow without it leaves every join to the caller's SQL.
+
+An inner join's condition (Flink's non-equi join condition: Nexmark q5's ``"num" >= "maxn"``)
+filters the joined rows in Arrow where it is one comparison of two columns of one plain type
+(``ColumnComparison``: as SQL, a NULL on either side keeps no row); any other condition is the
+caller's SQL's.
 """
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
 import pyarrow as pa
+import pyarrow.compute as pc
 
 try:
     from pyarrow._acero import Declaration, HashJoinNodeOptions, TableSourceNodeOptions
@@ -29,6 +38,44 @@ except ImportError:  # pragma: no cover - pyarrow moved its private module: Duck
 #: Acero's name for each SQL join type.
 ACERO_JOIN_TYPES = {"inner": "inner", "left": "left outer", "right": "right outer", "full": "full outer",
                     "semi": "left semi", "anti": "left anti"}
+
+
+#: The pyarrow kernel of each SQL comparison operator.
+COMPARISONS = {"=": pc.equal, "<>": pc.not_equal, "!=": pc.not_equal, "<": pc.less, "<=": pc.less_equal,
+               ">": pc.greater, ">=": pc.greater_equal}
+_QUOTED = r'"((?:[^"]|"")+)"'
+_COMPARISON = re.compile(rf"{_QUOTED} (=|<>|!=|<=|>=|<|>) {_QUOTED}")
+
+
+@dataclass(frozen=True)
+class ColumnComparison:
+    """A condition that compares two columns, ``"left" <op> "right"`` (quoted names)."""
+
+    left: str
+    operator: str
+    right: str
+
+    @classmethod
+    def parse(cls, condition: str | None) -> "ColumnComparison | None":
+        """The comparison ``condition`` is (as the planner writes it), or None for any other SQL."""
+        match = _COMPARISON.fullmatch((condition or "").strip())
+        if match is None:
+            return None
+        left, operator, right = match.groups()
+        return cls(left.replace('""', '"'), operator, right.replace('""', '"'))
+
+    def mask(self, table: pa.Table, names: dict[str, str]) -> pa.ChunkedArray | None:
+        """Whether each row of ``table`` satisfies the comparison (NULL: it does not), its columns
+        found under ``names`` (condition name -> column of ``table``); None where Arrow would not
+        give SQL's answer: either column missing, or the two of different or unplain types
+        (DuckDB casts across types, and orders NaN above every number)."""
+        left, right = names.get(self.left), names.get(self.right)
+        if left is None or right is None:
+            return None
+        a, b = table.column(left), table.column(right)
+        if a.type != b.type or not _plain_equality(a.type):
+            return None
+        return COMPARISONS[self.operator](a, b)
 
 
 def _plain_equality(t: pa.DataType) -> bool:

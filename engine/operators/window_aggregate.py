@@ -30,12 +30,14 @@ fired) and the per-slice accumulators kept in ``WindowState``.
 Per batch: rows with a NULL time and late rows (every window of their slice
 already fired under the watermark the row met: its arrival watermark,
 ``engine.watermarks``, or the operator's own if that is larger) are counted and
-dropped; the rest are aggregated into partials
-per (key, slice) by one ``GROUP BY`` and appended to the state — once, however
-many windows overlap. Per watermark: every window with ``window_end - 1 ms``
-between the previous watermark (exclusive) and this one (inclusive) merges the
-partials of its slices and is emitted (ordered by window_end, then keys);
-slices whose windows have all fired are deleted.
+dropped; the rest are held in Arrow until the next watermark (``_hold``), then
+aggregated into partials per (key, slice) by one ``GROUP BY`` and appended to the
+state — once, however many windows overlap. Per watermark: every window with
+``window_end - 1 ms`` between the previous watermark (exclusive) and this one
+(inclusive) merges the partials of its slices and is emitted (ordered by
+window_end, then keys); slices whose windows have all fired are deleted. Held
+rows all of whose windows fire at that watermark are read by the firing with
+the state and never appended (a cascaded TUMBLE: three statements a batch -> one).
 
 Two phases (Flink's local-global aggregation). At a parallel exchange the
 upstream subtask calls ``pre_aggregate`` on its own subtask of this operator:
@@ -94,6 +96,14 @@ FIRED_TABLE = "__weir_fired_windows"
 
 def has_from_end(batch: pa.RecordBatch) -> bool:
     return batch.schema.get_field_index(FROM_END) >= 0
+
+
+def _sorts_as_duckdb(t: pa.DataType) -> bool:
+    """Whether Arrow's ascending order of values of type ``t`` (NULLs last) is DuckDB's ORDER BY:
+    integers, decimals, booleans, times and dates, strings and bytes (both compare bytes)."""
+    return (pa.types.is_integer(t) or pa.types.is_decimal(t) or pa.types.is_boolean(t) or pa.types.is_timestamp(t)
+            or pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_string(t)
+            or pa.types.is_large_string(t) or pa.types.is_binary(t))
 
 
 def _referenced_column(sql: str, names: list[str]) -> str | None:
@@ -197,6 +207,11 @@ class WindowAggregate(Operator):
         self._firing = FiringStream(ctx)
         #: Whether ``FIRED_TABLE`` holds a large firing being read (dropped with the eviction).
         self._fired_table = False
+        #: Whether a small firing is sorted in Arrow (``_small_firing``; None: not known yet).
+        self._arrow_sorts: bool | None = None
+        #: Prepared batches not yet appended (``_hold``), and the last slice of their rows.
+        self._held: list[pa.RecordBatch] = []
+        self._held_last_slice: int | None = None
 
     def _distinct_for(self, call: AggregateCall) -> DistinctAccumulator:
         for d in self.distincts:
@@ -228,6 +243,7 @@ class WindowAggregate(Operator):
     def close(self) -> None:
         self._firing.end()  # what fired leaves the state before it closes
         self._firing.close()
+        self._held, self._held_last_slice = [], None  # (the state goes)
         self.late_rows.close()
         if self._bad_rows is not None:
             self._bad_rows.close()
@@ -319,11 +335,36 @@ class WindowAggregate(Operator):
         if batch.schema.get_field_index(KEY_GROUP_COLUMN) < 0:  # else a parallel exchange computed them
             batch = batch.append_column(KEY_GROUP_COLUMN, self._key_groups(batch))
         batch = self._with_slices(batch, ts)
-        if self._bad_rows is None:
-            self._append(batch)
-        else:
+        if self._bad_rows is not None:
             without_bad_rows(self._append, batch, self._raising_rows, self._keep_bad_rows)
+        elif not self._hold(batch, ts):
+            self._append(batch)
         return []
+
+    def _hold(self, batch: pa.RecordBatch, ts: pa.Array) -> bool:
+        """Keep ``batch`` (prepared, its times ``ts``) in Arrow until the next watermark, which
+        fires its windows from the state and the held rows at once, and need never append them
+        where every slice of theirs expires there (``_fires_held``: a cascaded TUMBLE, whose
+        input is windows that just fired, saves two statements of three a batch). Only plain
+        rows are held: no DISTINCT aggregate, no first window (``FROM_END``), one schema, and
+        no more rows than a small firing (``small_firing_rows()``: memory outside DuckDB stays
+        bounded between watermarks however rare they are)."""
+        if self.distincts or has_from_end(batch) or batch.num_rows > small_firing_rows():
+            self._append_held()
+            return False
+        rows = batch.num_rows + sum(held.num_rows for held in self._held)
+        if self._held and (rows > small_firing_rows() or batch.schema != self._held[0].schema):
+            self._append_held()
+        self._held.append(batch)
+        last = self.assigner.slice_start(pc.max(ts).as_py())
+        self._held_last_slice = last if self._held_last_slice is None else max(last, self._held_last_slice)
+        return True
+
+    def _append_held(self) -> None:
+        """The held batches into the state, as ``process_batch`` appends a batch."""
+        held, self._held, self._held_last_slice = self._held, [], None
+        if held:
+            self._append(pa.Table.from_batches(held))
 
     def _append(self, batch: pa.RecordBatch) -> None:
         """``batch``'s rows into the state, as partials per (key, slice)."""
@@ -469,22 +510,70 @@ class WindowAggregate(Operator):
         if self._earliest_slice is None or self._earliest_slice > upto:
             return []
         expired = self.assigner.last_expired_slice(watermark)
-        if self._fired_rows_at_most(watermark, fired_before) <= small_firing_rows():
-            table = run_arrow(self.state.reader(), self._emit_sql(upto, watermark, fired_before), self.ctx.operator_id)
+        if self._held and not self._fires_held(watermark, fired_before, expired):
+            self._append_held()
+        if self._held:  # fired with the state, never appended
+            table = self._small_firing(upto, watermark, fired_before, held=True)
+            self._held, self._held_last_slice = [], None
             return self._firing.start_small(table, lambda: self._evict(expired))
+        if self._fired_rows_at_most(watermark, fired_before) <= small_firing_rows():
+            return self._firing.start_small(self._small_firing(upto, watermark, fired_before),
+                                            lambda: self._evict(expired))
         materialize = self.state.rows() > MATERIALIZE_FIRING_ROWS
         batches = stream_arrow(self.state.reader(),
                                self._emit_sql(upto, watermark, fired_before, materialize=materialize),
                                self.ctx.operator_id)
         return self._firing.start_stream(batches, lambda: self._evict(expired))
 
-    def _fired_rows_at_most(self, watermark: int, fired_before: int) -> int:
-        """A bound on the rows a watermark fires: a row of partials per (key, slice) counts in at
-        most every window that fires (window ends are a slice apart), and in no more than its
-        slice is part of."""
+    def _fires_held(self, watermark: int, fired_before: int, expired: int) -> bool:
+        """Whether ``watermark`` fires every window of the held rows' slices, in a small firing
+        (``small_firing_rows()``, counting a row of partials per held row)."""
+        held_rows = sum(batch.num_rows for batch in self._held)
+        return (self._held_last_slice <= expired
+                and self._fired_rows_at_most(watermark, fired_before, held_rows) <= small_firing_rows())
+
+    def _small_firing(self, upto: int, watermark: int, fired_before: int, *, held: bool = False) -> pa.Table:
+        """A firing of at most ``small_firing_rows()`` rows, read at once and put in output order
+        in Arrow: DuckDB's ORDER BY cost more than its grouping (q5: 5 of 13 ms a firing, of
+        18K rows). Where a key's type may sort otherwise in Arrow (floats, nested types: DuckDB's
+        order is the one the operator keeps) the ordered statement runs instead, from then on.
+        ``held``: the held batches count as if appended (``_hold``)."""
+        reader = self.state.reader()
+        if not held:
+            return self._sorted_firing(reader, upto, watermark, fired_before, held)
+        reader.register(INPUT_VIEW, pa.Table.from_batches(self._held))
+        try:
+            return self._sorted_firing(reader, upto, watermark, fired_before, held)
+        finally:
+            reader.unregister(INPUT_VIEW)
+
+    def _sorted_firing(self, reader, upto: int, watermark: int, fired_before: int, held: bool) -> pa.Table:
+        """``_small_firing``'s statement run on ``reader`` and its rows put in output order."""
+        oid = self.ctx.operator_id
+        if self._arrow_sorts is False:
+            return run_arrow(reader, self._emit_sql(upto, watermark, fired_before, held=held), oid)
+        table = run_arrow(reader, self._emit_sql(upto, watermark, fired_before, ordered=False, held=held), oid)
+        order = self._order_columns()
+        if self._arrow_sorts is None:
+            self._arrow_sorts = all(_sorts_as_duckdb(table.schema.field(c).type) for c in order)
+            if not self._arrow_sorts:
+                return run_arrow(reader, self._emit_sql(upto, watermark, fired_before, held=held), oid)
+        if table.num_rows > 1:
+            # (NULLs last: Arrow's default, and DuckDB's)
+            table = table.take(pc.sort_indices(table, sort_keys=[(c, "ascending") for c in order]))
+        return table.drop_columns(order)
+
+    def _order_columns(self) -> list[str]:
+        """The columns a firing is ordered by (``_emit_sql``): window_end, then the keys."""
+        return ["__order_end", *(f"__order_k{i}" for i in range(len(self.keys)))]
+
+    def _fired_rows_at_most(self, watermark: int, fired_before: int, held_rows: int = 0) -> int:
+        """A bound on the rows a watermark fires: a row of partials per (key, slice) — and per held
+        row — counts in at most every window that fires (window ends are a slice apart), and in
+        no more than its slice is part of."""
         width = self.assigner.slice_size
         firing = (watermark - fired_before) // width + 1
-        return self.state.rows() * min(firing, self.assigner.windows_per_slice)
+        return (self.state.rows() + held_rows) * min(firing, self.assigner.windows_per_slice)
 
     def _evict(self, expired: int) -> None:
         """Delete the slices up to ``expired`` (every window of theirs has fired). The earliest
@@ -495,16 +584,23 @@ class WindowAggregate(Operator):
             self._fired_table = False
         if self._earliest_slice is None or self._earliest_slice > expired:
             return
+        if not self.state.rows():  # (the held rows that fired were never appended)
+            self._earliest_slice = None
+            return
         self.state.evict(expired)
         self._earliest_slice = expired + self.assigner.slice_size if self.state.rows() else None
 
-    def _emit_sql(self, upto: int, watermark: int, fired_before: int, *, materialize: bool = False) -> str:
+    def _emit_sql(self, upto: int, watermark: int, fired_before: int, *, materialize: bool = False,
+                  ordered: bool = True, held: bool = False) -> str:
         """Fired windows with their bounds, filtered by HAVING, projected, in a stable order.
         With ``materialize`` the windows are first computed into ``FIRED_TABLE`` and the query
         returned sorts that table: DuckDB then never groups and sorts at once, which a large
-        firing in a small memory share cannot (16M windows in 64 MB ran out of memory)."""
+        firing in a small memory share cannot (16M windows in 64 MB ran out of memory). Not
+        ``ordered``: unsorted, with the ``_order_columns()`` last, for the caller to sort.
+        ``held``: the held batches, registered as ``INPUT_VIEW``, count as if appended."""
+        held_partials = self.state.partials_sql(self._prepared_rows_sql(), from_end=False) if held else None
         fired = self.state.fired_sql(
-            self.assigner.windows_sql(SLICE), upto, watermark, fired_before
+            self.assigner.windows_sql(SLICE), upto, watermark, fired_before, held_partials
         )
         columns = [f"__k{i} AS {quote_ident(name)}" for i, (name, _) in enumerate(self.keys)]
         columns += [
@@ -516,9 +612,9 @@ class WindowAggregate(Operator):
             *(f"__k{i} AS __order_k{i}" for i in range(len(self.keys))),
         ]
         projection = ", ".join(f"{sql} AS {quote_ident(name)}" for name, sql in self.projection)
-        order_columns = ["__order_end", *(f"__order_k{i}" for i in range(len(self.keys)))]
+        order_columns = self._order_columns()
         order = ", ".join(f"fired_windows.{c}" for c in order_columns)
-        if materialize:  # the windows into a table first, then sorted as they are read
+        if materialize or not ordered:  # the order goes out too: sorted from FIRED_TABLE, or by the caller
             projection += "".join(f", fired_windows.{c}" for c in order_columns)
         sql = f"SELECT {projection} FROM (SELECT {', '.join(columns)} FROM ({fired})) AS fired_windows"
         if self.having:
@@ -528,13 +624,14 @@ class WindowAggregate(Operator):
             self._fired_table = True
             names = ", ".join(quote_ident(name) for name, _ in self.projection)
             return f"SELECT {names} FROM {FIRED_TABLE} ORDER BY {', '.join(order_columns)}"
-        return f"{sql} ORDER BY {order}"
+        return f"{sql} ORDER BY {order}" if ordered else sql
 
     # -- checkpoints ---------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
         """``{"version", "watermark", "max_parallelism", "tables": {name: pa.Table}}``;
         every table has a ``key_group`` column and is ordered by it."""
         self.open()
+        self._append_held()  # (a snapshot holds the state whole, wherever its rows wait)
         return {
             "version": SNAPSHOT_VERSION,
             "watermark": self.clock.watermark,
@@ -554,6 +651,7 @@ class WindowAggregate(Operator):
         tables = owned_tables(state, version=SNAPSHOT_VERSION, max_parallelism=self.ctx.max_parallelism,
                               key_groups=self.ctx.owned_key_groups(), what="window", operator_id=oid)
         self.clock = EventTimeClock(state["watermark"])
+        self._held, self._held_last_slice = [], None
         self.state.restore(tables)
         self._earliest_slice = self.state.earliest_slice()
 

@@ -32,7 +32,9 @@ join type's semantics and emitted — the left columns, then the right ones
 columns only — and the window's rows are dropped (an emptied table with them).
 An inner join's ``condition`` (Flink's non-equi join condition, e.g. Nexmark q5's
 ``num >= maxn``) filters the joined rows in the same statement, so that only
-those leave DuckDB.
+those leave DuckDB. A firing whose rows are all held is joined in Arrow instead where
+that is exact and bounded (``arrow_join``), its condition too where it compares two
+columns (``arrow_join.ColumnComparison``: q5's, one statement per window saved).
 A snapshot holds each side's rows, held and in its table, as one table by key
 group (the format does not depend on where the rows were).
 
@@ -56,7 +58,7 @@ from weir.engine.operators.base import OperatorContext, StateOperator, explain_l
 from weir.engine.operators.clock import EventTimeClock
 from weir.engine.operators.firings import StreamsFirings, small_firing_rows
 from weir.engine.operators.held_rows import HeldRows
-from weir.engine.operators.arrow_join import equi_join
+from weir.engine.operators.arrow_join import ColumnComparison, equi_join
 from weir.engine.operators import duckdb_sql
 from weir.engine.operators.duckdb_sql import create_table_from_arrow, int_literal, quote_ident, snapshot_table
 from weir.engine.operators.windows import WINDOW_TIME_LAG_US
@@ -164,6 +166,8 @@ class WindowJoin(StreamsFirings, StateOperator):
             raise EngineError(f"a {self.join_type} window join cannot filter its joined rows by a condition",
                               hint="only an inner join's condition can; filter after the join",
                               operator_id=oid)
+        #: The condition where Arrow can filter by it (``arrow_join.ColumnComparison``), else None.
+        self._comparison = ColumnComparison.parse(self.condition)
         self.sides = [_Side(name, getattr(config, name), oid) for name in SIDES]
         if len(self.sides[0].keys) != len(self.sides[1].keys):
             raise EngineError("window_join needs as many keys on the left as on the right",
@@ -291,8 +295,9 @@ class WindowJoin(StreamsFirings, StateOperator):
 
     def _join_in_arrow(self, views: dict[str, pa.Table]) -> pa.Table | None:
         """The firing joined in Arrow (``arrow_join``), ordered by window_end, where every fired
-        row is held and the join is a plain one; None for the SQL join."""
-        if self.condition or self.null_aware or self._created:
+        row is held and the join is a plain one, its condition (if any) a comparison of two columns;
+        None for the SQL join."""
+        if (self.condition and self._comparison is None) or self.null_aware or self._created:
             return None
         tables, keys = [], []
         for side, held, prefix in zip(self.sides, self._held, "lr"):
@@ -305,6 +310,13 @@ class WindowJoin(StreamsFirings, StateOperator):
                            ARROW_JOIN_BATCHES * duckdb_sql.OUTPUT_BATCH_ROWS)
         if joined is None:
             return None
+        if self._comparison is not None:  # (an inner join's: its columns are named as the output's)
+            names = [f"l{i}" for i in range(len(self.sides[0].columns))]
+            names += [f"r{i}" for i in range(len(self.sides[1].columns))]
+            keep = self._comparison.mask(joined, dict(zip(self.ctx.output_schema.names, names)))
+            if keep is None:
+                return None
+            joined = joined.filter(keep)
         ends = joined.column("l_end") if self.join_type in ("semi", "anti") else \
             pc.coalesce(joined.column("l_end"), joined.column("r_end"))
         if joined.num_rows > 1:

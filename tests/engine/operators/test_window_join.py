@@ -20,6 +20,8 @@ from weir.engine.errors import EngineError
 from weir.engine.messages import MAX_WATERMARK
 from weir.engine.operators.base import OperatorContext
 from weir.engine.operators import window_join
+from weir.engine.operators.arrow_join import ColumnComparison
+from weir.engine.operators.duckdb_sql import quote_ident as quote
 from weir.engine.operators.window_join import JOIN_TYPES, WindowJoin
 from weir.engine.state.key_groups import key_groups, range_for_subtask
 
@@ -277,6 +279,41 @@ def test_an_inner_joins_condition_keeps_the_joined_rows_it_holds_for(seed, max_b
     expected = [row for row in oracle("inner", pa.Table.from_batches([left]), pa.Table.from_batches([right]))
                 if (lambda r: r["l_v"] % 3 == 0 or r["r_w"] < "w3")(dict(zip(names, row)))]
     assert result(first.out + second.out, output_schema("inner")) == expected
+
+
+@pytest.mark.parametrize("condition, in_arrow", [('"l_v" >= "r_k"', True), ('"l_ts" < "r_ts"', True),
+                                                 ('"l_v" + 0 >= "r_k"', False), ('"l_v" % 3 = 0', False)])
+def test_a_condition_comparing_two_columns_filters_in_arrow(condition, in_arrow, monkeypatch):
+    """q5's ``"num" >= "maxn"``: a comparison of two columns of one type is evaluated in Arrow
+    after the Arrow join (no SQL join runs); any other condition (here: an
+    expression) is left to DuckDB. Either way the rows are the oracle's that satisfy it."""
+    if in_arrow:
+        monkeypatch.setattr(WindowJoin, "_join_sql", mock.Mock(side_effect=AssertionError("joined in SQL")))
+    rng = random.Random(condition)
+    left, right = random_side(rng, LEFT, 120), random_side(rng, RIGHT, 90)
+    driver = Driver([make_join("inner", condition=condition)])
+    for index, item in interleave(rng, left, right, 17):
+        driver.step(index, item)
+    driver.finish()
+    names = output_schema("inner").names
+    con = duckdb.connect()
+    joined = oracle("inner", pa.Table.from_batches([left]), pa.Table.from_batches([right]))
+    keeps = [con.execute(f"SELECT {condition} FROM (SELECT {', '.join(f'$p{i} AS {quote(n)}' for i, n in enumerate(names))})",
+                         {f"p{i}": v for i, v in enumerate(row)}).fetchone()[0] for row in joined]
+    expected = [row for row, keep in zip(joined, keeps) if keep]
+    assert expected and len(expected) < len(joined), "the condition should keep some joined rows, not all"
+    assert result(driver.out, output_schema("inner")) == expected
+
+
+def test_a_column_comparison_keeps_no_row_with_a_null():
+    comparison = ColumnComparison.parse('"a" >= "b ""x"""')
+    assert comparison == ColumnComparison("a", ">=", 'b "x"')
+    table = pa.table({"c0": pa.array([1, None, 3, 4]), "c1": pa.array([1, 2, None, 5])})
+    keep = comparison.mask(table, {"a": "c0", 'b "x"': "c1"})
+    assert table.filter(keep).to_pylist() == [{"c0": 1, "c1": 1}]
+    assert comparison.mask(table.set_column(1, "c1", pa.array([1.0, 2.0, None, 5.0])), {"a": "c0", 'b "x"': "c1"}) \
+        is None, "across types DuckDB casts: left to its SQL"
+    assert ColumnComparison.parse('"a" >= "b" AND "c" = "d"') is None
 
 
 def test_only_an_inner_join_takes_a_condition():
