@@ -486,8 +486,9 @@ class GroupAggregate(StateOperator):
         self._run(f"INSERT INTO {ACCUMULATORS} SELECT key_group, {keys}, {', '.join(columns)} FROM {MERGED} "
                   "WHERE __rows > 0")
         new_results = f"({self._projected_sql(f'(SELECT * FROM {MERGED} WHERE __rows > 0)')})"
-        return conform(run_arrow(self.con, self._changes_sql(old_results, new_results), self.ctx.operator_id),
-                       self.ctx.output_schema, self.ctx.operator_id)
+        # one batch, as the input was one: a DB-API result comes in chunks, and each would be a batch
+        changes = run_arrow(self.con, self._changes_sql(old_results, new_results), self.ctx.operator_id)
+        return conform(changes.combine_chunks(), self.ctx.output_schema, self.ctx.operator_id)
 
     def _create_once(self, table: str, select: str) -> None:
         """Create the state table ``table`` as ``select`` (no rows), unless this operator has."""
