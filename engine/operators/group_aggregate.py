@@ -172,7 +172,8 @@ class GroupAggregate(StateOperator):
         # A global aggregate has one group: the constant key 0.
         self.key_sql = [sql for _, sql in self.keys] or ["0"]
         self.key_columns = [f"__k{i}" for i in range(len(self.key_sql))]
-        #: The state tables this operator created (``_create_once``); forgotten on rollback and restore.
+        #: The state tables this operator created (``_create_once``) on its connection; forgotten on
+        #: rollback and restore.
         self._created: set[str] = set()
 
     def _value_set(self, call: AggregateCall) -> _ValueSet:
@@ -185,6 +186,7 @@ class GroupAggregate(StateOperator):
 
     # -- lifecycle -----------------------------------------------------------
     def create_state(self) -> None:
+        self._created.clear()  # a fresh connection: its state tables come with the first batch
         for function in self.python.values():  # their DuckDB functions (engine.udafs)
             function.register(self.con)
 
