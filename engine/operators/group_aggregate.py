@@ -34,11 +34,19 @@ Per batch (the operator's mini-batch; Flink emits per record or per
 mini-batch), set-based in DuckDB:
 
 1. the batch's rows become signed deltas per key (and per key and value);
-2. the current result of every key the batch touches is read (``old``);
-3. the deltas are merged into state; keys whose row count drops to 0 are removed;
-4. the result of those keys is read again (``new``);
-5. per key, after HAVING: in both old and new -> ``-U`` old, ``+U`` new (nothing
-   when the projected rows are equal); only new -> ``+I``; only old -> ``-D``.
+2. one scan of the state reads the keys the batch touches: each key's state
+   before (``old``) and merged with its deltas (``new``) in one temporary table,
+   ``merged_accumulators`` (straight from the input's rows, in the statement of
+   step 1, when nothing else reads the deltas);
+3. the state rows of those keys are replaced by the merged ones whose row count
+   is still positive: keys whose count drops to 0 are removed;
+4. one query reads the results of the old and the new state (a multiset's old
+   results are read before it changes) and, per key, after HAVING: in both old
+   and new -> ``-U`` old, ``+U`` new (nothing when the projected rows are equal);
+   only new -> ``+I``; only old -> ``-D``.
+
+Each step is one statement: a DuckDB statement costs a millisecond or more
+whatever its size, and the second aggregate of Nexmark q4 sees ten keys a batch.
 """
 from __future__ import annotations
 
@@ -56,7 +64,7 @@ from weir.engine.operators.base import OperatorContext, StateOperator, explain_l
 from weir.engine.operators.batches import conform
 from weir.engine.operators.config import OperatorConfig, optional
 from weir.engine.operators.late_rows import BadRows
-from weir.engine.operators.duckdb_sql import create_table_from_arrow, query_arrow, quote_ident, snapshot_tables
+from weir.engine.operators.duckdb_sql import create_table_from_arrow, query_arrow, quote_ident, run_arrow, snapshot_tables
 from weir.engine.pandas_import import arrow_array, numpy_values
 from weir.engine.state.key_groups import KEY_GROUP_COLUMN, key_groups
 from weir.engine.state.keyed_tables import merge_snapshots, owned_tables
@@ -73,6 +81,9 @@ ACCUMULATORS = "group_accumulators"
 #: that the retraction (-U/-D) of each, whenever it comes, is left out too. Checkpointed state.
 LEFT_OUT = "left_out_additions"
 SNAPSHOT_VERSION = 1
+#: The batch's keys with their merged state columns and, prefixed ``OLD``, their state before it.
+MERGED = "merged_accumulators"
+OLD = "__old"
 #: The state column of aggregate i's signed partial of each kind: ``__c<i>``, ``__s<i>``, ``__m<i>``.
 _STATE_COLUMN = {"count": "__c{i}", "sum": "__s{i}", "min": "__m{i}", "max": "__m{i}"}
 
@@ -161,6 +172,9 @@ class GroupAggregate(StateOperator):
         # A global aggregate has one group: the constant key 0.
         self.key_sql = [sql for _, sql in self.keys] or ["0"]
         self.key_columns = [f"__k{i}" for i in range(len(self.key_sql))]
+        #: The state tables this operator created (``_create_once``) on its connection; forgotten on
+        #: rollback and restore.
+        self._created: set[str] = set()
 
     def _value_set(self, call: AggregateCall) -> _ValueSet:
         for v in self.value_sets:
@@ -172,6 +186,7 @@ class GroupAggregate(StateOperator):
 
     # -- lifecycle -----------------------------------------------------------
     def create_state(self) -> None:
+        self._created.clear()  # a fresh connection: its state tables come with the first batch
         for function in self.python.values():  # their DuckDB functions (engine.udafs)
             function.register(self.con)
 
@@ -269,24 +284,16 @@ class GroupAggregate(StateOperator):
         columns.append(f"COALESCE(({self.having}), FALSE) AS __keep" if self.having else "TRUE AS __keep")
         return f"SELECT {', '.join(columns)} FROM (SELECT {', '.join(['*', *named])} FROM ({self._results_sql(accumulators)}))"
 
-    def _merge(self, table: str, deltas: str, columns: list[tuple[str, str]], count: str,
-               current: str | None = None) -> None:
-        """Merge ``deltas`` into ``table`` (by key, and by value for a multiset): per
-        (column, 'sum' | 'min' | 'max'); rows whose ``count`` column is no longer positive go.
-        ``current``: the rows of ``table`` that ``deltas`` touch, if already read. The merged
-        rows stay in the temporary table ``merged``."""
-        keys = [*self.key_columns, *(["value"] if table != ACCUMULATORS else [])]
+    def _merge_values(self, v: _ValueSet) -> None:
+        """Merge the batch's value counts into the multiset ``v`` (by key and value); a value whose
+        count is no longer positive goes."""
+        keys = [*self.key_columns, "value"]
         match = " AND ".join(f"s.{k} IS NOT DISTINCT FROM d.{k}" for k in keys)
-        merge = {"sum": "COALESCE(s.{c}, 0) + COALESCE(d.{c}, 0)", "min": "LEAST(s.{c}, d.{c})",
-                 "max": "GREATEST(s.{c}, d.{c})"}
-        keys_of = key_sql([f"d.{k}" for k in self.key_columns])  # a failing row's error names its key
-        summed = [(f"{how.split(':', 1)[1]}(s.{c}, d.{c}{keys_of})" if how.startswith("python:") else merge[how].format(c=c))
-                  + f" AS {c}" for c, how in columns]
         self._run(f"CREATE OR REPLACE TEMP TABLE merged AS SELECT d.key_group, "
-                  f"{', '.join('d.' + k for k in keys)}, {', '.join(summed)} "
-                  f"FROM {deltas} AS d LEFT JOIN {current or table} AS s ON {match}")
-        self._run(f"DELETE FROM {table} AS s USING {deltas} AS d WHERE {match}")
-        self._run(f"INSERT INTO {table} SELECT * FROM merged WHERE {count} > 0")
+                  f"{', '.join('d.' + k for k in keys)}, COALESCE(s.__count, 0) + COALESCE(d.__count, 0) AS __count "
+                  f"FROM batch_{v.table} AS d LEFT JOIN {v.table} AS s ON {match}")
+        self._run(f"DELETE FROM {v.table} AS s USING batch_{v.table} AS d WHERE {match}")
+        self._run(f"INSERT INTO {v.table} SELECT * FROM merged WHERE __count > 0")
 
     # -- batches -------------------------------------------------------------
     def process_batch(self, batch: pa.RecordBatch, input_index: int = 0) -> list[pa.RecordBatch]:
@@ -425,71 +432,107 @@ class GroupAggregate(StateOperator):
         try:
             out = self._apply(batch, signed)
         except BaseException:
-            self.con.rollback()
+            self._rollback()
             raise
         if commit:
             self.con.commit()
         else:
-            self.con.rollback()
+            self._rollback()
         return out
 
+    def _rollback(self) -> None:
+        self.con.rollback()
+        self._created.clear()  # a table created in the transaction is gone
+
     def _apply(self, batch: pa.RecordBatch, signed: bool) -> list[pa.RecordBatch]:
-        """Steps 1-5 over ``batch`` (its key groups and, with Python aggregates, arrival numbers
+        """Steps 1-4 over ``batch`` (its key groups and, with Python aggregates, arrival numbers
         appended): the state updated, the changes returned."""
-        self.con.register(INPUT_VIEW, batch)
-        try:
-            self._run(f"CREATE OR REPLACE TEMP TABLE batch_rows AS {self._prepared_sql(signed)}")
-        finally:
-            self.con.unregister(INPUT_VIEW)
         keys = ", ".join(self.key_columns)
         accumulators = self._accumulator_columns()
-        self._run("CREATE OR REPLACE TEMP TABLE batch_deltas AS SELECT key_group, " + keys + ", "
-                  + ", ".join(f"{sql} AS {name}" for name, sql, _ in accumulators)
-                  + f" FROM batch_rows GROUP BY key_group, {keys}")
+        columns = [name for name, _, _ in accumulators]
+        # The deltas are merged straight from the input's rows, unless read again (the multisets'
+        # results) or merged by Python functions, which may raise: the input is then let go first.
+        apart = bool(self.value_sets or self.python)
+        self.con.register(INPUT_VIEW, batch)
+        try:
+            if self.value_sets:  # the prepared rows are read again for each multiset
+                self._run(f"CREATE OR REPLACE TEMP TABLE batch_rows AS {self._prepared_sql(signed)}")
+            rows = "batch_rows" if self.value_sets else f"({self._prepared_sql(signed)})"
+            deltas = (f"SELECT key_group, {keys}, " + ", ".join(f"{sql} AS {name}" for name, sql, _ in accumulators)
+                      + f" FROM {rows} GROUP BY key_group, {keys}")
+            if apart:
+                self._run(f"CREATE OR REPLACE TEMP TABLE batch_deltas AS {deltas}")
+                deltas = "batch_deltas"
+            else:
+                self._merge_accumulators(f"({deltas})", accumulators)
+        finally:
+            self.con.unregister(INPUT_VIEW)
+        if apart:
+            self._merge_accumulators(deltas, accumulators)
         for v in self.value_sets:
             where = f"{v.column} IS NOT NULL" + (f" AND {v.filter_column}" if v.filter_column else "")
             self._run(f"CREATE OR REPLACE TEMP TABLE batch_{v.table} AS SELECT key_group, {keys}, "
                       f"{v.column} AS value, CAST(SUM(__sign) AS BIGINT) AS __count FROM batch_rows "
                       f"WHERE {where} GROUP BY key_group, {keys}, value")
-            self._run(f"CREATE TABLE IF NOT EXISTS {v.table} AS SELECT * FROM batch_{v.table} LIMIT 0")
+            self._create_once(v.table, f"SELECT * FROM batch_{v.table} LIMIT 0")
+        old_state = (f"(SELECT {keys}, {', '.join(f'{OLD}{c} AS {c}' for c in columns)} FROM {MERGED} "
+                     f"WHERE {OLD}__rows IS NOT NULL)")
+        old_results = f"({self._projected_sql(old_state)})"
+        if self.value_sets:  # read before their multisets change
+            self._run(f"CREATE OR REPLACE TEMP TABLE old_results AS {self._projected_sql(old_state)}")
+            old_results = "old_results"
+        for v in self.value_sets:
+            self._merge_values(v)
+        self._run(f"DELETE FROM {ACCUMULATORS} AS s USING {MERGED} AS d "
+                  f"WHERE d.{OLD}__rows IS NOT NULL AND {self._match('s', 'd')}")
+        self._run(f"INSERT INTO {ACCUMULATORS} SELECT key_group, {keys}, {', '.join(columns)} FROM {MERGED} "
+                  "WHERE __rows > 0")
+        new_results = f"({self._projected_sql(f'(SELECT * FROM {MERGED} WHERE __rows > 0)')})"
+        # one batch, as the input was one: a DB-API result comes in chunks, and each would be a batch
+        changes = run_arrow(self.con, self._changes_sql(old_results, new_results), self.ctx.operator_id)
+        return conform(changes.combine_chunks(), self.ctx.output_schema, self.ctx.operator_id)
+
+    def _create_once(self, table: str, select: str) -> None:
+        """Create the state table ``table`` as ``select`` (no rows), unless this operator has."""
+        if table not in self._created:
+            self._run(f"CREATE TABLE IF NOT EXISTS {table} AS {select}")
+            self._created.add(table)
+
+    def _merge_accumulators(self, deltas: str, accumulators: list[tuple[str, str, str]]) -> None:
+        """The temporary table ``MERGED``: per key of ``deltas``, its key group and keys, the
+        state columns merged with the deltas (``_accumulator_columns``: 'sum', 'min', 'max' or
+        'python:<fn>'), and the state columns as they were, prefixed ``OLD`` (NULL for a key
+        without state). Creates the state table on first use."""
         # Python aggregates' state columns hold pickled accumulators (the deltas: lists of rows)
         blobs = ", ".join(f"CAST(NULL AS BLOB) AS {name}" for name, _, how in accumulators if how.startswith("python:"))
-        self._run(f"CREATE TABLE IF NOT EXISTS {ACCUMULATORS} AS SELECT * {f'REPLACE ({blobs}) ' if blobs else ''}"
-                  "FROM batch_deltas LIMIT 0")
-        # One scan of the state reads the batch's keys; old and new results come from them.
-        self._run(f"CREATE OR REPLACE TEMP TABLE old_state AS SELECT s.* FROM {ACCUMULATORS} AS s "
-                  f"SEMI JOIN batch_deltas AS d ON {self._match('s', 'd')}")
-        self._run(f"CREATE OR REPLACE TEMP TABLE old_results AS {self._projected_sql('old_state')}")
-        for v in self.value_sets:
-            self._merge(v.table, f"batch_{v.table}", [("__count", "sum")], "__count")
-        self._merge(ACCUMULATORS, "batch_deltas", [(name, how) for name, _, how in accumulators], "__rows",
-                    current="old_state")
-        self._run("DELETE FROM merged WHERE __rows <= 0")
-        self._run(f"CREATE OR REPLACE TEMP TABLE new_results AS {self._projected_sql('merged')}")
-        return conform(query_arrow(self.con, self._changes_sql(), self.ctx.operator_id),
-                       self.ctx.output_schema, self.ctx.operator_id)
+        self._create_once(ACCUMULATORS, f"SELECT * {f'REPLACE ({blobs}) ' if blobs else ''}FROM {deltas} LIMIT 0")
+        columns = [(name, how) for name, _, how in accumulators]
+        keys = ", ".join(f"d.{k}" for k in self.key_columns)
+        merge = {"sum": "COALESCE(s.{c}, 0) + COALESCE(d.{c}, 0)", "min": "LEAST(s.{c}, d.{c})",
+                 "max": "GREATEST(s.{c}, d.{c})"}
+        keys_of = key_sql([f"d.{k}" for k in self.key_columns])  # a failing row's error names its key
+        merged = [(f"{how.split(':', 1)[1]}(s.{c}, d.{c}{keys_of})" if how.startswith("python:")
+                   else merge[how].format(c=c)) + f" AS {c}" for c, how in columns]
+        old = [f"s.{c} AS {OLD}{c}" for c, _ in columns]
+        self._run(f"CREATE OR REPLACE TEMP TABLE {MERGED} AS SELECT d.key_group, {keys}, {', '.join(merged)}, "
+                  f"{', '.join(old)} FROM {deltas} AS d LEFT JOIN {ACCUMULATORS} AS s ON {self._match('s', 'd')}")
 
-    def _changes_sql(self) -> str:
+    def _changes_sql(self, old_results: str, new_results: str) -> str:
+        """Step 4: per key of the old and new results, the old row (ord 0: -U, or -D when the key
+        is gone) and the new one (ord 1: +U, or +I for a new key), unless both are kept and equal."""
         n = len(self.projection)
-        old = ", ".join(f"o.__p{i}" for i in range(n))
         keys = ", ".join(f"COALESCE(o.{k}, n.{k}) AS {k}" for k in self.key_columns)
         same = " AND ".join(f"o.__p{i} IS NOT DISTINCT FROM n.__p{i}" for i in range(n))
-        match = self._match("o", "n")
-        changes = (f"SELECT {keys}, {old}, "
-                   + ", ".join(f"n.__p{i} AS __q{i}" for i in range(n))
+        changes = (f"SELECT {keys}, " + ", ".join(f"o.__p{i}, n.__p{i} AS __q{i}" for i in range(n))
                    + ", COALESCE(o.__keep, FALSE) AS o_in, COALESCE(n.__keep, FALSE) AS n_in, "
-                   + f"({same}) AS same FROM old_results AS o FULL JOIN new_results AS n ON {match}")
-        olds = ", ".join(f"__p{i}" for i in range(n))
-        news = ", ".join(f"__q{i}" for i in range(n))
-        ks = ", ".join(self.key_columns)
-        parts = [
-            f"SELECT {olds}, {UPDATE_BEFORE} AS kind, {ks}, 0 AS ord FROM changes WHERE o_in AND n_in AND NOT same",
-            f"SELECT {news}, {UPDATE_AFTER} AS kind, {ks}, 1 AS ord FROM changes WHERE o_in AND n_in AND NOT same",
-            f"SELECT {olds}, {DELETE} AS kind, {ks}, 0 AS ord FROM changes WHERE o_in AND NOT n_in",
-            f"SELECT {news}, {INSERT} AS kind, {ks}, 1 AS ord FROM changes WHERE n_in AND NOT o_in",
-        ]
-        return (f"WITH changes AS ({changes}) SELECT {olds}, CAST(kind AS TINYINT) FROM ("
-                + " UNION ALL ".join(parts) + f") ORDER BY {ks}, ord")
+                   + f"({same}) AS same FROM {old_results} AS o FULL JOIN {new_results} AS n ON {self._match('o', 'n')}")
+        values = ", ".join(f"CASE WHEN t.ord = 0 THEN c.__p{i} ELSE c.__q{i} END" for i in range(n))
+        kind = (f"CASE WHEN t.ord = 0 THEN (CASE WHEN c.n_in THEN {UPDATE_BEFORE} ELSE {DELETE} END) "
+                f"ELSE (CASE WHEN c.o_in THEN {UPDATE_AFTER} ELSE {INSERT} END) END")
+        emitted = ("CASE WHEN t.ord = 0 THEN c.o_in AND NOT (c.n_in AND c.same) "
+                   "ELSE c.n_in AND NOT (c.o_in AND c.same) END")
+        return (f"SELECT {values}, CAST({kind} AS TINYINT) FROM ({changes}) AS c, (VALUES (0), (1)) AS t(ord) "
+                f"WHERE {emitted} ORDER BY {', '.join(f'c.{k}' for k in self.key_columns)}, t.ord")
 
     def _key_groups(self, batch: pa.RecordBatch) -> pa.Int32Array:
         """The stable key group of every row's key, as the exchange computes it (a global
@@ -531,5 +574,6 @@ class GroupAggregate(StateOperator):
                               operator_id=self.ctx.operator_id, known=set(self._tables()))
         for name in self._tables():
             self._run(f"DROP TABLE IF EXISTS {name}")
+        self._created.clear()
         for name, table in tables.items():
             create_table_from_arrow(self.con, name, table, self.ctx.operator_id)

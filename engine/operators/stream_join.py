@@ -22,8 +22,9 @@ Per batch of one side (the delta), with one SQL statement each:
 
 1. the delta is joined with the other side's rows on the keys and the
    residual condition: the pairs, each signed by its delta row (of an INNER
-   join, which needs nothing else of them, as row numbers alone: the rows'
-   columns are gathered in Arrow, each matched row of the other side read once);
+   join, which needs nothing else of them, as row numbers, with the other
+   side's columns when all are of fixed width: the rows' columns are gathered
+   in Arrow, each matched row of a side with strings read once more);
 2. a delta row of a preserved side (LEFT's left, FULL's both) with no match
    is padded with NULLs (SEMI: emitted when it matches, ANTI: when it does
    not); rows of the other side whose match count goes from 0 to more, or
@@ -130,6 +131,8 @@ class _Side:
             raise EngineError(f"stream_join's {self.name} side names keys it does not have: {missing}",
                               hint=f"its columns: {self.columns}", operator_id=operator_id)
         self.next_rid = 0
+        #: Whether every column is of fixed width (no strings, binaries, lists): cheap to carry through a join.
+        self.fixed_width: bool = all(pa.types.is_primitive(f.type) for f in self.schema)
 
     def column(self, name: str) -> str:
         return f"c{self.columns.index(name)}"
@@ -266,26 +269,35 @@ class StreamJoin(StateOperator):
         """An INNER join's changes: its pairs, in the order of the delta's rows (``_output_sql``
         without NULL-padded rows).
 
-        DuckDB finds the pairs as row numbers alone (the delta's ``_ord``, the other side's
-        ``_rid``), then reads each matched row of the other side once; the rows' columns are
-        gathered in Arrow. Neither the join nor its sort carries the rows' strings."""
-        pairs = query_arrow(self.con, f"SELECT _ord, _orid FROM ({self._pairs_sql(side, other)})",
-                            self.ctx.operator_id)
+        DuckDB finds the pairs as row numbers (the delta's ``_ord``, the other side's ``_rid``),
+        sorted and gathered in Arrow. The other side's columns come with them when they are all
+        of fixed width; otherwise each matched row of the other side is read once more, by row id,
+        so that neither the join nor its sort carries the rows' strings."""
+        carried = ", ".join(other.named()) if other.fixed_width else ""
+        pairs = query_arrow(self.con, f"SELECT _ord, _orid{', ' + carried if carried else ''} "
+                                      f"FROM ({self._pairs_sql(side, other)})", self.ctx.operator_id)
         pairs = pairs.take(pc.sort_indices(pairs, [("_ord", "ascending"), ("_orid", "ascending")]))
-        ords, orids = pairs.column("_ord"), pairs.column("_orid")
-        self.con.register(PAIR_IDS, pairs)
+        ords = pairs.column("_ord")
+        if carried:
+            gathered = {other.index: pairs.columns[2:]}
+        else:
+            gathered = {other.index: self._other_rows(other, pairs)}
+        gathered[side.index] = [delta.column(c).take(ords) for c in side.data()]
+        kinds = pc.if_else(pc.greater(delta.column("_sign").take(ords), scalar(0)), pa.scalar(INSERT, pa.int8()),
+                           pa.scalar(DELETE, pa.int8()))
+        left, right = self.sides  # an INNER join: both sides' columns
+        return pa.Table.from_arrays([*gathered[0], *gathered[1], kinds], names=[*left.names, *right.names, ROW_KIND])
+
+    def _other_rows(self, other: _Side, pairs: pa.Table) -> list[pa.ChunkedArray]:
+        """The other side's columns of each pair (``_orid``), each matched row read once."""
+        self.con.register(PAIR_IDS, pairs.select(["_orid"]))
         try:
             matched = query_arrow(self.con, f"SELECT o._rid, {', '.join(other.as_named('o'))} FROM {other.table} o "
                                             f"WHERE o._rid IN (SELECT _orid FROM {PAIR_IDS})", self.ctx.operator_id)
         finally:
             self.con.unregister(PAIR_IDS)
-        at = pc.index_in(orids, value_set=matched.column(0).combine_chunks())
-        gathered = {other.index: [matched.column(i + 1).take(at) for i in range(len(other.names))],
-                    side.index: [delta.column(c).take(ords) for c in side.data()]}
-        kinds = pc.if_else(pc.greater(delta.column("_sign").take(ords), scalar(0)), pa.scalar(INSERT, pa.int8()),
-                           pa.scalar(DELETE, pa.int8()))
-        left, right = self.sides  # an INNER join: both sides' columns
-        return pa.Table.from_arrays([*gathered[0], *gathered[1], kinds], names=[*left.names, *right.names, ROW_KIND])
+        at = pc.index_in(pairs.column("_orid"), value_set=matched.column(0).combine_chunks())
+        return [matched.column(i + 1).take(at) for i in range(len(other.names))]
 
     def _pairs(self, side: _Side, other: _Side) -> None:
         """The temp table ``pairs`` (``_pairs_sql``); with bad rows kept, a pair a UDF raised on is none."""

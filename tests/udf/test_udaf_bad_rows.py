@@ -77,6 +77,18 @@ def test_a_row_accumulate_raises_on_is_left_out_of_every_aggregate_and_kept_once
     assert {function for function, _ in listed} <= {"picky (accumulate)", "pickya (accumulate)"}
 
 
+def test_a_bad_row_in_the_first_batch_rolls_back_the_state_tables_and_the_rerun_makes_them_again():
+    """The first batch creates the state tables inside the transaction its bad row rolls back; the
+    batch run again without that row (and every batch after it) finds them made anew."""
+    op, ctx = operator(planned(GROUPED), "s.group_aggregate")
+    result = Counter()
+    for part in (rows_of([1, 2], [5, 7]), rows_of([1, 2], [8, 15])):
+        changes(result, op.process_batch(part.to_batches()[0]))
+    op.close()
+    assert result == Counter({(1, 8, 8, 1, 8): 1, (2, 7, 7, 1, 7): 1})
+    assert [row["v"] for _, row in bad_rows_of(ctx)] == [5, 15]
+
+
 @settings(max_examples=25, deadline=None)
 @given(script=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 40), st.sampled_from("IDU")), max_size=25),
        batch=st.integers(1, 8), cut=st.integers(0, 4))

@@ -169,6 +169,27 @@ def test_updates_are_minus_u_plus_u_pairs_and_no_ops_are_suppressed():
                                     {"k": 2, "m": 4, ROW_KIND: DELETE}]
 
 
+def test_a_batch_changes_come_out_as_one_batch():
+    """The changes of one input batch are one output batch, whatever DuckDB's chunks: the next
+    operator's mini-batch (and its cost per statement) is the batch this one was given."""
+    op = make_op({"keys": [["k", '"k"']], "aggregates": [{"name": "_agg0", "function": "max", "argument": '"v"'}],
+                  "having": None, "projection": [["k", '"k"'], ["m", '"_agg0"']]})
+    op.ctx.output_schema = pa.schema([("k", pa.int64()), ("m", pa.int64()), (ROW_KIND, pa.int8())])
+    keys = pa.array(range(20_000), pa.int64())
+    assert [b.num_rows for b in op.process_batch(pa.record_batch({"k": keys, "v": keys}))] == [20_000]
+    more = pa.array(range(1, 20_001), pa.int64())
+    assert [b.num_rows for b in op.process_batch(pa.record_batch({"k": keys, "v": more}))] == [40_000]
+
+
+def test_closed_and_used_again_the_operator_makes_its_state_tables_again():
+    op = make_op({"keys": [["k", '"k"']], "aggregates": [{"name": "_agg0", "function": "max", "argument": '"v"'}],
+                  "having": None, "projection": [["k", '"k"'], ["m", '"_agg0"']]})
+    op.ctx.output_schema = pa.schema([("k", pa.int64()), ("m", pa.int64()), (ROW_KIND, pa.int8())])
+    op.process_batch(pa.record_batch({"k": [1], "v": [2]}))
+    op.close()  # its connection, and the state in it, are gone
+    assert op.process_batch(pa.record_batch({"k": [1], "v": [3]}))[0].to_pylist() == [{"k": 1, "m": 3, ROW_KIND: INSERT}]
+
+
 def test_having_entering_and_leaving_become_insert_and_delete():
     op = GroupAggregate({"keys": [["k", '"k"']], "aggregates": [{"name": "_agg0", "function": "count"}],
                          "having": '"_agg0" >= 2', "projection": [["k", '"k"'], ["n", '"_agg0"']]},

@@ -102,6 +102,21 @@ def test_inner_join_of_append_only_streams_is_append_only():
                             [(1, "a"), (1, "b"), (3, "c"), (None, "n")])
 
 
+
+def test_inner_join_emits_in_delta_order_whether_the_other_side_is_carried_or_read_again():
+    """A right batch reads the left rows (fixed width: carried through the join), a left batch the
+    right ones (a string: read again by row id); either way the pairs come in the delta's order,
+    then the other side's arrival order, each row with its own columns."""
+    op = make_join("inner")
+    assert op.sides[0].fixed_width and not op.sides[1].fixed_width
+    op.process_batch(batch(LEFT, [(2, 20), (1, 10), (1, 11)]), 0)
+    out = op.process_batch(batch(RIGHT, [(1, "a"), (2, "b"), (1, "c")]), 1)
+    assert [(r["v"], r["w"]) for b in out for r in b.to_pylist()] == [
+        (10, "a"), (11, "a"), (20, "b"), (10, "c"), (11, "c")]
+    out = op.process_batch(batch(LEFT, [(1, 12), (2, 20)], [INSERT, DELETE]), 0)
+    assert [(r["k"], r["v"], r["k0"], r["w"], r[ROW_KIND]) for b in out for r in b.to_pylist()] == [
+        (1, 12, 1, "a", INSERT), (1, 12, 1, "c", INSERT), (2, 20, 2, "b", DELETE)]
+
 def test_left_join_retracts_the_null_padded_row_when_a_match_arrives():
     op = make_join("left")
     first = op.process_batch(batch(LEFT, [(1, 10)]), 0)
