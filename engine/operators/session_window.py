@@ -79,7 +79,7 @@ from weir.engine.operators.base import OperatorContext, StateOperator, explain_l
 from weir.engine.messages import MIN_WATERMARK
 from weir.engine.operators.batches import positions
 from weir.engine.operators.clock import EventTimeClock
-from weir.engine.operators.firings import StreamsFirings
+from weir.engine.operators.firings import StreamsFirings, small_firing_rows
 from weir.engine.operators.islands import comparable, island_numbers, key_time_order, merged_intervals
 from weir.engine.operators.duckdb_sql import (create_table_from_arrow, int_literal, query_arrow, quote_ident,
                                               snapshot_tables, string_literal)
@@ -207,8 +207,10 @@ class SessionWindow(StreamsFirings, StateOperator):
         self._bad_rows = BadRows(ctx) if config.bad_rows and python_arguments(self.accumulators) else None
         keep_python([f for f, _, _ in python_arguments(self.accumulators)])
         self.clock = EventTimeClock()
-        #: The smallest window_end of an open session (None: no session): saves a query per watermark.
+        #: The smallest window_end of an open session (None: no session): saves a query per watermark;
+        #: and how many sessions are open (a firing of at most ``small_firing_rows()`` is read at once).
         self._earliest_end: int | None = None
+        self._open_sessions = 0
         #: The smallest watermark of a pending row (None: none pending), and the next arrival number.
         self._earliest_pending: int | None = None
         self._sequence = 0
@@ -564,7 +566,7 @@ class SessionWindow(StreamsFirings, StateOperator):
         finally:
             if in_arrow:
                 self.con.unregister("candidates")
-        self._earliest_end = self._run(f"SELECT min({END}) FROM {SESSIONS}")[0][0]
+        self._count_sessions()
 
     def _merge_candidates(self, behind_rows: bool) -> bool:
         """Step 2: ``candidates``, the batch sessions and the open sessions they touch
@@ -667,7 +669,13 @@ class SessionWindow(StreamsFirings, StateOperator):
         if self._earliest_end is None or self._earliest_end - LAG > watermark:
             return []
         fired = f"{END} - {LAG} <= {int_literal(watermark)}"
-        return self.stream_firing(self._emit_sql(fired), lambda: self._evict(fired))
+        return self.stream_firing(self._emit_sql(fired), lambda: self._evict(fired),
+                                  small=self._open_sessions <= small_firing_rows())
+
+    def _count_sessions(self) -> None:
+        """``_earliest_end`` and ``_open_sessions`` of ``session_accumulators`` as it is."""
+        self._earliest_end, self._open_sessions = (
+            self._run(f"SELECT min({END}), count(*) FROM {SESSIONS}")[0] if SESSIONS in self._tables else (None, 0))
 
     def _evict(self, fired: str) -> None:
         """Delete the sessions ``fired`` selects, once their rows were emitted."""
@@ -676,7 +684,7 @@ class SessionWindow(StreamsFirings, StateOperator):
                 on = " AND ".join(self._same_key("s", d.table) + [f"s.{START} = {d.table}.{START}"])
                 self._run(f"DELETE FROM {d.table} WHERE EXISTS (SELECT 1 FROM {SESSIONS} s WHERE s.{fired} AND {on})")
         self._run(f"DELETE FROM {SESSIONS} WHERE {fired}")
-        self._earliest_end = self._run(f"SELECT min({END}) FROM {SESSIONS}")[0][0]
+        self._count_sessions()
 
     def _emit_sql(self, fired: str) -> str:
         columns = [f"s.__k{i} AS {quote_ident(name)}" for i, (name, _) in enumerate(self.keys)]
@@ -744,8 +752,7 @@ class SessionWindow(StreamsFirings, StateOperator):
             elif self._bad_rows is None and has_rows:
                 self._run(f"ALTER TABLE {PENDING} DROP COLUMN {ROW_JSON}")
         self.clock = EventTimeClock(state["watermark"])
-        self._earliest_end = (self._run(f"SELECT min({END}) FROM {SESSIONS}")[0][0]
-                              if SESSIONS in self._tables else None)
+        self._count_sessions()
         self._earliest_pending, self._sequence = (
             self._run(f"SELECT min({ROW_WATERMARK}), coalesce(max({ROW_SEQUENCE}) + 1, 0) FROM {PENDING}")[0]
             if PENDING in self._tables else (None, 0))
