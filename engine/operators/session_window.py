@@ -37,7 +37,8 @@ Per watermark ``w``, set-based:
    under their watermark) are counted and dropped; the rest become *batch
    sessions* by gaps and islands (per key, sorted by time, a new island where
    the time is more than ``gap`` after the previous one), with partial
-   aggregates per island (``accumulators.py``);
+   aggregates per island (``accumulators.py``; in numpy, each island a run of
+   the sorted rows, where ``island_partials`` makes every partial);
 3. the open sessions of ``session_accumulators`` that a segment row touches
    while they are open under its watermark are taken out, and batch sessions
    and these merged by gaps and islands over intervals (a new island where an
@@ -64,11 +65,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from weir.engine.errors import EngineError
-from weir.engine.pandas_import import arrow_array, scalar
+from weir.engine.pandas_import import arrow_array, numpy_values, scalar
 from weir.engine.operators.accumulators import (Accumulator, AggregateCall, DistinctAccumulator, PythonAccumulator,
                                                     accumulator, argument_columns, argument_sources,
                                                     register_python)
@@ -80,6 +82,7 @@ from weir.engine.messages import MIN_WATERMARK
 from weir.engine.operators.batches import positions
 from weir.engine.operators.clock import EventTimeClock
 from weir.engine.operators.firings import StreamsFirings, small_firing_rows
+from weir.engine.operators.island_partials import island_partials
 from weir.engine.operators.islands import comparable, island_numbers, key_time_order, merged_intervals
 from weir.engine.operators.duckdb_sql import (create_table_from_arrow, int_literal, query_arrow, quote_ident,
                                               snapshot_tables, string_literal)
@@ -416,12 +419,37 @@ class SessionWindow(StreamsFirings, StateOperator):
         rows = rows.append_column("__island", numbers)
         # No row is late: a row not behind its watermark (ts - 1 ms > w) has its own window open.
         self._register("batch_rows", rows)
+        sessions = self._arrow_batch_sessions(rows)
         try:
-            if self._batch_sessions():
-                self._merge_into_state(behind=False)
+            if sessions is None:
+                self._batch_sessions()
+            else:
+                self._register("batch_sessions", sessions)
+            self._merge_into_state(behind=False)
         finally:
             self.con.unregister("batch_rows")
+            if sessions is not None:
+                self.con.unregister("batch_sessions")
         return True
+
+    def _arrow_batch_sessions(self, rows: pa.Table) -> pa.Table | None:
+        """``_batch_sessions_sql`` of ``rows`` (sorted by keys and time, their islands numbered, none
+        behind its watermark) in numpy, each island a run of rows (``island_partials``); None
+        where a partial is not made there, or a session's end would leave int64."""
+        islands = numpy_values(rows.column("__island"))
+        firsts = np.flatnonzero(np.diff(islands, prepend=0))
+        sizes = np.diff(np.append(firsts, len(islands)))
+        partials = island_partials(rows, firsts, sizes, self.accumulators)
+        times = numpy_values(rows.column("__ts"))
+        if partials is None or int(times.max()) + self.gap >= 1 << 63:
+            return None
+        index = arrow_array(firsts)
+        columns = [rows.column("key_group").take(index), *(rows.column(k).take(index) for k in self.key_columns),
+                   arrow_array(islands[firsts]), arrow_array(times[firsts]),
+                   arrow_array(times[firsts + sizes - 1] + self.gap), arrow_array(np.zeros(len(firsts), bool)),
+                   arrow_array(sizes), *partials]
+        names = ["key_group", *self.key_columns, "__island", START, END, "__has_behind", *self._partial_names()]
+        return pa.table(columns, names=names)
 
     def _segment(self, where: str | None) -> None:
         """Steps 2–3 for the ready rows ``where`` holds (None: the ``segment`` table holds them
@@ -453,6 +481,7 @@ class SessionWindow(StreamsFirings, StateOperator):
         (``bad_aggregate_rows``) are kept, left out of ``segment`` and ``batch_rows`` (its islands
         found again without them) and the batch sessions made once more."""
         sql = f"CREATE OR REPLACE TEMP TABLE batch_sessions AS {self._batch_sessions_sql()}"
+        self._temp_tables.add("batch_sessions")
         if self._bad_rows is None:
             self._run(sql)
             return True
