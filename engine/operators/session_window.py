@@ -418,18 +418,20 @@ class SessionWindow(StreamsFirings, StateOperator):
                                  rows.column("__ts").chunk(0), self.gap)
         rows = rows.append_column("__island", numbers)
         # No row is late: a row not behind its watermark (ts - 1 ms > w) has its own window open.
-        self._register("batch_rows", rows)
         sessions = self._arrow_batch_sessions(rows)
+        # The rows are read by SQL only to group them or to add their DISTINCT values.
+        views = {"batch_rows": rows} if sessions is None or self.distincts else {}
+        if sessions is not None:
+            views["batch_sessions"] = sessions
+        for name, table in views.items():
+            self._register(name, table)
         try:
             if sessions is None:
                 self._batch_sessions()
-            else:
-                self._register("batch_sessions", sessions)
             self._merge_into_state(behind=False)
         finally:
-            self.con.unregister("batch_rows")
-            if sessions is not None:
-                self.con.unregister("batch_sessions")
+            for name in views:
+                self.con.unregister(name)
         return True
 
     def _arrow_batch_sessions(self, rows: pa.Table) -> pa.Table | None:

@@ -181,7 +181,8 @@ def test_random_stream_matches_gaps_and_islands_over_the_sessions_open_at_arriva
     assert op.ctx.metrics["rows_out"] == len(expected)
 
 
-#: Keys, arguments and filters that are all input columns: rows are prepared in Arrow, not SQL.
+#: Keys, arguments and filters that are all input columns: rows are prepared in Arrow, not SQL;
+#: with SUM and AVG, and MAX of a double, batch sessions are grouped in SQL.
 COLUMNS_CONFIG = {
     **CONFIG,
     "keys": [["auction", "auction"], ["kind", "kind"]],
@@ -204,13 +205,38 @@ COLUMNS_SCHEMA = pa.schema([
     ("window_end", pa.timestamp("us")), ("n", pa.int64()), ("n_price", pa.int64()), ("total", pa.int64()),
     ("low", pa.int32()), ("high", pa.float64()), ("mean", pa.float64()), ("bidders", pa.int64()),
 ])
+#: Counts and integer MIN and MAX only: batch sessions of an Arrow segment are reduced in numpy.
+COUNTS_CONFIG = {
+    **COLUMNS_CONFIG,
+    "aggregates": [
+        {"name": "n", "function": "count", "argument": None},
+        {"name": "n_price", "function": "count", "argument": "price"},
+        {"name": "low", "function": "min", "argument": "price"},
+        {"name": "high", "function": "max", "argument": "price"},
+        {"name": "bidders", "function": "count", "argument": "bidder", "distinct": True},
+    ],
+    "projection": [["auction", "auction"], ["kind", "kind"], ["window_start", "window_start"],
+                   ["window_end", "window_end"], ["n", "n"], ["n_price", "n_price"], ["low", "low"],
+                   ["high", "high"], ["bidders", "bidders"]],
+}
+COUNTS_SCHEMA = pa.schema([
+    ("auction", pa.int64()), ("kind", pa.string()), ("window_start", pa.timestamp("us")),
+    ("window_end", pa.timestamp("us")), ("n", pa.int64()), ("n_price", pa.int64()), ("low", pa.int32()),
+    ("high", pa.int32()), ("bidders", pa.int64()),
+])
 
 
+@pytest.mark.parametrize("config, schema", [(COLUMNS_CONFIG, COLUMNS_SCHEMA), (COUNTS_CONFIG, COUNTS_SCHEMA)],
+                         ids=["sums", "counts"])
 @pytest.mark.parametrize("seed", range(2))
-def test_rows_prepared_from_their_columns_match_gaps_and_islands_too(seed):
+def test_rows_prepared_from_their_columns_match_gaps_and_islands_too(seed, config, schema, monkeypatch):
+    reduced = []
+    arrow_batch_sessions = SessionWindow._arrow_batch_sessions
+    monkeypatch.setattr(SessionWindow, "_arrow_batch_sessions",
+                        lambda self, rows: reduced.append(arrow_batch_sessions(self, rows)) or reduced[-1])
     rng = Rng(seed)
     table = random_bids(rng, 3000, disorder=int(rng.integers(2 * SECOND, 8 * SECOND)))
-    op = make_session_op(COLUMNS_CONFIG, COLUMNS_SCHEMA, max_parallelism=int(rng.integers(1, 200)))
+    op = make_session_op(config, schema, max_parallelism=int(rng.integers(1, 200)))
     model = ArrivalModel(GAP, lambda row: (row["auction"], row["kind"]))
     out, watermark, max_ts, start = [], MIN_WATERMARK, MIN_WATERMARK, 0
     while start < table.num_rows:
@@ -228,8 +254,9 @@ def test_rows_prepared_from_their_columns_match_gaps_and_islands_too(seed):
     out += drive_to_end(op, [])
     labelled = table.append_column("__session", model.labels(table.num_rows))
     assert model.late > 0
-    assert_same_rows(to_rows(out, COLUMNS_SCHEMA), session_oracle(labelled, COLUMNS_CONFIG, COLUMNS_SCHEMA))
+    assert_same_rows(to_rows(out, schema), session_oracle(labelled, config, schema))
     assert op.ctx.metrics.get("late_rows_dropped", 0) == model.late
+    assert reduced and all((table is not None) == (config is COUNTS_CONFIG) for table in reduced)
 
 
 def test_rows_prepared_in_arrow_are_the_rows_sql_prepares(monkeypatch):
