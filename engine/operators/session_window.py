@@ -579,7 +579,7 @@ class SessionWindow(StreamsFirings, StateOperator):
     def _merge_into_state(self, behind: bool = True) -> None:
         """Step 3 of the module docstring; ``behind``: whether a row of ``batch_rows`` may be behind
         its watermark."""
-        in_arrow = self._merge_candidates(behind)
+        candidates = self._merge_candidates(behind)
         merges = ["CAST(SUM(__rows) AS BIGINT) AS __rows"]
         merges += [f"{c.merge_sql(c.name)} AS {c.name}" for acc in self.accumulators for c in acc.columns]
         merged = (f"SELECT any_value(key_group) AS key_group, {self._keys()}__merged_start AS {START}, "
@@ -595,14 +595,27 @@ class SessionWindow(StreamsFirings, StateOperator):
             for d in self.distincts:
                 self._merge_distinct(d)
         finally:
-            if in_arrow:
+            if candidates is not None:
                 self.con.unregister("candidates")
-        self._count_sessions()
+        if candidates is None or not self._counted_from(candidates):
+            self._count_sessions()
 
-    def _merge_candidates(self, behind_rows: bool) -> bool:
+    def _counted_from(self, candidates: pa.Table) -> bool:
+        """``_earliest_end`` and ``_open_sessions`` after a merge, read off its ``candidates`` (the
+        merged sessions replace the touched ones) unless a touched session was the one ending
+        first (then only the state knows the next); whether they were."""
+        ends = pc.filter(candidates.column(END), pc.is_valid(candidates.column("__state_row")))
+        if len(ends) and (self._earliest_end is None or pc.min(ends).as_py() <= self._earliest_end):
+            return False
+        earliest = int(numpy_values(candidates.column("__merged_end")).min())
+        self._earliest_end = earliest if self._earliest_end is None else min(self._earliest_end, earliest)
+        self._open_sessions += int(numpy_values(candidates.column("__merged"))[-1]) - len(ends)
+        return True
+
+    def _merge_candidates(self, behind_rows: bool) -> pa.Table | None:
         """Step 2: ``candidates``, the batch sessions and the open sessions they touch
         (``touched``), each with the merged session it falls in; the state is not changed.
-        Whether ``candidates`` is an Arrow table registered with the connection (``_arrow_candidates``)."""
+        The Arrow table registered as ``candidates`` (``_arrow_candidates``), or None (a temp table)."""
         names = self._partial_names()
         carried = ", ".join(["key_group", *self.key_columns, START, END, *names])
         if SESSIONS in self._tables:
@@ -622,8 +635,9 @@ class SessionWindow(StreamsFirings, StateOperator):
         else:
             state_part = ""
         candidates = f"SELECT {carried}, __island, NULL::BIGINT AS __state_row FROM batch_sessions{state_part}"
-        if self._arrow_candidates(candidates):
-            return True
+        table = self._arrow_candidates(candidates)
+        if table is not None:
+            return table
         window = f"{self._partition()}ORDER BY {START}"
         flagged = (f"SELECT *, CASE WHEN {START} <= max({END}) OVER ({window} ROWS BETWEEN UNBOUNDED PRECEDING "
                    f"AND 1 PRECEDING) THEN 0 ELSE 1 END AS __new FROM ({candidates})")
@@ -632,24 +646,25 @@ class SessionWindow(StreamsFirings, StateOperator):
         self._temp_tables.add("candidates")
         self._run(f"CREATE OR REPLACE TEMP TABLE candidates AS SELECT *, min({START}) {island} AS __merged_start, "
                   f"max({END}) {island} AS __merged_end FROM ({grouped})")
+        return None
 
-    def _arrow_candidates(self, candidates: str) -> bool:
+    def _arrow_candidates(self, candidates: str) -> pa.Table | None:
         """``candidates`` merged by gaps and islands over intervals in Arrow (``merged_intervals``:
         one sort, where SQL's three window functions partition and sort three times), registered
-        as ``candidates``; False (nothing done) for keys Arrow does not sort or compare, or times
-        too far apart to rank in one int64."""
+        as ``candidates`` and returned; None (nothing done) for keys Arrow does not sort or compare,
+        or times too far apart to rank in one int64."""
         table = query_arrow(self.con, candidates, self.ctx.operator_id)
         table = self._sorted_by_key(table, START) if table.num_rows else None
         if table is None:
-            return False
+            return None
         merged = merged_intervals([table.column(k).chunk(0) for k in self.key_columns],
                                   table.column(START).chunk(0), table.column(END).chunk(0))
         if merged is None:
-            return False
+            return None
         for name, values in zip(("__merged", "__merged_start", "__merged_end"), merged):
             table = table.append_column(name, arrow_array(values))
         self._register("candidates", table)
-        return True
+        return table
 
     def _sorted_by_key(self, table: pa.Table, time: str) -> pa.Table | None:
         """``table`` sorted by the keys, then ``time``, in one chunk; None for keys Arrow does not

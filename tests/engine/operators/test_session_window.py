@@ -259,6 +259,17 @@ def test_rows_prepared_from_their_columns_match_gaps_and_islands_too(seed, confi
     assert reduced and all((table is not None) == (config is COUNTS_CONFIG) for table in reduced)
 
 
+@pytest.mark.parametrize("key, earliest, sessions", [(1, 3, 2), (2, 2, 2), (3, 2, 3)])
+def test_the_earliest_end_and_the_open_sessions_kept_after_a_merge_are_the_states(key, earliest, sessions):
+    """Read off a merge's candidates unless the session ending first was touched (then asked of
+    the state): either way what the state holds (a later end would fire a session too late)."""
+    op = make_session_op(COUNT_CONFIG, INT_SCHEMA)  # gap 2 s
+    drive(op, [bids([0, 1], [1, 2], [1, 1]), SECOND // 2])  # [0, 2) and [1, 3)
+    drive(op, [bids([1.5], [key], [1]), SECOND // 2 + 1])  # extends [0, 2) or [1, 3), or starts [1.5, 3.5)
+    state = op._run("SELECT min(__session_end), count(*) FROM session_accumulators")[0]
+    assert (op._earliest_end, op._open_sessions) == state == (earliest * SECOND, sessions)
+
+
 def test_rows_prepared_in_arrow_are_the_rows_sql_prepares(monkeypatch):
     """Keys and arguments that are input columns of types DuckDB returns as they came are taken
     from the batch as they are: the pending rows equal SQL's, NULL times left out."""
