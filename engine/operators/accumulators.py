@@ -378,14 +378,21 @@ class DistinctAccumulator:
 def argument_columns(accumulators: list[Accumulator], distincts: list[DistinctAccumulator]) -> list[str]:
     """``(SQL) AS column`` for every aggregate argument and FILTER condition over input rows,
     as the window and session aggregates compute them before aggregating a batch."""
-    columns = []
+    return [f"({sql}) AS {column}" for column, sql in argument_sources(accumulators, distincts)]
+
+
+def argument_sources(accumulators: list[Accumulator],
+                     distincts: list[DistinctAccumulator]) -> list[tuple[str, str]]:
+    """(column, SQL over input rows) of every aggregate argument and FILTER condition, in the
+    order of ``argument_columns``."""
+    sources = []
     for acc in accumulators:
         if acc.argument_column:
-            columns.append(f"({acc.call.argument}) AS {acc.argument_column}")
+            sources.append((acc.argument_column, acc.call.argument))
         if acc.filter_column:
-            columns.append(f"({acc.call.filter}) AS {acc.filter_column}")
+            sources.append((acc.filter_column, acc.call.filter))
     for d in distincts:
-        columns.append(f"({d.argument}) AS {d.argument_column}")
+        sources.append((d.argument_column, d.argument))
         if d.filter_column:
-            columns.append(f"({d.filter}) AS {d.filter_column}")
-    return columns
+            sources.append((d.filter_column, d.filter))
+    return sources

@@ -64,6 +64,14 @@ def test_rows_sort_by_key_then_time_packed_or_not(data, kind, nulls):
     assert list(zip(got.column("k").to_pylist(), got.column("ts").to_pylist())) == expected
 
 
+def test_keys_and_times_that_leave_no_bits_for_the_position_sort_by_both():
+    # key span 2**29 and time span 2**31: 62 bits packed, none left for the rows' positions
+    table = pa.table({"k": pa.array([2**29, 0, 2**29, 0], pa.int64()), "ts": pa.array([0, 2**31, 5, 1], pa.int64())})
+    got = table.take(key_time_order(table, ["k"], "ts"))
+    assert list(zip(got.column("k").to_pylist(), got.column("ts").to_pylist())) == [
+        (0, 1), (0, 2**31), (2**29, 0), (2**29, 5)]
+
+
 def test_two_keys_sort_by_both_then_time():
     table = pa.table({"a": ["y", "x", None, "x"], "b": [1, 2, 1, 1], "ts": [5, 4, 3, 9]})
     got = table.take(key_time_order(table, ["a", "b"], "ts"))
