@@ -199,6 +199,7 @@ class WindowAggregate(Operator):
         #: Rows a Python aggregate's accumulate raises on, kept (``bad_rows``; ``bad_aggregate_rows``).
         self._bad_rows = BadRows(ctx) if config.bad_rows and python_arguments(self.accumulators) else None
         keep_python([f for f, _, _ in python_arguments(self.accumulators)])
+        self._python = bool(python_arguments(self.accumulators))
         self.state: WindowState | None = None
         #: A lower bound of the earliest slice in the state (None: no state); saves a query per
         #: watermark.
@@ -346,10 +347,11 @@ class WindowAggregate(Operator):
         fires its windows from the state and the held rows at once, and need never append them
         where every slice of theirs expires there (``_fires_held``: a cascaded TUMBLE, whose
         input is windows that just fired, saves two statements of three a batch). Only plain
-        rows are held: no DISTINCT aggregate, no first window (``FROM_END``), one schema, and
-        no more rows than a small firing (``small_firing_rows()``: memory outside DuckDB stays
-        bounded between watermarks however rare they are)."""
-        if self.distincts or has_from_end(batch) or batch.num_rows > small_firing_rows():
+        rows are held: no DISTINCT aggregate, no Python aggregate (a row its ``accumulate``
+        raises on fails the batch that brought it, naming the row), no first window
+        (``FROM_END``), one schema, and no more rows than a small firing (``small_firing_rows()``:
+        memory outside DuckDB stays bounded between watermarks however rare they are)."""
+        if self.distincts or self._python or has_from_end(batch) or batch.num_rows > small_firing_rows():
             self._append_held()
             return False
         rows = batch.num_rows + sum(held.num_rows for held in self._held)
