@@ -149,15 +149,14 @@ def bid_key(row: dict) -> tuple:
     return row["auction"], row["kind"].upper() if row["kind"] is not None else None
 
 
-@pytest.mark.parametrize("islands_in", ["arrow", "sql"])
-@pytest.mark.parametrize("seed", range(6))
-def test_random_stream_matches_gaps_and_islands_over_the_sessions_open_at_arrival(seed, islands_in, monkeypatch):
-    if islands_in == "sql":  # the path of segments too large to read into Arrow
-        monkeypatch.setattr("weir.engine.operators.session_window.ARROW_ISLAND_ROWS", 0)
+def run_random_stream(seed: int, config: dict, schema: pa.Schema, key):
+    """A random stream of 3,000 bids (times out of order by 2-8 s) in batches of 1-400 rows, with
+    watermarks now and then, driven through a session operator and the arrival model: the
+    operator, its output, the model and the bids labelled with their sessions."""
     rng = Rng(seed)
     table = random_bids(rng, 3000, disorder=int(rng.integers(2 * SECOND, 8 * SECOND)))
-    op = make_session_op(CONFIG, SCHEMA, max_parallelism=int(rng.integers(1, 200)))
-    model = ArrivalModel(GAP, bid_key)
+    op = make_session_op(config, schema, max_parallelism=int(rng.integers(1, 200)))
+    model = ArrivalModel(GAP, key)
     out, watermark, max_ts, start = [], MIN_WATERMARK, MIN_WATERMARK, 0
     while start < table.num_rows:
         size = int(rng.integers(1, 400))
@@ -173,6 +172,15 @@ def test_random_stream_matches_gaps_and_islands_over_the_sessions_open_at_arriva
             model.fire(watermark)
     out += drive_to_end(op, [])
     labelled = table.append_column("__session", model.labels(table.num_rows))
+    return op, out, model, labelled
+
+
+@pytest.mark.parametrize("islands_in", ["arrow", "sql"])
+@pytest.mark.parametrize("seed", range(6))
+def test_random_stream_matches_gaps_and_islands_over_the_sessions_open_at_arrival(seed, islands_in, monkeypatch):
+    if islands_in == "sql":  # the path of segments too large to read into Arrow
+        monkeypatch.setattr("weir.engine.operators.session_window.ARROW_ISLAND_ROWS", 0)
+    op, out, model, labelled = run_random_stream(seed, CONFIG, SCHEMA, bid_key)
     expected = session_oracle(labelled, CONFIG, SCHEMA)
     assert len(expected) > 50
     assert model.late > 0
@@ -234,29 +242,11 @@ def test_rows_prepared_from_their_columns_match_gaps_and_islands_too(seed, confi
     arrow_batch_sessions = SessionWindow._arrow_batch_sessions
     monkeypatch.setattr(SessionWindow, "_arrow_batch_sessions",
                         lambda self, rows: reduced.append(arrow_batch_sessions(self, rows)) or reduced[-1])
-    rng = Rng(seed)
-    table = random_bids(rng, 3000, disorder=int(rng.integers(2 * SECOND, 8 * SECOND)))
-    op = make_session_op(config, schema, max_parallelism=int(rng.integers(1, 200)))
-    model = ArrivalModel(GAP, lambda row: (row["auction"], row["kind"]))
-    out, watermark, max_ts, start = [], MIN_WATERMARK, MIN_WATERMARK, 0
-    while start < table.num_rows:
-        size = int(rng.integers(1, 400))
-        batch = table.slice(start, size)
-        model.batch(batch.to_pylist(), start, watermark)
-        start += size
-        out += drive(op, batch.to_batches())
-        times = [t for t in batch.column("ts").cast(pa.int64()).to_pylist() if t is not None]
-        max_ts = max([max_ts, *times])
-        if rng.random() < 0.6:
-            watermark = max(watermark, max_ts - int(rng.integers(0, 6 * SECOND)))
-            out += op.process_watermark(watermark)
-            model.fire(watermark)
-    out += drive_to_end(op, [])
-    labelled = table.append_column("__session", model.labels(table.num_rows))
+    op, out, model, labelled = run_random_stream(seed, config, schema, lambda row: (row["auction"], row["kind"]))
     assert model.late > 0
     assert_same_rows(to_rows(out, schema), session_oracle(labelled, config, schema))
     assert op.ctx.metrics.get("late_rows_dropped", 0) == model.late
-    assert reduced and all((table is not None) == (config is COUNTS_CONFIG) for table in reduced)
+    assert reduced and all((sessions is not None) == (config is COUNTS_CONFIG) for sessions in reduced)
 
 
 @pytest.mark.parametrize("key, earliest, sessions", [(1, 3, 2), (2, 2, 2), (3, 2, 3)])
