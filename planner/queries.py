@@ -34,6 +34,8 @@ from weir.planner.graph_builder import GraphBuilder, Stream
 from weir.planner.group_aggregate import distinct_as_group_by, plan_group_aggregate
 from weir.planner.grouping_sets import grouping_construct
 from weir.planner.joins import is_join, plan_join
+from weir.planner.joins.pruning import ALL, read_columns
+from weir.planner.joins.scope import Relation
 from weir.planner.lateral import LateralRelation, fold_lateral, plan_lateral
 from weir.planner.limits import plan_limit, split_limit
 from weir.planner.over_aggregates import is_over_aggregate, plan_over_aggregate, ranks_below
@@ -235,7 +237,7 @@ class QueryPlanner:
                             "aggregate the sessions, e.g. SELECT k, window_start, window_end, COUNT(*) ... "
                             "GROUP BY k, window_start, window_end")
         if window is not None:
-            stream = self._assign_window(stream, window, pipeline, self._columns_read(select, scope, stream))
+            stream = self._assign_window(stream, window, pipeline, self._columns_read(select, stream, window.time_column))
         return self.plan_calc(select, stream, scope, pipeline)
 
     def _window(self, tvf: WindowTVF, stream: Stream):
@@ -267,31 +269,20 @@ class QueryPlanner:
                 "column with a WATERMARK FOR it")
 
     @staticmethod
-    def _columns_read(select: exp.Select, scope: Scope, stream: Stream) -> list[str] | None:
-        """The columns of ``stream`` that ``select`` names, in the stream's order; None when it
-        may read every one (a star, or a name that does not resolve: the calc reports it)."""
-        read = set()
-        for part in [*select.expressions, select.args.get("where")]:
-            for node in part.walk() if part is not None else ():
-                if isinstance(node, exp.Star) or (isinstance(node, exp.Column) and isinstance(node.this, exp.Star)):
-                    return None
-                if isinstance(node, exp.Column):
-                    declared = scope.resolve(node.name)
-                    if declared is None:
-                        return None
-                    read.add(declared)
-                    if node.table and scope.resolve(node.table):  # a field of a ROW column: `s.f`
-                        read.add(scope.resolve(node.table))
-        return [name for name in stream.schema.names if name in read]
+    def _columns_read(select: exp.Select, stream: Stream, time_column: str) -> list[str] | None:
+        """The columns of ``stream`` that ``select`` reads (``joins.pruning.read_columns``), and the
+        window's ``time_column``, in the stream's order; None when that is every one."""
+        names = stream.schema.names
+        (read,) = read_columns(select, [Relation(stream.name, stream, names, names)])
+        if read is ALL:
+            return None
+        columns = [name for name in names if name.lower() in read or name == time_column]
+        return columns if len(columns) < len(names) else None
 
     def _assign_window(self, stream: Stream, window, pipeline: str, columns: list[str] | None) -> Stream:
-        """Rows with their windows' bounds: the stream's ``columns`` (None: all) and the window's
-        time column, so that a source leaves out what the query does not read (Nexmark q7's bids
-        pass on neither `channel` nor `url`)."""
-        if columns is not None:
-            columns = [n for n in stream.schema.names if n in columns or n == window.time_column]
-            if len(columns) == len(stream.schema.names):
-                columns = None
+        """Rows with their windows' bounds: the stream's ``columns`` (None: all), so that a source
+        leaves out what the query does not read (Nexmark q7's bids pass on neither `channel` nor
+        `url`)."""
         passed = [stream.schema.field(name) for name in columns] if columns is not None else list(stream.schema)
         schema = pa.schema([*passed, *window_fields()])
         config = WindowAssignConfig(window=SlicedWindowConfig(**window.config()), columns=columns)
