@@ -210,9 +210,8 @@ class WindowAggregate(Operator):
         self._fired_table = False
         #: Whether a small firing is sorted in Arrow (``_small_firing``; None: not known yet).
         self._arrow_sorts: bool | None = None
-        #: Prepared batches not yet appended (``_hold``), and the last slice of their rows.
+        #: Prepared batches not yet appended (``_hold``).
         self._held: list[pa.RecordBatch] = []
-        self._held_last_slice: int | None = None
 
     def _distinct_for(self, call: AggregateCall) -> DistinctAccumulator:
         for d in self.distincts:
@@ -244,7 +243,7 @@ class WindowAggregate(Operator):
     def close(self) -> None:
         self._firing.end()  # what fired leaves the state before it closes
         self._firing.close()
-        self._held, self._held_last_slice = [], None  # (the state goes)
+        self._held = []  # (the state goes)
         self.late_rows.close()
         if self._bad_rows is not None:
             self._bad_rows.close()
@@ -338,12 +337,12 @@ class WindowAggregate(Operator):
         batch = self._with_slices(batch, ts)
         if self._bad_rows is not None:
             without_bad_rows(self._append, batch, self._raising_rows, self._keep_bad_rows)
-        elif not self._hold(batch, ts):
+        elif not self._hold(batch):
             self._append(batch)
         return []
 
-    def _hold(self, batch: pa.RecordBatch, ts: pa.Array) -> bool:
-        """Keep ``batch`` (prepared, its times ``ts``) in Arrow until the next watermark, which
+    def _hold(self, batch: pa.RecordBatch) -> bool:
+        """Keep ``batch`` (prepared: ``_with_slices``) in Arrow until the next watermark, which
         fires its windows from the state and the held rows at once, and need never append them
         where every slice of theirs expires there (``_fires_held``: a cascaded TUMBLE, whose
         input is windows that just fired, saves two statements of three a batch). Only plain
@@ -358,13 +357,11 @@ class WindowAggregate(Operator):
         if self._held and (rows > small_firing_rows() or batch.schema != self._held[0].schema):
             self._append_held()
         self._held.append(batch)
-        last = self.assigner.slice_start(pc.max(ts).as_py())
-        self._held_last_slice = last if self._held_last_slice is None else max(last, self._held_last_slice)
         return True
 
     def _append_held(self) -> None:
         """The held batches into the state, as ``process_batch`` appends a batch."""
-        held, self._held, self._held_last_slice = self._held, [], None
+        held, self._held = self._held, []
         if held:
             self._append(pa.Table.from_batches(held))
 
@@ -516,7 +513,7 @@ class WindowAggregate(Operator):
             self._append_held()
         if self._held:  # fired with the state, never appended
             table = self._small_firing(upto, watermark, fired_before, held=True)
-            self._held, self._held_last_slice = [], None
+            self._held = []
             return self._firing.start_small(table, lambda: self._evict(expired))
         if self._fired_rows_at_most(watermark, fired_before) <= small_firing_rows():
             return self._firing.start_small(self._small_firing(upto, watermark, fired_before),
@@ -531,7 +528,8 @@ class WindowAggregate(Operator):
         """Whether ``watermark`` fires every window of the held rows' slices, in a small firing
         (``small_firing_rows()``, counting a row of partials per held row)."""
         held_rows = sum(batch.num_rows for batch in self._held)
-        return (self._held_last_slice <= expired
+        last_slice = max(pc.max(batch.column(SLICE)).as_py() for batch in self._held)
+        return (last_slice <= expired
                 and self._fired_rows_at_most(watermark, fired_before, held_rows) <= small_firing_rows())
 
     def _small_firing(self, upto: int, watermark: int, fired_before: int, *, held: bool = False) -> pa.Table:
@@ -653,7 +651,7 @@ class WindowAggregate(Operator):
         tables = owned_tables(state, version=SNAPSHOT_VERSION, max_parallelism=self.ctx.max_parallelism,
                               key_groups=self.ctx.owned_key_groups(), what="window", operator_id=oid)
         self.clock = EventTimeClock(state["watermark"])
-        self._held, self._held_last_slice = [], None
+        self._held = []
         self.state.restore(tables)
         self._earliest_slice = self.state.earliest_slice()
 
