@@ -33,7 +33,8 @@ output:
   'weir.source.batch-size' keeps it: its late rows depend on it). Small is
   ``SMALL_BATCHES`` rows, or, for an input file of more rows than ``MAX_BATCHES``
   such batches, enough rows for ``MAX_BATCHES`` batches: a checkpoint commits every
-  sink (a view's opens its database), so 200 cost five times what 40 cost;
+  sink (a view's opens its database), so 200 cost five times what 40 cost, and 40
+  cost ~1.3-2x what 20 cost in the heaviest folders;
 - ``parallel``: in this process at parallelism 2 (two worker processes exchanging rows by
   key group), with small source batches and a checkpoint after every batch, so that
   watermarks and barriers cross the exchange many times (``PARALLEL_BATCHING`` lists the
@@ -120,7 +121,7 @@ PARALLEL_BATCHING = {
 }
 SMALL_BATCHES = 2
 #: An input file of more than SMALL_BATCHES * MAX_BATCHES rows is read in MAX_BATCHES batches.
-MAX_BATCHES = 40
+MAX_BATCHES = 20
 #: Folders whose expected output holds for some batch sizes only, and the size to use
 #: (none since lateness is judged per row).
 BATCH_SIZES: dict[str, int] = {}

@@ -210,7 +210,7 @@ def test_global_aggregate_is_one_group():
         {"s": 3, ROW_KIND: UPDATE_BEFORE}, {"s": 7, ROW_KIND: UPDATE_AFTER}]
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), sizes=st.lists(st.integers(1, 40), min_size=1, max_size=8),
        retract=st.booleans(), restore_at=st.one_of(st.none(), st.integers(0, 6)), having=st.booleans())
 def test_changelog_applied_equals_batch_group_by(seed, sizes, retract, restore_at, having):

@@ -391,7 +391,7 @@ def run_stream(table: pa.Table, config: dict, cadence, max_parallelism: int = 12
     return to_rows(out, INT_SCHEMA)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_batch_sizes_watermark_cadence_and_restores_never_change_the_result(data):
     rows = sorted(data.draw(rows_strategy), key=lambda r: r[0])

@@ -208,7 +208,7 @@ def _net(changes: list[tuple[tuple, int]]) -> list[tuple]:
     return list(rows.elements())
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(scenarios(), st.sampled_from(JOIN_TYPES), st.booleans(), st.integers(0, 30))
 def test_any_changelog_joins_like_the_batch_join(scenario, join_type, residual, cut):
     left, right, steps = scenario

@@ -77,7 +77,7 @@ def changelogs(draw, retractions: bool):
     return out, live
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=35, deadline=None)
 @given(st.booleans(), st.sampled_from(["row_number", "rank", "dense_rank"]), st.integers(1, 3), st.booleans(),
        st.data())
 def test_top_n_changelog_equals_the_batch_ranking(retractions, function, high, with_rank, data):

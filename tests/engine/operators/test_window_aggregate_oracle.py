@@ -205,7 +205,7 @@ def run_stream(table: pa.Table, cadence) -> list[dict]:
     return to_rows(out, INT_SCHEMA)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_batch_sizes_watermark_cadence_and_restores_never_change_the_result(data):
     rows = sorted(data.draw(rows_strategy), key=lambda r: r[0])

@@ -225,7 +225,7 @@ def test_outer_join_with_a_silent_side_emits_nulls():
        join_type=st.sampled_from(JOIN_TYPES), restore_at=st.floats(0, 1),
        parallelism=st.sampled_from([1, 2, 3]), held_bytes=st.sampled_from([0, 2000, window_join.HELD_BYTES]),
        in_arrow=st.booleans())
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=50, deadline=None)
 def test_batching_interleaving_and_restore_never_change_the_result(seed, max_batch, join_type,
                                                                      restore_at, parallelism, held_bytes, in_arrow):
     """... nor where the rows wait: held in Arrow, moved into the state tables at once (0) or

@@ -117,7 +117,7 @@ def test_one_snapshot_split_by_key_group_ranges_into_two(cut):
     assert rows(before + after) == STRAIGHT
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(st.integers(1, 4), st.integers(1, 4), st.integers(0, len(STEPS)))
 def test_any_parallelism_to_any_parallelism_at_any_cut(p_before, p_after, cut):
     before_ops = [subtask_op(i, p_before) for i in range(p_before)]
