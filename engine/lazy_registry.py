@@ -50,6 +50,12 @@ class LazyRegistry(MutableMapping):
     def __len__(self) -> int:
         return len(self._loaded.keys() | self._where.keys())
 
+    def load_all(self) -> None:
+        """Look every entry up now, importing every module that defines one (a fork server, so
+        that no process forked from it imports them again)."""
+        for name in list(self._where):
+            self[name]
+
     def is_loaded(self, name: str) -> bool:
         """Whether ``name``'s entry has been looked up (and its module imported)."""
         return name in self._loaded

@@ -1,0 +1,16 @@
+"""What the fork server of a parallel job's workers imports, once, before it forks any
+(``workers.PRELOAD``): the runtime, every operator and every built-in connector.
+
+A worker imports the modules of its job's operators and connectors when it builds them; each
+one imported here is imported once per server, which loads while the coordinator plans,
+instead of once by every worker of every job, while the job waits for it. Only modules:
+nothing here starts a thread, opens a database or reads a file, as nothing may before a fork.
+"""
+from __future__ import annotations
+
+import weir.engine.runtime.parallel  # noqa: F401  (the worker's entry point: ``parallel._worker``)
+from weir.engine.connectors.registry import CONNECTORS
+from weir.engine.operators.registry import KINDS
+
+KINDS.load_all()
+CONNECTORS.load_all()
