@@ -10,6 +10,7 @@ name, once.
 """
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterator, MutableMapping
 from typing import Any
 
@@ -62,3 +63,23 @@ class LazyRegistry(MutableMapping):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({sorted(self)})"
+
+
+class LazyModule:
+    """A module imported when one of its names is first read. The planner names an operator's
+    module so at its top (``stream_join = LazyModule("weir.engine.operators.stream_join")``) and
+    reads ``stream_join.StreamJoinConfig`` where it plans that operator: planning a job loads
+    the modules of the operators it has (and their dataclasses), not of every one there is.
+    Through ``importlib.import_module``, under the import system's lock: the module itself, as
+    any other import of it gets it."""
+
+    def __init__(self, name: str):
+        self._module_name = name
+
+    def __getattr__(self, attribute: str) -> Any:
+        if attribute == "_module_name":  # (not set yet: a copy being made)
+            raise AttributeError(attribute)
+        return getattr(importlib.import_module(self._module_name), attribute)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._module_name!r})"
