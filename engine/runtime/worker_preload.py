@@ -8,9 +8,15 @@ nothing here starts a thread, opens a database or reads a file, as nothing may b
 """
 from __future__ import annotations
 
+import gc
+
 import weir.engine.runtime.parallel  # noqa: F401  (the worker's entry point: ``parallel._worker``)
 from weir.engine.connectors.registry import CONNECTORS
 from weir.engine.operators.registry import KINDS
 
 KINDS.load_all()
 CONNECTORS.load_all()
+
+# What the server has loaded lives as long as it: out of every collection of the workers forked
+# from it, which would otherwise walk those objects (copying the pages they share with the server).
+gc.freeze()
