@@ -16,7 +16,7 @@ import multiprocessing
 import multiprocessing.context
 import signal
 
-#: What the fork server imports, once: the runtime, every operator and connector (``worker_preload``).
+#: What the fork server imports, once: the runtime and every operator (``worker_preload``).
 PRELOAD = ["weir.engine.runtime.worker_preload"]
 
 
