@@ -195,7 +195,9 @@ def engines(job: str, bids: Path, fmt: str, work: Path, parallelisms: list[int],
     (run_dir / "job.sql").write_text(SOURCE.format(bids=bids, format=fmt, columns=columns) + weir_sql + "\n")
     scan = f"read_parquet('{bids}')" if fmt == "parquet" else f"read_csv('{bids}', header = true)"
     found = {}
-    cached = {**os.environ, "PYTHONPYCACHEPREFIX": str(HERE / ".data" / "pycache")}
+    # (without PYTHONDONTWRITEBYTECODE, or the cache is never written and every start compiles)
+    cached = {**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
+              "PYTHONPYCACHEPREFIX": str(HERE / ".data" / "pycache")}
     for p in parallelisms:
         argv = [sys.executable, "-m", "weir.shell.cli", "run", "job.sql", "--no-progress", "--db",
                 "weir.duckdb", "--state-dir", "state", "--fresh", "--parallelism", str(p)]

@@ -92,7 +92,9 @@ def main() -> None:
     print(f"{'query':11} {'seconds':>8} {'wall s':>7} {'events/s':>12} {'per core':>12} {'target/core':>12}  result")
     figures = {}
     # children find their bytecode under bench/.data/pycache, as an installed package does
-    cached = {**os.environ, "PYTHONPYCACHEPREFIX": str(HERE / ".data" / "pycache")}
+    # (without PYTHONDONTWRITEBYTECODE, or the cache is never written and every start compiles)
+    cached = {**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
+              "PYTHONPYCACHEPREFIX": str(HERE / ".data" / "pycache")}
     trees = {"": cached, **({" base": {**cached, "PYTHONPATH": args.baseline}} if args.baseline else {})}
     for tree_env in trees.values():
         run_weir(write_job(work, "q0", 1000, args.rate), work, 1, tree_env)  # warm the bytecode caches

@@ -59,7 +59,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--baseline", metavar="DIR", help="also run weir from DIR, alternating with this tree")
     args = parser.parse_args()
-    cached = {**os.environ, "PYTHONPYCACHEPREFIX": str(HERE / ".data" / "pycache")}
+    # (without PYTHONDONTWRITEBYTECODE, or the cache is never written and every start compiles)
+    cached = {**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
+              "PYTHONPYCACHEPREFIX": str(HERE / ".data" / "pycache")}
     trees = {"": cached, **({"base": {**cached, "PYTHONPATH": args.baseline}} if args.baseline else {})}
     print(f"{args.events:,} events, table {args.table}, columns {args.columns}")
     print(f"{'tree':5} {'rows':>10} {'CPU s':>7} {'faults':>9} {'RSS MB':>7}  weir")

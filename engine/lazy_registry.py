@@ -10,6 +10,7 @@ name, once.
 """
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterator, MutableMapping
 from typing import Any
 
@@ -50,9 +51,35 @@ class LazyRegistry(MutableMapping):
     def __len__(self) -> int:
         return len(self._loaded.keys() | self._where.keys())
 
+    def load_all(self) -> None:
+        """Look every entry up now, importing every module that defines one (a fork server, so
+        that no process forked from it imports them again)."""
+        for name in list(self._where):
+            self[name]
+
     def is_loaded(self, name: str) -> bool:
         """Whether ``name``'s entry has been looked up (and its module imported)."""
         return name in self._loaded
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({sorted(self)})"
+
+
+class LazyModule:
+    """A module imported when one of its names is first read. The planner names an operator's
+    module so at its top (``stream_join = LazyModule("weir.engine.operators.stream_join")``) and
+    reads ``stream_join.StreamJoinConfig`` where it plans that operator: planning a job loads
+    the modules of the operators it has (and their dataclasses), not of every one there is.
+    Through ``importlib.import_module``, under the import system's lock: the module itself, as
+    any other import of it gets it."""
+
+    def __init__(self, name: str):
+        self._module_name = name
+
+    def __getattr__(self, attribute: str) -> Any:
+        if attribute == "_module_name":  # (not set yet: a copy being made)
+            raise AttributeError(attribute)
+        return getattr(importlib.import_module(self._module_name), attribute)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._module_name!r})"

@@ -12,8 +12,8 @@ import pyarrow as pa
 from sqlglot import exp
 
 from weir.engine.graph import Edge
+from weir.engine.lazy_registry import LazyModule
 from weir.engine.operators.calc import CalcConfig, Expand
-from weir.engine.operators.session_window import SessionWindowConfig, SessionWindowSpec
 from weir.engine.operators.window_aggregate import GroupingSetCopies, WindowAggregateConfig
 from weir.engine.operators.windows import SlicedWindowConfig
 from weir.engine.sql_eval import INPUT
@@ -26,6 +26,9 @@ from weir.planner.grouping_sets import (CONSTRUCTS, MAX_SETS, SET_ID, construct_
 from weir.planner.planning import QueryPlanning
 from weir.planner.windows import WINDOW_COLUMNS, WindowSpec
 from weir.sql.errors import Problem
+
+#: The session window operator, imported once a query has one (``engine.lazy_registry``).
+session_window = LazyModule("weir.engine.operators.session_window")
 
 
 Key = tuple[str, exp.Expression]
@@ -198,7 +201,8 @@ def _add_window_aggregate(qp: QueryPlanning, window: WindowSpec, key_sql: list[l
     kind, title = operator
     parts = dict(keys=key_sql, aggregates=aggregates.calls, having=having_sql, projection=projection)
     if window.kind == "session":  # added as a session_window (planner.sessions)
-        config = SessionWindowConfig(window=SessionWindowSpec(**window.config()), **parts)
+        config = session_window.SessionWindowConfig(window=session_window.SessionWindowSpec(**window.config()),
+                                                    **parts)
     else:
         config = WindowAggregateConfig(window=SlicedWindowConfig(**window.config()), **parts,
                                        grouping_sets=GroupingSetCopies(column=SET_ID, count=len(sets)) if sets else None)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-import threading
 from dataclasses import dataclass
 
 import duckdb
@@ -15,7 +14,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from weir.engine import udfs
-from weir.engine.sql_eval import INPUT, describe
+from weir.engine.sql_eval import INPUT, connection, describe
 from weir.planner.functions import FLINK_FUNCTIONS, TRANSLATED, translate_tree, typed_rewrites
 from weir.planner.types import normalise, sql_name
 
@@ -91,15 +90,6 @@ def bind(expression: exp.Expression, scope: Scope, problems: list[Problem]) -> e
     return bound
 
 
-_DUCKDB = threading.local()
-
-
-def _connection() -> duckdb.DuckDBPyConnection:
-    if not hasattr(_DUCKDB, "con"):
-        _DUCKDB.con = duckdb.connect(":memory:")
-    return _DUCKDB.con
-
-
 @functools.cache
 def duckdb_functions() -> frozenset[str]:
     """DuckDB's built-in functions (on a connection of their own: no UDF among them)."""
@@ -122,18 +112,10 @@ def builtin_function(name: str) -> bool:
     return not isinstance(call, exp.Anonymous)
 
 
-def _with_udfs(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
-    """``con`` with this process's Python UDFs registered, as they are now."""
-    if getattr(_DUCKDB, "udfs", None) != udfs.version():
-        udfs.register_functions(con)
-        _DUCKDB.udfs = udfs.version()
-    return con
-
-
 def _bind_error(sql: str, schema: pa.Schema) -> str | None:
     """DuckDB's message when ``sql`` (one expression over ``schema``) has no function or operator
     for its argument types; None when it binds, or fails for another reason (reported elsewhere)."""
-    con = _with_udfs(_connection())
+    con = connection()  # (sql_eval's: with this process's Python UDFs as they are now)
     try:
         con.register(INPUT, schema.empty_table())
         con.sql(f"SELECT {sql} FROM {INPUT} LIMIT 0").fetchall()

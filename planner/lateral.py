@@ -28,7 +28,7 @@ from sqlglot import exp
 
 from weir.engine.changelog import ROW_KIND
 from weir.engine.graph import Edge
-from weir.engine.operators.table_function import TableFunctionConfig
+from weir.engine.lazy_registry import LazyModule
 from weir.engine.udfs import arrow_type
 from weir.engine.udtfs import TableFunction
 from weir.planner.catalog import FunctionDef
@@ -40,6 +40,9 @@ from weir.planner.types import normalise, sql_name
 from weir.sql.dialect import LateralTable
 from weir.sql.errors import Problem
 from weir.sql.statements import WindowTVF
+
+#: The operator this module plans, imported once a query has one (``engine.lazy_registry``).
+table_function = LazyModule("weir.engine.operators.table_function")
 
 #: The prefix of the columns a calc computes for arguments that are expressions.
 ARGUMENT = "_lateral_arg"
@@ -137,9 +140,9 @@ def plan_lateral(qp: QueryPlanning, relation: LateralRelation, pipeline: str) ->
     results = [pa.field(name, normalise(arrow_type(t))) for name, t in zip(names, function.result_types)]
     row_kind = [] if stream.append_only else [stream.schema.field(ROW_KIND)]
     schema = pa.schema([*(stream.schema.field(n) for n in kept), *results, *row_kind])
-    config = TableFunctionConfig(function=spec, arguments=tuple(columns),
-                                 passed=tuple(kept + [f.name for f in row_kind]), columns=tuple(names),
-                                 outer=bool(relation.args.get("outer")))
+    config = table_function.TableFunctionConfig(function=spec, arguments=tuple(columns),
+                                                passed=tuple(kept + [f.name for f in row_kind]), columns=tuple(names),
+                                                outer=bool(relation.args.get("outer")))
     shown = ", ".join(a.sql(dialect="duckdb") for a in bound)
     description = (f"Correlate(invocation=[{spec.name}({shown})], select=[{', '.join([*kept, *names])}], "
                    f"joinType=[{'LEFT' if config.outer else 'INNER'}])")

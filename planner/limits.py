@@ -23,13 +23,16 @@ from sqlglot import exp
 
 from weir.engine.changelog import ROW_KIND
 from weir.engine.graph import Edge
-from weir.engine.operators.limit import LimitConfig
+from weir.engine.lazy_registry import LazyModule
 from weir.planner.errors import PlanError
 from weir.planner.expressions import Scope, bind, quote, to_duckdb
 from weir.planner.graph_builder import Stream
 from weir.planner.planning import QueryPlanning
 from weir.planner.top_n import plan_top_n
 from weir.sql.errors import Problem
+
+#: The operator this module plans, imported once a query has one (``engine.lazy_registry``).
+limit_operator = LazyModule("weir.engine.operators.limit")
 
 #: The rank column the Top-N of ORDER BY ... LIMIT computes and the result leaves out.
 RANK = "_limit_rank"
@@ -61,7 +64,7 @@ def plan_limit(qp: QueryPlanning, stream: Stream, limit: int, order: exp.Order |
     if not stream.append_only:
         raise qp.fail("LIMIT without ORDER BY over an updating result is not supported", node,
                       "LIMIT the append-only input in a subquery, or rank the result with ORDER BY ... LIMIT n")
-    added = qp.builder.add(pipeline, "limit", LimitConfig(limit=limit), stream.schema,
+    added = qp.builder.add(pipeline, "limit", limit_operator.LimitConfig(limit=limit), stream.schema,
                            [Edge(stream.node_id, "hash", ())], f"Limit(fetch=[{limit}])")
     return Stream(added.id, stream.schema, stream.time_attributes, stream.name, window_columns=stream.window_columns)
 

@@ -29,7 +29,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from weir.engine.graph import Edge
-from weir.engine.operators.over_aggregate import RETRACT_HINT, OverAggregateConfig, OverCall, OverFrame
+from weir.engine.lazy_registry import LazyModule
 from weir.engine.operators.accumulators import FUNCTIONS
 from weir.engine.sql_eval import INPUT
 from weir.planner.errors import PlanError
@@ -42,6 +42,9 @@ from weir.sql.dialect import Weir
 from weir.sql.errors import Problem, WeirSqlError
 from weir.sql.intervals import interval_micros
 from weir.sql.statements import WindowTVF
+
+#: The operator this module plans, imported once a query has one (``engine.lazy_registry``).
+over_aggregate = LazyModule("weir.engine.operators.over_aggregate")
 
 EXAMPLE = ("SUM(amount) OVER (PARTITION BY customer ORDER BY order_time "
            "ROWS BETWEEN 10 PRECEDING AND CURRENT ROW)")
@@ -172,7 +175,8 @@ class _OverPlanner:
             return None
         if frame and frame["kind"] != "unbounded" and not function.retracts:
             self.problem(f"the Python aggregate function {call.this} has no retract method, which a bounded "
-                         "OVER frame needs (each row leaving the frame is retracted)", call, RETRACT_HINT)
+                         "OVER frame needs (each row leaving the frame is retracted)", call,
+                         over_aggregate.RETRACT_HINT)
         bound = [bind(a, scope, self.problems) for a in arguments]
         if len(bound) == 1 and isinstance(bound[0], exp.Column):
             argument = bound[0].name
@@ -315,8 +319,9 @@ def plan_over_aggregate(qp: QueryPlanning, select: exp.Select, pipeline: str) ->
         fields.append(qp.describe(f"SELECT {sql} AS {quote(agg['name'])} FROM {INPUT}", stream.schema,
                                   select).field(0).with_name(agg["name"]))
     schema = pa.schema(fields)
-    config = OverAggregateConfig(columns=stream.schema.names, partition_keys=keys, time_column=time_column,
-                                 frame=OverFrame(**frame), aggregates=[OverCall(**a) for a in aggregates])
+    config = over_aggregate.OverAggregateConfig(
+        columns=stream.schema.names, partition_keys=keys, time_column=time_column,
+        frame=over_aggregate.OverFrame(**frame), aggregates=[over_aggregate.OverCall(**a) for a in aggregates])
     description = (f"OverAggregate(partitionBy=[{', '.join(keys)}], orderBy=[{time_column} ASC], "
                    f"frame=[{_frame_text(frame)}], aggregates=[{', '.join(described)}])")
     edge = Edge(stream.node_id, "hash", tuple(keys)) if keys else Edge(stream.node_id)

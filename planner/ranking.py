@@ -22,7 +22,7 @@ from sqlglot import exp
 
 from weir.engine.changelog import ROW_KIND
 from weir.engine.graph import Edge
-from weir.engine.operators.window_rank import WindowRankConfig
+from weir.engine.lazy_registry import LazyModule
 from weir.planner.changelog import require_append_only
 from weir.planner.errors import PlanError
 from weir.planner.expressions import Scope, bind, output_name, position, quote, to_duckdb
@@ -32,6 +32,9 @@ from weir.planner.top_n import is_deduplication, plan_top_n, tie_order
 from weir.planner.windows import carried_bounds
 from weir.sql.errors import Problem
 from weir.sql.statements import WindowTVF
+
+#: The operator this module plans, imported once a query has one (``engine.lazy_registry``).
+window_rank = LazyModule("weir.engine.operators.window_rank")
 
 RANK_FUNCTIONS = {exp.RowNumber: "row_number", exp.Rank: "rank", exp.DenseRank: "dense_rank"}
 WINDOW_BOUNDS = ("window_start", "window_end")
@@ -131,7 +134,7 @@ def plan_window_rank(qp: QueryPlanning, select: exp.Select, pipeline: str) -> St
 
     window_cols = [k for k in keys if k in WINDOW_BOUNDS]
     others = [k for k in keys if k not in WINDOW_BOUNDS]
-    config = WindowRankConfig(
+    config = window_rank.WindowRankConfig(
         window_start=next(k for k in window_cols if k == "window_start"),
         window_end=next(k for k in window_cols if k == "window_end"),
         partition_keys=others,
@@ -275,7 +278,8 @@ def _rank_bounds(where: exp.Where | None, rank: str) -> tuple[int, int | None, e
     return low, high, exp.and_(*rest) if rest else None
 
 
-def _describe(config: WindowRankConfig, order_text: list[str], ordered: list[exp.Ordered], stream: Stream,
+def _describe(config: "window_rank.WindowRankConfig", order_text: list[str], ordered: list[exp.Ordered],
+              stream: Stream,
               shown: dict[str, str]) -> str:
     partition = ", ".join([config.window_start, config.window_end, *(shown[k] for k in config.partition_keys)])
     select = ", ".join(n if s == quote(n) else f"{n}={s}" for n, s in config.projection)

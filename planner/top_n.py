@@ -19,18 +19,21 @@ from sqlglot import exp
 
 from weir.engine.changelog import ROW_KIND, ROW_KIND_TYPE
 from weir.engine.graph import Edge
-from weir.engine.operators.top_n import TopNConfig
+from weir.engine.lazy_registry import LazyModule
 from weir.planner.expressions import Scope, quote
 from weir.planner.graph_builder import Stream
 from weir.planner.planning import QueryPlanning
 from weir.planner.state_ttl import state_ttl_ms
+
+#: The operator this module plans, imported once a query has one (``engine.lazy_registry``).
+top_n_operator = LazyModule("weir.engine.operators.top_n")
 
 
 def plan_top_n(qp: QueryPlanning, stream: Stream, scope: Scope, keys: list[str], order_by: list[tuple[str, str]],
                function: str, rank_column: str, rank_range: tuple[int, int], filter_sql: str | None,
                projection: list[list[str]], schema: pa.Schema, ordered: list[exp.Ordered], pipeline: str,
                shown_keys: list[str] | None = None) -> Stream:
-    config = TopNConfig(
+    config = top_n_operator.TopNConfig(
         columns=scope.schema.names,
         partition_keys=keys,
         order_by=[sql for sql, _ in order_by],

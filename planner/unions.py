@@ -24,8 +24,8 @@ from sqlglot import exp
 
 from weir.engine.changelog import INSERT, ROW_KIND, ROW_KIND_TYPE
 from weir.engine.graph import Edge
+from weir.engine.lazy_registry import LazyModule
 from weir.engine.operators.calc import CalcConfig
-from weir.engine.operators.union import UnionConfig
 from weir.engine.operators.duckdb_sql import duckdb_name
 from weir.engine.sql_eval import INPUT, describe
 from weir.planner.calc import calc_description
@@ -36,6 +36,9 @@ from weir.planner.planning import QueryPlanning
 from weir.planner.types import normalise, sql_name
 from weir.planner.windows import same_window
 from weir.sql.errors import Problem
+
+#: The operator this module plans, imported once a query has one (``engine.lazy_registry``).
+union_operator = LazyModule("weir.engine.operators.union")
 
 _NUMERIC = (pa.types.is_integer, pa.types.is_floating, pa.types.is_decimal)
 
@@ -122,7 +125,8 @@ def plan_union(qp: QueryPlanning, query: exp.Union, pipeline: str) -> Stream:
     )
     if updating:
         schema = schema.append(pa.field(ROW_KIND, ROW_KIND_TYPE))
-    node = qp.builder.add(pipeline, "union", UnionConfig(inputs=len(inputs)), schema, [Edge(s.node_id) for s in inputs],
+    node = qp.builder.add(pipeline, "union", union_operator.UnionConfig(inputs=len(inputs)), schema,
+                          [Edge(s.node_id) for s in inputs],
                           f"Union(all=[true], inputs=[{len(inputs)}])")
     return Stream(node.id, schema, times, " UNION ALL ".join(dict.fromkeys(s.name for s in streams)),
                   append_only=not updating, window_columns=_agreed_bounds(streams))

@@ -3,7 +3,9 @@
 A new operator is its own file (its class declares its traits and EXPLAIN lines:
 ``OperatorKind``) plus one line in ``OPERATORS`` here; everything else asks
 ``operator_class(kind)``. An operator's module is imported when its kind is first
-looked up (``engine.lazy_registry``): a worker loads the operators of its job only."""
+looked up (``engine.lazy_registry``): a job run in one process loads the operators of its job
+only; the fork server of a parallel job's workers loads them all once, before it forks any
+(``runtime.worker_preload``)."""
 from __future__ import annotations
 
 from collections.abc import Mapping

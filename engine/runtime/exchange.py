@@ -22,6 +22,7 @@ the worker keeps reading its peers (``SubtaskExecutor._backpressure``).
 from __future__ import annotations
 
 import functools
+import os
 import queue
 import re
 import struct
@@ -45,6 +46,8 @@ BROADCAST = "broadcast"
 DATA, WATERMARK, BARRIER, SAVEPOINT_BARRIER, END, SCHEMA = range(6)
 #: kind, consumer operator (its index in the graph), input index, watermark or checkpoint id.
 HEADER = struct.Struct("<BHBq")
+#: ``multiprocessing.Connection``'s framing of a message: its length, or -1 and a long length.
+_LENGTH, _LONG_LENGTH = struct.Struct("!i"), struct.Struct("!Q")
 #: Bytes a pipe between two workers holds (Linux's default is 64 KiB: a batch would need many round trips).
 PIPE_BYTES = 1 << 20
 
@@ -196,23 +199,62 @@ class Encoder:
 
 
 class Decoder:
-    """Messages from one peer, as ``Encoder`` wrote them."""
+    """Messages from one peer, as ``Encoder`` wrote them and ``Connection.send_bytes`` framed them
+    (a 4-byte big-endian length, or -1 and an 8-byte one, then the bytes).
+
+    They are read from the connection's file descriptor itself, a batch's body straight into
+    memory from Arrow's pool, which the batch then uses in place: one copy, the kernel's.
+    ``Connection.recv_bytes`` made three of every body (chunks read, gathered in a ``BytesIO``,
+    copied out of it), each into pages new to the process."""
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
+        self._fd = conn.fileno()
         self._schemas: dict[tuple[int, int], pa.Schema] = {}
 
     def receive(self) -> tuple[int, int, int, int | pa.RecordBatch]:
-        """(kind, consumer, input index, watermark, checkpoint id or batch) of the next message."""
+        """(kind, consumer, input index, watermark, checkpoint id or batch) of the next message.
+        EOFError when the peer closed its end between two messages."""
         while True:
-            kind, consumer, input_index, value = HEADER.unpack(self.conn.recv_bytes())
+            size, = _LENGTH.unpack(self._read(_LENGTH.size, at_start=True))
+            if size != HEADER.size:
+                raise OSError(f"exchange: a message header of {size} bytes")
+            kind, consumer, input_index, value = HEADER.unpack(self._read(HEADER.size))
             if kind == SCHEMA:
-                self._schemas[consumer, input_index] = pa.ipc.read_schema(pa.py_buffer(self.conn.recv_bytes()))
+                self._schemas[consumer, input_index] = pa.ipc.read_schema(self._body())
                 continue
             if kind == DATA:
-                body = pa.py_buffer(self.conn.recv_bytes())
-                return kind, consumer, input_index, pa.ipc.read_record_batch(body, self._schemas[consumer, input_index])
+                return kind, consumer, input_index, pa.ipc.read_record_batch(self._body(),
+                                                                             self._schemas[consumer, input_index])
             return kind, consumer, input_index, value
+
+    def _read(self, size: int, *, at_start: bool = False) -> bytes:
+        """The next ``size`` bytes (few: a length or a header)."""
+        data = os.read(self._fd, size)
+        while len(data) < size:
+            more = os.read(self._fd, size - len(data))
+            if not more:
+                break
+            data += more
+        if len(data) < size:
+            if at_start and not data:
+                raise EOFError
+            raise OSError("exchange: end of file inside a message")
+        return data
+
+    def _body(self) -> pa.Buffer:
+        """The next message's bytes, read into one buffer of Arrow's pool (64-byte aligned)."""
+        size, = _LENGTH.unpack(self._read(_LENGTH.size))
+        if size == -1:
+            size, = _LONG_LENGTH.unpack(self._read(_LONG_LENGTH.size))
+        buffer = pa.allocate_buffer(size)
+        view, got = memoryview(buffer), 0
+        while got < size:
+            n = os.readv(self._fd, [view[got:]])
+            if n == 0:
+                raise OSError("exchange: end of file inside a message")
+            got += n
+        return buffer
 
 
 class Outbox:

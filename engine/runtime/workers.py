@@ -16,8 +16,8 @@ import multiprocessing
 import multiprocessing.context
 import signal
 
-#: What the fork server imports, once.
-PRELOAD = ["weir.engine.runtime.parallel"]
+#: What the fork server imports, once: the runtime and every operator (``worker_preload``).
+PRELOAD = ["weir.engine.runtime.worker_preload"]
 
 
 def worker_context() -> multiprocessing.context.BaseContext:

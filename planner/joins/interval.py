@@ -31,7 +31,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from weir.engine.graph import Edge
-from weir.engine.operators.interval_join import IntervalJoinConfig, IntervalJoinSide
+from weir.engine.lazy_registry import LazyModule
 from weir.planner.errors import PlanError
 from weir.planner.expressions import Scope, bind, to_duckdb
 from weir.planner.graph_builder import Stream
@@ -42,6 +42,9 @@ from weir.planner.planning import QueryPlanning
 from weir.planner.windows import format_duration as _format_duration
 from weir.sql.errors import Problem, WeirSqlError
 from weir.sql.intervals import interval_micros
+
+#: The operator this module plans, imported once a query has one (``engine.lazy_registry``).
+interval_join = LazyModule("weir.engine.operators.interval_join")
 
 _COMPARISONS = {exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<=", exp.EQ: "="}
 _FLIPPED = {">": "<", ">=": "<=", "<": ">", "<=": ">=", "=": "="}
@@ -162,11 +165,11 @@ def plan_interval_join(planner: JoinPlanner, left: Relation, right: Relation) ->
     right.output_names = output_names(left.stream.schema.names, right.stream.schema.names)
     scope = JoinScope([left, right], qp.fallback)
     left_time, right_time = bounds[0].left_time, bounds[0].right_time
-    config = IntervalJoinConfig(
+    config = interval_join.IntervalJoinConfig(
         join_type=join_type,
         lower=lower[0], lower_strict=lower[1], upper=upper[0], upper_strict=upper[1],
-        left=IntervalJoinSide(columns=left.stream.schema.names, keys=left_keys, time=left_time),
-        right=IntervalJoinSide(columns=right.stream.schema.names, keys=right_keys, time=right_time),
+        left=interval_join.IntervalJoinSide(columns=left.stream.schema.names, keys=left_keys, time=left_time),
+        right=interval_join.IntervalJoinSide(columns=right.stream.schema.names, keys=right_keys, time=right_time),
     )
     right_out = right.output_names[right.stream.schema.names.index(right_time)]
     interval = (f"{right_out} - {left_time} {'>' if lower[1] else '>='} {format_duration(lower[0])} "

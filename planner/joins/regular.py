@@ -30,7 +30,7 @@ from sqlglot import exp
 
 from weir.engine.changelog import ROW_KIND, ROW_KIND_TYPE
 from weir.engine.graph import Edge, schema_to_json
-from weir.engine.operators.stream_join import StreamJoinConfig, StreamJoinSide
+from weir.engine.lazy_registry import LazyModule
 from weir.engine.sql_eval import INPUT
 from weir.planner.errors import PlanError
 from weir.planner.expressions import bind, to_duckdb
@@ -41,6 +41,8 @@ from weir.planner.joins.scope import (DESCRIBED_TYPES, JoinScope, Pair, Relation
 from weir.planner.state_ttl import state_ttl
 from weir.sql.errors import Problem
 
+#: The operator this module plans, imported once a query has one (``engine.lazy_registry``).
+stream_join = LazyModule("weir.engine.operators.stream_join")
 
 
 def plan_regular_join(planner: JoinPlanner, join_type: str, left: Relation, right: Relation,
@@ -80,16 +82,16 @@ def plan_regular_join(planner: JoinPlanner, join_type: str, left: Relation, righ
     if changelog:
         schema = schema.append(pa.field(ROW_KIND, ROW_KIND_TYPE))
     ttl = state_ttl(qp.settings, select, left.alias, right.alias, qp)
-    config = StreamJoinConfig(
+    config = stream_join.StreamJoinConfig(
         join_type=join_type,
         null_aware=null_aware,
         residual=residual,
         changelog=changelog,
         ttl_ms=ttl,
-        left=StreamJoinSide(schema=schema_to_json(_columns(left)), keys=left_keys,
-                            names=left.output_names[:len(_columns(left))]),
-        right=StreamJoinSide(schema=schema_to_json(_columns(right)), keys=right_keys,
-                             names=right.output_names[:len(_columns(right))]),
+        left=stream_join.StreamJoinSide(schema=schema_to_json(_columns(left)), keys=left_keys,
+                                        names=left.output_names[:len(_columns(left))]),
+        right=stream_join.StreamJoinSide(schema=schema_to_json(_columns(right)), keys=right_keys,
+                                         names=right.output_names[:len(_columns(right))]),
     )
     description = (f"Join(joinType=[{DESCRIBED_TYPES[join_type]}{', null-aware' if null_aware else ''}], "
                    f"leftKeys=[{', '.join(left_keys)}], rightKeys=[{', '.join(right_keys)}]"

@@ -20,8 +20,7 @@ from sqlglot import exp
 
 from weir.engine.changelog import ROW_KIND, ROW_KIND_TYPE
 from weir.engine.graph import Edge, schema_to_json
-from weir.engine.operators.lookup_join import LookupJoinConfig, LookupTable
-from weir.engine.operators.temporal_join import TemporalJoinConfig, TemporalJoinSide
+from weir.engine.lazy_registry import LazyModule
 from weir.planner.catalog import TableDef
 from weir.planner.errors import PlanError
 from weir.planner.expressions import bind, to_duckdb
@@ -30,6 +29,10 @@ from weir.planner.joins.conditions import JoinPlanner
 from weir.planner.joins.scope import JoinScope, Relation, conjuncts, join_clause, left_bounds, output_names, project_joined
 from weir.planner.planning import QueryPlanning
 from weir.sql.errors import Problem
+
+#: The operators this module plans, imported once a query has one (``engine.lazy_registry``).
+lookup_join = LazyModule("weir.engine.operators.lookup_join")
+temporal_join = LazyModule("weir.engine.operators.temporal_join")
 
 
 def is_versioned_join(select: exp.Select) -> bool:
@@ -84,12 +87,12 @@ def _plan_temporal_join(planner: JoinPlanner, join_type: str, left: Relation, ta
         raise qp.fail("a temporal join of an updating stream is not supported", planner.select,
                       "join the append-only stream, then aggregate")
     right_time = next(iter(sorted(right.stream.time_attributes)))
-    config = TemporalJoinConfig(
+    config = temporal_join.TemporalJoinConfig(
         join_type=join_type,
-        left=TemporalJoinSide(schema=schema_to_json(left_columns), keys=left_keys, time=time_column,
-                              names=left_columns.names),
-        right=TemporalJoinSide(schema=schema_to_json(right.stream.schema), keys=right_keys, time=right_time,
-                               names=right.output_names),
+        left=temporal_join.TemporalJoinSide(schema=schema_to_json(left_columns), keys=left_keys,
+                                            time=time_column, names=left_columns.names),
+        right=temporal_join.TemporalJoinSide(schema=schema_to_json(right.stream.schema), keys=right_keys,
+                                             time=right_time, names=right.output_names),
     )
     description = (f"TemporalJoin(joinType=[{'LeftOuterJoin' if join_type == 'left' else 'InnerJoin'}], "
                    f"asOf=[{time_column}], version=[{alias}.{right_time}], leftKeys=[{', '.join(left_keys)}], "
@@ -131,12 +134,13 @@ def _plan_lookup_join(planner: JoinPlanner, join_type: str, left: Relation, tabl
         remaining = [*residual, *remaining]
     if ROW_KIND in left.stream.schema.names:
         schema = schema.append(pa.field(ROW_KIND, ROW_KIND_TYPE))
-    config = LookupJoinConfig(
+    config = lookup_join.LookupJoinConfig(
         join_type=join_type,
         keys=left_keys,
         names=left_columns.names,
-        lookup=LookupTable(table=found.name, options=dict(found.options), schema=schema_to_json(found.schema),
-                           keys=right_keys, names=right.output_names),
+        lookup=lookup_join.LookupTable(table=found.name, options=dict(found.options),
+                                       schema=schema_to_json(found.schema), keys=right_keys,
+                                       names=right.output_names),
         residual=residual_sql,
     )
     description = (f"LookupJoin(table=[{found.name}], joinType=[{'LeftOuterJoin' if join_type == 'left' else 'InnerJoin'}], "

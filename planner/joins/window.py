@@ -27,7 +27,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from weir.engine.graph import Edge
-from weir.engine.operators.window_join import WindowJoinConfig, WindowJoinSide
+from weir.engine.lazy_registry import LazyModule
 from weir.engine.sql_eval import INPUT
 from weir.planner.changelog import require_append_only
 from weir.planner.errors import PlanError
@@ -37,6 +37,9 @@ from weir.planner.joins.conditions import JoinPlanner
 from weir.planner.joins.scope import (DESCRIBED_TYPES, JoinScope, Pair, Relation, left_bounds, output_names,
                                       project_joined)
 from weir.planner.windows import same_window
+
+#: The operator this module plans, imported once a query has one (``engine.lazy_registry``).
+window_join = LazyModule("weir.engine.operators.window_join")
 
 BOUNDS = ("window_start", "window_end")
 #: What a term the join filters by may be made of: columns, constants, comparisons, arithmetic
@@ -129,14 +132,14 @@ def plan_window_join(planner: JoinPlanner, join_type: str, left: Relation, right
     scope = JoinScope([left] if join_type in ("semi", "anti") else [left, right], qp.fallback)
     window = left.stream.window_bound(bounds["window_start"][0])[1].describe()
     condition = pushed_condition(planner, pushed, scope)
-    config = WindowJoinConfig(
+    config = window_join.WindowJoinConfig(
         join_type=join_type,
         null_aware=null_aware,
         condition=condition,
-        left=WindowJoinSide(columns=left.stream.schema.names, keys=left_keys,
-                            window_start=bounds["window_start"][0], window_end=bounds["window_end"][0]),
-        right=WindowJoinSide(columns=right.stream.schema.names, keys=right_keys,
-                             window_start=bounds["window_start"][1], window_end=bounds["window_end"][1]),
+        left=window_join.WindowJoinSide(columns=left.stream.schema.names, keys=left_keys,
+                                        window_start=bounds["window_start"][0], window_end=bounds["window_end"][0]),
+        right=window_join.WindowJoinSide(columns=right.stream.schema.names, keys=right_keys,
+                                         window_start=bounds["window_start"][1], window_end=bounds["window_end"][1]),
     )
     description = (
         f"WindowJoin(joinType=[{DESCRIBED_TYPES[join_type]}{', null-aware' if null_aware else ''}], "

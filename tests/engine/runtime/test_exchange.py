@@ -188,6 +188,37 @@ def test_messages_cross_a_pipe_in_order_with_each_channels_schema_once():
     assert received[0][3].equals(first) and received[2][3].equals(first) and received[3][3].equals(wider)
 
 
+
+def test_a_batch_larger_than_the_pipe_crosses_whole_and_the_end_is_seen_between_messages():
+    """The decoder reads the pipe itself (``Connection.send_bytes``'s framing), a body straight into
+    Arrow's memory: a batch of several MB arrives whole while the sender is still writing it, and
+    the sender's end of the pipe closing between two messages is EOFError, as from ``recv_bytes``."""
+    import multiprocessing
+    import threading
+
+    from weir.engine.runtime.exchange import DATA, END, Decoder, Encoder
+
+    receiving, sending = multiprocessing.Pipe(duplex=False)
+    big = pa.record_batch({"a": pa.array(range(600_000), pa.int64()), "s": [str(i % 97) for i in range(600_000)]})
+    encoder = Encoder()
+    messages = [encoder.data(0, 0, big), encoder.control(END, 0, 0, 0)]
+
+    def send() -> None:
+        for message in messages:
+            for part in message:
+                sending.send_bytes(part)
+        sending.close()
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    decoder = Decoder(receiving)
+    kind, consumer, input_index, batch = decoder.receive()
+    assert (kind, consumer, input_index) == (DATA, 0, 0) and batch.equals(big)
+    assert decoder.receive() == (END, 0, 0, 0)
+    with pytest.raises(EOFError):
+        decoder.receive()
+    sender.join()
+
 def test_only_the_columns_a_window_aggregate_reads_cross_the_exchange(tmp_path):
     from weir.engine.runtime.exchange import needed_columns
 
