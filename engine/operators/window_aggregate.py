@@ -39,6 +39,11 @@ window_end, then keys); slices whose windows have all fired are deleted. Held
 rows all of whose windows fire at that watermark are read by the firing with
 the state and never appended (a cascaded TUMBLE: three statements a batch -> one).
 
+Plain COUNT, SUM, MIN and MAX of input columns, projected as they are and without HAVING, run no
+SQL at all while they can (``window_partials``, ``_add_partials``): each batch's partials are
+computed and held in Arrow, and a watermark fires from them; they move into the state (``_flush``)
+before a snapshot, past a small firing's rows, or where DuckDB must fire.
+
 Two phases (Flink's local-global aggregation). At a parallel exchange the
 upstream subtask calls ``pre_aggregate`` on its own subtask of this operator:
 each batch becomes its partials per (key, slice) — the rows the state would

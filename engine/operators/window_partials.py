@@ -163,7 +163,7 @@ class ArrowPartials:
     def table(self) -> pa.Table:
         """Every held partial as one table (in the columns of ``window_accumulators``)."""
         if len(self._tables) > 1:
-            self._tables = [pa.concat_tables(self._tables)]
+            self._tables = [pa.concat_tables(self._tables).combine_chunks()]
         return self._tables[0]
 
     def take(self) -> pa.Table:
@@ -181,10 +181,9 @@ class ArrowPartials:
         partials, in the output's columns and order; None where a sum might leave int64 or
         leaves its result type (the caller fires in DuckDB)."""
         held = self.table()
-        pieces = [piece for piece in self._fired_pieces(held, watermark, fired_before) if piece.num_rows]
-        if not pieces:
+        pairs = self._fired_pairs(held, watermark, fired_before)
+        if pairs is None:
             return pa.table({})  # (no row: the caller emits nothing)
-        pairs = pa.concat_tables(pieces)
         sums = [pairs.column(c.name) for acc in self.accumulators if acc.call.function == "sum" for c in acc.columns]
         if not _fits(sums, pairs.num_rows):
             return None
@@ -206,32 +205,34 @@ class ArrowPartials:
                                                                   *((k, "ascending") for k in self.keys)]))
         return fired.combine_chunks()
 
-    def _fired_pieces(self, held: pa.Table, watermark: int, fired_before: int) -> list[pa.Table]:
-        """Per window index of a slice, the held partials whose window of that index fires, with
-        its end in ``WINDOW_END`` (the joins of ``WindowState.fired_sql``)."""
+    def _fired_pairs(self, held: pa.Table, watermark: int, fired_before: int) -> pa.Table | None:
+        """The held partials joined to each of their slice's windows that fires, its end in
+        ``WINDOW_END`` (the join of ``WindowState.fired_sql``), taken at once (one copy: a filter
+        per window index cost a copy each); None where no window fires."""
         a = self.assigner
-        slices = numpy_values(held.column(SLICE).combine_chunks())
+        slices = numpy_values(held.column(SLICE))
         from_end = held.column(FROM_END)
         counts_from = None
         if from_end.null_count < held.num_rows:
-            counts_from = numpy_values(pc.fill_null(from_end, scalar(np.iinfo(np.int64).min.item())).combine_chunks())
+            counts_from = numpy_values(pc.fill_null(from_end, scalar(int(np.iinfo(np.int64).min))))
         windows = getattr(a, "windows_per_period", a.windows_per_slice)
         cumulate = a.kind == "cumulate"
         period_start = align_numpy(slices, a.size, a.offset) if cumulate else None
-        pieces = []
+        rows, ends = [], []
         for index in range(windows):
             end = slices + a.slice_size * (index + 1)
-            start = period_start if cumulate else end - a.size
             fires = (end - WINDOW_TIME_LAG_US <= watermark) & (end - WINDOW_TIME_LAG_US > fired_before)
             if counts_from is not None:
                 fires &= end >= counts_from
             if cumulate:
-                fires &= end <= start + a.size
-            if not fires.any():
-                continue
-            mask = arrow_array(fires)
-            pieces.append(held.filter(mask).append_column(WINDOW_END, arrow_array(end[fires])))
-        return pieces
+                fires &= end <= period_start + a.size
+            rows.append(np.flatnonzero(fires))
+            ends.append(end[rows[-1]])
+        taken = np.concatenate(rows)
+        if not taken.size:
+            return None
+        pairs = held.take(arrow_array(taken)).combine_chunks()
+        return pairs.append_column(WINDOW_END, arrow_array(np.concatenate(ends)))
 
     @staticmethod
     def _in_result_type(value: pa.ChunkedArray, kind: str) -> pa.ChunkedArray | None:
@@ -250,9 +251,9 @@ class ArrowPartials:
         ends = numpy_values(end)
         a = self.assigner
         starts = (align_numpy(ends - a.slice_size, a.size, a.offset) if a.kind == "cumulate" else ends - a.size)
-        start = arrow_array(starts)
-        sources = {WINDOW_START: start.cast(pa.timestamp("us")), WINDOW_END: end.cast(pa.timestamp("us")),
-                   "window_time": pc.subtract(end, scalar(WINDOW_TIME_LAG_US)).cast(pa.timestamp("us")),
+        micros = pa.timestamp("us")
+        sources = {WINDOW_START: arrow_array(starts).view(micros), WINDOW_END: arrow_array(ends).view(micros),
+                   "window_time": arrow_array(ends - WINDOW_TIME_LAG_US).view(micros),
                    **{k: merged.column(k) for k in self.keys}, **values}
         return pa.Table.from_arrays([sources[source] for _, source in self.output],
                                     names=[name for name, _ in self.output])
