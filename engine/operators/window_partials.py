@@ -63,6 +63,14 @@ def _fits(values: list[pa.Array | pa.ChunkedArray], rows: int) -> bool:
     return True
 
 
+def _taken(column: pa.ChunkedArray, rows: np.ndarray) -> pa.Array:
+    """``column``'s values at ``rows``: in numpy where it has integers and no NULL (Arrow's pool
+    returns pages a firing's copies take, which cost system time), else by Arrow's ``take``."""
+    if pa.types.is_integer(column.type) and not column.null_count:
+        return arrow_array(numpy_values(column)[rows])
+    return column.take(arrow_array(rows)).combine_chunks()
+
+
 class ArrowPartials:
     """The held partials of one window aggregate, and its firings computed from them."""
 
@@ -231,8 +239,9 @@ class ArrowPartials:
         taken = np.concatenate(rows)
         if not taken.size:
             return None
-        pairs = held.take(arrow_array(taken)).combine_chunks()
-        return pairs.append_column(WINDOW_END, arrow_array(np.concatenate(ends)))
+        names = [*self.keys, *(c.name for acc in self.accumulators for c in acc.columns)]
+        columns = [_taken(held.column(name), taken) for name in names]
+        return pa.Table.from_arrays([*columns, arrow_array(np.concatenate(ends))], names=[*names, WINDOW_END])
 
     @staticmethod
     def _in_result_type(value: pa.ChunkedArray, kind: str) -> pa.ChunkedArray | None:
