@@ -59,8 +59,8 @@ def _dense(table: pa.Table, keys: list[str], slot: str, width: int,
     if len(keys) != 1 or not table.num_rows:
         return None
     key = table.column(keys[0])
-    if not pa.types.is_integer(key.type) or key.null_count:
-        return None
+    if not pa.types.is_integer(key.type) or key.type == pa.uint64() or key.null_count:
+        return None  # (a uint64 past int64's range would wrap in the bins' arithmetic)
     for _, source, how in aggregates:
         if how != "count_all" and how != "count" and not pa.types.is_integer(table.column(source).type):
             return None

@@ -132,6 +132,15 @@ def test_the_plain_aggregates_fire_without_a_duckdb_statement():
     assert out and op._partials.rows and not op.state.sizes, "nothing appended to DuckDB"
 
 
+def test_uint64_keys_past_int64_group_by_hash():
+    keys = pa.array([2**64 - 1, 2**64 - 1, 2**63], pa.uint64())
+    table = pa.table({"k": keys, "s": pa.array([0, 0, 0], pa.int64())})
+    grouped, ordered = group(table, ["k"], "s", 10, [], [("rows", None, "count_all")])
+    assert not ordered
+    assert sorted(zip(grouped.column("k").to_pylist(), grouped.column("rows").to_pylist())) == [
+        (2**63, 1), (2**64 - 1, 2)]
+
+
 def test_a_sum_leaving_its_result_type_fails_as_in_duckdb():
     op = make_window_op(config("tumble", pa.int64()), schema(pa.int64()))
     table = table_of([(0, 1, 1, 2**31 - 1), (1, 1, 1, 1)], pa.int64())
