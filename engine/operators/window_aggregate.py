@@ -39,6 +39,11 @@ window_end, then keys); slices whose windows have all fired are deleted. Held
 rows all of whose windows fire at that watermark are read by the firing with
 the state and never appended (a cascaded TUMBLE: three statements a batch -> one).
 
+Plain COUNT, SUM, MIN and MAX of input columns, projected as they are and without HAVING, run no
+SQL at all while they can (``window_partials``, ``_add_partials``): each batch's partials are
+computed and held in Arrow, and a watermark fires from them; they move into the state (``_flush``)
+before a snapshot, past a small firing's rows, or where DuckDB must fire.
+
 Two phases (Flink's local-global aggregation). At a parallel exchange the
 upstream subtask calls ``pre_aggregate`` on its own subtask of this operator:
 each batch becomes its partials per (key, slice) — the rows the state would
@@ -75,6 +80,7 @@ from weir.engine.operators.bad_aggregate_rows import keep_python, python_argumen
 from weir.engine.operators.late_rows import ROW_NUMBER, BadRows, LateRows, LateRowsConfig
 from weir.engine.operators.duckdb_sql import int_literal, query_arrow, quote_ident, run_arrow, stream_arrow
 from weir.engine.operators.firings import FiringStream, small_firing_rows
+from weir.engine.operators.window_partials import KEY_GROUP, ArrowPartials
 from weir.engine.operators.window_state import FROM_END, SLICE, WINDOW_END, WINDOW_START, WindowState
 from weir.engine.operators.windows import (WINDOW_TIME_LAG_US, SlicedWindowConfig, align_array, align_numpy, event_times,
                                                window_assigner)
@@ -85,6 +91,7 @@ from weir.engine.pandas_import import arrow_array, numpy_values, scalar
 from weir.engine.watermarks import USE, highest_watermark, row_watermarks
 
 INPUT_VIEW = "window_input"
+WINDOW_START_NAME, WINDOW_END_NAME = "window_start", "window_end"
 #: Schema metadata marking a batch of partial aggregates (``pre_aggregate``).
 PARTIALS = {b"weir.window_partials": b"1"}
 SNAPSHOT_VERSION = 1
@@ -212,6 +219,28 @@ class WindowAggregate(Operator):
         self._arrow_sorts: bool | None = None
         #: Prepared batches not yet appended (``_hold``).
         self._held: list[pa.RecordBatch] = []
+        #: Partials of plain aggregates held in Arrow, fired without SQL (``window_partials``;
+        #: None: the aggregates, HAVING or projection need SQL).
+        self._partials: ArrowPartials | None = self._arrow_partials()
+
+    def _arrow_partials(self) -> ArrowPartials | None:
+        """An ``ArrowPartials`` where it computes this aggregate: plain aggregates
+        (``ArrowPartials.eligible``), one row per input row (no grouping-set copies), no HAVING,
+        and a projection of the keys, window bounds and aggregates as they are."""
+        if not ArrowPartials.eligible(self.calls) or self.distincts or self.copy_column or self.having:
+            return None
+        sources = {name: f"__k{i}" for i, (name, _) in enumerate(self.keys)}
+        sources.update({WINDOW_START_NAME: WINDOW_START, WINDOW_END_NAME: WINDOW_END, "window_time": "window_time"})
+        sources.update({call.name: call.name for call in self.calls})
+        if len(sources) != len(self.keys) + 3 + len(self.calls):  # a name that means two things
+            return None
+        output = []
+        for name, sql in self.projection:
+            source = _referenced_column(sql, list(sources))
+            if source is None:
+                return None
+            output.append((name, sources[source]))
+        return ArrowPartials(self.assigner, len(self.keys), self.accumulators, output, self.ctx.max_parallelism)
 
     def _distinct_for(self, call: AggregateCall) -> DistinctAccumulator:
         for d in self.distincts:
@@ -244,6 +273,8 @@ class WindowAggregate(Operator):
         self._firing.end()  # what fired leaves the state before it closes
         self._firing.close()
         self._held = []  # (the state goes)
+        if self._partials is not None:
+            self._partials.clear()
         self.late_rows.close()
         if self._bad_rows is not None:
             self._bad_rows.close()
@@ -332,6 +363,8 @@ class WindowAggregate(Operator):
         if earliest is None:
             return []
         self._extend_earliest_slice(self.assigner.slice_start(earliest))
+        if self._partials is not None and self._add_partials(batch, ts):
+            return []
         if batch.schema.get_field_index(KEY_GROUP_COLUMN) < 0:  # else a parallel exchange computed them
             batch = batch.append_column(KEY_GROUP_COLUMN, self._key_groups(batch))
         batch = self._with_slices(batch, ts)
@@ -340,6 +373,49 @@ class WindowAggregate(Operator):
         elif not self._hold(batch):
             self._append(batch)
         return []
+
+    def _add_partials(self, batch: pa.RecordBatch, ts: pa.Array) -> bool:
+        """Hold ``batch``'s partials in Arrow (``window_partials``); False where they are not
+        (a key or an argument that is an expression, types the path does not take, sums that might
+        leave int64): the batch then goes to DuckDB. Past ``small_firing_rows()`` held partials
+        they move into DuckDB (``_flush``)."""
+        names = batch.schema.names
+        columns = {f"__k{i}": _referenced_column(sql, names) for i, (_, sql) in enumerate(self.keys)}
+        columns.update({acc.argument_column: _referenced_column(acc.call.argument, names)
+                        for acc in self.accumulators if acc.argument_column is not None})
+        if any(name is None for name in columns.values()):
+            return False
+        if ts.null_count:
+            valid = pc.is_valid(ts)
+            batch, ts = batch.filter(valid), ts.filter(valid)
+        prepared = {name: batch.column(column) for name, column in columns.items()}
+        if batch.schema.get_field_index(KEY_GROUP_COLUMN) >= 0:  # a parallel exchange computed them
+            prepared[KEY_GROUP] = batch.column(KEY_GROUP_COLUMN)
+        prepared[SLICE] = self._slices(ts)
+        prepared[FROM_END] = (batch.column(FROM_END) if has_from_end(batch)
+                              else pa.nulls(batch.num_rows, pa.int64()))
+        if not self._partials.add(pa.table(prepared)):
+            return False
+        if self._partials.rows > small_firing_rows():
+            self._flush()
+        return True
+
+    def _flush(self) -> None:
+        """The partials held in Arrow into the state (``window_partials``), merged per (key,
+        slice, first window) in the types the state's own grouping gives them."""
+        if not self._partials:
+            return
+        table = self._partials.take()
+        group = ", ".join([*self.state.keys, SLICE, FROM_END])
+        merged = ["CAST(SUM(__rows) AS BIGINT) AS __rows"]
+        merged += [f"{c.merge_sql(c.name)} AS {c.name}" for acc in self.accumulators for c in acc.columns]
+        sql = (f"SELECT CAST(any_value({KEY_GROUP}) AS BIGINT) AS key_group, {group}, {', '.join(merged)} "
+               f"FROM {quote_ident(INPUT_VIEW)} GROUP BY {group}")
+        self.state.con.register(INPUT_VIEW, table)
+        try:
+            self.state.append_partials(sql)
+        finally:
+            self.state.con.unregister(INPUT_VIEW)
 
     def _hold(self, batch: pa.RecordBatch) -> bool:
         """Keep ``batch`` (prepared: ``_with_slices``) in Arrow until the next watermark, which
@@ -474,11 +550,13 @@ class WindowAggregate(Operator):
         """``batch`` with each row's slice start (µs; NULL for a NULL time) in ``SLICE``, from its
         times ``ts`` in µs: in numpy, where DuckDB's aligning of every row in the statement that
         groups them cost as much as the grouping (``windows.align_numpy``)."""
+        return batch.append_column(SLICE, self._slices(ts))
+
+    def _slices(self, ts: pa.Array) -> pa.Array:
+        """Each row's slice start (µs; NULL for a NULL time) from its times ``ts`` in µs."""
         if ts.null_count:
-            slices = align_array(ts, self.assigner.slice_size, self.assigner.offset)
-        else:
-            slices = arrow_array(align_numpy(numpy_values(ts), self.assigner.slice_size, self.assigner.offset))
-        return batch.append_column(SLICE, slices)
+            return align_array(ts, self.assigner.slice_size, self.assigner.offset)
+        return arrow_array(align_numpy(numpy_values(ts), self.assigner.slice_size, self.assigner.offset))
 
     def _prepared_rows_sql(self, *, key_group: bool = True, from_end: bool = False, numbered: bool = False) -> str:
         """The batch's rows that count, with keys, slice, first window (``from_end``: the batch
@@ -509,6 +587,12 @@ class WindowAggregate(Operator):
         if self._earliest_slice is None or self._earliest_slice > upto:
             return []
         expired = self.assigner.last_expired_slice(watermark)
+        if self._partials:
+            if not self.state.rows() and not self._held:  # the state is all in Arrow
+                table = self._partials.fire(watermark, fired_before)
+                if table is not None:
+                    return self._firing.start_small(table, lambda: self._evict(expired))
+            self._flush()
         if self._held and not self._fires_held(watermark, fired_before, expired):
             self._append_held()
         if self._held:  # fired with the state, never appended
@@ -584,11 +668,14 @@ class WindowAggregate(Operator):
             self._fired_table = False
         if self._earliest_slice is None or self._earliest_slice > expired:
             return
+        if self._partials is not None:
+            self._partials.evict(expired)
+        in_arrow = self._partials.earliest_slice if self._partials is not None else None
         if not self.state.rows():  # (the held rows that fired were never appended)
-            self._earliest_slice = None
+            self._earliest_slice = in_arrow
             return
         self.state.evict(expired)
-        self._earliest_slice = expired + self.assigner.slice_size if self.state.rows() else None
+        self._earliest_slice = expired + self.assigner.slice_size if self.state.rows() else in_arrow
 
     def _emit_sql(self, upto: int, watermark: int, fired_before: int, *, materialize: bool = False,
                   ordered: bool = True, held: bool = False) -> str:
@@ -632,6 +719,8 @@ class WindowAggregate(Operator):
         every table has a ``key_group`` column and is ordered by it."""
         self.open()
         self._append_held()  # (a snapshot holds the state whole, wherever its rows wait)
+        if self._partials is not None:
+            self._flush()
         return {
             "version": SNAPSHOT_VERSION,
             "watermark": self.clock.watermark,
@@ -652,6 +741,8 @@ class WindowAggregate(Operator):
                               key_groups=self.ctx.owned_key_groups(), what="window", operator_id=oid)
         self.clock = EventTimeClock(state["watermark"])
         self._held = []
+        if self._partials is not None:
+            self._partials.clear()
         self.state.restore(tables)
         self._earliest_slice = self.state.earliest_slice()
 

@@ -315,6 +315,7 @@ def test_a_batch_whose_windows_all_fire_at_the_next_watermark_is_never_appended(
     monkeypatch.setattr(window_state.WindowState, "append",
                         lambda self, *args, **kwargs: appended.append(1) or append(self, *args, **kwargs))
     op = make_window_op(count_config(), count_schema())
+    op._partials = None  # the rows held in Arrow (``_hold``), not their partials (``window_partials``)
     fired = to_rows(drive(op, [bids([SECOND, 2 * SECOND, 5 * SECOND], auction=[1, 2, 1]), 10 * SECOND - 1000]),
                     count_schema())
     assert [(r["auction"], r["n"]) for r in fired] == [(1, 2), (2, 1)]
@@ -335,6 +336,7 @@ def test_held_batches_never_outgrow_a_small_firing(monkeypatch):
     monkeypatch.setattr(window_state.WindowState, "append",
                         lambda self, *args, **kwargs: appended.append(1) or append(self, *args, **kwargs))
     op = make_window_op(count_config(), count_schema())
+    op._partials = None  # the rows held in Arrow (``_hold``), not their partials (``window_partials``)
     batches = [bids([i * SECOND, i * SECOND + 1], auction=[i, i]) for i in range(3)]
     drive(op, batches[:2])
     assert appended == []
