@@ -59,6 +59,7 @@ from weir.engine.operators.bad_pairs import BadPairs
 from weir.engine.operators.base import OperatorContext, StateOperator, explain_lines, without_output_names
 from weir.engine.operators.batches import conform, positions
 from weir.engine.operators.clock import now_ms
+from weir.engine.operators.compaction import Compaction
 from weir.engine.operators.config import OperatorConfig, optional
 from weir.engine.operators.duckdb_sql import (create_table_from_arrow, duckdb_name, int_literal, query_arrow, quote_ident,
                                              snapshot_tables)
@@ -195,6 +196,7 @@ class StreamJoin(StateOperator):
         ttl = config.ttl_ms or 0
         self.ttl_ms = [int(ttl.get(s, 0) if isinstance(ttl, dict) else ttl) for s in SIDES]
         self._last_expiry: int | None = None
+        self._compaction = Compaction()
         self._bad_pairs = BadPairs(ctx, [n for s in self.sides for n in s.names]) \
             if config.bad_rows and self.residual else None
 
@@ -210,6 +212,7 @@ class StreamJoin(StateOperator):
 
     # -- lifecycle --------------------------------------------------------------------
     def create_state(self) -> None:
+        self._compaction.start(self.con)
         for side in self.sides:
             create_table_from_arrow(self.con, side.table, side.empty_state(), self.ctx.operator_id)
 
@@ -384,6 +387,7 @@ class StreamJoin(StateOperator):
             self._run(f"INSERT INTO {side.table} SELECT d.key_group, {int_literal(start)} + d._ord, 0, "
                       f"{int_literal(now)}{qualified} FROM {DELTA} d WHERE d._sign > 0")
         side.next_rid = start + delta.num_rows
+        self._compaction.changed(self.con, delta.nbytes)
         if pc.any(pc.less(delta.column(1), scalar(0))).as_py():  # retractions delete one equal instance each
             listed = ", ".join(data)
             partition = f"PARTITION BY {listed}" if data else ""
@@ -453,3 +457,4 @@ class StreamJoin(StateOperator):
                           f"_matches, _t{rest} FROM restored_rows")
             finally:
                 self.con.unregister("restored_rows")
+            self._compaction.checkpoint(self.con)
