@@ -457,4 +457,3 @@ class StreamJoin(StateOperator):
                           f"_matches, _t{rest} FROM restored_rows")
             finally:
                 self.con.unregister("restored_rows")
-            self._compaction.checkpoint(self.con)

@@ -134,9 +134,7 @@ class TopN(StateOperator):
             raise EngineError(f"unknown tie order {self.ties!r}", hint="earliest_first or latest_first",
                               operator_id=ctx.operator_id)
         self._last_expiry: int | None = None
-        #: Arrow bytes of a stored row, as last seen (``_state_bytes``).
-        self._row_bytes = 0
-        self._compaction = Compaction(self._state_bytes)
+        self._compaction = Compaction()
         self._next_rid = 0
         self._created = False
         #: ORDER BY as (column, descending, NULLS FIRST) per term, where each names a column and
@@ -281,8 +279,6 @@ class TopN(StateOperator):
                 entered = query_arrow(self.con, f"SELECT _rid, {select}{kept} FROM {MOVED}", self.ctx.operator_id)
         finally:
             self.con.unregister(MOVED)
-        if came.num_rows:
-            self._row_bytes = came.nbytes // came.num_rows
         self._compaction.changed(self.con, came.nbytes + gone.nbytes)
         return self._moved_changes(gone, entered)
 
@@ -462,7 +458,6 @@ class TopN(StateOperator):
         columns = self._quoted(["key_group", "_rid", "_t", *self.columns])
         added = f"SELECT {columns} FROM {DELTA} WHERE _sign > 0"
         self._run(f"INSERT INTO {TABLE} {added}")
-        self._row_bytes = delta.nbytes // max(delta.num_rows, 1)
         self._compaction.changed(self.con, delta.nbytes)
         if pc.any(pc.less(delta.column(delta.num_columns - 1), pa.scalar(0, pa.int8()))).as_py():  # delete one equal row each
             data = self._quoted(self.columns)
@@ -482,11 +477,6 @@ class TopN(StateOperator):
         if expired:
             self._run(f"DELETE FROM {TABLE} WHERE _t < {int_literal(now - self.ttl_ms)}")
             self.ctx.count("state_rows_expired", expired)
-
-    def _state_bytes(self) -> int:
-        """The stored rows' size in Arrow, estimated (``Compaction``): a checkpoint rewrites
-        every row group that lost a row, and a Top-N's rows leave from anywhere."""
-        return self.state_rows() * self._row_bytes
 
     def state_rows(self) -> int:
         self.open()
@@ -522,7 +512,6 @@ class TopN(StateOperator):
         finally:
             self.con.unregister("restored")
         self._created = True
-        self._compaction.checkpoint(self.con)
         self._next_rid = table.num_rows
 
 
