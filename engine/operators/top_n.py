@@ -208,8 +208,8 @@ class TopN(StateOperator):
             names=["key_group", "_rid", "_t", *self.columns, "_sign"])
         first_rid = self._next_rid
         self._next_rid += batch.num_rows
-        reduced = self.append_only_input and self._arrow_top(delta)
-        if reduced:
+        reduced = self._arrow_top(delta) if self.append_only_input else None
+        if reduced is not None:
             delta = reduced
         self.con.register(DELTA, delta)
         try:
@@ -220,7 +220,7 @@ class TopN(StateOperator):
             if self._moves_only:
                 out = self._moves(delta, first_rid)
             else:
-                if self.append_only_input and not reduced:
+                if self.append_only_input and reduced is None:
                     delta = self._batch_top(delta)
                 self._before_and_after(delta)
                 out = query_arrow(self.con, self._changes_sql(), self.ctx.operator_id)
