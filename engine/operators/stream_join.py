@@ -211,6 +211,15 @@ class StreamJoin(StateOperator):
         return self.join_type in ("semi", "anti")
 
     # -- lifecycle --------------------------------------------------------------------
+    def open(self) -> None:
+        """The state connection on one DuckDB thread: its statements (a batch's pairs, its insert)
+        are too small to share out, and a second thread cost more CPU than it saved wall time
+        while the source's read-ahead thread wants the other core (Nexmark q9 at 10M events on two
+        cores: engine 19.2 and 16.6 s against 24.5 and 19.8 s on two threads; q4 not slower)."""
+        if self.con is None:
+            self.con = self.ctx.state_connection(max_threads=1)
+            self.create_state()
+
     def create_state(self) -> None:
         self._compaction.start(self.con)
         for side in self.sides:

@@ -145,6 +145,15 @@ class TopN(StateOperator):
             re.search(rf"\b{re.escape(self.rank_column)}\b", sql, re.IGNORECASE)
             for sql in [*(sql for _, sql in self.projection), self.filter or ""])
 
+    def open(self) -> None:
+        """The state connection on one DuckDB thread: its statements (the ranking of a batch's partitions, its moves)
+        are too small to share out, and a second thread cost more CPU than it saved wall time
+        while the source's read-ahead thread wants the other core (Nexmark q9 at 10M events on two
+        cores: engine 19.2 and 16.6 s against 24.5 and 19.8 s on two threads; q4 not slower)."""
+        if self.con is None:
+            self.con = self.ctx.state_connection(max_threads=1)
+            self.create_state()
+
     def create_state(self) -> None:
         self._compaction.start(self.con)
 
@@ -261,7 +270,8 @@ class TopN(StateOperator):
         start, high = int_literal(first_rid), int_literal(self.high)
         moves = run_arrow(self.con, f"SELECT _rid FROM (SELECT _rid, {self.function}() OVER ({partition}ORDER BY "
                                     f"{self._order()}) AS _r FROM ({stored} UNION ALL SELECT {narrow} FROM {DELTA})) "
-                                    f"WHERE (_rid < {start}) = (_r > {high})", self.ctx.operator_id).column(0).combine_chunks()
+                                    f"WHERE (_rid < {start}) = (_r > {high})", self.ctx.operator_id)
+        moves = moves.column(0).combine_chunks()
         new = pc.greater_equal(moves, pa.scalar(first_rid, pa.int64()))
         went, came_rids = moves.filter(pc.invert(new)), moves.filter(new)
         select = ", ".join(f"{sql} AS {quote_ident(name)}" for name, sql in self.projection)
@@ -330,7 +340,8 @@ class TopN(StateOperator):
                 rows = rows.filter(pc.fill_null(rows.column("_kept"), False)).drop_columns(["_kept"])
             rows = rows.take(pc.sort_indices(rows.column("_rid"))) if kind == DELETE else rows
             fields = [f for f in self.ctx.output_schema if f.name != ROW_KIND]
-            rows = pa.Table.from_arrays([rows.column(0), *(rows.column(i + 1).cast(f.type) for i, f in enumerate(fields))],
+            rows = pa.Table.from_arrays([rows.column(0), *(rows.column(i + 1).cast(f.type)
+                                                           for i, f in enumerate(fields))],
                                         names=["_rid", *(f.name for f in fields)])
             parts.append((rows, kind))
         (gone, _), (came, _) = parts

@@ -239,10 +239,11 @@ def test_a_batch_is_cut_to_its_own_top_rows_in_arrow_as_duckdb_cuts_it(rows, key
     op = TopN(config, OperatorContext("top", pa.schema([("s", pa.string()), ("v", pa.int64()),
                                                           (ROW_KIND, pa.int8())]), max_parallelism=8))
     op.open()
-    columns = [pa.array([r[j] for r in rows], t) for j, t in enumerate([pa.string(), pa.int64(), pa.int64(), pa.string()])]
+    types = [pa.string(), pa.int64(), pa.int64(), pa.string()]
+    columns = [pa.array([r[j] for r in rows], t) for j, t in enumerate(types)]
     n = len(rows)
-    delta = pa.record_batch([pa.array([0] * n, pa.int32()), pa.array(range(n), pa.int64()), pa.array([0] * n, pa.int64()),
-                             *columns, pa.array([1] * n, pa.int8())],
+    delta = pa.record_batch([pa.array([0] * n, pa.int32()), pa.array(range(n), pa.int64()),
+                             pa.array([0] * n, pa.int64()), *columns, pa.array([1] * n, pa.int8())],
                             names=["key_group", "_rid", "_t", "s", "i", "v", "w", "_sign"])
     op.con.register("top_n_delta", delta)
     expected = op._batch_top(delta).column("_rid").to_pylist()
@@ -259,8 +260,9 @@ def test_a_float_order_is_left_to_duckdb():
                                                           (ROW_KIND, pa.int8())]), max_parallelism=8))
     op.open()
     batch = pa.record_batch([pa.array([1, 1, 1], pa.int64()), pa.array([float("nan"), 1.0, -0.0])], names=["k", "f"])
-    delta = pa.record_batch([pa.array([0] * 3, pa.int32()), pa.array([0, 1, 2], pa.int64()), pa.array([0] * 3, pa.int64()),
-                             *batch.columns, pa.array([1] * 3, pa.int8())], names=["key_group", "_rid", "_t", "k", "f", "_sign"])
+    delta = pa.record_batch([pa.array([0] * 3, pa.int32()), pa.array([0, 1, 2], pa.int64()),
+                             pa.array([0] * 3, pa.int64()), *batch.columns, pa.array([1] * 3, pa.int8())],
+                            names=["key_group", "_rid", "_t", "k", "f", "_sign"])
     assert op._arrow_top(delta) is None
     out = op.process_batch(batch)
     assert [r["f"] != r["f"] for b in out for r in b.to_pylist()] == [True]  # NaN ranks first, DESC
