@@ -387,17 +387,18 @@ class StreamJoin(StateOperator):
         data = side.data()
         qualified = "".join(f", d.{c}" for c in data)
         start = side.next_rid
+        retracts = pc.any(pc.less(delta.column(1), scalar(0))).as_py()
+        added = " WHERE d._sign > 0" if retracts else ""  # (a filter costs an append-only batch ~10%)
         if self.preserved(side):  # its rows need to know how many rows they match
             self._run(f"INSERT INTO {side.table} SELECT d.key_group, {int_literal(start)} + d._ord, "
                       f"coalesce(m.n, 0), {int_literal(now)}{qualified} FROM {DELTA} d "
-                      f"LEFT JOIN (SELECT _ord, count(*) AS n FROM pairs GROUP BY _ord) m USING (_ord) "
-                      f"WHERE d._sign > 0")
+                      f"LEFT JOIN (SELECT _ord, count(*) AS n FROM pairs GROUP BY _ord) m USING (_ord){added}")
         else:
             self._run(f"INSERT INTO {side.table} SELECT d.key_group, {int_literal(start)} + d._ord, 0, "
-                      f"{int_literal(now)}{qualified} FROM {DELTA} d WHERE d._sign > 0")
+                      f"{int_literal(now)}{qualified} FROM {DELTA} d{added}")
         side.next_rid = start + delta.num_rows
         self._compaction.changed(self.con, delta.nbytes)
-        if pc.any(pc.less(delta.column(1), scalar(0))).as_py():  # retractions delete one equal instance each
+        if retracts:  # retractions delete one equal instance each
             listed = ", ".join(data)
             partition = f"PARTITION BY {listed}" if data else ""
             same = " AND ".join(f"s.{c} IS NOT DISTINCT FROM r.{c}" for c in data) or "true"
