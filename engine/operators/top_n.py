@@ -364,8 +364,8 @@ class TopN(StateOperator):
 
         The rows are sorted by partition keys, then by each term of ORDER BY (a column: NULLs
         first or last by a key of their own before it, as DuckDB places them in every direction),
-        then by row id (arrival, ``ties``); the first N of each run of equal partition keys are
-        kept. Only types that Arrow sorts and compares as DuckDB does take part (no floats:
+        then by arrival (``ties``: the sort is stable, the delta in arrival order; the latest
+        first by row id); the first N of each run of equal partition keys are kept. Only types that Arrow sorts and compares as DuckDB does take part (no floats:
         DuckDB sorts NaN above every number and groups -0.0 with 0.0)."""
         if self.function != "row_number" or self._arrow_order is None:
             return None
@@ -383,8 +383,9 @@ class TopN(StateOperator):
             sort_keys.append((f"o{i}", "descending" if descending else "ascending"))
         if not all(any(check(c.type) for check in _EXACT) for c in columns.values()):
             return None
-        columns["_rid"] = delta.column(1)
-        sort_keys.append(("_rid", "descending" if self.ties == "latest_first" else "ascending"))
+        if self.ties == "latest_first":  # else arrival order, the delta's: the sort is stable
+            columns["_rid"] = delta.column(1)
+            sort_keys.append(("_rid", "descending"))
         table = pa.record_batch(list(columns.values()), names=list(columns))  # Arrays, not chunked ones
         order = pc.sort_indices(table, sort_keys=sort_keys)
         rows = delta.num_rows
@@ -535,6 +536,8 @@ def _maybe_equal(rows: pa.Table, others: pa.Table) -> pa.Array:
         column, values = rows.column(i), others.column(i)
         if any(check(column.type) for check in _EXACT):
             maybe = pc.and_(maybe, pc.is_in(column, value_set=values.combine_chunks(), skip_nulls=False))
+            if not pc.any(maybe).as_py():
+                break
     return maybe
 
 
