@@ -55,13 +55,23 @@ from weir.engine.errors import EngineError
 from weir.engine.operators.base import OperatorContext, StateOperator, explain_lines
 from weir.engine.operators.batches import conform, positions
 from weir.engine.operators.clock import now_ms
+from weir.engine.operators.compaction import Compaction
 from weir.engine.operators.config import OperatorConfig
-from weir.engine.operators.duckdb_sql import int_literal, query_arrow, quote_ident, snapshot_tables
+from weir.engine.operators.duckdb_sql import int_literal, query_arrow, quote_ident, run_arrow, snapshot_tables
 from weir.engine.state.key_groups import key_groups
 from weir.engine.state.keyed_tables import merge_snapshots, owned_tables
 
 TABLE = "ranked_rows"
 DELTA = "top_n_delta"
+#: Row ids, or the rows, that leave or enter the top (``TopN._moves``).
+MOVED = "top_n_moved"
+#: A term of ORDER BY that is a column, as the planner writes them: '"price" DESC NULLS LAST'.
+PLAIN_ORDER = re.compile(r'^"((?:[^"]|"")+)"(?: (ASC|DESC))?(?: NULLS (FIRST|LAST))?$', re.IGNORECASE)
+#: Types whose values Arrow compares as DuckDB does (``IS NOT DISTINCT FROM``); floats are not
+#: (-0.0 and 0.0 differ in a hash).
+_EXACT = (pa.types.is_integer, pa.types.is_boolean, pa.types.is_string, pa.types.is_large_string,
+          pa.types.is_binary, pa.types.is_large_binary, pa.types.is_timestamp, pa.types.is_date,
+          pa.types.is_time, pa.types.is_decimal)
 SNAPSHOT_VERSION = 1
 
 
@@ -124,12 +134,28 @@ class TopN(StateOperator):
             raise EngineError(f"unknown tie order {self.ties!r}", hint="earliest_first or latest_first",
                               operator_id=ctx.operator_id)
         self._last_expiry: int | None = None
+        self._compaction = Compaction()
         self._next_rid = 0
         self._created = False
+        #: ORDER BY as (column, descending, NULLS FIRST) per term, where each names a column and
+        #: says where NULLs go (as the planner writes them); else None (``_arrow_top``).
+        self._arrow_order = _plain_order(self.order_by, self.columns)
         #: Whether a batch's changes are only rows leaving and entering the top (``_moves``).
         self._moves_only = self.append_only_input and self.low == 1 and not any(
             re.search(rf"\b{re.escape(self.rank_column)}\b", sql, re.IGNORECASE)
             for sql in [*(sql for _, sql in self.projection), self.filter or ""])
+
+    def open(self) -> None:
+        """The state connection on one DuckDB thread: its statements (the ranking of a batch's partitions, its moves)
+        are too small to share out, and a second thread cost more CPU than it saved wall time
+        while the source's read-ahead thread wants the other core (Nexmark q9 at 10M events on two
+        cores: engine 19.2 and 16.6 s against 24.5 and 19.8 s on two threads; q4 not slower)."""
+        if self.con is None:
+            self.con = self.ctx.state_connection(max_threads=1)
+            self.create_state()
+
+    def create_state(self) -> None:
+        self._compaction.start(self.con)
 
     def close(self) -> None:
         super().close()
@@ -191,6 +217,9 @@ class TopN(StateOperator):
             names=["key_group", "_rid", "_t", *self.columns, "_sign"])
         first_rid = self._next_rid
         self._next_rid += batch.num_rows
+        reduced = self._arrow_top(delta) if self.append_only_input else None
+        if reduced is not None:
+            delta = reduced
         self.con.register(DELTA, delta)
         try:
             if not self._created:
@@ -198,9 +227,9 @@ class TopN(StateOperator):
                 self._created = True
             self._expire(now)
             if self._moves_only:
-                out = self._moves(first_rid)
+                out = self._moves(delta, first_rid)
             else:
-                if self.append_only_input:
+                if self.append_only_input and reduced is None:
                     delta = self._batch_top(delta)
                 self._before_and_after(delta)
                 out = query_arrow(self.con, self._changes_sql(), self.ctx.operator_id)
@@ -222,30 +251,160 @@ class TopN(StateOperator):
                       f"WHERE {quote_ident(self.rank_column)} > {int_literal(self.high)})")
         self._run(f"CREATE OR REPLACE TEMP TABLE top_after AS {self._result('top_ranked')}")
 
-    def _moves(self, first_rid: int) -> pa.Table:
+    def _moves(self, delta: pa.RecordBatch, first_rid: int) -> pa.Table:
         """The changes of a batch of append-only rows when the rank is kept from 1 and neither
         projected nor filtered on: the result of a partition is then exactly its stored rows (all
         ranked within the top N: a row below never rises again, so it is not kept), and a row's
         values do not depend on its rank. So the changes are the stored rows that the batch's rows
         push out of the top N and the batch's rows that enter it, and only they are read,
-        projected and compared (``_changes_sql``, in one statement); the touched partitions are
-        ranked once, on their row ids and sort keys. The stored rows become the new top."""
-        columns = self._quoted(["key_group", "_rid", "_t", *self.columns])
+        projected and compared; the stored rows become the new top.
+
+        The touched partitions are ranked once, on their row ids and sort keys (``_sort_columns``),
+        into Arrow. The rows that leave are deleted and read in one statement (RETURNING); those
+        that enter are taken from the batch in Arrow and inserted, so that no statement scans the
+        batch's or the state's other columns in full. The changes are put together in Arrow
+        (``_moved_changes``)."""
         partition = f"PARTITION BY {self._quoted(self.keys)} " if self.keys else ""
-        stored = f"SELECT {columns} FROM {self._stored(f'(SELECT DISTINCT {self._quoted(self.keys)} FROM {DELTA})')}"
+        narrow = self._quoted(self._sort_columns())
+        stored = f"SELECT {narrow} FROM {self._stored(f'(SELECT DISTINCT {self._quoted(self.keys)} FROM {DELTA})')}"
         start, high = int_literal(first_rid), int_literal(self.high)
-        self._run(f"CREATE OR REPLACE TEMP TABLE top_moves AS SELECT _rid, _rid >= {start} AS _new FROM "
-                  f"(SELECT _rid, {self.function}() OVER ({partition}ORDER BY {self._order()}) AS _r "
-                  f"FROM ({stored} UNION ALL SELECT {columns} FROM {DELTA})) WHERE (_rid < {start}) = (_r > {high})")
+        moves = run_arrow(self.con, f"SELECT _rid FROM (SELECT _rid, {self.function}() OVER ({partition}ORDER BY "
+                                    f"{self._order()}) AS _r FROM ({stored} UNION ALL SELECT {narrow} FROM {DELTA})) "
+                                    f"WHERE (_rid < {start}) = (_r > {high})", self.ctx.operator_id)
+        moves = moves.column(0).combine_chunks()
+        new = pc.greater_equal(moves, pa.scalar(first_rid, pa.int64()))
+        went, came_rids = moves.filter(pc.invert(new)), moves.filter(new)
         select = ", ".join(f"{sql} AS {quote_ident(name)}" for name, sql in self.projection)
-        where = f" AND ({self.filter})" if self.filter else ""
-        moved = {side: f"(SELECT _rid, {select} FROM {source} WHERE _rid IN "
-                       f"(SELECT _rid FROM top_moves WHERE {which}){where})"
-                 for side, source, which in (("before", TABLE, "NOT _new"), ("after", DELTA, "_new"))}
-        out = query_arrow(self.con, self._changes_sql(moved["before"], moved["after"]), self.ctx.operator_id)
-        self._run(f"DELETE FROM {TABLE} WHERE _rid IN (SELECT _rid FROM top_moves WHERE NOT _new)")
-        self._run(f"INSERT INTO {TABLE} SELECT {columns} FROM {DELTA} WHERE _rid IN (SELECT _rid FROM top_moves WHERE _new)")
-        return out
+        kept = f", ({self.filter}) AS _kept" if self.filter else ""
+        gone = self._deleted(went, f"_rid, {select}{kept}")
+        came_rids = came_rids.take(pc.sort_indices(came_rids))  # in arrival order
+        came = delta.take(pc.index_in(came_rids, value_set=delta.column(1))).drop_columns(["_sign"])
+        self.con.register(MOVED, came)
+        try:
+            if came.num_rows:
+                self._run(f"INSERT INTO {TABLE} SELECT {self._quoted(['key_group', '_rid', '_t', *self.columns])} "
+                          f"FROM {MOVED}")
+            entered = self._projected(came)
+            if entered is None:
+                entered = query_arrow(self.con, f"SELECT _rid, {select}{kept} FROM {MOVED}", self.ctx.operator_id)
+        finally:
+            self.con.unregister(MOVED)
+        self._compaction.changed(self.con, came.nbytes + gone.nbytes)
+        return self._moved_changes(gone, entered)
+
+    def _sort_columns(self) -> list[str]:
+        """The columns that rank the rows: the partition keys, the columns of ORDER BY when each of
+        its terms is a column (as the planner writes them), and the row id; else every column."""
+        named = [PLAIN_ORDER.match(sql.strip()) for sql in self.order_by]
+        names = [m.group(1).replace('""', '"') for m in named if m]
+        if len(names) < len(named) or not set(names) <= set(self.columns):
+            return ["key_group", "_rid", "_t", *self.columns]
+        return list(dict.fromkeys([*self.keys, *names, "_rid"]))
+
+    def _deleted(self, rids: pa.Array, returning: str) -> pa.Table:
+        """Delete the stored rows of these row ids, and read them as ``returning`` says."""
+        self.con.register(MOVED, pa.table({"_rid": rids}))
+        try:
+            return run_arrow(self.con, f"DELETE FROM {TABLE} WHERE _rid IN (SELECT _rid FROM {MOVED}) "
+                                       f"RETURNING {returning}", self.ctx.operator_id)
+        finally:
+            self.con.unregister(MOVED)
+
+    def _projected(self, rows: pa.RecordBatch) -> pa.Table | None:
+        """The projection of rows of the batch (``_rid`` and the output columns) taken in Arrow
+        when it selects columns as they are (of their output types) and nothing filters them;
+        else None (DuckDB projects them)."""
+        if self.filter:
+            return None
+        schema = self.ctx.output_schema
+        names = rows.schema.names
+        columns = []
+        for (name, sql), field in zip(self.projection, schema):
+            column = next((c for c in self.columns if quote_ident(c) == sql), None)
+            if column is None or field.name != name or not rows.schema.field(column).type.equals(field.type):
+                return None
+            columns.append(rows.column(names.index(column)))
+        return pa.Table.from_arrays([rows.column(names.index("_rid")), *columns],
+                                    names=["_rid", *(name for name, _ in self.projection)])
+
+    def _moved_changes(self, gone: pa.Table, came: pa.Table) -> pa.Table:
+        """The changes of the rows that left (``gone``) and entered (``came``): ``_changes_sql``
+        of the two, computed in Arrow where no row of one can equal a row of the other (the
+        usual case): the rows that left (-D), then those that entered (+I), each in arrival order.
+        A left and an entered row that project to equal values cancel out (a row that moved
+        within the top, say); only rows equal on every column can, so where an entered row's
+        every column is among the left rows' values, DuckDB compares them (``_changes_sql``)."""
+        parts = []
+        for rows, kind in ((gone, DELETE), (came, INSERT)):
+            if "_kept" in rows.column_names:  # the filter, true (not false or NULL)
+                rows = rows.filter(pc.fill_null(rows.column("_kept"), False)).drop_columns(["_kept"])
+            rows = rows.take(pc.sort_indices(rows.column("_rid"))) if kind == DELETE else rows
+            fields = [f for f in self.ctx.output_schema if f.name != ROW_KIND]
+            rows = pa.Table.from_arrays([rows.column(0), *(rows.column(i + 1).cast(f.type)
+                                                           for i, f in enumerate(fields))],
+                                        names=["_rid", *(f.name for f in fields)])
+            parts.append((rows, kind))
+        (gone, _), (came, _) = parts
+        if gone.num_rows and came.num_rows and pc.any(_maybe_equal(came, gone)).as_py():
+            self.con.register("top_gone", gone)
+            self.con.register("top_came", came)
+            try:
+                return query_arrow(self.con, self._changes_sql("top_gone", "top_came"), self.ctx.operator_id)
+            finally:
+                self.con.unregister("top_gone")
+                self.con.unregister("top_came")
+        out = [rows.drop_columns(["_rid"]).append_column(ROW_KIND, pa.repeat(pa.scalar(kind, pa.int8()), rows.num_rows))
+               for rows, kind in parts]
+        return pa.concat_tables(out).combine_chunks()
+
+    def _arrow_top(self, delta: pa.RecordBatch) -> pa.RecordBatch | None:
+        """``_batch_top`` in Arrow, for ROW_NUMBER: the delta's rows in the top N of their
+        partition among the batch alone, in arrival order; None where all are, or where Arrow
+        might not order or group the rows as DuckDB does (then ``_batch_top`` asks DuckDB).
+
+        The rows are sorted by partition keys, then by each term of ORDER BY (a column: NULLs
+        first or last by a key of their own before it, as DuckDB places them in every direction),
+        then by arrival (``ties``: the sort is stable, the delta in arrival order; the latest
+        first by row id); the first N of each run of equal partition keys are kept. Only types that Arrow sorts and compares as DuckDB does take part (no floats:
+        DuckDB sorts NaN above every number and groups -0.0 with 0.0)."""
+        if self.function != "row_number" or self._arrow_order is None:
+            return None
+        names = delta.schema.names
+        columns, sort_keys = {}, []
+        for i, key in enumerate(self.keys):
+            columns[f"k{i}"] = delta.column(names.index(key))
+            sort_keys.append((f"k{i}", "ascending"))
+        for i, (name, descending, nulls_first) in enumerate(self._arrow_order):
+            column = delta.column(names.index(name))
+            if column.null_count:
+                columns[f"n{i}"] = pc.is_null(column)
+                sort_keys.append((f"n{i}", "descending" if nulls_first else "ascending"))
+            columns[f"o{i}"] = column
+            sort_keys.append((f"o{i}", "descending" if descending else "ascending"))
+        if not all(any(check(c.type) for check in _EXACT) for c in columns.values()):
+            return None
+        if self.ties == "latest_first":  # else arrival order, the delta's: the sort is stable
+            columns["_rid"] = delta.column(1)
+            sort_keys.append(("_rid", "descending"))
+        table = pa.record_batch(list(columns.values()), names=list(columns))  # Arrays, not chunked ones
+        order = pc.sort_indices(table, sort_keys=sort_keys)
+        rows = delta.num_rows
+        differs = pa.repeat(pa.scalar(False, pa.bool_()), rows - 1)  # from the row before, in sorted order
+        for i in range(len(self.keys)):
+            key = table.column(f"k{i}").take(order)
+            after, before = key.slice(1), key.slice(0, rows - 1)
+            distinct = pc.fill_null(pc.not_equal(after, before), True)  # NULL and NULL: not distinct
+            distinct = pc.and_not(distinct, pc.and_(pc.is_null(after), pc.is_null(before)))
+            differs = pc.or_(differs, distinct)
+        # the sorted rows' positions, and where the partition of each starts (a running maximum)
+        at = positions(rows)
+        starts = pc.cumulative_max(pa.concat_arrays([pa.array([0], pa.int64()),
+                                                     pc.if_else(differs, at.slice(1), pa.scalar(0, pa.int64()))]))
+        kept = pc.indices_nonzero(pc.less(pc.subtract(at, starts), pa.scalar(self.high, pa.int64())))
+        if len(kept) == rows:
+            return None
+        kept = order.take(kept)
+        return delta.take(kept.take(pc.sort_indices(kept)))  # in arrival order
 
     def _batch_top(self, delta: pa.RecordBatch) -> pa.RecordBatch:
         """The delta's rows in the top N of their partition among the batch's own rows, registered
@@ -311,6 +470,7 @@ class TopN(StateOperator):
         columns = self._quoted(["key_group", "_rid", "_t", *self.columns])
         added = f"SELECT {columns} FROM {DELTA} WHERE _sign > 0"
         self._run(f"INSERT INTO {TABLE} {added}")
+        self._compaction.changed(self.con, delta.nbytes)
         if pc.any(pc.less(delta.column(delta.num_columns - 1), pa.scalar(0, pa.int8()))).as_py():  # delete one equal row each
             data = self._quoted(self.columns)
             same = " AND ".join(f"s.{quote_ident(c)} IS NOT DISTINCT FROM r.{quote_ident(c)}" for c in self.columns)
@@ -365,3 +525,30 @@ class TopN(StateOperator):
             self.con.unregister("restored")
         self._created = True
         self._next_rid = table.num_rows
+
+
+def _maybe_equal(rows: pa.Table, others: pa.Table) -> pa.Array:
+    """Per row of ``rows``: whether it may equal a row of ``others`` (same columns after ``_rid``):
+    each of its values of a type compared exactly is among the others' values of that column
+    (NULL among NULLs)."""
+    maybe = pa.repeat(pa.scalar(True, pa.bool_()), rows.num_rows)
+    for i in range(1, rows.num_columns):
+        column, values = rows.column(i), others.column(i)
+        if any(check(column.type) for check in _EXACT):
+            maybe = pc.and_(maybe, pc.is_in(column, value_set=values.combine_chunks(), skip_nulls=False))
+            if not pc.any(maybe).as_py():
+                break
+    return maybe
+
+
+def _plain_order(order_by: list[str], columns: list[str]) -> list[tuple[str, bool, bool]] | None:
+    """ORDER BY's terms as (column, descending, NULLS FIRST) when each is a column with its
+    direction and NULL order written out; else None."""
+    terms = []
+    for sql in order_by:
+        match = PLAIN_ORDER.match(sql.strip())
+        if match is None or match.group(1).replace('""', '"') not in columns or match.group(3) is None:
+            return None
+        terms.append((match.group(1).replace('""', '"'), (match.group(2) or "ASC").upper() == "DESC",
+                      match.group(3).upper() == "FIRST"))
+    return terms

@@ -218,3 +218,51 @@ def test_an_unranked_append_only_top_n_changes_only_the_rows_that_move(function,
     where = f" AND ({filter_sql})" if filter_sql else ""
     ranked = f"SELECT *, {function}() OVER ({partition}ORDER BY {order}) AS rn FROM t"
     assert result == Counter(con.sql(f"SELECT {', '.join(projected)} FROM ({ranked}) WHERE rn <= {high}{where}").fetchall())
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", None]), st.sampled_from([1, 2, None]),
+                          st.one_of(st.none(), st.integers(0, 3)), st.sampled_from(["x", "y", "", None])),
+                min_size=1, max_size=40),
+       st.sampled_from([["s"], ["s", "i"], []]),
+       st.lists(st.tuples(st.sampled_from(["v", "w", "i"]), st.booleans(), st.booleans()), min_size=1, max_size=3,
+                unique_by=lambda t: t[0]),
+       st.integers(1, 3), st.sampled_from(["earliest_first", "latest_first"]))
+def test_a_batch_is_cut_to_its_own_top_rows_in_arrow_as_duckdb_cuts_it(rows, keys, order, high, ties):
+    """``_arrow_top`` keeps exactly the rows DuckDB's ranking of the batch alone keeps
+    (``_batch_top``): NULL keys one partition, NULLs first or last in either direction, ties by
+    arrival (or the latest first), strings and integers."""
+    order_by = [f'"{c}" {"DESC" if desc else "ASC"} NULLS {"FIRST" if first else "LAST"}' for c, desc, first in order]
+    config = {"columns": ["s", "i", "v", "w"], "partition_keys": keys, "order_by": order_by,
+              "function": "row_number", "rank_column": "rn", "rank_range": [1, high], "filter": None,
+              "projection": [["s", '"s"'], ["v", '"v"']], "append_only_input": True, "ties": ties}
+    op = TopN(config, OperatorContext("top", pa.schema([("s", pa.string()), ("v", pa.int64()),
+                                                          (ROW_KIND, pa.int8())]), max_parallelism=8))
+    op.open()
+    types = [pa.string(), pa.int64(), pa.int64(), pa.string()]
+    columns = [pa.array([r[j] for r in rows], t) for j, t in enumerate(types)]
+    n = len(rows)
+    delta = pa.record_batch([pa.array([0] * n, pa.int32()), pa.array(range(n), pa.int64()),
+                             pa.array([0] * n, pa.int64()), *columns, pa.array([1] * n, pa.int8())],
+                            names=["key_group", "_rid", "_t", "s", "i", "v", "w", "_sign"])
+    op.con.register("top_n_delta", delta)
+    expected = op._batch_top(delta).column("_rid").to_pylist()
+    cut = op._arrow_top(delta)
+    assert (cut.column("_rid").to_pylist() if cut is not None else list(range(len(rows)))) == expected
+
+
+def test_a_float_order_is_left_to_duckdb():
+    """DuckDB sorts NaN above every number and -0.0 with 0.0: no Arrow cut by a float column."""
+    config = {"columns": ["k", "f"], "partition_keys": ["k"], "order_by": ['"f" DESC NULLS LAST'],
+              "function": "row_number", "rank_column": "rn", "rank_range": [1, 1], "filter": None,
+              "projection": [["k", '"k"'], ["f", '"f"']], "append_only_input": True}
+    op = TopN(config, OperatorContext("top", pa.schema([("k", pa.int64()), ("f", pa.float64()),
+                                                          (ROW_KIND, pa.int8())]), max_parallelism=8))
+    op.open()
+    batch = pa.record_batch([pa.array([1, 1, 1], pa.int64()), pa.array([float("nan"), 1.0, -0.0])], names=["k", "f"])
+    delta = pa.record_batch([pa.array([0] * 3, pa.int32()), pa.array([0, 1, 2], pa.int64()),
+                             pa.array([0] * 3, pa.int64()), *batch.columns, pa.array([1] * 3, pa.int8())],
+                            names=["key_group", "_rid", "_t", "k", "f", "_sign"])
+    assert op._arrow_top(delta) is None
+    out = op.process_batch(batch)
+    assert [r["f"] != r["f"] for b in out for r in b.to_pylist()] == [True]  # NaN ranks first, DESC
