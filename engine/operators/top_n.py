@@ -146,10 +146,8 @@ class TopN(StateOperator):
             for sql in [*(sql for _, sql in self.projection), self.filter or ""])
 
     def open(self) -> None:
-        """The state connection on one DuckDB thread: its statements (the ranking of a batch's partitions, its moves)
-        are too small to share out, and a second thread cost more CPU than it saved wall time
-        while the source's read-ahead thread wants the other core (Nexmark q9 at 10M events on two
-        cores: engine 19.2 and 16.6 s against 24.5 and 19.8 s on two threads; q4 not slower)."""
+        """The state connection on one DuckDB thread, as the stream join's (``StreamJoin.open``
+        says why): a batch's ranking and moves are too small to share out."""
         if self.con is None:
             self.con = self.ctx.state_connection(max_threads=1)
             self.create_state()
