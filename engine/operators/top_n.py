@@ -137,9 +137,14 @@ class TopN(StateOperator):
         self._compaction = Compaction()
         self._next_rid = 0
         self._created = False
+        terms = _order_terms(self.order_by, self.columns)
         #: ORDER BY as (column, descending, NULLS FIRST) per term, where each names a column and
         #: says where NULLs go (as the planner writes them); else None (``_arrow_top``).
-        self._arrow_order = _plain_order(self.order_by, self.columns)
+        self._arrow_order = terms if terms is not None and None not in (t[2] for t in terms) else None
+        #: The columns that rank the rows (``_moves``): the partition keys, the columns of ORDER BY
+        #: when each of its terms is a column, and the row id; else every column.
+        self._sort_columns = (["key_group", "_rid", "_t", *self.columns] if terms is None
+                              else list(dict.fromkeys([*self.keys, *(name for name, _, _ in terms), "_rid"])))
         #: Whether a batch's changes are only rows leaving and entering the top (``_moves``).
         self._moves_only = self.append_only_input and self.low == 1 and not any(
             re.search(rf"\b{re.escape(self.rank_column)}\b", sql, re.IGNORECASE)
@@ -263,7 +268,7 @@ class TopN(StateOperator):
         batch's or the state's other columns in full. The changes are put together in Arrow
         (``_moved_changes``)."""
         partition = f"PARTITION BY {self._quoted(self.keys)} " if self.keys else ""
-        narrow = self._quoted(self._sort_columns())
+        narrow = self._quoted(self._sort_columns)
         stored = f"SELECT {narrow} FROM {self._stored(f'(SELECT DISTINCT {self._quoted(self.keys)} FROM {DELTA})')}"
         start, high = int_literal(first_rid), int_literal(self.high)
         moves = run_arrow(self.con, f"SELECT _rid FROM (SELECT _rid, {self.function}() OVER ({partition}ORDER BY "
@@ -289,15 +294,6 @@ class TopN(StateOperator):
             self.con.unregister(MOVED)
         self._compaction.changed(self.con, came.nbytes + gone.nbytes)
         return self._moved_changes(gone, entered)
-
-    def _sort_columns(self) -> list[str]:
-        """The columns that rank the rows: the partition keys, the columns of ORDER BY when each of
-        its terms is a column (as the planner writes them), and the row id; else every column."""
-        named = [PLAIN_ORDER.match(sql.strip()) for sql in self.order_by]
-        names = [m.group(1).replace('""', '"') for m in named if m]
-        if len(names) < len(named) or not set(names) <= set(self.columns):
-            return ["key_group", "_rid", "_t", *self.columns]
-        return list(dict.fromkeys([*self.keys, *names, "_rid"]))
 
     def _deleted(self, rids: pa.Array, returning: str) -> pa.Table:
         """Delete the stored rows of these row ids, and read them as ``returning`` says."""
@@ -539,14 +535,15 @@ def _maybe_equal(rows: pa.Table, others: pa.Table) -> pa.Array:
     return maybe
 
 
-def _plain_order(order_by: list[str], columns: list[str]) -> list[tuple[str, bool, bool]] | None:
-    """ORDER BY's terms as (column, descending, NULLS FIRST) when each is a column with its
-    direction and NULL order written out; else None."""
+def _order_terms(order_by: list[str], columns: list[str]) -> list[tuple[str, bool, bool | None]] | None:
+    """ORDER BY's terms as (column, descending, NULLS FIRST: None where not written) when each is
+    one of ``columns``; else None."""
     terms = []
     for sql in order_by:
         match = PLAIN_ORDER.match(sql.strip())
-        if match is None or match.group(1).replace('""', '"') not in columns or match.group(3) is None:
+        name = match.group(1).replace('""', '"') if match else None
+        if name not in columns:
             return None
-        terms.append((match.group(1).replace('""', '"'), (match.group(2) or "ASC").upper() == "DESC",
-                      match.group(3).upper() == "FIRST"))
+        nulls = match.group(3)
+        terms.append((name, (match.group(2) or "ASC").upper() == "DESC", None if nulls is None else nulls.upper() == "FIRST"))
     return terms
